@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: MIT
+/* ibvfd configuration: JSON file + ib-kubernetes environment overrides. */
+#include "config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ibvf/types.h>
+
+#include "err.h"
+#include "json_util.h"
+#include "log.h"
+
+#ifndef IBVF_SM_MODULE_DIR
+#define IBVF_SM_MODULE_DIR "/usr/local/lib/ibvf/sm"
+#endif
+
+static int set_str(char **dst, const char *src)
+{
+	char *s = strdup(src);
+
+	if (!s)
+		return -ENOMEM;
+	free(*dst);
+	*dst = s;
+	return 0;
+}
+
+static int set_defaults(struct ibvf_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->log_level = LOG_INFO;
+	cfg->pool.quarantine_s = 60;
+	cfg->pool.sync_full = true;
+	cfg->sm.periodic_update_s = 5;
+	cfg->sm.batch_window_ms = 20;
+	cfg->sm.batch_max = 1024;
+	cfg->vf.rebind_timeout_ms = 5000;
+	cfg->api.allowed_uids[0] = 0;
+	cfg->api.n_allowed_uids = 1;
+	if (set_str(&cfg->state_dir, IBVF_DEFAULT_STATE_DIR) ||
+	    set_str(&cfg->run_dir, IBVF_DEFAULT_RUN_DIR) || set_str(&cfg->sysfs_root, "/sys") ||
+	    set_str(&cfg->sm.backend, "noop") || set_str(&cfg->sm.module_dir, IBVF_SM_MODULE_DIR) ||
+	    set_str(&cfg->vf.driver, "netlink"))
+		return -ENOMEM;
+	return 0;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct ibvf_guid_range *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int parse_one_range(const struct ibvf_jctx *c, json_t *r, const char *path,
+			   struct ibvf_guid_range *out)
+{
+	static const char *const keys[] = { "start", "end", NULL };
+	const char *names[2] = { "start", "end" };
+	uint64_t *vals[2] = { &out->start, &out->end };
+	char e[IBVF_ERR_LEN];
+	int ret;
+
+	ret = ibvf_json_check_keys(c, r, path, keys);
+	if (ret)
+		return ret;
+	for (int k = 0; k < 2; k++) {
+		json_t *v = json_object_get(r, names[k]);
+
+		if (!json_is_string(v))
+			return ibvf_json_err(c, path, names[k], "required GUID string");
+		if (ibvf_guid_parse(json_string_value(v), vals[k], e, sizeof(e)))
+			return ibvf_json_err(c, path, names[k], "%s", e);
+	}
+	if (out->start > out->end)
+		return ibvf_json_err(c, path, NULL, "start is greater than end");
+	if (out->start == 0 || out->end == IBVF_GUID_ALL_ONES)
+		return ibvf_json_err(c, path, NULL,
+				     "range contains the invalid GUID %s (0 and all-ones are "
+				     "never assignable)",
+				     out->start == 0 ? "00:00:00:00:00:00:00:00"
+						     : "ff:ff:ff:ff:ff:ff:ff:ff");
+	return 0;
+}
+
+int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
+			   struct ibvf_guid_range **out, size_t *n, char *err, size_t errlen)
+{
+	struct ibvf_jctx c = { file, err, errlen };
+	json_t *arr = json_array;
+	struct ibvf_guid_range *r;
+	size_t i, cnt;
+	int ret;
+
+	if (!json_is_array(arr) || json_array_size(arr) == 0)
+		return ibvf_json_err(&c, path, NULL, "expected a non-empty array of {start, end}");
+	cnt = json_array_size(arr);
+	r = calloc(cnt, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (i = 0; i < cnt; i++) {
+		char p[128];
+
+		snprintf(p, sizeof(p), "%s[%zu]", path, i);
+		ret = parse_one_range(&c, json_array_get(arr, i), p, &r[i]);
+		if (ret) {
+			free(r);
+			return ret;
+		}
+	}
+	qsort(r, cnt, sizeof(*r), range_cmp);
+	for (i = 1; i < cnt; i++) {
+		if (r[i].start <= r[i - 1].end) {
+			char a[IBVF_GUID_STR_LEN], b[IBVF_GUID_STR_LEN];
+
+			free(r);
+			return ibvf_json_err(&c, path, NULL, "ranges overlap at %s..%s",
+					     ibvf_guid_format(r[i].start, a),
+					     ibvf_guid_format(r[i - 1].end, b));
+		}
+	}
+	*out = r;
+	*n = cnt;
+	return 0;
+}
+
+static int parse_pool(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
+{
+	static const char *const keys[] = { "ranges", "quarantine_s", "sync", NULL };
+	uint64_t q = cfg->pool.quarantine_s;
+	char *sync = NULL;
+	json_t *r;
+	int ret;
+
+	ret = ibvf_json_check_keys(c, o, "pool", keys);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "pool", "quarantine_s", 0, 30 * 24 * 3600, &q);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "pool", "sync", &sync);
+	if (ret)
+		goto out;
+	cfg->pool.quarantine_s = (uint32_t)q;
+	if (sync) {
+		if (strcmp(sync, "full") && strcmp(sync, "normal")) {
+			ret = ibvf_json_err(c, "pool", "sync", "expected \"full\" or \"normal\"");
+			goto out;
+		}
+		cfg->pool.sync_full = !strcmp(sync, "full");
+	}
+	r = json_object_get(o, "ranges");
+	if (r) {
+		free(cfg->pool.ranges);
+		cfg->pool.ranges = NULL;
+		ret = ibvf_parse_guid_ranges(c->file, "pool.ranges", r, &cfg->pool.ranges,
+					     &cfg->pool.n_ranges, c->err, c->errlen);
+	}
+out:
+	free(sync);
+	return ret;
+}
+
+static int dump_json(json_t *o, char **out)
+{
+	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+
+	if (!s)
+		return -ENOMEM;
+	free(*out);
+	*out = s;
+	return 0;
+}
+
+static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
+{
+	static const char *const keys[] = { "backend", "module_dir", "config",
+					    "periodic_update_s", "batch_window_ms", "batch_max",
+					    NULL };
+	uint64_t per = cfg->sm.periodic_update_s, win = cfg->sm.batch_window_ms,
+		 bmax = cfg->sm.batch_max;
+	json_t *bc;
+	int ret;
+
+	ret = ibvf_json_check_keys(c, o, "sm", keys);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "sm", "backend", &cfg->sm.backend);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "sm", "module_dir", &cfg->sm.module_dir);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "sm", "periodic_update_s", 1, 86400, &per);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "sm", "batch_window_ms", 0, 10000, &win);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "sm", "batch_max", 1, 1000000, &bmax);
+	if (!ret)
+		ret = ibvf_json_object(c, o, "sm", "config", &bc);
+	if (ret)
+		return ret;
+	if (bc && dump_json(bc, &cfg->sm.backend_json))
+		return -ENOMEM;
+	cfg->sm.periodic_update_s = (uint32_t)per;
+	cfg->sm.batch_window_ms = (uint32_t)win;
+	cfg->sm.batch_max = (uint32_t)bmax;
+	return 0;
+}
+
+static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
+{
+	static const char *const keys[] = { "driver", "rebind_timeout_ms", "ibsim", NULL };
+	uint64_t t = cfg->vf.rebind_timeout_ms;
+	json_t *ib;
+	int ret;
+
+	ret = ibvf_json_check_keys(c, o, "vf", keys);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "vf", "driver", &cfg->vf.driver);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "vf", "rebind_timeout_ms", 1, 600000, &t);
+	if (!ret)
+		ret = ibvf_json_object(c, o, "vf", "ibsim", &ib);
+	if (ret)
+		return ret;
+	if (strcmp(cfg->vf.driver, "netlink") && strcmp(cfg->vf.driver, "ibsim"))
+		return ibvf_json_err(c, "vf", "driver", "expected \"netlink\" or \"ibsim\"");
+	if (ib && dump_json(ib, &cfg->vf.ibsim_json))
+		return -ENOMEM;
+	cfg->vf.rebind_timeout_ms = (uint32_t)t;
+	return 0;
+}
+
+static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
+{
+	static const char *const keys[] = { "socket", "allowed_uids", NULL };
+	json_t *u;
+	int ret;
+
+	ret = ibvf_json_check_keys(c, o, "api", keys);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "api", "socket", &cfg->api.socket);
+	if (ret)
+		return ret;
+	u = json_object_get(o, "allowed_uids");
+	if (!u)
+		return 0;
+	if (!json_is_array(u) || json_array_size(u) == 0 ||
+	    json_array_size(u) > IBVF_MAX_ALLOWED_UIDS)
+		return ibvf_json_err(c, "api", "allowed_uids", "expected 1..%d user IDs",
+				     IBVF_MAX_ALLOWED_UIDS);
+	for (size_t i = 0; i < json_array_size(u); i++) {
+		json_t *v = json_array_get(u, i);
+
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > 0x7fffffff)
+			return ibvf_json_err(c, "api", "allowed_uids", "entry %zu is not a uid",
+					     i);
+		cfg->api.allowed_uids[i] = (uid_t)json_integer_value(v);
+	}
+	cfg->api.n_allowed_uids = json_array_size(u);
+	return 0;
+}
+
+static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config *cfg)
+{
+	static const char *const keys[] = { "state_dir", "run_dir", "sysfs_root", "log_level",
+					    "allow_default_pkey", "pool", "sm", "vf", "api",
+					    NULL };
+	char *level = NULL;
+	json_t *o;
+	int ret;
+
+	ret = ibvf_json_check_keys(c, root, "", keys);
+	if (!ret)
+		ret = ibvf_json_string(c, root, "", "state_dir", &cfg->state_dir);
+	if (!ret)
+		ret = ibvf_json_string(c, root, "", "run_dir", &cfg->run_dir);
+	if (!ret)
+		ret = ibvf_json_string(c, root, "", "sysfs_root", &cfg->sysfs_root);
+	if (!ret)
+		ret = ibvf_json_bool(c, root, "", "allow_default_pkey", &cfg->allow_default_pkey);
+	if (!ret)
+		ret = ibvf_json_string(c, root, "", "log_level", &level);
+	if (!ret && level) {
+		int l = ibvf_log_level_parse(level);
+
+		if (l < 0)
+			ret = ibvf_json_err(c, "", "log_level",
+					    "expected error, warning, notice, info or debug");
+		else
+			cfg->log_level = l;
+	}
+	free(level);
+	if (!ret && !(ret = ibvf_json_object(c, root, "", "pool", &o)) && o)
+		ret = parse_pool(c, o, cfg);
+	if (!ret && !(ret = ibvf_json_object(c, root, "", "sm", &o)) && o)
+		ret = parse_sm(c, o, cfg);
+	if (!ret && !(ret = ibvf_json_object(c, root, "", "vf", &o)) && o)
+		ret = parse_vf(c, o, cfg);
+	if (!ret && !(ret = ibvf_json_object(c, root, "", "api", &o)) && o)
+		ret = parse_api(c, o, cfg);
+	return ret;
+}
+
+static const char *env_get(char *const *envp, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, name, n) && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+/* Set @key of the SM backend's JSON config to @v (a new reference). */
+static int backend_set(struct ibvf_config *cfg, const char *key, json_t *v, char *err,
+		       size_t errlen)
+{
+	json_t *o = cfg->sm.backend_json ? json_loads(cfg->sm.backend_json, 0, NULL)
+					 : json_object();
+	int ret;
+
+	if (!o || !v) {
+		json_decref(o);
+		json_decref(v);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	json_object_set_new(o, key, v);
+	ret = dump_json(o, &cfg->sm.backend_json);
+	json_decref(o);
+	return ret;
+}
+
+/*
+ * ib-kubernetes environment variables (deployment/ib-kubernetes-configmap.yaml
+ * of Mellanox/ib-kubernetes). docs/config.md documents each mapping.
+ */
+static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size_t errlen)
+{
+	static const struct {
+		const char *env, *key;
+		bool number;
+	} ufm_map[] = {
+		{ "UFM_USERNAME", "username", false }, { "UFM_PASSWORD", "password", false },
+		{ "UFM_ADDRESS", "address", false },   { "UFM_HTTP_SCHEMA", "scheme", false },
+		{ "UFM_PORT", "port", true },	       { "UFM_CERTIFICATE", "ca_pem", false },
+	};
+	struct ibvf_jctx c = { "<environment>", err, errlen };
+	const char *s = env_get(envp, "GUID_POOL_RANGE_START");
+	const char *e = env_get(envp, "GUID_POOL_RANGE_END");
+	int ret;
+
+	if (s || e) {
+		json_t *arr;
+
+		if (!s || !e)
+			return ibvf_json_err(&c, "", s ? "GUID_POOL_RANGE_END" : "GUID_POOL_RANGE_START",
+					     "both GUID_POOL_RANGE_START and GUID_POOL_RANGE_END "
+					     "must be set");
+		arr = json_pack("[{s:s,s:s}]", "start", s, "end", e);
+		if (!arr)
+			return -ENOMEM;
+		free(cfg->pool.ranges);
+		cfg->pool.ranges = NULL;
+		ret = ibvf_parse_guid_ranges("<environment>", "GUID_POOL_RANGE_START..END", arr,
+					     &cfg->pool.ranges, &cfg->pool.n_ranges, err, errlen);
+		json_decref(arr);
+		if (ret)
+			return ret;
+	}
+	if ((s = env_get(envp, "DAEMON_SM_PLUGIN")) && *s) {
+		if (set_str(&cfg->sm.backend, s))
+			return -ENOMEM;
+	}
+	if ((s = env_get(envp, "DAEMON_PERIODIC_UPDATE")) && *s) {
+		char *end;
+		unsigned long v = strtoul(s, &end, 10);
+
+		if (*end || v < 1 || v > 86400)
+			return ibvf_json_err(&c, "", "DAEMON_PERIODIC_UPDATE",
+					     "'%.32s' is not a number of seconds in 1..86400", s);
+		cfg->sm.periodic_update_s = (uint32_t)v;
+	}
+	for (size_t i = 0; i < sizeof(ufm_map) / sizeof(ufm_map[0]); i++) {
+		json_t *v;
+
+		s = env_get(envp, ufm_map[i].env);
+		if (!s || !*s)
+			continue;
+		if (ufm_map[i].number) {
+			char *end;
+			unsigned long p = strtoul(s, &end, 10);
+
+			if (*end || p < 1 || p > 65535)
+				return ibvf_json_err(&c, "", ufm_map[i].env,
+						     "'%.32s' is not a TCP port", s);
+			v = json_integer((json_int_t)p);
+		} else {
+			v = json_string(s);
+		}
+		ret = backend_set(cfg, ufm_map[i].key, v, err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
+		     char *const *envp, char *err, size_t errlen)
+{
+	const char *file = path ? path : IBVF_DEFAULT_CONFIG;
+	json_t *root = NULL;
+	int ret;
+
+	ret = set_defaults(cfg);
+	if (ret)
+		goto fail;
+	if (access(file, F_OK) == 0) {
+		struct ibvf_jctx c = { file, err, errlen };
+
+		root = ibvf_json_load(file, NULL, err, errlen);
+		if (!root) {
+			ret = -EINVAL;
+			goto fail;
+		}
+		ret = parse_top(&c, root, cfg);
+		if (ret)
+			goto fail;
+		if (set_str(&cfg->path, file)) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+	} else if (must_exist) {
+		ret = ibvf_errf(err, errlen, -ENOENT, "%s: %s", file, strerror(errno));
+		goto fail;
+	}
+	ret = apply_env(cfg, envp, err, errlen);
+	if (ret)
+		goto fail;
+	if (!cfg->api.socket) {
+		if (asprintf(&cfg->api.socket, "%s/ibvfd.sock", cfg->run_dir) < 0) {
+			cfg->api.socket = NULL;
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
+	json_decref(root);
+	return 0;
+fail:
+	if (ret == -ENOMEM)
+		ibvf_errf(err, errlen, ret, "out of memory reading config");
+	json_decref(root);
+	ibvf_config_free(cfg);
+	return ret;
+}
+
+void ibvf_config_free(struct ibvf_config *cfg)
+{
+	free(cfg->path);
+	free(cfg->state_dir);
+	free(cfg->run_dir);
+	free(cfg->sysfs_root);
+	free(cfg->pool.ranges);
+	free(cfg->sm.backend);
+	free(cfg->sm.module_dir);
+	free(cfg->sm.backend_json);
+	free(cfg->vf.driver);
+	free(cfg->vf.ibsim_json);
+	free(cfg->api.socket);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+static bool is_secret_key(const char *k)
+{
+	static const char *const secret[] = { "password", "token", "secret", "key_pem", NULL };
+
+	for (const char *const *s = secret; *s; s++)
+		if (strstr(k, *s) && !strstr(k, "_file"))
+			return true;
+	return false;
+}
+
+static void mask_secrets(json_t *o)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(o, k, v) {
+		if (json_is_object(v))
+			mask_secrets(v);
+		else if (is_secret_key(k))
+			json_object_set_new(o, k, json_string("********"));
+	}
+}
+
+static json_t *ranges_json(const struct ibvf_pool_config *p)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < p->n_ranges; i++) {
+		char a[IBVF_GUID_STR_LEN], b[IBVF_GUID_STR_LEN];
+
+		json_array_append_new(arr, json_pack("{s:s,s:s}", "start",
+						     ibvf_guid_format(p->ranges[i].start, a),
+						     "end", ibvf_guid_format(p->ranges[i].end, b)));
+	}
+	return arr;
+}
+
+static json_t *opt_json(const char *text)
+{
+	json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+
+	return o ? o : json_object();
+}
+
+int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
+{
+	json_t *uids = json_array(), *root, *backend = opt_json(cfg->sm.backend_json);
+	char *s;
+
+	for (size_t i = 0; uids && i < cfg->api.n_allowed_uids; i++)
+		json_array_append_new(uids, json_integer(cfg->api.allowed_uids[i]));
+	mask_secrets(backend);
+	root = json_pack(
+		"{s:s?,s:s,s:s,s:s,s:s,s:b,s:{s:o,s:i,s:s},s:{s:s,s:s,s:o,s:i,s:i,s:i},"
+		"s:{s:s,s:i,s:o},s:{s:s,s:o}}",
+		"config_file", cfg->path, "state_dir", cfg->state_dir, "run_dir", cfg->run_dir,
+		"sysfs_root", cfg->sysfs_root, "log_level", ibvf_log_level_name(cfg->log_level),
+		"allow_default_pkey", cfg->allow_default_pkey, "pool", "ranges",
+		ranges_json(&cfg->pool), "quarantine_s", (int)cfg->pool.quarantine_s, "sync",
+		cfg->pool.sync_full ? "full" : "normal", "sm", "backend", cfg->sm.backend,
+		"module_dir", cfg->sm.module_dir, "config", backend, "periodic_update_s",
+		(int)cfg->sm.periodic_update_s, "batch_window_ms", (int)cfg->sm.batch_window_ms,
+		"batch_max", (int)cfg->sm.batch_max, "vf", "driver", cfg->vf.driver,
+		"rebind_timeout_ms", (int)cfg->vf.rebind_timeout_ms, "ibsim",
+		opt_json(cfg->vf.ibsim_json), "api", "socket", cfg->api.socket, "allowed_uids",
+		uids);
+	if (!root)
+		return -ENOMEM;
+	s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(root);
+	if (!s)
+		return -ENOMEM;
+	fprintf(f, "%s\n", s);
+	free(s);
+	return 0;
+}

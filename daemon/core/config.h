@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ibvfd configuration: one JSON file (default /etc/ibvf/ibvfd.json) plus the
+ * environment variables of ib-kubernetes as overrides (docs/config.md lists
+ * every key, type, default and override). Unknown keys are errors.
+ */
+#ifndef IBVF_CONFIG_H
+#define IBVF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define IBVF_DEFAULT_CONFIG     "/etc/ibvf/ibvfd.json"
+#define IBVF_DEFAULT_STATE_DIR  "/var/lib/ibvf"
+#define IBVF_DEFAULT_RUN_DIR    "/run/ibvf"
+#define IBVF_MAX_ALLOWED_UIDS   16
+
+/** An inclusive GUID range [start, end], host-order u64s. */
+struct ibvf_guid_range {
+	uint64_t start;
+	uint64_t end;
+};
+
+struct ibvf_pool_config {
+	struct ibvf_guid_range *ranges;	/* sorted by start, non-overlapping */
+	size_t n_ranges;
+	uint32_t quarantine_s;		/* seconds a released GUID waits; default 60 */
+	bool sync_full;			/* SQLite synchronous=FULL (default) or NORMAL */
+};
+
+struct ibvf_sm_config {
+	char *backend;			/* "noop" (default), "opensm", "ufm" */
+	char *module_dir;		/* where <backend>.so modules live */
+	char *backend_json;		/* text of the backend's own config object */
+	uint32_t periodic_update_s;	/* reconciliation period, s (DAEMON_PERIODIC_UPDATE) */
+	uint32_t batch_window_ms;	/* SM request coalescing window, ms; default 20 */
+	uint32_t batch_max;		/* flush a batch at this many GUIDs; default 1024 */
+};
+
+struct ibvf_vf_config {
+	char *driver;			/* "netlink" (default) or "ibsim" (labs only) */
+	uint32_t rebind_timeout_ms;	/* wait for netdev/RDMA device after rebind; 5000 */
+	char *ibsim_json;		/* text of the "ibsim" lab driver object, or NULL */
+};
+
+struct ibvf_api_config {
+	char *socket;			/* default <run_dir>/ibvfd.sock */
+	uid_t allowed_uids[IBVF_MAX_ALLOWED_UIDS];
+	size_t n_allowed_uids;		/* default: {0} */
+};
+
+struct ibvf_config {
+	char *path;			/* file it was read from; NULL when defaults only */
+	char *state_dir;
+	char *run_dir;
+	char *sysfs_root;		/* default "/sys" */
+	int log_level;			/* syslog level; default LOG_INFO */
+	bool allow_default_pkey;	/* permit PKey 0x7fff for tenants; default false */
+	struct ibvf_pool_config pool;
+	struct ibvf_sm_config sm;
+	struct ibvf_vf_config vf;
+	struct ibvf_api_config api;
+};
+
+/**
+ * ibvf_config_load() - defaults, then the file at @path (when @path is NULL
+ * the default file is read if it exists), then environment overrides from
+ * @envp (NULL: none). On error nothing is allocated in @cfg.
+ * @must_exist: an explicit --config path that does not exist is an error.
+ *
+ * Return: 0, -ENOENT, -EINVAL (bad value; @err names file and key path),
+ * -ENOMEM.
+ */
+int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
+		     char *const *envp, char *err, size_t errlen);
+
+/** ibvf_config_free() - release everything ibvf_config_load() allocated. */
+void ibvf_config_free(struct ibvf_config *cfg);
+
+/**
+ * ibvf_config_print() - the effective config as JSON on @f, with secrets
+ * (keys named password, token, secret, key_pem) replaced by "********".
+ */
+int ibvf_config_print(const struct ibvf_config *cfg, FILE *f);
+
+/**
+ * ibvf_parse_ranges() - parse a JSON array of {"start": GUID, "end": GUID}
+ * into sorted ranges; rejects start > end, a range that contains 0 or
+ * all-ones as a member, and overlaps. *@out is malloc'd.
+ */
+int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
+			   struct ibvf_guid_range **out, size_t *n, char *err, size_t errlen);
+
+#endif /* IBVF_CONFIG_H */

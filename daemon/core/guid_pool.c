@@ -1,0 +1,1258 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Persistent GUID pool over SQLite (see guid_pool.h and docs/pool.md).
+ *
+ * GUIDs are stored as INTEGER keys after flipping the top bit (enc()), which
+ * maps unsigned u64 order onto SQLite's signed int64 order, so "lowest free
+ * GUID" and range scans are index operations. Free GUIDs are kept as a table
+ * of extents [start, end], so allocate, allocate-specific and free are
+ * O(log n) whatever the size of the ranges.
+ */
+#include "guid_pool.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ibvf/types.h>
+
+#include "err.h"
+#include "log.h"
+#include "statedir.h"
+
+#define SCHEMA_VERSION 1
+#define ST_Q		IBVF_ALLOC_QUARANTINED
+
+struct ibvf_pool {
+	sqlite3 *db;
+	char path[PATH_MAX];
+	struct ibvf_guid_range *ranges;
+	size_t n_ranges;
+	uint32_t quarantine_s;
+	bool read_only;
+	bool ranges_current;	/* free_extent matches the configured ranges */
+	int64_t (*now_ms)(void *arg);
+	void *now_arg;
+};
+
+static const char *const state_names[IBVF_ALLOC_STATE_COUNT] = {
+	"allocated", "programmed", "sm_requested", "sm_confirmed",
+	"port_ready", "handed",	   "releasing",	   "quarantined",
+};
+
+const char *ibvf_alloc_state_name(enum ibvf_alloc_state s)
+{
+	return (unsigned)s < IBVF_ALLOC_STATE_COUNT ? state_names[s] : "?";
+}
+
+int ibvf_alloc_state_parse(const char *s)
+{
+	for (int i = 0; i < IBVF_ALLOC_STATE_COUNT; i++)
+		if (!strcmp(s, state_names[i]))
+			return i;
+	return -EINVAL;
+}
+
+const char *ibvf_pool_db_path(const struct ibvf_pool *p)
+{
+	return p->path;
+}
+
+static sqlite3_int64 enc(uint64_t g)
+{
+	return (sqlite3_int64)(g ^ 0x8000000000000000ull);
+}
+
+static uint64_t dec(sqlite3_int64 v)
+{
+	return (uint64_t)v ^ 0x8000000000000000ull;
+}
+
+static int64_t now_ms(struct ibvf_pool *p)
+{
+	struct timespec ts;
+
+	if (p->now_ms)
+		return p->now_ms(p->now_arg);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Clip a configured range to assignable GUIDs; false when nothing is left. */
+static bool clip(const struct ibvf_guid_range *r, uint64_t *a, uint64_t *b)
+{
+	*a = r->start ? r->start : 1;
+	*b = r->end != IBVF_GUID_ALL_ONES ? r->end : IBVF_GUID_ALL_ONES - 1;
+	return *a <= *b;
+}
+
+static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
+{
+	for (size_t i = 0; i < p->n_ranges; i++) {
+		uint64_t a, b;
+
+		if (clip(&p->ranges[i], &a, &b) && g >= a && g <= b)
+			return true;
+	}
+	return false;
+}
+
+static int db_err(struct ibvf_pool *p, char *err, size_t errlen, const char *what)
+{
+	int code = sqlite3_errcode(p->db);
+	int ret = (code == SQLITE_BUSY || code == SQLITE_LOCKED) ? -EBUSY : -EIO;
+
+	return ibvf_errf(err, errlen, ret, "pool store %s: %s: %s", p->path, what,
+			 sqlite3_errmsg(p->db));
+}
+
+static int exec(struct ibvf_pool *p, const char *sql, char *err, size_t errlen)
+{
+	if (sqlite3_exec(p->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return db_err(p, err, errlen, sql);
+	return 0;
+}
+
+static int prep(struct ibvf_pool *p, sqlite3_stmt **st, const char *sql, char *err, size_t errlen)
+{
+	if (sqlite3_prepare_v2(p->db, sql, -1, st, NULL) != SQLITE_OK)
+		return db_err(p, err, errlen, "prepare");
+	return 0;
+}
+
+/* Run a statement that returns no rows (or ignore them); finalizes it. */
+static int run(struct ibvf_pool *p, sqlite3_stmt *st, char *err, size_t errlen)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return db_err(p, err, errlen, "step");
+	return 0;
+}
+
+static int scalar_i64(struct ibvf_pool *p, const char *sql, sqlite3_int64 a, sqlite3_int64 b,
+		      sqlite3_int64 *out, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (prep(p, &st, sql, err, errlen))
+		return -EIO;
+	sqlite3_bind_int64(st, 1, a);
+	sqlite3_bind_int64(st, 2, b);
+	rc = sqlite3_step(st);
+	*out = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "query");
+	return rc == SQLITE_ROW ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ schema -- */
+
+static const char schema_v1[] =
+	"CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+	"CREATE TABLE alloc("
+	" guid INTEGER PRIMARY KEY,"	/* enc(GUID) */
+	" state INTEGER NOT NULL,"
+	" container_id TEXT NOT NULL, ifname TEXT NOT NULL,"
+	" pod_namespace TEXT NOT NULL DEFAULT '', pod_name TEXT NOT NULL DEFAULT '',"
+	" pod_uid TEXT NOT NULL DEFAULT '', network TEXT NOT NULL DEFAULT '',"
+	" pf TEXT NOT NULL DEFAULT '', vf_index INTEGER NOT NULL DEFAULT -1,"
+	" pci TEXT NOT NULL DEFAULT '', pkeys TEXT NOT NULL DEFAULT '',"
+	" created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
+	" released_ms INTEGER NOT NULL DEFAULT 0);"
+	"CREATE UNIQUE INDEX alloc_owner ON alloc(container_id, ifname) WHERE state != 7;"
+	"CREATE INDEX alloc_quarantine ON alloc(released_ms) WHERE state = 7;"
+	"CREATE TABLE free_extent(start INTEGER PRIMARY KEY, end INTEGER NOT NULL);"
+	"INSERT INTO meta VALUES('ranges', '');"
+	"PRAGMA user_version = 1;";
+
+/*
+ * Migrations: migrations[v] takes a store from version v to v + 1. Each runs
+ * in its own transaction together with the user_version bump.
+ */
+static const char *const migrations[SCHEMA_VERSION] = {
+	[0] = schema_v1,
+};
+
+static int create_store(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char tmp[PATH_MAX + 32];
+	sqlite3 *db = NULL;
+	int rc;
+
+	/* Build the schema in a temp file and rename it into place, so pool.db
+	 * always has a schema from its first byte: an empty or schema-less
+	 * pool.db is then always corruption, never "new". */
+	snprintf(tmp, sizeof(tmp), "%s.new.%d", p->path, (int)getpid());
+	unlink(tmp);
+	rc = sqlite3_open_v2(tmp, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, schema_v1, NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		ibvf_errf(err, errlen, -EIO, "creating pool store %s: %s", tmp,
+			  db ? sqlite3_errmsg(db) : "out of memory");
+		sqlite3_close(db);
+		unlink(tmp);
+		return -EIO;
+	}
+	sqlite3_close(db);
+	chmod(tmp, 0600);
+	if (rename(tmp, p->path)) {
+		ibvf_errf(err, errlen, -errno, "renaming %s to %s: %s", tmp, p->path,
+			  strerror(errno));
+		unlink(tmp);
+		return -EIO;
+	}
+	log_info("created GUID pool store %s (schema version %d)", p->path, SCHEMA_VERSION);
+	return 0;
+}
+
+static int corrupt(struct ibvf_pool *p, char *err, size_t errlen, const char *why)
+{
+	return ibvf_errf(err, errlen, -EIO,
+			 "pool store %s is not a usable ibvf GUID pool (%s); it was left "
+			 "untouched: restore it from a backup or move it aside",
+			 p->path, why);
+}
+
+static int check_schema(struct ibvf_pool *p, bool deep, char *err, size_t errlen)
+{
+	sqlite3_int64 ver = 0, tables = 0;
+	char buf[256];
+	int ret;
+
+	ret = scalar_i64(p, "PRAGMA user_version", 0, 0, &ver, err, errlen);
+	if (ret < 0)
+		return corrupt(p, err, errlen, sqlite3_errmsg(p->db));
+	if (ver > SCHEMA_VERSION)
+		return ibvf_errf(err, errlen, -EPROTO,
+				 "pool store %s has schema version %lld, newer than this ibvf "
+				 "(%d): upgrade ibvf",
+				 p->path, (long long)ver, SCHEMA_VERSION);
+	if (ver < 1)
+		return corrupt(p, err, errlen, "no ibvf schema version");
+	ret = scalar_i64(p,
+			 "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN "
+			 "('meta','alloc','free_extent')",
+			 0, 0, &tables, err, errlen);
+	if (ret < 0 || tables != 3)
+		return corrupt(p, err, errlen, "tables missing");
+	if (deep) {
+		sqlite3_stmt *st;
+		const char *r;
+
+		if (sqlite3_prepare_v2(p->db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK)
+			return corrupt(p, err, errlen, sqlite3_errmsg(p->db));
+		ret = sqlite3_step(st);
+		r = ret == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+		snprintf(buf, sizeof(buf), "%s", r ? r : sqlite3_errmsg(p->db));
+		sqlite3_finalize(st);
+		if (!r || strcmp(buf, "ok"))
+			return corrupt(p, err, errlen, buf);
+	}
+	for (sqlite3_int64 v = ver; v < SCHEMA_VERSION && !p->read_only; v++) {
+		log_notice("migrating pool store %s from schema %lld to %lld", p->path,
+			   (long long)v, (long long)v + 1);
+		if (exec(p, "BEGIN IMMEDIATE", err, errlen) ||
+		    exec(p, migrations[v], err, errlen) || exec(p, "COMMIT", err, errlen)) {
+			sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------- free extents -- */
+
+static int extent_insert(struct ibvf_pool *p, uint64_t a, uint64_t b, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (prep(p, &st, "INSERT INTO free_extent(start, end) VALUES(?, ?)", err, errlen))
+		return -EIO;
+	sqlite3_bind_int64(st, 1, enc(a));
+	sqlite3_bind_int64(st, 2, enc(b));
+	return run(p, st, err, errlen);
+}
+
+static int extent_delete(struct ibvf_pool *p, uint64_t a, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (prep(p, &st, "DELETE FROM free_extent WHERE start = ?", err, errlen))
+		return -EIO;
+	sqlite3_bind_int64(st, 1, enc(a));
+	return run(p, st, err, errlen);
+}
+
+/* The extent with the greatest start <= g: 1 found, 0 none, <0 error. */
+static int extent_at_or_before(struct ibvf_pool *p, uint64_t g, uint64_t *a, uint64_t *b,
+			       char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (prep(p, &st,
+		 "SELECT start, end FROM free_extent WHERE start <= ? ORDER BY start DESC LIMIT 1",
+		 err, errlen))
+		return -EIO;
+	sqlite3_bind_int64(st, 1, enc(g));
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*a = dec(sqlite3_column_int64(st, 0));
+		*b = dec(sqlite3_column_int64(st, 1));
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "free list lookup");
+	return rc == SQLITE_ROW;
+}
+
+/* Remove @g from the free list: 0 done, 1 it was not free, <0 error. */
+static int extent_take(struct ibvf_pool *p, uint64_t g, char *err, size_t errlen)
+{
+	uint64_t a, b;
+	int ret = extent_at_or_before(p, g, &a, &b, err, errlen);
+
+	if (ret <= 0)
+		return ret < 0 ? ret : 1;
+	if (b < g)
+		return 1;
+	ret = extent_delete(p, a, err, errlen);
+	if (!ret && a < g)
+		ret = extent_insert(p, a, g - 1, err, errlen);
+	if (!ret && g < b)
+		ret = extent_insert(p, g + 1, b, err, errlen);
+	return ret;
+}
+
+/* Take the lowest free GUID: 0 and *g set, 1 none free, <0 error. */
+static int extent_take_lowest(struct ibvf_pool *p, uint64_t *g, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (prep(p, &st, "SELECT start FROM free_extent ORDER BY start LIMIT 1", err, errlen))
+		return -EIO;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*g = dec(sqlite3_column_int64(st, 0));
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return 1;
+	if (rc != SQLITE_ROW)
+		return db_err(p, err, errlen, "free list lookup");
+	return extent_take(p, *g, err, errlen);
+}
+
+/* Put @g back into the free list, merging with its neighbours. */
+static int extent_give(struct ibvf_pool *p, uint64_t g, char *err, size_t errlen)
+{
+	uint64_t a = g, b = g, pa, pb;
+	int ret;
+
+	ret = extent_at_or_before(p, g, &pa, &pb, err, errlen);
+	if (ret < 0)
+		return ret;
+	if (ret == 1 && pb >= g)
+		return 0; /* already free */
+	if (ret == 1 && pb == g - 1) {
+		a = pa;
+		if ((ret = extent_delete(p, pa, err, errlen)))
+			return ret;
+	}
+	if (g + 1 != 0) {
+		ret = extent_at_or_before(p, g + 1, &pa, &pb, err, errlen);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 && pa == g + 1) {
+			b = pb;
+			if ((ret = extent_delete(p, pa, err, errlen)))
+				return ret;
+		}
+	}
+	return extent_insert(p, a, b, err, errlen);
+}
+
+static void ranges_text(const struct ibvf_pool *p, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < p->n_ranges && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%016llx-%016llx", i ? "," : "",
+					(unsigned long long)p->ranges[i].start,
+					(unsigned long long)p->ranges[i].end);
+}
+
+/* Rebuild the free list from the ranges and the records: O(records). */
+static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	sqlite3_stmt *rows;
+	int ret = exec(p, "DELETE FROM free_extent", err, errlen);
+
+	for (size_t i = 0; !ret && i < p->n_ranges; i++) {
+		uint64_t a, b, pos;
+		int rc;
+
+		if (!clip(&p->ranges[i], &a, &b))
+			continue;
+		if (prep(p, &rows, "SELECT guid FROM alloc WHERE guid BETWEEN ? AND ? ORDER BY guid",
+			 err, errlen))
+			return -EIO;
+		sqlite3_bind_int64(rows, 1, enc(a));
+		sqlite3_bind_int64(rows, 2, enc(b));
+		pos = a;
+		while (!ret && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
+			uint64_t g = dec(sqlite3_column_int64(rows, 0));
+
+			if (g > pos)
+				ret = extent_insert(p, pos, g - 1, err, errlen);
+			pos = g + 1;
+		}
+		sqlite3_finalize(rows);
+		if (!ret && pos <= b && pos != 0)
+			ret = extent_insert(p, pos, b, err, errlen);
+	}
+	return ret;
+}
+
+static int sync_ranges(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char want[4096], have[4096] = "";
+	sqlite3_stmt *st;
+	int ret;
+
+	ranges_text(p, want, sizeof(want));
+	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen))
+		return -EIO;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(have, sizeof(have), "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	p->ranges_current = !strcmp(want, have);
+	if (p->ranges_current || p->read_only)
+		return 0;
+	log_notice("GUID ranges changed (%s -> %s): rebuilding the free list of %s",
+		   *have ? have : "none", want, p->path);
+	ret = exec(p, "BEGIN IMMEDIATE", err, errlen);
+	if (ret)
+		return ret;
+	ret = rebuild_free(p, err, errlen);
+	if (!ret) {
+		if (prep(p, &st, "UPDATE meta SET value = ? WHERE key = 'ranges'", err, errlen))
+			ret = -EIO;
+		else {
+			sqlite3_bind_text(st, 1, want, -1, SQLITE_STATIC);
+			ret = run(p, st, err, errlen);
+		}
+	}
+	if (!ret)
+		ret = exec(p, "COMMIT", err, errlen);
+	if (ret)
+		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	else
+		p->ranges_current = true;
+	return ret;
+}
+
+/* --------------------------------------------------------------- open -- */
+
+int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char *err,
+		   size_t errlen)
+{
+	struct ibvf_pool *p;
+	struct stat st;
+	int ret, flags;
+	char sql[64];
+
+	*out = NULL;
+	if (!o->n_ranges)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "no GUID ranges configured (pool.ranges or "
+				 "GUID_POOL_RANGE_START/END)");
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->ranges = calloc(o->n_ranges, sizeof(*p->ranges));
+	if (!p->ranges) {
+		free(p);
+		return -ENOMEM;
+	}
+	memcpy(p->ranges, o->ranges, o->n_ranges * sizeof(*p->ranges));
+	p->n_ranges = o->n_ranges;
+	p->quarantine_s = o->quarantine_s;
+	p->read_only = o->read_only;
+	p->now_ms = o->now_ms;
+	p->now_arg = o->now_arg;
+	if (snprintf(p->path, sizeof(p->path), "%s/%s", o->state_dir, IBVF_POOL_DB_NAME) >=
+	    (int)sizeof(p->path)) {
+		ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "state dir path too long");
+		goto fail;
+	}
+	if (o->read_only && access(p->path, F_OK)) {
+		ret = ibvf_errf(err, errlen, -ENOENT,
+				"no GUID pool store at %s (has ibvfd or a write command run with "
+				"this state directory?)",
+				p->path);
+		goto fail;
+	}
+	ret = ibvf_dir_prepare(o->state_dir, 0700, !o->read_only, err, errlen);
+	if (ret)
+		goto fail;
+	if (stat(p->path, &st)) {
+		if (o->read_only) {
+			ret = ibvf_errf(err, errlen, -ENOENT,
+					"no GUID pool store at %s (has ibvfd or a write command "
+					"run with this state directory?)",
+					p->path);
+			goto fail;
+		}
+		ret = create_store(p, err, errlen);
+		if (ret)
+			goto fail;
+	}
+	flags = o->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+	if (sqlite3_open_v2(p->path, &p->db, flags | SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK) {
+		ret = corrupt(p, err, errlen, p->db ? sqlite3_errmsg(p->db) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(p->db, 10000);
+	if (!o->read_only) {
+		/* schema check first: journal_mode=WAL would write to a foreign file */
+		ret = check_schema(p, true, err, errlen);
+		if (ret)
+			goto fail;
+		if (exec(p, "PRAGMA journal_mode=WAL", err, errlen)) {
+			ret = corrupt(p, err, errlen, sqlite3_errmsg(p->db));
+			goto fail;
+		}
+		snprintf(sql, sizeof(sql), "PRAGMA synchronous=%s", o->sync_full ? "FULL" : "NORMAL");
+		if ((ret = exec(p, sql, err, errlen)))
+			goto fail;
+	} else {
+		ret = check_schema(p, false, err, errlen);
+		if (ret)
+			goto fail;
+	}
+	ret = sync_ranges(p, err, errlen);
+	if (ret)
+		goto fail;
+	*out = p;
+	return 0;
+fail:
+	ibvf_pool_close(p);
+	return ret;
+}
+
+void ibvf_pool_close(struct ibvf_pool *p)
+{
+	if (!p)
+		return;
+	sqlite3_close(p->db);
+	free(p->ranges);
+	free(p);
+}
+
+/* ----------------------------------------------------------- records -- */
+
+static const char row_cols[] =
+	"guid, state, container_id, ifname, pod_namespace, pod_name, pod_uid, network, pf, "
+	"vf_index, pci, pkeys, created_ms, updated_ms, released_ms";
+
+static void col_text(sqlite3_stmt *st, int i, char *dst, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	snprintf(dst, len, "%s", t ? (const char *)t : "");
+}
+
+static void parse_pkeys(const char *s, struct ibvf_alloc *a)
+{
+	a->n_pkeys = 0;
+	while (s && *s && a->n_pkeys < IBVF_POOL_MAX_PKEYS) {
+		char *end;
+		unsigned long v = strtoul(s, &end, 16);
+
+		if (end == s)
+			break;
+		a->pkeys[a->n_pkeys++] = (uint16_t)v;
+		s = *end == ',' ? end + 1 : end;
+	}
+}
+
+static void format_pkeys(const uint16_t *pk, size_t n, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < n && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s0x%04x", i ? "," : "", pk[i]);
+}
+
+static void read_row(sqlite3_stmt *st, struct ibvf_alloc *a)
+{
+	char pk[128];
+
+	memset(a, 0, sizeof(*a));
+	a->guid = dec(sqlite3_column_int64(st, 0));
+	a->state = (enum ibvf_alloc_state)sqlite3_column_int(st, 1);
+	col_text(st, 2, a->owner.container_id, sizeof(a->owner.container_id));
+	col_text(st, 3, a->owner.ifname, sizeof(a->owner.ifname));
+	col_text(st, 4, a->owner.pod_namespace, sizeof(a->owner.pod_namespace));
+	col_text(st, 5, a->owner.pod_name, sizeof(a->owner.pod_name));
+	col_text(st, 6, a->owner.pod_uid, sizeof(a->owner.pod_uid));
+	col_text(st, 7, a->owner.network, sizeof(a->owner.network));
+	col_text(st, 8, a->pf, sizeof(a->pf));
+	a->vf_index = sqlite3_column_int(st, 9);
+	col_text(st, 10, a->pci, sizeof(a->pci));
+	col_text(st, 11, pk, sizeof(pk));
+	parse_pkeys(pk, a);
+	a->created_ms = sqlite3_column_int64(st, 12);
+	a->updated_ms = sqlite3_column_int64(st, 13);
+	a->released_ms = sqlite3_column_int64(st, 14);
+}
+
+/* One record by a WHERE clause with up to two text/int64 binds: 0, -ENOENT, <0. */
+static int get_one(struct ibvf_pool *p, const char *where, const char *t1, const char *t2,
+		   sqlite3_int64 i1, struct ibvf_alloc *out, char *err, size_t errlen)
+{
+	char sql[512];
+	sqlite3_stmt *st;
+	int rc;
+
+	snprintf(sql, sizeof(sql), "SELECT %s FROM alloc WHERE %s", row_cols, where);
+	if (prep(p, &st, sql, err, errlen))
+		return -EIO;
+	if (t1) {
+		sqlite3_bind_text(st, 1, t1, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, t2, -1, SQLITE_STATIC);
+	} else {
+		sqlite3_bind_int64(st, 1, i1);
+	}
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		read_row(st, out);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 0;
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	return db_err(p, err, errlen, "lookup");
+}
+
+int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, char *err,
+		  size_t errlen)
+{
+	char g[IBVF_GUID_STR_LEN];
+	int ret = get_one(p, "guid = ?1", NULL, NULL, enc(guid), out, err, errlen);
+
+	if (ret == -ENOENT)
+		ibvf_errf(err, errlen, ret, "GUID %s is not in the pool store",
+			  ibvf_guid_format(guid, g));
+	return ret;
+}
+
+int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const char *ifname,
+			 struct ibvf_alloc *out, char *err, size_t errlen)
+{
+	int ret = get_one(p, "container_id = ?1 AND ifname = ?2 AND state != 7", container_id,
+			  ifname, 0, out, err, errlen);
+
+	if (ret == -ENOENT)
+		ibvf_errf(err, errlen, ret, "no GUID held by container %.64s ifname %s",
+			  container_id, ifname);
+	return ret;
+}
+
+static int insert_row(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
+{
+	char pk[128];
+	sqlite3_stmt *st;
+
+	if (prep(p, &st,
+		 "INSERT INTO alloc(guid, state, container_id, ifname, pod_namespace, pod_name, "
+		 "pod_uid, network, pf, vf_index, pci, pkeys, created_ms, updated_ms, "
+		 "released_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+		 err, errlen))
+		return -EIO;
+	format_pkeys(a->pkeys, a->n_pkeys, pk, sizeof(pk));
+	sqlite3_bind_int64(st, 1, enc(a->guid));
+	sqlite3_bind_int(st, 2, (int)a->state);
+	sqlite3_bind_text(st, 3, a->owner.container_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, a->owner.ifname, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, a->owner.pod_namespace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, a->owner.pod_name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, a->owner.pod_uid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, a->owner.network, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 9, a->pf, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 10, a->vf_index);
+	sqlite3_bind_text(st, 11, a->pci, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 12, pk, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 13, a->created_ms);
+	sqlite3_bind_int64(st, 14, a->updated_ms);
+	return run(p, st, err, errlen);
+}
+
+static int delete_row(struct ibvf_pool *p, uint64_t g, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (prep(p, &st, "DELETE FROM alloc WHERE guid = ?", err, errlen))
+		return -EIO;
+	sqlite3_bind_int64(st, 1, enc(g));
+	return run(p, st, err, errlen);
+}
+
+/* Free every GUID whose quarantine is over. Inside a transaction. */
+static int expire_locked(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int64_t cutoff = now_ms(p) - (int64_t)p->quarantine_s * 1000;
+	sqlite3_stmt *st;
+	uint64_t batch[256];
+	int total = 0, ret = 0;
+
+	for (;;) {
+		size_t n = 0;
+		int rc;
+
+		if (prep(p, &st,
+			 "SELECT guid FROM alloc WHERE state = 7 AND released_ms <= ? LIMIT 256",
+			 err, errlen))
+			return -EIO;
+		sqlite3_bind_int64(st, 1, cutoff);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < 256)
+			batch[n++] = dec(sqlite3_column_int64(st, 0));
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+			return db_err(p, err, errlen, "quarantine scan");
+		for (size_t i = 0; i < n && !ret; i++) {
+			ret = delete_row(p, batch[i], err, errlen);
+			if (!ret && in_ranges(p, batch[i]))
+				ret = extent_give(p, batch[i], err, errlen);
+		}
+		if (ret)
+			return ret;
+		total += (int)n;
+		if (n < 256)
+			return total;
+	}
+}
+
+static int check_owner(const struct ibvf_owner *o, char *err, size_t errlen)
+{
+	if (!o->container_id[0] || !o->ifname[0])
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "an owner needs a container ID and an interface name");
+	return 0;
+}
+
+/* Reuse the oldest quarantined GUID when the pool is otherwise exhausted. */
+static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, size_t errlen)
+{
+	sqlite3_int64 v;
+	char s[IBVF_GUID_STR_LEN];
+	int ret;
+
+	ret = scalar_i64(p, "SELECT guid FROM alloc WHERE state = 7 ORDER BY released_ms LIMIT 1",
+			 0, 0, &v, err, errlen);
+	if (ret <= 0)
+		return ret < 0 ? ret : 1;
+	*g = dec(v);
+	log_warn("GUID pool exhausted: reusing GUID %s before its %u s quarantine is over",
+		 ibvf_guid_format(*g, s), p->quarantine_s);
+	return delete_row(p, *g, err, errlen);
+}
+
+static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	struct ibvf_pool_stats st;
+	char r[4096];
+
+	ranges_text(p, r, sizeof(r));
+	if (ibvf_pool_stats(p, &st, NULL, 0))
+		memset(&st, 0, sizeof(st));
+	return ibvf_errf(err, errlen, -ENOSPC,
+			 "GUID pool exhausted: ranges %s hold %llu assignable GUIDs, %llu "
+			 "allocated, %llu quarantined",
+			 r, (unsigned long long)st.total, (unsigned long long)st.allocated,
+			 (unsigned long long)st.quarantined);
+}
+
+static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o,
+			  char *err, size_t errlen)
+{
+	char s[IBVF_GUID_STR_LEN];
+	struct ibvf_alloc cur;
+	int ret;
+
+	ibvf_guid_format(g, s);
+	if (!ibvf_guid_is_assignable(g))
+		return ibvf_errf(err, errlen, -EINVAL, "GUID %s is not assignable (0 or all-ones)",
+				 s);
+	if (!in_ranges(p, g))
+		return ibvf_errf(err, errlen, -ERANGE,
+				 "requested GUID %s is outside the configured pool ranges", s);
+	ret = get_one(p, "guid = ?1", NULL, NULL, enc(g), &cur, err, errlen);
+	if (ret == 0 && cur.state == ST_Q)
+		return ibvf_errf(err, errlen, -EBUSY,
+				 "requested GUID %s was released %lld s ago and is in quarantine "
+				 "(%u s)",
+				 s, (long long)((now_ms(p) - cur.released_ms) / 1000),
+				 p->quarantine_s);
+	if (ret == 0)
+		return ibvf_errf(err, errlen, -EEXIST,
+				 "requested GUID %s is held by container %.64s ifname %s (pod "
+				 "%s/%s); refusing to take it away",
+				 s, cur.owner.container_id, cur.owner.ifname,
+				 cur.owner.pod_namespace, cur.owner.pod_name);
+	if (ret != -ENOENT)
+		return ret;
+	(void)o;
+	ret = extent_take(p, g, err, errlen);
+	if (ret == 1)
+		return ibvf_errf(err, errlen, -EIO,
+				 "pool store inconsistent: GUID %s is neither held nor free; run "
+				 "'ibvfctl pool audit'",
+				 s);
+	return ret;
+}
+
+/* One allocation inside an open transaction. */
+static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request *req,
+			   struct ibvf_alloc *out, char *err, size_t errlen)
+{
+	struct ibvf_alloc *a = out;
+	char s[IBVF_GUID_STR_LEN];
+	uint64_t g = 0;
+	int ret;
+
+	ret = check_owner(&req->owner, err, errlen);
+	if (ret)
+		return ret;
+	if (req->n_pkeys > IBVF_POOL_MAX_PKEYS)
+		return ibvf_errf(err, errlen, -EINVAL, "at most %d PKeys per owner",
+				 IBVF_POOL_MAX_PKEYS);
+	ret = get_one(p, "container_id = ?1 AND ifname = ?2 AND state != 7",
+		      req->owner.container_id, req->owner.ifname, 0, a, err, errlen);
+	if (ret == 0) {
+		if (req->guid && req->guid != a->guid)
+			return ibvf_errf(err, errlen, -EEXIST,
+					 "container %.64s ifname %s already holds GUID %s",
+					 req->owner.container_id, req->owner.ifname,
+					 ibvf_guid_format(a->guid, s));
+		return 0; /* idempotent */
+	}
+	if (ret != -ENOENT)
+		return ret;
+	if (req->guid) {
+		g = req->guid;
+		ret = take_requested(p, g, &req->owner, err, errlen);
+	} else {
+		ret = extent_take_lowest(p, &g, err, errlen);
+		if (ret == 1)
+			ret = take_oldest_quarantined(p, &g, err, errlen);
+		if (ret == 1)
+			return exhausted(p, err, errlen);
+	}
+	if (ret)
+		return ret;
+	memset(a, 0, sizeof(*a));
+	a->guid = g;
+	a->state = IBVF_ALLOC_ALLOCATED;
+	a->owner = req->owner;
+	snprintf(a->pf, sizeof(a->pf), "%s", req->pf ? req->pf : "");
+	snprintf(a->pci, sizeof(a->pci), "%s", req->pci ? req->pci : "");
+	a->vf_index = req->vf_index;
+	a->n_pkeys = req->n_pkeys;
+	if (req->n_pkeys)
+		memcpy(a->pkeys, req->pkeys, req->n_pkeys * sizeof(*req->pkeys));
+	a->created_ms = a->updated_ms = now_ms(p);
+	return insert_row(p, a, err, errlen);
+}
+
+static int begin(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	if (p->read_only)
+		return ibvf_errf(err, errlen, -EROFS, "pool store %s is open read-only", p->path);
+	if (!p->ranges_current)
+		return ibvf_errf(err, errlen, -EIO, "pool store %s: free list not current", p->path);
+	return exec(p, "BEGIN IMMEDIATE", err, errlen);
+}
+
+static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
+{
+	if (ret >= 0 && exec(p, "COMMIT", err, errlen) == 0)
+		return ret;
+	sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	return ret < 0 ? ret : -EIO;
+}
+
+int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs,
+			     size_t n, struct ibvf_alloc *out, char *err, size_t errlen)
+{
+	int ret = begin(p, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = expire_locked(p, err, errlen);
+	for (size_t i = 0; ret >= 0 && i < n; i++)
+		ret = allocate_locked(p, &reqs[i], &out[i], err, errlen);
+	return finish(p, ret < 0 ? ret : 0, err, errlen);
+}
+
+int ibvf_pool_allocate(struct ibvf_pool *p, const struct ibvf_alloc_request *req,
+		       struct ibvf_alloc *out, char *err, size_t errlen)
+{
+	return ibvf_pool_allocate_batch(p, req, 1, out, err, errlen);
+}
+
+int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int ret = begin(p, err, errlen);
+
+	if (ret)
+		return ret;
+	return finish(p, expire_locked(p, err, errlen), err, errlen);
+}
+
+int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen)
+{
+	struct ibvf_alloc a;
+	sqlite3_stmt *st;
+	int64_t t;
+	int ret = begin(p, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = get_one(p, "guid = ?1", NULL, NULL, enc(guid), &a, err, errlen);
+	if (ret == -ENOENT || (ret == 0 && a.state == ST_Q))
+		return finish(p, 1, err, errlen);
+	if (ret)
+		return finish(p, ret, err, errlen);
+	t = now_ms(p);
+	if (p->quarantine_s == 0) {
+		ret = delete_row(p, guid, err, errlen);
+		if (!ret && in_ranges(p, guid))
+			ret = extent_give(p, guid, err, errlen);
+		return finish(p, ret, err, errlen);
+	}
+	if (prep(p, &st, "UPDATE alloc SET state = 7, released_ms = ?, updated_ms = ? WHERE guid = ?",
+		 err, errlen))
+		return finish(p, -EIO, err, errlen);
+	sqlite3_bind_int64(st, 1, t);
+	sqlite3_bind_int64(st, 2, t);
+	sqlite3_bind_int64(st, 3, enc(guid));
+	return finish(p, run(p, st, err, errlen), err, errlen);
+}
+
+int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
+{
+	char pk[128], s[IBVF_GUID_STR_LEN];
+	sqlite3_stmt *st;
+	int ret;
+
+	if ((unsigned)a->state >= ST_Q)
+		return ibvf_errf(err, errlen, -EINVAL, "use ibvf_pool_release() to quarantine");
+	if (a->n_pkeys > IBVF_POOL_MAX_PKEYS)
+		return ibvf_errf(err, errlen, -EINVAL, "too many PKeys");
+	ret = begin(p, err, errlen);
+	if (ret)
+		return ret;
+	if (prep(p, &st,
+		 "UPDATE alloc SET state = ?, pf = ?, vf_index = ?, pci = ?, pkeys = ?, "
+		 "updated_ms = ? WHERE guid = ? AND state != 7",
+		 err, errlen))
+		return finish(p, -EIO, err, errlen);
+	format_pkeys(a->pkeys, a->n_pkeys, pk, sizeof(pk));
+	sqlite3_bind_int(st, 1, (int)a->state);
+	sqlite3_bind_text(st, 2, a->pf, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, a->vf_index);
+	sqlite3_bind_text(st, 4, a->pci, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, pk, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, now_ms(p));
+	sqlite3_bind_int64(st, 7, enc(a->guid));
+	ret = run(p, st, err, errlen);
+	if (!ret && sqlite3_changes(p->db) == 0)
+		ret = ibvf_errf(err, errlen, -ENOENT, "GUID %s has no live record",
+				ibvf_guid_format(a->guid, s));
+	return finish(p, ret, err, errlen);
+}
+
+/* -------------------------------------------------------- list/stats -- */
+
+static bool match_filter(const struct ibvf_pool_filter *f, const struct ibvf_alloc *a)
+{
+	if (!f)
+		return a->state != ST_Q;
+	if (a->state == ST_Q && !f->include_quarantined)
+		return false;
+	if (f->owner && *f->owner && !strstr(a->owner.container_id, f->owner) &&
+	    !strstr(a->owner.pod_name, f->owner) && !strstr(a->owner.pod_namespace, f->owner))
+		return false;
+	if (f->pkey >= 0) {
+		size_t i;
+
+		for (i = 0; i < a->n_pkeys; i++)
+			if (ibvf_pkey_key(a->pkeys[i]) == ibvf_pkey_key((uint16_t)f->pkey))
+				break;
+		if (i == a->n_pkeys)
+			return false;
+	}
+	return true;
+}
+
+int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
+		   int (*cb)(void *arg, const struct ibvf_alloc *a), void *arg, char *err,
+		   size_t errlen)
+{
+	char sql[256];
+	sqlite3_stmt *st;
+	int rc, ret = 0;
+
+	snprintf(sql, sizeof(sql), "SELECT %s FROM alloc ORDER BY guid", row_cols);
+	if (prep(p, &st, sql, err, errlen))
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct ibvf_alloc a;
+
+		read_row(st, &a);
+		if (match_filter(f, &a) && (ret = cb(arg, &a)))
+			break;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "list");
+	return ret;
+}
+
+int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, size_t errlen)
+{
+	sqlite3_int64 v, rows;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	ret = scalar_i64(p, "SELECT count(*) FROM alloc", 0, 0, &rows, err, errlen);
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < p->n_ranges; i++) {
+		uint64_t a, b;
+
+		if (!clip(&p->ranges[i], &a, &b))
+			continue;
+		s->total += b - a + 1;
+		ret = scalar_i64(p, "SELECT count(*) FROM alloc WHERE guid BETWEEN ? AND ? AND state != 7",
+				 enc(a), enc(b), &v, err, errlen);
+		if (ret < 0)
+			return ret;
+		s->allocated += (uint64_t)v;
+		rows -= v;
+		ret = scalar_i64(p, "SELECT count(*) FROM alloc WHERE guid BETWEEN ? AND ? AND state = 7",
+				 enc(a), enc(b), &v, err, errlen);
+		if (ret < 0)
+			return ret;
+		s->quarantined += (uint64_t)v;
+		rows -= v;
+	}
+	s->outside = (uint64_t)rows;
+	s->free = s->total - s->allocated - s->quarantined;
+	return 0;
+}
+
+/* ------------------------------------------------------------- audit -- */
+
+static const char *const audit_names[] = {
+	[IBVF_AUDIT_OUTSIDE_RANGE] = "outside-range",
+	[IBVF_AUDIT_DUPLICATE_OWNER] = "duplicate-owner",
+	[IBVF_AUDIT_EXPIRED_QUARANTINE] = "expired-quarantine",
+	[IBVF_AUDIT_FREE_AND_HELD] = "free-and-held",
+	[IBVF_AUDIT_LOST] = "lost",
+	[IBVF_AUDIT_INVALID_GUID] = "invalid-guid",
+};
+
+const char *ibvf_audit_kind_name(enum ibvf_audit_kind k)
+{
+	return (unsigned)k < sizeof(audit_names) / sizeof(audit_names[0]) ? audit_names[k] : "?";
+}
+
+struct audit {
+	struct ibvf_pool *p;
+	int (*cb)(void *arg, const struct ibvf_audit_finding *f);
+	void *arg;
+	int problems;
+	int stop;
+};
+
+static void report(struct audit *au, enum ibvf_audit_kind k, bool problem, uint64_t g,
+		   uint64_t count, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+static void report(struct audit *au, enum ibvf_audit_kind k, bool problem, uint64_t g,
+		   uint64_t count, const char *fmt, ...)
+{
+	struct ibvf_audit_finding f = { .kind = k, .problem = problem, .guid = g, .count = count };
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(f.detail, sizeof(f.detail), fmt, ap);
+	va_end(ap);
+	au->problems += problem;
+	if (!au->stop && au->cb)
+		au->stop = au->cb(au->arg, &f);
+}
+
+static int audit_records(struct audit *au, char *err, size_t errlen)
+{
+	struct ibvf_pool *p = au->p;
+	int64_t cutoff = now_ms(p) - (int64_t)p->quarantine_s * 1000;
+	sqlite3_stmt *st;
+	char s[IBVF_GUID_STR_LEN];
+	int rc;
+
+	if (prep(p, &st, "SELECT guid, state, released_ms, container_id, ifname FROM alloc ORDER BY guid",
+		 err, errlen))
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t g = dec(sqlite3_column_int64(st, 0));
+		int state = sqlite3_column_int(st, 1);
+
+		ibvf_guid_format(g, s);
+		if (!ibvf_guid_is_assignable(g))
+			report(au, IBVF_AUDIT_INVALID_GUID, true, g, 1,
+			       "store holds the unassignable GUID %s", s);
+		else if (!in_ranges(p, g))
+			report(au, IBVF_AUDIT_OUTSIDE_RANGE, true, g, 1,
+			       "GUID %s (%s, container %.64s) is outside the configured ranges", s,
+			       ibvf_alloc_state_name((enum ibvf_alloc_state)state),
+			       (const char *)sqlite3_column_text(st, 3));
+		if (state == ST_Q && sqlite3_column_int64(st, 2) <= cutoff)
+			report(au, IBVF_AUDIT_EXPIRED_QUARANTINE, false, g, 1,
+			       "GUID %s finished its quarantine; freed by the next allocation or "
+			       "--fix",
+			       s);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "audit scan");
+	if (prep(p, &st,
+		 "SELECT container_id, ifname, count(*) FROM alloc WHERE state != 7 GROUP BY "
+		 "container_id, ifname HAVING count(*) > 1",
+		 err, errlen))
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		report(au, IBVF_AUDIT_DUPLICATE_OWNER, true, 0, (uint64_t)sqlite3_column_int64(st, 2),
+		       "container %.64s ifname %.16s holds %lld GUIDs",
+		       (const char *)sqlite3_column_text(st, 0),
+		       (const char *)sqlite3_column_text(st, 1),
+		       (long long)sqlite3_column_int64(st, 2));
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : db_err(p, err, errlen, "audit owners");
+}
+
+/*
+ * Walk one range: every assignable GUID must be exactly one of "held" (a
+ * record) or "free" (inside an extent). Records and extents are both sorted,
+ * so one merge pass finds overlaps (free and held) and holes (lost).
+ */
+static int audit_range(struct audit *au, uint64_t a, uint64_t b, char *err, size_t errlen)
+{
+	struct ibvf_pool *p = au->p;
+	sqlite3_stmt *rows, *ext;
+	int rr, re;
+	uint64_t pos = a, rg = 0, ea = 0, eb = 0;
+	bool done = false;
+	char s[IBVF_GUID_STR_LEN];
+
+	if (prep(p, &rows, "SELECT guid FROM alloc WHERE guid BETWEEN ? AND ? ORDER BY guid", err,
+		 errlen))
+		return -EIO;
+	if (prep(p, &ext,
+		 "SELECT start, end FROM free_extent WHERE end >= ? AND start <= ? ORDER BY start",
+		 err, errlen)) {
+		sqlite3_finalize(rows);
+		return -EIO;
+	}
+	sqlite3_bind_int64(rows, 1, enc(a));
+	sqlite3_bind_int64(rows, 2, enc(b));
+	sqlite3_bind_int64(ext, 1, enc(a));
+	sqlite3_bind_int64(ext, 2, enc(b));
+	rr = sqlite3_step(rows);
+	re = sqlite3_step(ext);
+	while (!done && (rr == SQLITE_ROW || re == SQLITE_ROW)) {
+		uint64_t start, end;
+		bool is_row;
+
+		if (rr == SQLITE_ROW)
+			rg = dec(sqlite3_column_int64(rows, 0));
+		if (re == SQLITE_ROW) {
+			ea = dec(sqlite3_column_int64(ext, 0));
+			eb = dec(sqlite3_column_int64(ext, 1));
+		}
+		is_row = rr == SQLITE_ROW && (re != SQLITE_ROW || rg <= ea);
+		start = is_row ? rg : ea;
+		end = is_row ? rg : eb;
+		if (start < a)
+			start = a;
+		if (end > b)
+			end = b;
+		if (start > pos)
+			report(au, IBVF_AUDIT_LOST, true, pos, start - pos,
+			       "%llu GUID(s) from %s are neither held nor free",
+			       (unsigned long long)(start - pos), ibvf_guid_format(pos, s));
+		else if (start < pos)
+			report(au, IBVF_AUDIT_FREE_AND_HELD, true, start, 1,
+			       "GUID %s is both held and in the free list",
+			       ibvf_guid_format(start, s));
+		if (end >= pos) {
+			if (end == b)
+				done = true;
+			pos = end + 1;
+		}
+		if (is_row)
+			rr = sqlite3_step(rows);
+		else
+			re = sqlite3_step(ext);
+	}
+	if (!done && pos <= b)
+		report(au, IBVF_AUDIT_LOST, true, pos, b - pos + 1,
+		       "%llu GUID(s) from %s are neither held nor free",
+		       (unsigned long long)(b - pos + 1), ibvf_guid_format(pos, s));
+	sqlite3_finalize(rows);
+	sqlite3_finalize(ext);
+	return 0;
+}
+
+int ibvf_pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_audit_finding *f),
+		    void *arg, char *err, size_t errlen)
+{
+	struct audit au = { .p = p, .cb = cb, .arg = arg };
+	int ret;
+
+	/* one read transaction: a consistent snapshot while others write */
+	ret = exec(p, "BEGIN", err, errlen);
+	if (ret)
+		return ret;
+	ret = audit_records(&au, err, errlen);
+	for (size_t i = 0; !ret && p->ranges_current && i < p->n_ranges; i++) {
+		uint64_t a, b;
+
+		if (clip(&p->ranges[i], &a, &b))
+			ret = audit_range(&au, a, b, err, errlen);
+	}
+	sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL);
+	if (!p->ranges_current)
+		log_notice("configured ranges differ from the store's; free-list checks skipped "
+			   "until a write command or ibvfd rebuilds it");
+	return ret ? ret : au.problems;
+}

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Persistent GUID pool: hands out fabric-unique, assignable port GUIDs from
+ * configured ranges and records who holds each one.
+ *
+ * Store: SQLite in WAL mode at <state_dir>/pool.db (docs/pool.md describes the
+ * schema). Every allocation is committed before it is returned, so a crash at
+ * any later point never leads to a duplicate. Safe for several processes on
+ * one store (ibvfd, ibvfctl): write transactions are BEGIN IMMEDIATE with a
+ * busy timeout. One struct ibvf_pool must be used by one thread at a time.
+ *
+ * GUIDs are host-order u64s (see ibvf/types.h). Times are ms since the Unix
+ * epoch (CLOCK_REALTIME), because they must survive restarts.
+ */
+#ifndef IBVF_GUID_POOL_H
+#define IBVF_GUID_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define IBVF_POOL_DB_NAME     "pool.db"
+#define IBVF_POOL_MAX_PKEYS   8
+
+/** Who holds a GUID: the CNI attachment (container ID + ifname) and its Pod. */
+struct ibvf_owner {
+	char container_id[128];	/* CNI_CONTAINERID; required */
+	char ifname[16];	/* CNI_IFNAME (IFNAMSIZ); required */
+	char pod_namespace[64];
+	char pod_name[254];
+	char pod_uid[64];
+	char network[254];	/* NetworkAttachmentDefinition / CNI network name */
+};
+
+/** Attach states, in order (the daemon's state machine; docs/pool.md). */
+enum ibvf_alloc_state {
+	IBVF_ALLOC_ALLOCATED = 0,
+	IBVF_ALLOC_PROGRAMMED,
+	IBVF_ALLOC_SM_REQUESTED,
+	IBVF_ALLOC_SM_CONFIRMED,
+	IBVF_ALLOC_PORT_READY,
+	IBVF_ALLOC_HANDED,
+	IBVF_ALLOC_RELEASING,
+	IBVF_ALLOC_QUARANTINED,
+	IBVF_ALLOC_STATE_COUNT,
+};
+
+/** One allocation record (a row of the store). */
+struct ibvf_alloc {
+	uint64_t guid;
+	enum ibvf_alloc_state state;
+	struct ibvf_owner owner;
+	char pf[16];		/* PF netdev, "" when not yet bound to a VF */
+	int vf_index;		/* -1 when not yet bound to a VF */
+	char pci[32];		/* VF PCI address "0000:03:00.2" */
+	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];	/* P_Keys with membership bit */
+	size_t n_pkeys;
+	int64_t created_ms;
+	int64_t updated_ms;
+	int64_t released_ms;	/* 0 unless quarantined */
+};
+
+/** A request to allocate. */
+struct ibvf_alloc_request {
+	struct ibvf_owner owner;
+	uint64_t guid;		/* a specific GUID, or 0 for the lowest free one */
+	const char *pf;		/* optional */
+	int vf_index;		/* -1 if unknown */
+	const char *pci;	/* optional */
+	const uint16_t *pkeys;	/* optional, with membership bit */
+	size_t n_pkeys;
+};
+
+struct ibvf_pool_stats {
+	uint64_t total;		/* assignable GUIDs in the ranges */
+	uint64_t allocated;	/* held by an owner (any state but quarantined) */
+	uint64_t quarantined;	/* released, waiting out the quarantine */
+	uint64_t free;		/* total - allocated - quarantined */
+	uint64_t outside;	/* records whose GUID is outside the ranges */
+};
+
+struct ibvf_pool_opts {
+	const char *state_dir;	/* directory of pool.db (checked: owner, no g/o write) */
+	const struct ibvf_guid_range *ranges;
+	size_t n_ranges;
+	uint32_t quarantine_s;
+	bool sync_full;		/* synchronous=FULL (survives power loss) or NORMAL */
+	bool read_only;		/* open without writing; a missing store is -ENOENT */
+	/* test seam: clock in ms since the epoch; NULL = CLOCK_REALTIME */
+	int64_t (*now_ms)(void *arg);
+	void *now_arg;
+};
+
+struct ibvf_pool;
+
+/**
+ * ibvf_pool_open() - open (creating if needed and not read-only) the store.
+ * A store that is not a valid ibvf pool (corrupt, truncated, foreign, newer
+ * schema) is never reset: it is an error that names the file.
+ * Return: 0, -ENOENT, -EACCES/-EPERM (state dir permissions), -EIO (corrupt),
+ * -EPROTO (schema too new), -ENOMEM.
+ */
+int ibvf_pool_open(const struct ibvf_pool_opts *opts, struct ibvf_pool **out, char *err,
+		   size_t errlen);
+
+/** ibvf_pool_close() - close; NULL is a no-op. */
+void ibvf_pool_close(struct ibvf_pool *p);
+
+/**
+ * ibvf_pool_allocate() - allocate a GUID for @req->owner, committed before
+ * return. The same owner asking again gets its existing record (idempotent).
+ * An explicit @req->guid must be inside the ranges, assignable, and not held
+ * by another owner (never taken away) nor in quarantine.
+ * When no GUID is free, the oldest quarantined one is reused (logged).
+ * Return: 0, -EINVAL (bad owner/GUID), -ERANGE (GUID outside the ranges),
+ * -EEXIST (held by another owner), -EBUSY (in quarantine), -ENOSPC
+ * (exhausted), -EIO (store error).
+ */
+int ibvf_pool_allocate(struct ibvf_pool *p, const struct ibvf_alloc_request *req,
+		       struct ibvf_alloc *out, char *err, size_t errlen);
+
+/**
+ * ibvf_pool_allocate_batch() - allocate @n requests in one transaction: all
+ * or nothing. @out has @n entries.
+ */
+int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs,
+			     size_t n, struct ibvf_alloc *out, char *err, size_t errlen);
+
+/**
+ * ibvf_pool_release() - release @guid into quarantine. Releasing a GUID that
+ * is already quarantined or not allocated succeeds (idempotent, returns 1
+ * when nothing was done).
+ */
+int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen);
+
+/** ibvf_pool_update() - store state, PF/VF/PCI and PKeys of an existing live record. */
+int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen);
+
+/** ibvf_pool_get() - the record of @guid; -ENOENT when there is none. */
+int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, char *err,
+		  size_t errlen);
+
+/** ibvf_pool_find_owner() - the live record of (container_id, ifname); -ENOENT if none. */
+int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const char *ifname,
+			 struct ibvf_alloc *out, char *err, size_t errlen);
+
+/** Filter for ibvf_pool_list(); empty/zero fields match everything. */
+struct ibvf_pool_filter {
+	const char *owner;	/* substring of container ID, pod namespace/name */
+	int pkey;		/* 15-bit key to match (-1: any) */
+	bool include_quarantined;
+};
+
+/** ibvf_pool_list() - @cb for each record in GUID order; a non-zero return stops. */
+int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
+		   int (*cb)(void *arg, const struct ibvf_alloc *a), void *arg, char *err,
+		   size_t errlen);
+
+/** ibvf_pool_stats() - counts over the configured ranges. */
+int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *st, char *err, size_t errlen);
+
+/** Kinds of audit finding. */
+enum ibvf_audit_kind {
+	IBVF_AUDIT_OUTSIDE_RANGE,	/* record's GUID not in any configured range */
+	IBVF_AUDIT_DUPLICATE_OWNER,	/* two live records for one (container, ifname) */
+	IBVF_AUDIT_EXPIRED_QUARANTINE,	/* quarantine over but not yet freed */
+	IBVF_AUDIT_FREE_AND_HELD,	/* GUID in the free list and held: duplicate risk */
+	IBVF_AUDIT_LOST,		/* GUID neither free nor held: it leaked */
+	IBVF_AUDIT_INVALID_GUID,	/* 0 or all-ones in the store */
+};
+
+struct ibvf_audit_finding {
+	enum ibvf_audit_kind kind;
+	bool problem;		/* true: counts as a problem (exit 1); false: notice */
+	uint64_t guid;
+	uint64_t count;		/* for LOST: how many GUIDs from @guid on */
+	char detail[256];
+};
+
+/** ibvf_audit_kind_name() - short stable name ("outside-range", ...). */
+const char *ibvf_audit_kind_name(enum ibvf_audit_kind k);
+
+/**
+ * ibvf_pool_audit() - store-level consistency checks; @cb once per finding.
+ * Return: number of findings that are problems, or a negative errno.
+ */
+int ibvf_pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_audit_finding *f),
+		    void *arg, char *err, size_t errlen);
+
+/**
+ * ibvf_pool_expire() - free GUIDs whose quarantine is over (also done inside
+ * every allocation). Return: how many were freed.
+ */
+int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen);
+
+/** ibvf_alloc_state_name() - "allocated", ..., "quarantined". */
+const char *ibvf_alloc_state_name(enum ibvf_alloc_state s);
+
+/** ibvf_alloc_state_parse() - inverse of ibvf_alloc_state_name(); -EINVAL if unknown. */
+int ibvf_alloc_state_parse(const char *s);
+
+/** ibvf_pool_db_path() - the store file of this pool. */
+const char *ibvf_pool_db_path(const struct ibvf_pool *p);
+
+#endif /* IBVF_GUID_POOL_H */

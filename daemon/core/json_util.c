@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+#include "json_util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+int ibvf_json_err(const struct ibvf_jctx *c, const char *path, const char *key, const char *fmt,
+		  ...)
+{
+	char msg[384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return ibvf_errf(c->err, c->errlen, -EINVAL, "%s: %s%s%s: %s", c->file, path,
+			 (path && *path && key) ? "." : "", key ? key : "", msg);
+}
+
+int ibvf_json_check_keys(const struct ibvf_jctx *c, json_t *obj, const char *path,
+			 const char *const *allowed)
+{
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(obj))
+		return ibvf_json_err(c, path, NULL, "expected a JSON object");
+	json_object_foreach(obj, key, v) {
+		const char *const *a;
+
+		(void)v;
+		for (a = allowed; *a; a++)
+			if (!strcmp(*a, key))
+				break;
+		if (!*a)
+			return ibvf_json_err(c, path, key, "unknown key");
+	}
+	return 0;
+}
+
+int ibvf_json_object(const struct ibvf_jctx *c, json_t *obj, const char *path, const char *key,
+		     json_t **out)
+{
+	json_t *v = json_object_get(obj, key);
+
+	*out = NULL;
+	if (!v)
+		return 0;
+	if (!json_is_object(v))
+		return ibvf_json_err(c, path, key, "expected an object");
+	*out = v;
+	return 0;
+}
+
+int ibvf_json_string(const struct ibvf_jctx *c, json_t *obj, const char *path, const char *key,
+		     char **out)
+{
+	json_t *v = json_object_get(obj, key);
+	char *s;
+
+	if (!v)
+		return 0;
+	if (!json_is_string(v))
+		return ibvf_json_err(c, path, key, "expected a string");
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return ibvf_json_err(c, path, key, "string contains a NUL byte");
+	s = strdup(json_string_value(v));
+	if (!s)
+		return ibvf_errf(c->err, c->errlen, -ENOMEM, "out of memory");
+	free(*out);
+	*out = s;
+	return 0;
+}
+
+int ibvf_json_uint(const struct ibvf_jctx *c, json_t *obj, const char *path, const char *key,
+		   uint64_t min, uint64_t max, uint64_t *out)
+{
+	json_t *v = json_object_get(obj, key);
+	json_int_t i;
+
+	if (!v)
+		return 0;
+	if (!json_is_integer(v))
+		return ibvf_json_err(c, path, key, "expected an integer in %llu..%llu",
+				     (unsigned long long)min, (unsigned long long)max);
+	i = json_integer_value(v);
+	if (i < 0 || (uint64_t)i < min || (uint64_t)i > max)
+		return ibvf_json_err(c, path, key, "%lld is out of range %llu..%llu", (long long)i,
+				     (unsigned long long)min, (unsigned long long)max);
+	*out = (uint64_t)i;
+	return 0;
+}
+
+int ibvf_json_bool(const struct ibvf_jctx *c, json_t *obj, const char *path, const char *key,
+		   bool *out)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return ibvf_json_err(c, path, key, "expected true or false");
+	*out = json_is_true(v);
+	return 0;
+}
+
+json_t *ibvf_json_load(const char *file, const char *text, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *root;
+
+	if (text)
+		root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	else
+		root = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		ibvf_errf(err, errlen, -EINVAL, "%s:%d:%d: %s", file ? file : "<json>", je.line,
+			  je.column, je.text);
+		return NULL;
+	}
+	return root;
+}

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+/* The one logging module: stderr, syslog or nothing. */
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static enum ibvf_log_target log_target = IBVF_LOG_NONE;
+static int log_max = LOG_INFO;
+static char log_ident[32] = "ibvf";
+
+static const struct {
+	const char *name;
+	int level;
+} level_names[] = {
+	{ "error", LOG_ERR },	  { "err", LOG_ERR },	{ "warning", LOG_WARNING },
+	{ "warn", LOG_WARNING },  { "notice", LOG_NOTICE }, { "info", LOG_INFO },
+	{ "debug", LOG_DEBUG },
+};
+
+void ibvf_log_init(const char *ident, enum ibvf_log_target target, int level)
+{
+	if (ident)
+		snprintf(log_ident, sizeof(log_ident), "%s", ident);
+	if (log_target == IBVF_LOG_SYSLOG && target != IBVF_LOG_SYSLOG)
+		closelog();
+	log_target = target;
+	log_max = level;
+	if (target == IBVF_LOG_SYSLOG)
+		openlog(log_ident, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+void ibvf_log_set_level(int level)
+{
+	log_max = level;
+}
+
+int ibvf_log_level(void)
+{
+	return log_max;
+}
+
+int ibvf_log_level_parse(const char *name)
+{
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+		if (name && !strcasecmp(name, level_names[i].name))
+			return level_names[i].level;
+	return -EINVAL;
+}
+
+const char *ibvf_log_level_name(int level)
+{
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+		if (level_names[i].level == level)
+			return level_names[i].name;
+	return "?";
+}
+
+static const char *level_tag(int level)
+{
+	switch (level) {
+	case LOG_EMERG:
+	case LOG_ALERT:
+	case LOG_CRIT:
+	case LOG_ERR:
+		return "error";
+	case LOG_WARNING:
+		return "warning";
+	case LOG_NOTICE:
+		return "notice";
+	case LOG_INFO:
+		return "info";
+	default:
+		return "debug";
+	}
+}
+
+void ibvf_vlog(int level, const char *fmt, va_list ap)
+{
+	int saved = errno;
+
+	if (level > log_max || log_target == IBVF_LOG_NONE)
+		goto out;
+	if (log_target == IBVF_LOG_SYSLOG) {
+		vsyslog(level, fmt, ap);
+	} else {
+		char line[2048];
+		struct timespec ts;
+		struct tm tm;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		localtime_r(&ts.tv_sec, &tm);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		fprintf(stderr, "%02d:%02d:%02d.%03ld %s %s: %s\n", tm.tm_hour, tm.tm_min,
+			tm.tm_sec, ts.tv_nsec / 1000000, log_ident, level_tag(level), line);
+	}
+out:
+	errno = saved;
+}
+
+void ibvf_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	ibvf_vlog(level, fmt, ap);
+	va_end(ap);
+}

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: MIT
+/* GUID and P_Key parsing/formatting (include/ibvf/types.h). */
+#include <ibvf/types.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "err.h"
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* Parse exactly @n hex digits of @s into *v (appending). */
+static int parse_hex_digits(const char *s, size_t n, uint64_t *v)
+{
+	for (size_t i = 0; i < n; i++) {
+		int h = hexval((unsigned char)s[i]);
+
+		if (h < 0)
+			return -EINVAL;
+		*v = (*v << 4) | (uint64_t)h;
+	}
+	return 0;
+}
+
+static int parse_colon_form(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	/* "xx:xx:xx:xx:xx:xx:xx:xx" is 23 characters, as iproute2 requires */
+	if (strlen(s) != 23)
+		return -EINVAL;
+	for (int i = 0; i < 8; i++) {
+		const char *p = s + i * 3;
+
+		if (parse_hex_digits(p, 2, &v))
+			return -EINVAL;
+		if (i < 7 && p[2] != ':')
+			return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int ibvf_guid_parse(const char *s, uint64_t *out, char *err, size_t errlen)
+{
+	const char *p;
+	uint64_t v = 0;
+
+	if (!s || !*s)
+		return ibvf_errf(err, errlen, -EINVAL, "empty GUID");
+	if (strchr(s, ':')) {
+		if (parse_colon_form(s, out))
+			goto bad;
+		return 0;
+	}
+	p = s;
+	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+		p += 2;
+	if (strlen(p) != 16 || parse_hex_digits(p, 16, &v))
+		goto bad;
+	*out = v;
+	return 0;
+bad:
+	return ibvf_errf(err, errlen, -EINVAL,
+			 "invalid GUID '%.64s': expected xx:xx:xx:xx:xx:xx:xx:xx, 0x + 16 hex "
+			 "digits, or 16 hex digits",
+			 s);
+}
+
+char *ibvf_guid_format(uint64_t g, char buf[IBVF_GUID_STR_LEN])
+{
+	snprintf(buf, IBVF_GUID_STR_LEN, "%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x",
+		 (unsigned)(g >> 56) & 0xff, (unsigned)(g >> 48) & 0xff,
+		 (unsigned)(g >> 40) & 0xff, (unsigned)(g >> 32) & 0xff,
+		 (unsigned)(g >> 24) & 0xff, (unsigned)(g >> 16) & 0xff,
+		 (unsigned)(g >> 8) & 0xff, (unsigned)g & 0xff);
+	return buf;
+}
+
+char *ibvf_guid_format_hex(uint64_t g, char buf[IBVF_GUID_HEX_LEN])
+{
+	snprintf(buf, IBVF_GUID_HEX_LEN, "%016llx", (unsigned long long)g);
+	return buf;
+}
+
+bool ibvf_guid_is_assignable(uint64_t g)
+{
+	return g != 0 && g != IBVF_GUID_ALL_ONES;
+}
+
+int ibvf_pkey_parse(const char *s, uint16_t *out, char *err, size_t errlen)
+{
+	uint64_t v = 0;
+	const char *p;
+
+	if (!s || !*s)
+		return ibvf_errf(err, errlen, -EINVAL, "empty PKey");
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		p = s + 2;
+		if (!*p || strlen(p) > 4 || parse_hex_digits(p, strlen(p), &v))
+			goto bad;
+	} else {
+		if (strlen(s) > 5)
+			goto bad;
+		for (p = s; *p; p++) {
+			if (!isdigit((unsigned char)*p))
+				goto bad;
+			v = v * 10 + (uint64_t)(*p - '0');
+		}
+		if (v > 0xffff)
+			goto bad;
+	}
+	*out = (uint16_t)v;
+	return 0;
+bad:
+	return ibvf_errf(err, errlen, -EINVAL,
+			 "invalid PKey '%.64s': expected 0x0000..0xffff (hex) or 0..65535 "
+			 "(decimal)",
+			 s);
+}
+
+int ibvf_pkey_check_tenant(uint16_t pkey, bool allow_default, char *err, size_t errlen)
+{
+	uint16_t k = ibvf_pkey_key(pkey);
+
+	if (k == 0)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "PKey 0x%04x: partition key 0x0000 is reserved (IBTA 10.9.1.1)",
+				 pkey);
+	if (k == IBVF_PKEY_DEFAULT && !allow_default)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "PKey 0x%04x is the default partition (0x7fff), which every "
+				 "port is in; refused for tenant use (set allow_default_pkey to "
+				 "permit it)",
+				 pkey);
+	return 0;
+}
+
+const char *ibvf_membership_name(enum ibvf_membership m)
+{
+	return m == IBVF_MEMBER_FULL ? "full" : "limited";
+}
+
+int ibvf_membership_parse(const char *s, enum ibvf_membership *out, char *err, size_t errlen)
+{
+	if (s && !strcasecmp(s, "full")) {
+		*out = IBVF_MEMBER_FULL;
+		return 0;
+	}
+	if (s && !strcasecmp(s, "limited")) {
+		*out = IBVF_MEMBER_LIMITED;
+		return 0;
+	}
+	return ibvf_errf(err, errlen, -EINVAL, "invalid membership '%.32s': expected full or limited",
+			 s ? s : "");
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ibvfctl internals: object/command tables (like iproute2's rdma tool) and
+ * one print path for tables and --json.
+ */
+#ifndef IBVF_CTL_H
+#define IBVF_CTL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "config.h"
+#include "guid_pool.h"
+
+/* Exit codes of ibvfctl (docs/man/ibvfctl.8.md). */
+enum ctl_exit {
+	CTL_OK = 0,
+	CTL_PROBLEMS = 1,	/* audit/check found problems */
+	CTL_USAGE = 2,		/* usage or config error */
+	CTL_FAILED = 3,		/* the operation failed (store, kernel, SM) */
+};
+
+struct ctl_ctx {
+	const char *config_path;	/* --config; NULL = default if present */
+	const char *state_dir;		/* --state-dir override */
+	bool json;
+	bool cfg_loaded;
+	struct ibvf_config cfg;
+};
+
+struct ctl_cmd {
+	const char *name;
+	int (*fn)(struct ctl_ctx *ctx, int argc, char **argv);
+	const char *usage;	/* arguments, e.g. "GUID" */
+	const char *help;	/* one line */
+};
+
+struct ctl_object {
+	const char *name;
+	const char *help;
+	const struct ctl_cmd *cmds;	/* NULL-name terminated; first is the default */
+};
+
+/** One column of a table: JSON key of each row object and its title. */
+struct ctl_col {
+	const char *key;
+	const char *title;
+};
+
+/* Objects (one file each). */
+extern const struct ctl_object ctl_pool_object;
+
+/** ctl_load_config() - load the config once (errors printed). Return CTL_* code. */
+int ctl_load_config(struct ctl_ctx *ctx);
+
+/** ctl_open_pool() - open the GUID pool store, read-only unless @write. */
+int ctl_open_pool(struct ctl_ctx *ctx, bool write, struct ibvf_pool **out);
+
+/** ctl_emit_table() - print @rows (array of objects) as a table or JSON; steals @rows. */
+void ctl_emit_table(struct ctl_ctx *ctx, json_t *rows, const struct ctl_col *cols);
+
+/** ctl_emit_object() - print @obj as "Key: value" lines or JSON; steals @obj. */
+void ctl_emit_object(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *cols);
+
+/** ctl_error() - print "ibvfctl: <msg>" on stderr; returns @code. */
+int ctl_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** ctl_cmd_usage() - print the usage of one command to @f. */
+void ctl_cmd_usage(FILE *f, const struct ctl_object *obj, const struct ctl_cmd *cmd);
+
+/**
+ * ctl_getopt() - getopt_long over a command's own options, adding --json
+ * and --help. Returns like getopt_long; 'h' means help was asked.
+ */
+int ctl_getopt(struct ctl_ctx *ctx, int argc, char **argv, const char *shortopts,
+	       const struct option *longopts);
+
+#endif /* IBVF_CTL_H */

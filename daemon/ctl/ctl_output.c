@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+/* One print path for ibvfctl: the same JSON data as a table or as --json. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+int ctl_error(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ibvfctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+/* Render a JSON scalar (or array of scalars) as text into @buf. */
+static const char *cell(json_t *v, char *buf, size_t len)
+{
+	size_t off = 0, i;
+	json_t *e;
+
+	if (!v || json_is_null(v))
+		return "-";
+	if (json_is_string(v))
+		return json_string_value(v)[0] ? json_string_value(v) : "-";
+	if (json_is_integer(v)) {
+		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+		return buf;
+	}
+	if (json_is_boolean(v))
+		return json_is_true(v) ? "yes" : "no";
+	if (json_is_real(v)) {
+		snprintf(buf, len, "%.3f", json_real_value(v));
+		return buf;
+	}
+	if (json_is_array(v)) {
+		buf[0] = 0;
+		json_array_foreach(v, i, e) {
+			char tmp[256];
+
+			off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s",
+						i ? "," : "", cell(e, tmp, sizeof(tmp)));
+		}
+		return buf[0] ? buf : "-";
+	}
+	return "?";
+}
+
+void ctl_emit_table(struct ctl_ctx *ctx, json_t *rows, const struct ctl_col *cols)
+{
+	size_t ncol = 0, i, c, w[32] = { 0 };
+	json_t *row;
+	char buf[1024];
+
+	if (ctx->json) {
+		char *s = json_dumps(rows, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+		printf("%s\n", s ? s : "[]");
+		free(s);
+		json_decref(rows);
+		return;
+	}
+	while (cols[ncol].key && ncol < 32)
+		ncol++;
+	for (c = 0; c < ncol; c++)
+		w[c] = strlen(cols[c].title);
+	json_array_foreach(rows, i, row)
+		for (c = 0; c < ncol; c++) {
+			size_t l = strlen(cell(json_object_get(row, cols[c].key), buf, sizeof(buf)));
+
+			if (l > w[c])
+				w[c] = l;
+		}
+	for (c = 0; c < ncol; c++)
+		printf("%-*s%s", c + 1 < ncol ? (int)w[c] : 0, cols[c].title,
+		       c + 1 < ncol ? "  " : "\n");
+	json_array_foreach(rows, i, row)
+		for (c = 0; c < ncol; c++)
+			printf("%-*s%s", c + 1 < ncol ? (int)w[c] : 0,
+			       cell(json_object_get(row, cols[c].key), buf, sizeof(buf)),
+			       c + 1 < ncol ? "  " : "\n");
+	json_decref(rows);
+}
+
+void ctl_emit_object(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *cols)
+{
+	size_t w = 0;
+	char buf[1024];
+
+	if (ctx->json) {
+		char *s = json_dumps(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+		printf("%s\n", s ? s : "{}");
+		free(s);
+		json_decref(obj);
+		return;
+	}
+	for (const struct ctl_col *c = cols; c->key; c++)
+		if (strlen(c->title) > w)
+			w = strlen(c->title);
+	for (const struct ctl_col *c = cols; c->key; c++)
+		printf("%-*s  %s\n", (int)w + 1, c->title,
+		       cell(json_object_get(obj, c->key), buf, sizeof(buf)));
+	json_decref(obj);
+}
+
+void ctl_cmd_usage(FILE *f, const struct ctl_object *obj, const struct ctl_cmd *cmd)
+{
+	fprintf(f, "Usage: ibvfctl [--json] %s %s%s%s\n       %s\n", obj->name, cmd->name,
+		cmd->usage && *cmd->usage ? " " : "", cmd->usage ? cmd->usage : "", cmd->help);
+}
+
+int ctl_getopt(struct ctl_ctx *ctx, int argc, char **argv, const char *shortopts,
+	       const struct option *longopts)
+{
+	struct option all[32];
+	char sopts[64];
+	size_t n = 0;
+	int c;
+
+	for (; longopts && longopts[n].name && n < 29; n++)
+		all[n] = longopts[n];
+	all[n++] = (struct option){ "json", no_argument, NULL, 'j' };
+	all[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	all[n] = (struct option){ 0 };
+	snprintf(sopts, sizeof(sopts), "+%shj", shortopts ? shortopts : "");
+	for (;;) {
+		opterr = 0;
+		c = getopt_long(argc, argv, sopts, all, NULL);
+		if (c != 'j')
+			return c;
+		ctx->json = true;
+	}
+}

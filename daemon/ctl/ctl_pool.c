@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: MIT
+/* ibvfctl pool: status, list, show, allocate, release, audit. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ibvf/types.h>
+
+#include "ctl.h"
+#include "err.h"
+
+static json_t *guid_str(uint64_t g)
+{
+	char s[IBVF_GUID_STR_LEN];
+
+	return json_string(ibvf_guid_format(g, s));
+}
+
+static json_t *pkeys_json(const struct ibvf_alloc *a)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; i < a->n_pkeys; i++) {
+		char s[8];
+
+		snprintf(s, sizeof(s), "0x%04x", a->pkeys[i]);
+		json_array_append_new(arr, json_string(s));
+	}
+	return arr;
+}
+
+static json_t *time_str(int64_t ms)
+{
+	char buf[64];
+	struct tm tm;
+	time_t t = (time_t)(ms / 1000);
+
+	if (!ms)
+		return json_null();
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return json_string(buf);
+}
+
+static json_t *alloc_json(const struct ibvf_alloc *a)
+{
+	char pod[320];
+
+	snprintf(pod, sizeof(pod), "%s%s%s", a->owner.pod_namespace,
+		 a->owner.pod_namespace[0] ? "/" : "", a->owner.pod_name);
+	return json_pack("{s:o,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o,s:o,s:o}", "guid",
+			 guid_str(a->guid), "state", ibvf_alloc_state_name(a->state),
+			 "container_id", a->owner.container_id, "ifname", a->owner.ifname,
+			 "pod", pod, "pod_uid", a->owner.pod_uid, "network", a->owner.network,
+			 "pf", a->pf, "pci", a->pci, "vf",
+			 a->vf_index >= 0 ? json_integer(a->vf_index) : json_null(), "owner_short", "",
+			 "pkeys", pkeys_json(a), "created", time_str(a->created_ms), "updated",
+			 time_str(a->updated_ms), "released", time_str(a->released_ms));
+}
+
+static const struct ctl_col alloc_fields[] = {
+	{ "guid", "GUID:" },	       { "state", "State:" },	  { "container_id", "Container:" },
+	{ "ifname", "Interface:" },    { "pod", "Pod:" },	  { "pod_uid", "Pod UID:" },
+	{ "network", "Network:" },     { "pf", "PF:" },		  { "vf", "VF:" },
+	{ "pci", "PCI:" },	       { "pkeys", "PKeys:" },	  { "created", "Created:" },
+	{ "updated", "Updated:" },     { "released", "Released:" }, { 0 },
+};
+
+/* ------------------------------------------------------------ status -- */
+
+static int pool_status(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct ctl_col cols[] = {
+		{ "store", "Store:" },		 { "ranges", "Ranges:" },
+		{ "total", "Total:" },		 { "allocated", "Allocated:" },
+		{ "quarantined", "Quarantined:" }, { "free", "Free:" },
+		{ "outside_ranges", "Outside ranges:" }, { "quarantine_s", "Quarantine (s):" },
+		{ 0 },
+	};
+	struct ibvf_pool_stats st;
+	struct ibvf_pool *p;
+	char err[IBVF_ERR_LEN];
+	json_t *ranges;
+	int c, ret;
+
+	while ((c = ctl_getopt(ctx, argc, argv, "", NULL)) != -1) {
+		ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_pool_object, &ctl_pool_object.cmds[0]);
+		return c == 'h' ? CTL_OK : CTL_USAGE;
+	}
+	if (optind != argc)
+		return ctl_error(CTL_USAGE, "pool status takes no arguments");
+	ret = ctl_open_pool(ctx, false, &p);
+	if (ret)
+		return ret;
+	if (ibvf_pool_stats(p, &st, err, sizeof(err))) {
+		ibvf_pool_close(p);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	ranges = json_array();
+	for (size_t i = 0; i < ctx->cfg.pool.n_ranges; i++) {
+		char a[IBVF_GUID_STR_LEN], b[IBVF_GUID_STR_LEN], r[64];
+
+		snprintf(r, sizeof(r), "%s-%s", ibvf_guid_format(ctx->cfg.pool.ranges[i].start, a),
+			 ibvf_guid_format(ctx->cfg.pool.ranges[i].end, b));
+		json_array_append_new(ranges, json_string(r));
+	}
+	ctl_emit_object(ctx,
+			json_pack("{s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:i}", "store",
+				  ibvf_pool_db_path(p), "ranges", ranges, "total",
+				  (json_int_t)st.total, "allocated", (json_int_t)st.allocated,
+				  "quarantined", (json_int_t)st.quarantined, "free",
+				  (json_int_t)st.free, "outside_ranges", (json_int_t)st.outside,
+				  "quarantine_s", (int)ctx->cfg.pool.quarantine_s),
+			cols);
+	ibvf_pool_close(p);
+	return CTL_OK;
+}
+
+/* -------------------------------------------------------------- list -- */
+
+static int list_cb(void *arg, const struct ibvf_alloc *a)
+{
+	json_t *o = alloc_json(a);
+	char shortid[13];
+
+	memcpy(shortid, a->owner.container_id, sizeof(shortid) - 1);
+	shortid[sizeof(shortid) - 1] = 0;
+	json_object_set_new(o, "owner_short", json_string(shortid));
+	return json_array_append_new(arg, o);
+}
+
+static int pool_list(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "owner", required_argument, NULL, 'o' },
+		{ "pkey", required_argument, NULL, 'p' },
+		{ "all", no_argument, NULL, 'a' },
+		{ 0 },
+	};
+	static const struct ctl_col cols[] = {
+		{ "guid", "GUID" }, { "state", "STATE" }, { "owner_short", "CONTAINER" },
+		{ "ifname", "IF" }, { "pod", "POD" },	  { "pf", "PF" },
+		{ "vf", "VF" },	    { "pkeys", "PKEYS" }, { "updated", "UPDATED" },
+		{ 0 },
+	};
+	struct ibvf_pool_filter f = { .pkey = -1 };
+	struct ibvf_pool *p;
+	char err[IBVF_ERR_LEN];
+	json_t *rows;
+	uint16_t pk;
+	int c, ret;
+
+	while ((c = ctl_getopt(ctx, argc, argv, "o:p:a", opts)) != -1) {
+		switch (c) {
+		case 'o':
+			f.owner = optarg;
+			break;
+		case 'p':
+			if (ibvf_pkey_parse(optarg, &pk, err, sizeof(err)))
+				return ctl_error(CTL_USAGE, "%s", err);
+			f.pkey = pk;
+			break;
+		case 'a':
+			f.include_quarantined = true;
+			break;
+		case 'h':
+			ctl_cmd_usage(stdout, &ctl_pool_object, &ctl_pool_object.cmds[1]);
+			return CTL_OK;
+		default:
+			ctl_cmd_usage(stderr, &ctl_pool_object, &ctl_pool_object.cmds[1]);
+			return CTL_USAGE;
+		}
+	}
+	if (optind != argc)
+		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+	ret = ctl_open_pool(ctx, false, &p);
+	if (ret)
+		return ret;
+	rows = json_array();
+	ret = ibvf_pool_list(p, &f, list_cb, rows, err, sizeof(err));
+	ibvf_pool_close(p);
+	if (ret < 0) {
+		json_decref(rows);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	ctl_emit_table(ctx, rows, cols);
+	return CTL_OK;
+}
+
+/* -------------------------------------------------------------- show -- */
+
+static int one_guid_arg(struct ctl_ctx *ctx, int argc, char **argv, int cmd_index, uint64_t *g)
+{
+	char err[IBVF_ERR_LEN];
+	int c;
+
+	while ((c = ctl_getopt(ctx, argc, argv, "", NULL)) != -1) {
+		ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_pool_object,
+			      &ctl_pool_object.cmds[cmd_index]);
+		return c == 'h' ? -1 : CTL_USAGE;
+	}
+	if (optind + 1 != argc)
+		return ctl_error(CTL_USAGE, "expected one GUID argument");
+	if (ibvf_guid_parse(argv[optind], g, err, sizeof(err)))
+		return ctl_error(CTL_USAGE, "%s", err);
+	return CTL_OK;
+}
+
+static int pool_show(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	struct ibvf_pool *p;
+	struct ibvf_alloc a;
+	char err[IBVF_ERR_LEN];
+	uint64_t g;
+	int ret = one_guid_arg(ctx, argc, argv, 2, &g);
+
+	if (ret)
+		return ret < 0 ? CTL_OK : ret;
+	ret = ctl_open_pool(ctx, false, &p);
+	if (ret)
+		return ret;
+	ret = ibvf_pool_get(p, g, &a, err, sizeof(err));
+	ibvf_pool_close(p);
+	if (ret)
+		return ctl_error(ret == -ENOENT ? CTL_PROBLEMS : CTL_FAILED, "%s", err);
+	ctl_emit_object(ctx, alloc_json(&a), alloc_fields);
+	return CTL_OK;
+}
+
+/* ---------------------------------------------------------- allocate -- */
+
+static int copy_field(char *dst, size_t len, const char *src, const char *what)
+{
+	if (strlen(src) >= len)
+		return ctl_error(CTL_USAGE, "%s '%.40s...' is longer than %zu characters", what, src,
+				 len - 1);
+	memcpy(dst, src, strlen(src) + 1);
+	return CTL_OK;
+}
+
+static int parse_pod(struct ibvf_owner *o, const char *s)
+{
+	const char *slash = strchr(s, '/');
+	char ns[sizeof(o->pod_namespace)];
+
+	if (!slash)
+		return copy_field(o->pod_name, sizeof(o->pod_name), s, "pod name");
+	if ((size_t)(slash - s) >= sizeof(ns))
+		return ctl_error(CTL_USAGE, "pod namespace too long");
+	memcpy(ns, s, (size_t)(slash - s));
+	ns[slash - s] = 0;
+	return copy_field(o->pod_namespace, sizeof(o->pod_namespace), ns, "pod namespace") ||
+	       copy_field(o->pod_name, sizeof(o->pod_name), slash + 1, "pod name");
+}
+
+static int pool_allocate(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "owner", required_argument, NULL, 'o' },
+		{ "ifname", required_argument, NULL, 'i' },
+		{ "pod", required_argument, NULL, 'P' },
+		{ "pod-uid", required_argument, NULL, 'U' },
+		{ "network", required_argument, NULL, 'n' },
+		{ "guid", required_argument, NULL, 'g' },
+		{ "pkey", required_argument, NULL, 'p' },
+		{ 0 },
+	};
+	struct ibvf_alloc_request req = { .vf_index = -1 };
+	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];
+	struct ibvf_pool *p;
+	struct ibvf_alloc a;
+	char err[IBVF_ERR_LEN];
+	int c, ret = 0;
+
+	snprintf(req.owner.ifname, sizeof(req.owner.ifname), "net1");
+	while ((c = ctl_getopt(ctx, argc, argv, "o:i:g:p:", opts)) != -1) {
+		switch (c) {
+		case 'o':
+			ret = copy_field(req.owner.container_id, sizeof(req.owner.container_id),
+					 optarg, "owner");
+			break;
+		case 'i':
+			ret = copy_field(req.owner.ifname, sizeof(req.owner.ifname), optarg,
+					 "ifname");
+			break;
+		case 'P':
+			ret = parse_pod(&req.owner, optarg);
+			break;
+		case 'U':
+			ret = copy_field(req.owner.pod_uid, sizeof(req.owner.pod_uid), optarg,
+					 "pod UID");
+			break;
+		case 'n':
+			ret = copy_field(req.owner.network, sizeof(req.owner.network), optarg,
+					 "network");
+			break;
+		case 'g':
+			if (ibvf_guid_parse(optarg, &req.guid, err, sizeof(err)))
+				return ctl_error(CTL_USAGE, "%s", err);
+			break;
+		case 'p':
+			if (req.n_pkeys == IBVF_POOL_MAX_PKEYS)
+				return ctl_error(CTL_USAGE, "at most %d --pkey", IBVF_POOL_MAX_PKEYS);
+			if (ibvf_pkey_parse(optarg, &pkeys[req.n_pkeys], err, sizeof(err)))
+				return ctl_error(CTL_USAGE, "%s", err);
+			req.n_pkeys++;
+			break;
+		case 'h':
+			ctl_cmd_usage(stdout, &ctl_pool_object, &ctl_pool_object.cmds[3]);
+			return CTL_OK;
+		default:
+			ctl_cmd_usage(stderr, &ctl_pool_object, &ctl_pool_object.cmds[3]);
+			return CTL_USAGE;
+		}
+		if (ret)
+			return ret;
+	}
+	if (optind != argc)
+		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+	if (!req.owner.container_id[0])
+		return ctl_error(CTL_USAGE, "pool allocate needs --owner CONTAINER_ID");
+	ret = ctl_load_config(ctx);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < req.n_pkeys; i++)
+		if (ibvf_pkey_check_tenant(pkeys[i], ctx->cfg.allow_default_pkey, err, sizeof(err)))
+			return ctl_error(CTL_USAGE, "%s", err);
+	req.pkeys = pkeys;
+	ret = ctl_open_pool(ctx, true, &p);
+	if (ret)
+		return ret;
+	ret = ibvf_pool_allocate(p, &req, &a, err, sizeof(err));
+	ibvf_pool_close(p);
+	if (ret)
+		return ctl_error(CTL_FAILED, "%s", err);
+	ctl_emit_object(ctx, alloc_json(&a), alloc_fields);
+	return CTL_OK;
+}
+
+/* ----------------------------------------------------------- release -- */
+
+static int pool_release(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	struct ibvf_pool *p;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	uint64_t g;
+	int ret = one_guid_arg(ctx, argc, argv, 4, &g);
+
+	if (ret)
+		return ret < 0 ? CTL_OK : ret;
+	ret = ctl_open_pool(ctx, true, &p);
+	if (ret)
+		return ret;
+	ret = ibvf_pool_release(p, g, err, sizeof(err));
+	ibvf_pool_close(p);
+	if (ret < 0)
+		return ctl_error(CTL_FAILED, "%s", err);
+	ibvf_guid_format(g, s);
+	if (ctx->json)
+		printf("{\"guid\": \"%s\", \"released\": %s}\n", s, ret == 0 ? "true" : "false");
+	else
+		printf("%s %s\n", s,
+		       ret == 0 ? "released into quarantine" : "was not held (nothing to do)");
+	return CTL_OK;
+}
+
+/* ------------------------------------------------------------- audit -- */
+
+static int audit_cb(void *arg, const struct ibvf_audit_finding *f)
+{
+	char s[IBVF_GUID_STR_LEN];
+
+	return json_array_append_new(
+		arg, json_pack("{s:s,s:s,s:s,s:I,s:s}", "kind", ibvf_audit_kind_name(f->kind),
+			       "severity", f->problem ? "problem" : "notice", "guid",
+			       f->guid ? ibvf_guid_format(f->guid, s) : "", "count",
+			       (json_int_t)f->count, "detail", f->detail));
+}
+
+static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = { { "fix", no_argument, NULL, 'f' }, { 0 } };
+	static const struct ctl_col cols[] = {
+		{ "severity", "SEVERITY" }, { "kind", "KIND" }, { "guid", "GUID" },
+		{ "detail", "DETAIL" },	    { 0 },
+	};
+	struct ibvf_pool *p;
+	char err[IBVF_ERR_LEN];
+	bool fix = false;
+	json_t *rows;
+	int c, ret, problems;
+
+	while ((c = ctl_getopt(ctx, argc, argv, "", opts)) != -1) {
+		if (c == 'f') {
+			fix = true;
+			continue;
+		}
+		ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_pool_object, &ctl_pool_object.cmds[5]);
+		return c == 'h' ? CTL_OK : CTL_USAGE;
+	}
+	if (optind != argc)
+		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+	ret = ctl_open_pool(ctx, fix, &p);
+	if (ret)
+		return ret;
+	if (fix) {
+		ret = ibvf_pool_expire(p, err, sizeof(err));
+		if (ret < 0) {
+			ibvf_pool_close(p);
+			return ctl_error(CTL_FAILED, "%s", err);
+		}
+		if (!ctx->json)
+			printf("freed %d GUID(s) whose quarantine was over\n", ret);
+	}
+	rows = json_array();
+	problems = ibvf_pool_audit(p, audit_cb, rows, err, sizeof(err));
+	ibvf_pool_close(p);
+	if (problems < 0) {
+		json_decref(rows);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	if (!ctx->json && json_array_size(rows) == 0) {
+		json_decref(rows);
+		printf("audit clean: no findings\n");
+		return CTL_OK;
+	}
+	ctl_emit_table(ctx, rows, cols);
+	return problems ? CTL_PROBLEMS : CTL_OK;
+}
+
+static const struct ctl_cmd pool_cmds[] = {
+	{ "status", pool_status, "", "ranges and counts: total, allocated, quarantined, free" },
+	{ "list", pool_list, "[--owner TEXT] [--pkey PKEY] [--all]",
+	  "allocations (--all adds quarantined ones)" },
+	{ "show", pool_show, "GUID", "one allocation record" },
+	{ "allocate", pool_allocate,
+	  "--owner CONTAINER_ID [--ifname IF] [--pod NS/NAME] [--pod-uid UID] [--network NAME] "
+	  "[--guid GUID] [--pkey PKEY]...",
+	  "allocate a GUID (admins and tests; ibvfd does this on CNI ADD)" },
+	{ "release", pool_release, "GUID", "release a GUID into quarantine" },
+	{ "audit", pool_audit, "[--fix]",
+	  "store checks: GUIDs outside ranges, duplicate owners, leaked or double-free GUIDs, "
+	  "expired quarantine (--fix frees it)" },
+	{ 0 },
+};
+
+const struct ctl_object ctl_pool_object = {
+	.name = "pool",
+	.help = "the persistent GUID pool",
+	.cmds = pool_cmds,
+};
