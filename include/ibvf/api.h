@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ibvfd local API: JSON-RPC 2.0 (https://www.jsonrpc.org/specification) over
+ * a Unix stream socket (default /run/ibvf/ibvfd.sock, mode 0600 in a 0700
+ * directory; peers checked with SO_PEERCRED). One JSON object per line
+ * ('\n'-terminated, UTF-8), at most IBVF_API_MAX_LINE bytes. Requests on one
+ * connection may be pipelined; responses carry the request's "id".
+ *
+ * GUIDs travel as canonical colon strings "00:02:c9:03:00:00:10:01", PKeys
+ * as "0x%04x" strings (membership bit included where a P_Key value is meant,
+ * e.g. table entries; tenant requests give the 15-bit key plus "membership").
+ *
+ * Methods (params → result):
+ *
+ *   prepare  {owner, pci, pkeys: [{pkey, membership}], guid?, link_state?}
+ *            → {guid, pf, vf_index, pci, netdev, rdma_dev, node_guid, port_guid,
+ *               lid, sm_lid, port_state, pkeys: [{pkey, membership, index}], state}
+ *            Allocates (or, for the same owner, returns) a GUID, programs the
+ *            VF, adds the GUID to the PKeys through the SM backend, waits for
+ *            the port to be ACTIVE with the PKeys. Idempotent per owner.
+ *   commit   {owner} → {guid, state: "handed"}
+ *            The CNI moved the VF into the Pod and its checks passed.
+ *   release  {owner} → {released: bool, guid?}
+ *            Walks everything back; succeeds when nothing is held (idempotent).
+ *   status   {} → {ready, version, backend: {name, ok, description, error?},
+ *                  pool: {total, allocated, quarantined, free}}
+ *   list     {network?} → {owners: [{owner, guid, state, pf, vf_index, pci, pkeys}]}
+ *   gc       {network?, valid: [{container_id, ifname}]} → {released: [guid...]}
+ *            Releases every owner (of @network when given) not in @valid (CNI GC).
+ *
+ * owner = {container_id, ifname, pod_namespace?, pod_name?, pod_uid?, network?}
+ */
+#ifndef IBVF_API_H
+#define IBVF_API_H
+
+#define IBVF_API_DEFAULT_SOCKET "/run/ibvf/ibvfd.sock"
+/** Largest request or response line, bytes (including the newline). */
+#define IBVF_API_MAX_LINE (1024 * 1024)
+
+/* JSON-RPC 2.0 standard error codes (spec section 5.1). */
+#define IBVF_RPC_PARSE_ERROR	  (-32700)
+#define IBVF_RPC_INVALID_REQUEST  (-32600)
+#define IBVF_RPC_METHOD_NOT_FOUND (-32601)
+#define IBVF_RPC_INVALID_PARAMS	  (-32602)
+#define IBVF_RPC_INTERNAL_ERROR	  (-32603)
+
+/*
+ * ibvf application error codes (JSON-RPC "server error" range). The error
+ * object's "data" carries {"errno": N, "step": "<state machine step>"}.
+ */
+#define IBVF_RPC_POOL_EXHAUSTED	  (-32001)	/* no free GUID */
+#define IBVF_RPC_GUID_CONFLICT	  (-32002)	/* requested GUID held / in quarantine / outside */
+#define IBVF_RPC_SM_ERROR	  (-32003)	/* SM backend refused or is unreachable */
+#define IBVF_RPC_VF_ERROR	  (-32004)	/* VF lookup, netlink or rebind failed */
+#define IBVF_RPC_PORT_NOT_READY	  (-32005)	/* port not ACTIVE with the PKey in time */
+#define IBVF_RPC_DEADLINE	  (-32006)	/* the request's overall deadline passed */
+#define IBVF_RPC_DENIED		  (-32007)	/* peer UID not allowed */
+#define IBVF_RPC_BUSY		  (-32008)	/* try again later (VF busy, daemon stopping) */
+#define IBVF_RPC_NOT_READY	  (-32009)	/* daemon up but SM backend not validated */
+
+#endif /* IBVF_API_H */
