@@ -140,7 +140,8 @@ int cni_nl_talk(struct nl_sock *sk, struct nl_msg *msg, int (*parse)(struct nl_m
 	struct nl_cb *cb;
 	int ret;
 
-	if (!(h->nlmsg_flags & NLM_F_DUMP))
+	/* NLM_F_DUMP shares bits with NLM_F_EXCL/REPLACE of new-object requests */
+	if ((h->nlmsg_flags & NLM_F_DUMP) != NLM_F_DUMP || (h->nlmsg_flags & NLM_F_CREATE))
 		h->nlmsg_flags |= NLM_F_ACK;
 	cb = nl_cb_alloc(NL_CB_DEFAULT);
 	if (!cb)
