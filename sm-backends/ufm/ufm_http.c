@@ -22,6 +22,7 @@ struct ufm_http {
 	struct ufm_reply *reply;     /* reply being received */
 	bool too_big;
 	long timeout_ms;
+	char *secret; /* password or token, only to mask it in reasons */
 	char curl_err[CURL_ERROR_SIZE];
 };
 
@@ -178,7 +179,10 @@ int ufm_http_new(const struct ufm_http_opts *o, struct ufm_http **out, char *err
 	h->timeout_ms = o->timeout_ms;
 	h->base_url = strdup(o->base_url);
 	h->curl = curl_easy_init();
-	if (!h->base_url || !h->curl) {
+	if (o->token || (o->password && *o->password))
+		h->secret = strdup(o->token ? o->token : o->password);
+	if (!h->base_url || !h->curl ||
+	    ((o->token || (o->password && *o->password)) && !h->secret)) {
 		ufm_http_free(h);
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	}
@@ -214,6 +218,10 @@ void ufm_http_free(struct ufm_http *h)
 	free_headers(h->hdr_get);
 	free_headers(h->hdr_post);
 	free(h->base_url);
+	if (h->secret) {
+		explicit_bzero(h->secret, strlen(h->secret));
+		free(h->secret);
+	}
 	free(h);
 	curl_global_cleanup();
 }
@@ -278,6 +286,19 @@ void ufm_error_text(const char *body, size_t len, char *buf, size_t buflen)
 	}
 	json_decref(j);
 	printable(body, len, buf, buflen);
+}
+
+/* Overwrite every copy of the secret in @err with '*' (a server may echo it back). */
+static int mask_secret(const struct ufm_http *h, char *err, size_t errlen, int code)
+{
+	size_t n = h->secret ? strlen(h->secret) : 0;
+	char *p;
+
+	if (!err || !errlen || !n)
+		return code;
+	while ((p = strstr(err, h->secret)))
+		memset(p, '*', n);
+	return code;
 }
 
 static int status_errno(long status)
@@ -405,6 +426,7 @@ int ufm_http_call(struct ufm_http *h, const char *method, const char *path, cons
 	if (r->status >= 200 && r->status <= 299)
 		return 0;
 	ufm_error_text(r->body, r->len, text, sizeof(text));
-	return ibvf_errf(err, errlen, status_errno(r->status), "UFM %s %s: HTTP %ld%s%s", method,
-			 path, r->status, text[0] ? ": " : "", text);
+	ret = ibvf_errf(err, errlen, status_errno(r->status), "UFM %s %s: HTTP %ld%s%s", method,
+			path, r->status, text[0] ? ": " : "", text);
+	return mask_secret(h, err, errlen, ret);
 }

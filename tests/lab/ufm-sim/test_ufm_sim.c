@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 #include <jansson.h>
 
 #include "sm_ufm.h"
@@ -193,6 +194,13 @@ static long sim_pkey_size(const char *key)
 	}
 	json_decref(st);
 	return n;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *arg)
+{
+	(void)p;
+	(void)arg;
+	return size * n;
 }
 
 static double now_ms(void)
@@ -614,6 +622,12 @@ static void test_fault_status(void **state)
 	}
 	assert_string_equal(err, "UFM POST /ufmRest/actions/remove_guids_from_pkey: HTTP 500: "
 				 "Internal error:  pkey lock busy");
+	/* a server that echoes the password back does not get it into the reason */
+	fault("{\"endpoint\":\"add\",\"kind\":\"status\",\"status\":400,"
+	      "\"body\":{\"error\":\"bad password " PASSWORD " for " USER "\"}}");
+	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "HTTP 400: bad password ************ for " USER);
+	assert_no_secret(err);
 	/* the next call goes through again: no state is left behind */
 	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), 0);
 	ops->fini(b);
@@ -938,6 +952,55 @@ static void test_plain_http(void **state)
 	ops->fini(b);
 }
 
+/*
+ * The simulator itself: latency is per request and requests run in parallel
+ * (the daemon's batching tests rely on it); counted per endpoint.
+ */
+static void test_sim_parallel_latency(void **state)
+{
+	enum { N = 8 };
+	CURLM *multi = curl_multi_init();
+	CURL *e[N];
+	char url[128];
+	json_t *st = NULL;
+	int running = 1;
+
+	(void)state;
+	assert_non_null(multi);
+	assert_int_equal(ufm_sim_config(&sim_plain, "{\"latency_ms\":500}"), 0);
+	snprintf(url, sizeof(url), "%s/ufmRest/app/ufm_version", sim_plain.base_url);
+	for (int i = 0; i < N; i++) {
+		e[i] = curl_easy_init();
+		assert_non_null(e[i]);
+		curl_easy_setopt(e[i], CURLOPT_URL, url);
+		curl_easy_setopt(e[i], CURLOPT_USERPWD, USER ":" PASSWORD);
+		curl_easy_setopt(e[i], CURLOPT_WRITEFUNCTION, discard);
+		curl_easy_setopt(e[i], CURLOPT_TIMEOUT_MS, 20000L);
+		curl_multi_add_handle(multi, e[i]);
+	}
+	while (running) {
+		assert_int_equal(curl_multi_perform(multi, &running), CURLM_OK);
+		if (running)
+			curl_multi_poll(multi, NULL, 0, 100, NULL);
+	}
+	for (int i = 0; i < N; i++) {
+		long code = 0;
+
+		curl_easy_getinfo(e[i], CURLINFO_RESPONSE_CODE, &code);
+		assert_int_equal(code, 200);
+		curl_multi_remove_handle(multi, e[i]);
+		curl_easy_cleanup(e[i]);
+	}
+	curl_multi_cleanup(multi);
+	assert_int_equal(ufm_sim_ctl(&sim_plain, "GET", "/_sim/stats", NULL, &st), 200);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(st, "calls"), "version")), N);
+	/* all N were inside the simulator at once (each sleeps 500 ms) */
+	assert_int_equal(json_integer_value(json_object_get(st, "max_concurrent")), N);
+	assert_int_equal(json_integer_value(json_object_get(st, "in_flight")), 0);
+	json_decref(st);
+}
+
 int main(void)
 {
 	const char *missing = ufm_sim_missing();
@@ -971,6 +1034,7 @@ int main(void)
 		T(test_tls_insecure_wrong_ca),
 		T(test_tls_client_cert),
 		T(test_plain_http),
+		T(test_sim_parallel_latency),
 #undef T
 	};
 

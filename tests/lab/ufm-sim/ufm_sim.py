@@ -555,6 +555,7 @@ class _Sink:
 class SimServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
+    request_queue_size = 256  # listen backlog: bursts of concurrent clients
 
     def __init__(self, addr, state, tls_ctx, verbose):
         self.state = state
