@@ -684,41 +684,54 @@ static void test_fault_malformed(void **state)
 
 static void test_timeout_latency(void **state)
 {
-	struct ibvf_sm_backend *b;
+	struct ibvf_sm_backend *b, *patient;
 	char desc[64];
 	double t0;
 
 	(void)state;
-	b = backend(&sim, "{\"timeout_ms\":400,\"connect_timeout_ms\":400}");
-	fault("{\"endpoint\":\"version\",\"kind\":\"latency\",\"latency_ms\":1500}");
+	b = backend(&sim, "{\"timeout_ms\":500,\"connect_timeout_ms\":500}");
+	fault("{\"endpoint\":\"version\",\"kind\":\"latency\",\"latency_ms\":3000}");
 	t0 = now_ms();
 	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), -ETIMEDOUT);
-	printf("# timeout_ms 400 against 1500 ms latency: failed after %.0f ms\n", now_ms() - t0);
-	assert_contains(err, "UFM GET /ufmRest/app/ufm_version: timed out (timeout_ms 400)");
-	/* latency below the timeout is fine */
-	fault("{\"endpoint\":\"version\",\"kind\":\"latency\",\"latency_ms\":100}");
-	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
-	/* global latency from the config call also applies */
-	assert_int_equal(ufm_sim_config(&sim, "{\"latency_ms\":1000}"), 0);
+	printf("# timeout_ms 500 against 3000 ms latency: failed after %.0f ms\n", now_ms() - t0);
+	assert_contains(err, "UFM GET /ufmRest/app/ufm_version: timed out (timeout_ms 500)");
+	/* global latency from the config call applies too */
+	assert_int_equal(ufm_sim_config(&sim, "{\"latency_ms\":3000}"), 0);
 	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), -ETIMEDOUT);
+	assert_int_equal(ufm_sim_config(&sim, "{\"latency_ms\":0}"), 0);
+	/* latency well below the (default 30 s) timeout is fine */
+	patient = backend(&sim, NULL);
+	fault("{\"endpoint\":\"version\",\"kind\":\"latency\",\"latency_ms\":300}");
+	assert_int_equal(ops->validate(patient, desc, sizeof(desc), err, sizeof(err)), 0);
+	ops->fini(patient);
 	ops->fini(b);
 }
 
 static void test_timeout_slow_body(void **state)
 {
-	struct ibvf_sm_backend *b;
+	struct ibvf_sm_backend *b, *patient;
 	struct coll c = {0};
 	char desc[64];
 
 	(void)state;
-	b = backend(&sim, "{\"timeout_ms\":400}");
-	fault("{\"endpoint\":\"version\",\"kind\":\"slow_body\",\"slow_ms\":1500}");
+	b = backend(&sim, "{\"timeout_ms\":500}");
+	fault("{\"endpoint\":\"version\",\"kind\":\"slow_body\",\"slow_ms\":3000}");
 	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), -ETIMEDOUT);
 	assert_contains(err, "timed out");
-	/* a slow body that ends in time is read whole */
-	fault("{\"endpoint\":\"list\",\"kind\":\"slow_body\",\"slow_ms\":150}");
-	assert_int_equal(ops->list_members(b, -1, collect, &c, err, sizeof(err)), 0);
 	ops->fini(b);
+	/* a slow body that ends in time is read whole */
+	assert_int_equal(ufm_sim_ctl(&sim, "POST", "/_sim/state",
+				     "{\"0xa5\":{\"guids\":[{\"guid\":\"0002c90300001001\"},"
+				     "{\"guid\":\"0002c90300001002\"},{\"guid\":"
+				     "\"0002c90300001003\",\"membership\":\"limited\"}]}}",
+				     NULL),
+			 200);
+	patient = backend(&sim, NULL);
+	fault("{\"endpoint\":\"list\",\"kind\":\"slow_body\",\"slow_ms\":500}");
+	assert_int_equal(ops->list_members(patient, -1, collect, &c, err, sizeof(err)), 0);
+	assert_int_equal(c.n, 3);
+	assert_int_equal(c.m[2].membership, IBVF_MEMBER_LIMITED);
+	ops->fini(patient);
 }
 
 static void test_connection_refused(void **state)
