@@ -143,11 +143,15 @@ static int check_address(struct ibvf_jctx *jc, const char *a)
 				     a);
 	if (n > 255)
 		return ibvf_json_err(jc, "", "address", "longer than 255 characters");
+	/* one colon is host:port; an IPv6 literal has at least two */
+	if (strchr(a, ':') && strchr(a, ':') == strrchr(a, ':'))
+		return ibvf_json_err(jc, "", "address",
+				     "'%.64s' looks like host:port; give the port in \"port\"", a);
 	for (size_t i = 0; i < n; i++) {
 		char ch = a[i];
 
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || strchr(".-_:[]%", ch)))
+		      (ch >= '0' && ch <= '9') || strchr(".-_:[]", ch)))
 			return ibvf_json_err(jc, "", "address",
 					     "'%.64s' is not a host name or IP address", a);
 	}

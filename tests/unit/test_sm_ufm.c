@@ -151,6 +151,8 @@ static void test_config_errors(void **state)
 			    pw_file),
 		   "is a URL");
 	expect_err(try_init("{\"address\":\"u fm\"}"), "is not a host name");
+	expect_err(try_init("{\"address\":\"ufm:8443\"}"), "looks like host:port");
+	expect_err(try_init("{\"address\":\"fe80::1%%eth0\"}"), "is not a host name");
 	expect_err(try_init("{\"address\":\"u\",\"scheme\":\"ftp\"}"), "scheme: 'ftp'");
 	expect_err(try_init("{\"address\":\"u\",\"port\":0}"), "port: 0 is out of range");
 	expect_err(try_init("{\"address\":\"u\",\"port\":65536}"), "port: 65536 is out of range");

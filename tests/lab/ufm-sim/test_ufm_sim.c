@@ -312,6 +312,8 @@ static void test_wrong_password(void **state)
 	assert_contains(err, "Unauthorized");
 	assert_no_secret(err);
 	assert_null(strstr(err, "not-"));
+	/* one request: no second attempt with other credentials or schemes */
+	assert_int_equal(ufm_sim_calls(&sim, "version"), 1);
 	ops->fini(b);
 }
 
