@@ -112,6 +112,12 @@ class Lab:
         self.netns.append(name)
         return name
 
+    def placeholder(self, ns, name):
+        """A netdev called @name in @ns (a veth with both ends there: no dummy module needed)."""
+        peer = f"{self.prefix}q{secrets.token_hex(2)}"
+        sh("ip", "-n", ns, "link", "add", name, "type", "veth", "peer", "name", peer)
+        return peer
+
     def start_daemon(self, control=None):
         self.set_control(control or {})
         log = open(os.path.join(self.tmp, "fake-ibvfd.log"), "w")
@@ -125,6 +131,25 @@ class Lab:
     def set_control(self, control):
         with open(self.control, "w") as f:
             json.dump(control, f)
+
+    def rpc(self, method, params=None):
+        """Call the daemon directly, as another client would."""
+        import socket
+        with socket.socket(socket.AF_UNIX) as c:
+            c.settimeout(10)
+            c.connect(self.sock)
+            c.sendall((json.dumps({"jsonrpc": "2.0", "id": 7, "method": method,
+                                   "params": params or {}}) + "\n").encode())
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        return json.loads(buf)
+
+    def ifindex(self, name, ns=None):
+        return self.link(name, ns)["ifindex"]
 
     def store(self):
         with open(self.state) as f:
