@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "vf_netlink.h"
 
 int ibvf_pci_dev_path(const char *sysfs_root, const char *pci, const char *sub, char *buf,
 		      size_t len)
@@ -399,6 +400,20 @@ static int scan_vfs(const char *sysfs_root, const char *pfdir, struct ibvf_pf_in
 	return 0;
 }
 
+/* Default resolver: if_nametoindex(3), then rtnetlink for (long) altnames. */
+static unsigned int resolve_name(const char *name)
+{
+	unsigned int idx = strlen(name) < IF_NAMESIZE ? if_nametoindex(name) : 0;
+	struct ibvf_nl *nl;
+	int r;
+
+	if (idx || ibvf_nl_open(&nl, NULL, 0))
+		return idx;
+	r = ibvf_nl_ifindex_by_name(nl, name, NULL, 0);
+	ibvf_nl_close(nl);
+	return r > 0 ? (unsigned int)r : 0;
+}
+
 int ibvf_inventory_scan(const char *sysfs_root, struct ibvf_inventory **out, char *err,
 			size_t errlen)
 {
@@ -423,7 +438,7 @@ int ibvf_inventory_scan(const char *sysfs_root, struct ibvf_inventory **out, cha
 		ret = -ENOMEM;
 		goto out;
 	}
-	inv->resolve = if_nametoindex;
+	inv->resolve = resolve_name;
 	while ((de = readdir(d))) {
 		char dev[PATH_MAX];
 		struct ibvf_pf_info *pf;

@@ -61,8 +61,9 @@ struct ibvf_pf_info {
 
 /**
  * Resolve a netdev name (or altname) to an ifindex in the caller's netns;
- * 0 when unknown. The default is if_nametoindex(3), which the kernel answers
- * for alternative names too (dev_get_by_name, Linux >= 5.5).
+ * 0 when unknown. The default tries if_nametoindex(3), then RTM_GETLINK with
+ * IFLA_ALT_IFNAME (Linux >= 5.5), because altnames may be longer than
+ * IFNAMSIZ and the SIOCGIFINDEX ioctl cannot carry them.
  */
 typedef unsigned int (*ibvf_ifname_resolver)(const char *name);
 
