@@ -70,8 +70,10 @@ static int make_veth(struct nl_sock *sk, const char *root, const char *name)
 	idx = (int)if_nametoindex(name);
 	snprintf(list, sizeof(list), "%s/veths", root);
 	f = fopen(list, "a");
-	if (!f)
-		return -errno;
+	if (!f) {
+		fprintf(stderr, "ibvf-fakesysfs: %s: %s\n", list, strerror(errno));
+		return -EIO;
+	}
 	fprintf(f, "%d %s\n", idx, name);
 	fclose(f);
 	return idx;
@@ -126,6 +128,9 @@ static int add_pf(const char *root, int argc, char **argv)
 		pf.total_vfs = pf.num_vfs > 8 ? pf.num_vfs : 8;
 	if (!pf.rdma_dev)
 		pf.rdma_dev = "mlx5_0";
+	ret = ibvf_fake_init(root);
+	if (ret)
+		return die(root, ret);
 	if (veth) {
 		sk = nl_socket_alloc();
 		if (!sk || nl_connect(sk, NETLINK_ROUTE) < 0)
