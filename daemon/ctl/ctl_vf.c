@@ -251,6 +251,7 @@ static int vf_set_guid(struct ctl_ctx *ctx, int argc, char **argv)
 		{ 0 },
 	};
 	struct ibvf_vf_request req = { .link_state = -1, .rebind = true };
+	struct owners own = { 0 };
 	const char *node_arg = NULL;
 	struct ibvf_vf_manager *m;
 	struct ibvf_vf_info vf, out;
@@ -314,7 +315,9 @@ static int vf_set_guid(struct ctl_ctx *ctx, int argc, char **argv)
 	if (ibvf_vf_query(m, vf.pci, &out, &st, err, sizeof(err)))
 		memset(&st, 0, sizeof(st));
 	ibvf_vf_manager_destroy(m);
-	ctl_emit_object(ctx, vf_json(&out, &st, NULL), cols);
+	load_owners(ctx, &own);
+	ctl_emit_object(ctx, vf_json(&out, &st, owner_of(&own, &out, &st)), cols);
+	free(own.a);
 	return CTL_OK;
 }
 

@@ -599,6 +599,30 @@ static void test_reset_and_query(void **state)
 	assert_int_equal(ibvf_vf_query(f->m, PF_PCI, &vf, &st, err, sizeof(err)), -EINVAL);
 }
 
+static void test_netlink_pf_without_ipoib(void **state)
+{
+	struct ibvf_vf_manager_opts o = { .rebind_timeout_ms = 200 };
+	struct ibvf_vf_request r = req_of(0x0002c90300005000ULL, -1);
+	char err[IBVF_ERR_LEN], locks[PATH_MAX], *root = vt_root_new();
+	struct ibvf_vf_manager *m;
+	struct ibvf_vf_driver *d;
+	struct ibvf_vf_info out;
+
+	(void)state;
+	/* the production driver on a PF whose IPoIB netdev is missing */
+	assert_int_equal(vt_add_pf(root, "0000:05:00.0", NULL, 0, "mlx5_1", 2, NULL), 0);
+	snprintf(locks, sizeof(locks), "%s/locks", root);
+	o.sysfs_root = root;
+	o.lock_dir = locks;
+	assert_int_equal(ibvf_vf_driver_netlink_create(root, &d, err, sizeof(err)), 0);
+	assert_int_equal(ibvf_vf_manager_create(&o, d, &m, err, sizeof(err)), 0);
+	assert_int_equal(ibvf_vf_program(m, "0000:05:00.2", &r, &out, err, sizeof(err)), -ENODEV);
+	expect_text(err, "PF 0000:05:00.0 of VF 0 (0000:05:00.2) has no IPoIB netdev",
+		    "nothing was changed");
+	ibvf_vf_manager_destroy(m);
+	vt_root_free(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -613,6 +637,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_per_vf_locking, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reset_and_query, setup, teardown),
+		cmocka_unit_test(test_netlink_pf_without_ipoib),
 	};
 
 	ibvf_log_init("test_vf_manager", IBVF_LOG_NONE, LOG_ERR);

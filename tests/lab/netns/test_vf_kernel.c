@@ -48,6 +48,16 @@
 #define ALTNAME "ibvf-kernel-test-altname"
 
 static int pf_ifindex, vf_ifindex;
+static char *trees[8];	/* fake sysfs roots, removed at exit even after a failed assert */
+static size_t n_trees;
+
+static void remove_trees(void)
+{
+	for (size_t i = 0; i < n_trees; i++) {
+		ibvf_fake_rm_rf(trees[i]);
+		free(trees[i]);
+	}
+}
 
 static int skip_or_fail(const char *why)
 {
@@ -200,6 +210,8 @@ static char *fake_tree(void)
 
 	assert_non_null(root);
 	assert_non_null(mkdtemp(root));
+	assert_true(n_trees < 8);
+	trees[n_trees++] = root;
 	assert_int_equal(ibvf_fake_add_pf(root, &pf, vfs), 0);
 	return root;
 }
@@ -234,8 +246,6 @@ static void test_altname_lookup(void **state)
 	assert_string_equal(vf->pci, "0000:03:00.2");
 	ibvf_inventory_free(inv);
 	ibvf_nl_close(nl);
-	ibvf_fake_rm_rf(root);
-	free(root);
 }
 
 static void test_manager_names_driver(void **state)
@@ -262,8 +272,6 @@ static void test_manager_names_driver(void **state)
 	    !strstr(err, "PF " PF_IF " VF 0") || !strstr(err, "nothing was changed"))
 		fail_msg("unexpected error text: %s", err);
 	ibvf_vf_manager_destroy(mgr);
-	ibvf_fake_rm_rf(root);
-	free(root);
 }
 
 static void test_ibsim_renames_real_netdev(void **state)
@@ -298,8 +306,6 @@ static void test_ibsim_renames_real_netdev(void **state)
 	fclose(f);
 	assert_non_null(strstr(buf, "Unlink \"vf0\"[1]\nReLink \"vf0\"[1]\n"));
 	ibvf_vf_driver_destroy(drv);
-	ibvf_fake_rm_rf(root);
-	free(root);
 }
 
 int main(void)
@@ -321,6 +327,7 @@ int main(void)
 	if (unshare(CLONE_NEWNET))
 		return skip_or_fail("cannot create a network namespace (unshare: no CAP_SYS_ADMIN?)");
 	ibvf_log_init("test_vf_kernel", IBVF_LOG_STDERR, LOG_WARNING);
+	atexit(remove_trees);
 	sk = nl_socket_alloc();
 	if (!sk || nl_connect(sk, NETLINK_ROUTE) < 0 ||
 	    rtnl_link_veth_add(sk, PF_IF, VF_IF, getpid()) < 0)

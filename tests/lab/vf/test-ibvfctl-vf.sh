@@ -69,7 +69,9 @@ check "owner of VF 1 from the pool store" \
 check_fail "a GUID held by another owner is refused" "held by ns1/pod-a" \
 	"${C[@]}" vf set-guid 0000:03:00.4 $G1
 "${C[@]}" vf set-guid 0000:03:00.4 $G1 >/dev/null 2>&1; check "... exit 2" test $? = 2
-check "--force programs it anyway" "${C[@]}" vf set-guid --force 0000:03:00.4 $G1
+out=$("${C[@]}" vf set-guid --force 0000:03:00.4 $G1 2>/dev/null)
+check "--force programs it anyway" test $? = 0
+check "... and shows who holds that GUID" grep -qE '^Owner: +ns1/pod-a$' <<<"$out"
 
 : >"$D/got"
 "${C[@]}" vf set-guid --link-state disable 0000:03:00.5 02:00:00:00:00:00:10:05 >/dev/null 2>&1
