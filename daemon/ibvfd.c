@@ -87,6 +87,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ibvf_log_set_level(verbose ? LOG_DEBUG : cfg.log_level);
+	if (strcmp(cfg.vf.driver, "netlink"))	/* vf_driver.h: lab drivers never touch hardware */
+		log_warn("*** vf.driver is '%s' (LAB ONLY): VF GUIDs will not reach any hardware ***",
+			 cfg.vf.driver);
 	if (print) {
 		ret = ibvf_config_print(&cfg, stdout);
 		ibvf_config_free(&cfg);

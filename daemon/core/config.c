@@ -13,6 +13,7 @@
 #include "err.h"
 #include "json_util.h"
 #include "log.h"
+#include "vf_driver.h"
 
 #ifndef IBVF_SM_MODULE_DIR
 #define IBVF_SM_MODULE_DIR "/usr/local/lib/ibvf/sm"
@@ -225,6 +226,11 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 		return ret;
 	if (strcmp(cfg->vf.driver, "netlink") && strcmp(cfg->vf.driver, "ibsim"))
 		return ibvf_json_err(c, "vf", "driver", "expected \"netlink\" or \"ibsim\"");
+	/* the lab driver's own keys (vf_driver_ibsim.c, docs/config.md) */
+	if (ib && (ret = ibvf_vf_ibsim_config_check(c, "vf.ibsim", ib)))
+		return ret;
+	if (!ib && !strcmp(cfg->vf.driver, "ibsim"))
+		return ibvf_json_err(c, "vf", "ibsim", "required when vf.driver is \"ibsim\"");
 	if (ib && dump_json(ib, &cfg->vf.ibsim_json))
 		return -ENOMEM;
 	cfg->vf.rebind_timeout_ms = (uint32_t)t;

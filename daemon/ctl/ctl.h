@@ -49,6 +49,7 @@ struct ctl_col {
 
 /* Objects (one file each). */
 extern const struct ctl_object ctl_pool_object;
+extern const struct ctl_object ctl_vf_object;
 
 /** ctl_load_config() - load the config once (errors printed). Return CTL_* code. */
 int ctl_load_config(struct ctl_ctx *ctx);
