@@ -158,6 +158,18 @@ static int check_present_guid(struct add *a)
 	return 0;
 }
 
+/* The GUID in the VF netdev's IPoIB address now (what ib-sriov-cni saves), or 0. */
+static uint64_t present_guid(struct add *a)
+{
+	unsigned long long guid = 0;
+	struct cni_link l;
+
+	if (a->vf.netdev[0] && !cni_link_get(&a->host, a->vf.netdev, 0, &l, NULL, 0) &&
+	    !cni_link_guid(&l, &guid))
+		return guid;
+	return 0;
+}
+
 static int step_prepare(struct add *a)
 {
 	struct cni_ctx *ctx = a->ctx;
@@ -185,7 +197,7 @@ static int step_prepare(struct add *a)
 		return 0;
 	}
 	ret = cni_vf_compat_apply(&a->vf, nc->link_state, nc->guid_source != NULL, nc->guid,
-				  a->c.prev_guid, err, sizeof(err));
+				  present_guid(a), a->c.prev_guid, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "failed to configure the VF", "%s: %s", a->what,
 				 err);
@@ -284,10 +296,19 @@ static int step_ipam(struct add *a)
 static int step_rc_check(struct add *a)
 {
 	const struct cni_netconf *nc = &a->ctx->nc;
+	struct cni_ns *ns = nc->rdma_isolation ? &a->pod : &a->host;
+	char err[IBVF_ERR_LEN];
+	int vis = 0;
 
 	if (nc->rc_check == 0)
 		return 0;
-	if (!a->rdma_dev[0]) {
+	/* "present" means the RDMA core knows the device in its netns, not just sysfs */
+	if (a->rdma_dev[0]) {
+		vis = cni_rdma_dev_visible(ns, a->rdma_dev, err, sizeof(err));
+		if (vis < 0)
+			log_info("VF %s: RDMA device %s: %s", a->vf.pci, a->rdma_dev, err);
+	}
+	if (vis <= 0) {
 		if (nc->rc_check == 1)
 			return cni_failf(a->ctx, CNI_ERR_RC_CHECK, "RC check impossible",
 					 "%s: rcCheck.enabled is true but the VF has no RDMA device",

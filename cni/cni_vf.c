@@ -1,22 +1,33 @@
 // SPDX-License-Identifier: MIT
-/* ib-sriov CNI plugin: VF facts from sysfs (PF, VF index, netdev, RDMA device, driver). */
+/*
+ * ib-sriov CNI plugin: the VF behind "deviceID" (through slice 2's sysfs
+ * inventory, daemon/core/vf_inventory.h), compatibility-mode GUID and link
+ * state programming (through its VF manager, vf_manager.h), and the port
+ * check CHECK runs.
+ */
 #include "cni_vf.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cni_cache.h"
+#include "cni_netns.h"
+#include "config.h"
 #include "err.h"
+#include "log.h"
+#include "vf_driver.h"
+#include "vf_inventory.h"
+#include "vf_manager.h"
 
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
 __attribute__((format(printf, 3, 4))) static int pathf(char *buf, size_t len, const char *fmt,
@@ -38,28 +49,6 @@ const char *cni_sysfs_root(void)
 	return r && *r ? r : "/sys";
 }
 
-/* The first entry of directory @dir (not starting with '.') into @out. */
-static int first_entry(const char *dir, char *out, size_t len)
-{
-	struct dirent *de;
-	DIR *d = opendir(dir);
-	int ret = -ENODEV;
-
-	if (!d)
-		return errno == ENOENT ? -ENODEV : -errno;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (strlen(de->d_name) < len) {
-			snprintf(out, len, "%s", de->d_name);
-			ret = 0;
-			break;
-		}
-	}
-	closedir(d);
-	return ret;
-}
-
 /* basename of the symlink target of @path into @out; -errno. */
 static int link_base(const char *path, char *out, size_t len)
 {
@@ -71,121 +60,217 @@ static int link_base(const char *path, char *out, size_t len)
 		return -errno;
 	buf[n] = 0;
 	b = strrchr(buf, '/');
-	if (strlen(b ? b + 1 : buf) >= len)
+	b = b ? b + 1 : buf;
+	if (strlen(b) >= len)
 		return -ENAMETOOLONG;
-	strcpy(out, b ? b + 1 : buf);
+	strcpy(out, b);
 	return 0;
+}
+
+/* Fill @vf from the inventory (ibvf_vf_lookup); a PF only gets its driver. */
+static int lookup(const char *pci, struct cni_vf *vf, char *err, size_t errlen)
+{
+	const char *root = cni_sysfs_root();
+	struct ibvf_vf_info info;
+	char path[PATH_MAX];
+	int ret;
+
+	memset(vf, 0, sizeof(*vf));
+	vf->vf_index = -1;
+	snprintf(vf->pci, sizeof(vf->pci), "%s", pci);
+	ret = ibvf_vf_lookup(root, pci, &info, err, errlen);
+	if (!ret) {
+		vf->is_vf = true;
+		vf->vf_index = info.index;
+		snprintf(vf->pf_pci, sizeof(vf->pf_pci), "%s", info.pf_pci);
+		snprintf(vf->pf_netdev, sizeof(vf->pf_netdev), "%s", info.pf_netdev);
+		snprintf(vf->netdev, sizeof(vf->netdev), "%s", info.netdev);
+		snprintf(vf->rdma_dev, sizeof(vf->rdma_dev), "%s", info.rdma_dev);
+		snprintf(vf->driver, sizeof(vf->driver), "%s", info.driver);
+		return 0;
+	}
+	if (ret != -EINVAL || !ibvf_pci_dev_exists(root, pci))
+		return ret;
+	/* not a VF: a PF, usable only when passed through with vfio-pci */
+	if (!ibvf_pci_dev_path(root, pci, "driver", path, sizeof(path)))
+		link_base(path, vf->driver, sizeof(vf->driver));
+	return 0;
+}
+
+int cni_vf_lookup(const char *pci, struct cni_vf *vf, char *err, size_t errlen)
+{
+	return lookup(pci, vf, err, errlen);
 }
 
 int cni_vf_netdev(const char *pci, char *name, char *err, size_t errlen)
 {
-	char dir[PATH_MAX];
-	int ret;
+	struct cni_vf vf;
+	int ret = lookup(pci, &vf, err, errlen);
 
-	pathf(dir, sizeof(dir), "%s/bus/pci/devices/%s/net", cni_sysfs_root(), pci);
-	ret = first_entry(dir, name, CNI_IFNAME_LEN);
 	if (ret)
-		return ibvf_errf(err, errlen, ret, "VF %s has no netdev in this netns (%s)", pci,
-				 dir);
+		return ret;
+	if (!vf.netdev[0])
+		return ibvf_errf(err, errlen, -ENODEV, "VF %s has no netdev in this netns", pci);
+	snprintf(name, CNI_IFNAME_LEN, "%s", vf.netdev);
 	return 0;
 }
 
 int cni_vf_rdma_dev(const char *pci, char *name, size_t len, char *err, size_t errlen)
 {
-	char dir[PATH_MAX];
-	int ret;
+	struct cni_vf vf;
+	int ret = lookup(pci, &vf, err, errlen);
 
-	pathf(dir, sizeof(dir), "%s/bus/pci/devices/%s/infiniband", cni_sysfs_root(), pci);
-	ret = first_entry(dir, name, len);
 	if (ret)
-		return ibvf_errf(err, errlen, ret, "VF %s has no RDMA device (%s)", pci, dir);
+		return ret;
+	if (!vf.rdma_dev[0])
+		return ibvf_errf(err, errlen, -ENODEV, "VF %s has no RDMA device", pci);
+	snprintf(name, len, "%s", vf.rdma_dev);
 	return 0;
 }
 
-static void find_vf_index(struct cni_vf *vf)
-{
-	const char *root = cni_sysfs_root();
-	char dir[PATH_MAX], target[64];
-	struct dirent *de;
-	DIR *d;
-
-	pathf(dir, sizeof(dir), "%s/bus/pci/devices/%s", root, vf->pf_pci);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		char path[PATH_MAX];
-		char *end;
-		long n;
-
-		if (strncmp(de->d_name, "virtfn", 6))
-			continue;
-		n = strtol(de->d_name + 6, &end, 10);
-		if (*end || n < 0 || end == de->d_name + 6)
-			continue;
-		pathf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (!link_base(path, target, sizeof(target)) && !strcmp(target, vf->pci)) {
-			vf->vf_index = (int)n;
-			break;
-		}
-	}
-	closedir(d);
-}
-
-int cni_vf_lookup(const char *pci, struct cni_vf *vf, char *err, size_t errlen)
-{
-	const char *root = cni_sysfs_root();
-	char dev[PATH_MAX], path[PATH_MAX];
-
-	memset(vf, 0, sizeof(*vf));
-	vf->vf_index = -1;
-	snprintf(vf->pci, sizeof(vf->pci), "%s", pci);
-	if (pathf(dev, sizeof(dev), "%s/bus/pci/devices/%s", root, pci) || access(dev, F_OK))
-		return ibvf_errf(err, errlen, -ENODEV, "PCI device %s not found (%s)", pci, dev);
-	pathf(path, sizeof(path), "%s/physfn", dev);
-	if (!link_base(path, vf->pf_pci, sizeof(vf->pf_pci))) {
-		vf->is_vf = true;
-		find_vf_index(vf);
-		pathf(path, sizeof(path), "%s/bus/pci/devices/%s/net", root, vf->pf_pci);
-		first_entry(path, vf->pf_netdev, sizeof(vf->pf_netdev));
-	}
-	pathf(path, sizeof(path), "%s/driver", dev);
-	link_base(path, vf->driver, sizeof(vf->driver));
-	cni_vf_netdev(pci, vf->netdev, NULL, 0);
-	cni_vf_rdma_dev(pci, vf->rdma_dev, sizeof(vf->rdma_dev), NULL, 0);
-	return 0;
-}
+/* ------------------------------------------------- compatibility mode -- */
 
 /*
- * Compatibility-mode GUID and link-state programming goes through the VF
- * netlink module (daemon/core, slice 2); until that module is in this tree
- * these refuse clearly instead of pretending.
+ * The VF manager does the GUID programming, rebind and rollback. Its VF
+ * driver and rebind timeout come from the node's ibvfd configuration when
+ * there is one ($IBVF_CONFIG, else /etc/ibvf/ibvfd.json if present: e.g.
+ * the ibsim lab driver), else the netlink driver; its per-VF locks are
+ * ibvfctl's (<run_dir>/vf-locks), so an admin's `ibvfctl vf set-guid` never
+ * interleaves with the plugin.
  */
-int cni_vf_compat_apply(const struct cni_vf *vf, enum cni_link_state ls, bool set_guid,
-			uint64_t guid, char prev_guid[24], char *err, size_t errlen)
+static int manager_open(struct ibvf_vf_manager **m, char *err, size_t errlen)
 {
+	const char *path = getenv("IBVF_CONFIG"), *lock_env = getenv("IBVF_CNI_LOCK_DIR");
+	struct ibvf_vf_manager_opts o = { .sysfs_root = cni_sysfs_root() };
+	struct ibvf_vf_driver *drv = NULL;
+	struct ibvf_config cfg;
+	char locks[PATH_MAX];
+	int ret;
+
+	ret = ibvf_config_load(&cfg, path && *path ? path : NULL, path && *path, NULL, err,
+			       errlen);
+	if (ret)
+		return ret;
+	ret = pathf(locks, sizeof(locks), "%s/vf-locks",
+		    lock_env && *lock_env ? lock_env : cfg.run_dir);
+	if (!ret) {
+		free(cfg.sysfs_root);
+		cfg.sysfs_root = strdup(o.sysfs_root);
+		ret = cfg.sysfs_root ? ibvf_vf_driver_create(&cfg, &drv, err, errlen) : -ENOMEM;
+	}
+	o.lock_dir = locks;
+	o.rebind_timeout_ms = cfg.vf.rebind_timeout_ms;
+	if (!ret)
+		ret = ibvf_vf_manager_create(&o, drv, m, err, errlen);
+	ibvf_config_free(&cfg);
+	return ret;
+}
+
+static int set_link_state(struct ibvf_vf_manager *m, const char *pci, int ls, char *err,
+			  size_t errlen)
+{
+	struct ibvf_vf_driver *d = ibvf_vf_manager_driver(m);
+	struct ibvf_vf_info info;
+	int ret = ibvf_vf_lookup(cni_sysfs_root(), pci, &info, err, errlen);
+
+	if (!ret)
+		ret = d->ops->set_link_state(d, &info, (enum ibvf_vf_link_state)ls, err, errlen);
+	return ret;
+}
+
+int cni_vf_compat_apply(const struct cni_vf *vf, enum cni_link_state ls, bool set_guid,
+			uint64_t guid, uint64_t present_guid, char prev_guid[24], char *err,
+			size_t errlen)
+{
+	struct ibvf_vf_request req = { .node_guid = guid, .port_guid = guid, .rebind = true };
+	struct ibvf_vf_manager *m = NULL;
+	struct ibvf_vf_info now, out;
+	struct ibvf_vf_state st;
 	char g[IBVF_GUID_STR_LEN];
+	int ret;
 
 	prev_guid[0] = 0;
 	if (ls == CNI_LINK_STATE_UNSET && !set_guid)
 		return 0;
-	return ibvf_errf(err, errlen, -EOPNOTSUPP,
-			 "VF %s (PF %s VF %d): setting %s%s%s needs the VF netlink module, which "
-			 "this build does not have yet; use ibvfd (daemon mode)",
-			 vf->pci, vf->pf_netdev, vf->vf_index, set_guid ? "GUID " : "",
-			 set_guid ? ibvf_guid_format(guid, g) : "",
-			 ls != CNI_LINK_STATE_UNSET ? " link_state" : "");
+	ret = manager_open(&m, err, errlen);
+	if (ret)
+		return ret;
+	if (!set_guid) {
+		ret = set_link_state(m, vf->pci, ls, err, errlen);
+		goto out;
+	}
+	/* what to put back on DEL: the driver's read-back, else the netdev's address */
+	ret = ibvf_vf_query(m, vf->pci, &now, &st, err, errlen);
+	if (ret)
+		goto out;
+	if (st.port_guid_known)
+		present_guid = st.port_guid;
+	snprintf(prev_guid, 24, "%s", ibvf_guid_format(present_guid, g));
+	req.link_state = ls == CNI_LINK_STATE_UNSET ? -1 : (int)ls;
+	req.prev = &st;
+	ret = ibvf_vf_program(m, vf->pci, &req, &out, err, errlen);
+	if (ret)
+		prev_guid[0] = 0;
+	else
+		log_info("VF %s (PF %s VF %d): GUID %s set and rebound; netdev now %s", vf->pci,
+			 vf->pf_netdev, vf->vf_index, ibvf_guid_format(guid, g), out.netdev);
+out:
+	ibvf_vf_manager_destroy(m);
+	return ret;
+}
+
+/* After a rebind the kernel names the netdev afresh: give it its host name back. */
+static void restore_name(const struct cni_cache *c, const char *now)
+{
+	char err[IBVF_ERR_LEN] = "";
+	struct cni_ns host;
+	struct cni_link l;
+
+	if (!c->host_ifname[0] || !now[0] || !strcmp(now, c->host_ifname))
+		return;
+	if (cni_ns_open(&host, NULL, err, sizeof(err)) ||
+	    cni_link_get(&host, now, 0, &l, err, sizeof(err)) ||
+	    cni_link_set(&host, l.ifindex, c->host_ifname, -1, NULL, err, sizeof(err)))
+		log_warn("VF %s: keeping netdev name %s after the rebind: %s", c->device_id, now,
+			 err);
+	cni_ns_close(&host);
 }
 
 int cni_vf_restore(const struct cni_cache *c, char *err, size_t errlen)
 {
+	struct ibvf_vf_manager *m = NULL;
+	struct ibvf_vf_info out = { 0 };
+	uint64_t prev = 0;
+	int ret;
+
 	if (c->link_state == CNI_LINK_STATE_UNSET && !c->prev_guid[0])
 		return 0;
-	return ibvf_errf(err, errlen, -EOPNOTSUPP,
-			 "VF %s: restoring GUID %s / link state needs the VF netlink module, "
-			 "which this build does not have yet", c->device_id,
-			 c->prev_guid[0] ? c->prev_guid : "-");
+	if (c->prev_guid[0] && ibvf_guid_parse(c->prev_guid, &prev, err, errlen))
+		return -EINVAL;
+	ret = manager_open(&m, err, errlen);
+	if (ret)
+		return ret;
+	/* link state back to auto only when ADD set one (ib-sriov-cni ResetVFConfig) */
+	if (c->link_state != CNI_LINK_STATE_UNSET)
+		ret = set_link_state(m, c->device_id, IBVF_VF_LINK_AUTO, err, errlen);
+	if (!ret && c->prev_guid[0]) {
+		if (ibvf_guid_is_assignable(prev)) {
+			struct ibvf_vf_request req = { .node_guid = prev, .port_guid = prev,
+						       .link_state = -1, .rebind = true };
+
+			ret = ibvf_vf_program(m, c->device_id, &req, &out, err, errlen);
+		} else {
+			/* ib-sriov-cni writes all-ones here; the VF manager resets to GUID 0 */
+			ret = ibvf_vf_reset(m, c->device_id, &out, err, errlen);
+		}
+		if (!ret)
+			restore_name(c, out.netdev);
+	}
+	ibvf_vf_manager_destroy(m);
+	return ret;
 }
+
+/* ---------------------------------------------------------- port check -- */
 
 static int read_small(const char *path, char *buf, size_t len)
 {

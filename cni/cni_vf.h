@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ib-sriov CNI plugin: what the plugin needs to know about the VF named by
- * "deviceID", read from sysfs (root configurable with $IBVF_SYSFS_ROOT for
- * tests; default /sys). Layout (Documentation/ABI/testing/sysfs-bus-pci):
+ * "deviceID", read through the VF inventory of daemon/core (vf_inventory.h)
+ * from sysfs (root configurable with $IBVF_SYSFS_ROOT for tests; default
+ * /sys). Layout (Documentation/ABI/testing/sysfs-bus-pci):
  *   bus/pci/devices/<VF>/physfn          -> ../<PF>      (present on VFs only)
  *   bus/pci/devices/<PF>/virtfn<N>       -> ../<VF>      (N = VF index)
  *   bus/pci/devices/<PCI>/net/<netdev>/  (netdevs in the reader's netns)
@@ -66,12 +67,15 @@ int cni_vf_port_check(const char *rdma_dev, int netns_fd, const struct cni_pkey 
 /**
  * cni_vf_compat_apply() - compatibility mode (ib-sriov-cni's ApplyVFConfig):
  * set the VF's link state when @ls is not UNSET and, when @set_guid, save
- * the VF's current GUID into @prev_guid (colon form, 24 bytes), set its node
- * and port GUID to @guid and rebind it. Nothing to do → 0.
- * Return: 0 or -errno (the VF is left as it was).
+ * the VF's current GUID into @prev_guid (colon form, 24 bytes: the driver's
+ * read-back, else @present_guid, the GUID in the netdev's IPoIB address),
+ * set its node and port GUID to @guid and rebind it, through the VF manager
+ * (daemon/core/vf_manager.h). Nothing to do → 0.
+ * Return: 0 or -errno (the VF manager rolls back what it did).
  */
 int cni_vf_compat_apply(const struct cni_vf *vf, enum cni_link_state ls, bool set_guid,
-			uint64_t guid, char prev_guid[24], char *err, size_t errlen);
+			uint64_t guid, uint64_t present_guid, char prev_guid[24], char *err,
+			size_t errlen);
 
 /**
  * cni_vf_restore() - compatibility mode (ib-sriov-cni's ResetVFConfig): put

@@ -49,19 +49,18 @@ def sh(*args, check=True, ns=None):
 
 
 class VF:
-    """A veth standing in for a VF netdev, with its fake sysfs entries."""
+    """A veth standing in for a VF netdev (ibvf-fakesysfs --veth made it)."""
 
-    def __init__(self, lab, n):
-        self.n = n
-        self.name = f"{lab.prefix}v{n}"
-        self.peer = f"{lab.prefix}p{n}"
-        self.pci = "0000:%02x:%02x.%d" % (lab.bus, n // 8, n % 8)
-        self.index = n
+    def __init__(self, pci, index, name, rdma):
+        self.pci, self.index, self.name, self.rdma = pci, index, name, rdma
+        self.peer = name + "p"
 
 
 class Lab:
-    def __init__(self, plugin, tap):
+    def __init__(self, plugin, fakesysfs, tap):
         self.plugin = plugin
+        self.fakesysfs = fakesysfs
+        self.n_pfs = 0
         self.tap = tap
         self.prefix = "i8" + secrets.token_hex(2)
         self.bus = 0x81
@@ -79,32 +78,40 @@ class Lab:
         self.no_sock = os.path.join(self.tmp, "absent.sock")
         self.default_sock = self.sock
         self.netns = []
-        self.vfs = []
+        self.all_vfs = []
         self.daemon = None
-        self.pf_pci = "0000:%02x:00.0" % (self.bus - 1)
-        self._pf_dir = self._dev(self.pf_pci)
-        os.makedirs(os.path.join(self._pf_dir, "net", f"{self.prefix}pf"))
         atexit.register(self.cleanup)
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, lambda *_: sys.exit(1))
 
     # ---------------------------------------------------------------- setup
-    def _dev(self, pci):
-        return os.path.join(self.sysfs, "bus", "pci", "devices", pci)
+    def vfs(self, n):
+        """A new PF with @n VFs in the fake sysfs tree; their netdevs are real veths."""
+        k = self.n_pfs
+        self.n_pfs += 1
+        out = sh(self.fakesysfs, self.sysfs, "add-pf", "--pci", "0000:%02x:00.0" % (self.bus + k),
+                 "--vfs", str(n), "--veth", f"{self.prefix}{k:x}")
+        new = []
+        for line in out.splitlines():
+            pci, index, name, _ifindex, rdma = line.split()
+            new.append(VF(pci, int(index), name, rdma))
+            self.port(new[-1])
+        self.all_vfs += new
+        return new
 
-    def vf(self, n=None, rdma=None, driver="mlx5_core"):
-        n = len(self.vfs) if n is None else n
-        v = VF(self, n)
-        sh("ip", "link", "add", v.name, "type", "veth", "peer", "name", v.peer)
-        d = self._dev(v.pci)
-        os.makedirs(os.path.join(d, "net", v.name))
-        os.symlink(f"../{self.pf_pci}", os.path.join(d, "physfn"))
-        os.symlink(f"../{v.pci}", os.path.join(self._pf_dir, f"virtfn{v.index}"))
-        os.symlink(f"../../../bus/pci/drivers/{driver}", os.path.join(d, "driver"))
-        if rdma:
-            os.makedirs(os.path.join(d, "infiniband", rdma))
-        self.vfs.append(v)
-        return v
+    def vf(self):
+        return self.vfs(1)[0]
+
+    def port(self, vf, state="4: ACTIVE", pkeys=("0xffff", "0x8010")):
+        """Port 1 of the VF's (fake) RDMA device as sysfs shows it: state and P_Key table."""
+        d = os.path.join(self.sysfs, "class", "infiniband", vf.rdma, "ports", "1")
+        shutil.rmtree(os.path.join(d, "pkeys"), ignore_errors=True)
+        os.makedirs(os.path.join(d, "pkeys"))
+        with open(os.path.join(d, "state"), "w") as f:
+            f.write(state + "\n")
+        for i, k in enumerate(pkeys):
+            with open(os.path.join(d, "pkeys", str(i)), "w") as f:
+                f.write(k + "\n")
 
     def ns(self):
         name = f"ibvf-{self.prefix}-{len(self.netns)}"
@@ -245,9 +252,6 @@ class Lab:
                 self.daemon.kill()
         for ns in self.netns:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        for v in self.vfs:
-            for name in (v.name, v.peer):
-                subprocess.run(["ip", "link", "del", name], capture_output=True)
         # a VF netdev renamed to a temporary name by a failed move
         for l in json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
                                            text=True).stdout or "[]"):

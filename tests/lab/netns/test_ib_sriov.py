@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """ib-sriov in the host netns lab, driven exactly like a runtime drives it.
 
-Usage: test_ib_sriov.py PATH/TO/ib-sriov [test-name ...]
+Usage: test_ib_sriov.py PATH/TO/ib-sriov PATH/TO/ibvf-fakesysfs [test-name ...]
 Needs root and Debian's containernetworking-plugins (host-local, static,
 tuning); exits 77 (SKIP) without them unless IBVF_REQUIRE_LABS=1.
 """
@@ -99,6 +99,21 @@ def t_add_check_del(lab, t):
     rc, out, _ = lab.run("CHECK", chk, cid, netns=ns)
     t.ok(rc == 1 and out["code"] == 104 and "address" in out["msg"],
          "CHECK fails when the IPAM address is gone", out)
+    lab.run("DEL", conf, cid, netns=ns)
+    rc, res, err = lab.run("ADD", conf, cid, netns=ns)
+    chk = dict(conf, prevResult=res)
+    lab.port(vf, state="1: DOWN")
+    rc, out, _ = lab.run("CHECK", chk, cid, netns=ns)
+    t.ok(rc == 1 and out["code"] == 104 and "DOWN" in out["details"] and vf.rdma in out["details"],
+         "CHECK fails when the VF port is not ACTIVE", out)
+    lab.port(vf, pkeys=("0xffff", "0x0010"))
+    rc, out, _ = lab.run("CHECK", chk, cid, netns=ns)
+    t.ok(rc == 1 and out["code"] == 104 and "full member entry for PKey 0x0010" in out["details"],
+         "CHECK fails when the P_Key table has only a limited 0x0010", out)
+    lab.port(vf)
+    rc, out, err = lab.run("CHECK", chk, cid, netns=ns)
+    t.ok(rc == 0, "CHECK passes again with the port ACTIVE and 0x8010 in the table",
+         f"{out}\n{err}")
 
     rc, out, err = lab.run("DEL", conf, cid, netns=ns)
     t.ok(rc == 0 and out is None, "DEL succeeds", f"{out}\n{err}")
@@ -357,7 +372,7 @@ def t_legacy_cache(lab, t):
     sh("ip", "link", "set", vf.name, "netns", ns)
     sh("ip", "-n", ns, "link", "set", vf.name, "name", "net1")
     sh("ip", "-n", ns, "link", "set", "net1", "up")
-    legacy = dict(netconf, Master=f"{lab.prefix}pf", VFID=0, HostIFNames=vf.name,
+    legacy = dict(netconf, Master=vf.name[:-2] + "pf", VFID=0, HostIFNames=vf.name,
                   HostIFGUID="", ContIFNames="net1",
                   RdmaNetState={"version": "", "deviceID": "", "sandboxRdmaDevName": "",
                                 "containerRdmaDevName": ""},
@@ -543,12 +558,20 @@ def t_compat_mode(lab, t):
     t.ok(rc == 1 and out["code"] == 7 and "GUID" in out["msg"],
          "ibKubernetesEnabled without a GUID: code 7", out)
     assert_rollback(lab, t, vf, ns, cid, "ibcompat", "ib-kubernetes gate")
+    # configured + GUID: the VF module programs it through the PF with the netlink
+    # driver; the fake PF netdev is a veth, so the kernel refuses (EOPNOTSUPP)
+    conf["args"]["cni"] = {"mellanox.infiniband.app": "configured", "guid": GUID}
+    rc, out, _ = lab.run("ADD", conf, cid, netns=ns)
+    t.ok(rc == 1 and out["code"] == 100 and GUID in out["details"] and
+         "not supported" in out["details"].lower(),
+         "compatibility mode GUID on a PF without VF GUID support: clear error", out)
+    assert_rollback(lab, t, vf, ns, cid, "ibcompat", "compat GUID refused by the kernel")
 
 
 def t_concurrent(lab, t, n=50):
     """50 ADDs at once on 50 VFs into 50 Pods, then 50 DELs at once: all succeed,
     nothing leaks (netdevs, leases, owners, cache)."""
-    vfs = [lab.vf() for _ in range(n)]
+    vfs = lab.vfs(n)
     nss = [lab.ns() for _ in range(n)]
     net = "ibconc"
     confs = [base(lab, v, net=net) for v in vfs]
@@ -591,13 +614,14 @@ TESTS = [t_version, t_add_check_del, t_rendered_sriovibnetwork, t_metaplugins_co
 
 def main():
     need_lab()
-    if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
-        print("usage: test_ib_sriov.py PATH/TO/ib-sriov [test ...]", file=sys.stderr)
+    if len(sys.argv) < 3 or not all(os.access(a, os.X_OK) for a in sys.argv[1:3]):
+        print("usage: test_ib_sriov.py PATH/TO/ib-sriov PATH/TO/ibvf-fakesysfs [test ...]",
+              file=sys.stderr)
         return 2
     t = Tap()
-    lab = Lab(os.path.abspath(sys.argv[1]), t)
+    lab = Lab(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), t)
     lab.start_daemon()
-    only = set(sys.argv[2:])
+    only = set(sys.argv[3:])
     for fn in TESTS:
         if only and fn.__name__ not in only:
             continue
