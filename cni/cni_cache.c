@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,45 @@ static json_t *build(const struct cni_cache *c, json_t *conf)
 	return o;
 }
 
+/*
+ * Write-temp + rename, without fsync: a reader never sees a half-written
+ * entry, and the entry is advisory (DEL also works from the configuration
+ * and the ifalias mark) while a crash that loses it also loses every netns it
+ * describes. ib-sriov-cni does not fsync either. Saves 2-5 ms per ADD.
+ */
+static int write_replace(const char *path, const char *text, char *err, size_t errlen)
+{
+	char tmp[PATH_MAX];
+	size_t len = strlen(text), off = 0;
+	int fd, ret = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return ibvf_errf(err, errlen, -errno, "creating %s: %s", tmp, strerror(errno));
+	while (off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		off += (size_t)n;
+	}
+	if (close(fd) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	if (ret) {
+		unlink(tmp);
+		return ibvf_errf(err, errlen, ret, "writing %s: %s", path, strerror(-ret));
+	}
+	return 0;
+}
+
 int cni_cache_write(const char *dir, const struct cni_cache *c, json_t *conf, char *err,
 		    size_t errlen)
 {
@@ -116,7 +156,7 @@ int cni_cache_write(const char *dir, const struct cni_cache *c, json_t *conf, ch
 	json_decref(o);
 	if (!text)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	ret = ibvf_write_file_atomic(path, text, strlen(text), 0600, err, errlen);
+	ret = write_replace(path, text, err, errlen);
 	free(text);
 	return ret;
 }
