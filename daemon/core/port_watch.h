@@ -115,7 +115,7 @@ struct ibvf_port_target {
  */
 struct ibvf_port_info {
 	bool reachable;
-	char error[160];
+	char error[256];
 	uint8_t state;
 	uint8_t phys_state;
 	uint16_t lid;
