@@ -1049,13 +1049,6 @@ static int nap(int fd, int64_t ms)
 	}
 }
 
-static bool cancelled(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	return fd >= 0 && poll(&p, 1, 0) > 0;
-}
-
 int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 		   const struct ibvf_port_cond *c, uint32_t timeout_ms, int cancel_fd,
 		   struct ibvf_port_info *observed, int *pkey_index, char *err, size_t errlen)
@@ -1083,10 +1076,6 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 	for (;;) {
 		bool changed;
 
-		if (cancelled(cancel_fd)) {
-			ret = -ECANCELED;
-			break;
-		}
 		ibvf_port_query(src, t, cur, NULL, 0);
 		polls++;
 		if (ibvf_port_cond_met(cur, c, pkey_index)) {
@@ -1102,7 +1091,8 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 		}
 		if (now_ms() + interval > deadline)
 			interval = (uint32_t)(deadline - now_ms());
-		ret = nap(cancel_fd, interval);
+		/* a cancel already pending is seen here, after one observation to report */
+		ret = nap(cancel_fd, interval ? interval : 1);
 		if (ret)
 			break;
 	}
