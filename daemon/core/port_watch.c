@@ -806,13 +806,14 @@ static int fabric_nodeinfo(struct ibvf_port_src *s, const struct ibvf_port_targe
 		mad_decode_field(ni, IB_NODE_TYPE_F, node_type);
 		mad_decode_field(ni, IB_NODE_PORT_GUID_F, pguid);
 		mad_decode_field(ni, IB_NODE_PARTITION_CAP_F, pcap);
-		if (t->kind != IBVF_TARGET_GUID || *pguid == t->guid || *node_type == IB_NODE_SWITCH)
+		if (t->kind != IBVF_TARGET_GUID || *pguid == t->guid ||
+		    *node_type == IB_NODE_SWITCH)
 			return 0;
 		s->lid_cache = 0;
 	}
 	return ibvf_errf(err, errlen, -ENOENT,
-			 "LID %u answers with port GUID 0x%016" PRIx64 ", not 0x%016" PRIx64, id->lid,
-			 *pguid, t->guid);
+			 "LID %u answers with port GUID 0x%016" PRIx64 ", not 0x%016" PRIx64,
+			 id->lid, *pguid, t->guid);
 }
 
 static int fabric_portinfo(struct ibvf_port_src *s, const struct ibvf_port_target *t,
@@ -1103,7 +1104,8 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 			  ibvf_port_describe(cur, c, desc, sizeof(desc)));
 	else if (ret == -ECANCELED)
 		ibvf_errf(err, errlen, ret, "%s: wait cancelled after %lld ms: %s", src->name,
-			  (long long)(now_ms() - start), ibvf_port_describe(cur, c, desc, sizeof(desc)));
+			  (long long)(now_ms() - start),
+			  ibvf_port_describe(cur, c, desc, sizeof(desc)));
 	else if (ret)
 		ibvf_errf(err, errlen, ret, "%s: wait failed: %s", src->name, strerror(-ret));
 	if (observed)

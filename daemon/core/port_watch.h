@@ -246,7 +246,8 @@ int ibvf_port_query_portinfo(struct ibvf_port_src *src, const struct ibvf_port_t
  * switch port, SwitchInfo:PartitionEnforcementCap), 32 entries per block,
  * attribute modifier block | port << 16 (IBTA vol. 1, 14.2.5.7). Local
  * source: sysfs ports/N/pkeys/ through umad_get_port().
- * Fills @out->pkey_cap, @out->n_pkeys and @out->pkeys, nothing else.
+ * Fills @out->pkey_cap, @out->n_pkeys and @out->pkeys (plus @out->ms,
+ * @out->reachable and @out->error); the PortInfo fields are left as they are.
  *
  * Return: as ibvf_port_query_portinfo().
  */

@@ -25,11 +25,15 @@
 /* Scripted sysfs: each umad_get_port() call returns the next step (the last repeats). */
 int fake_umad_get_port(const char *ca_name, int portnum, umad_port_t *port);
 int fake_umad_release_port(umad_port_t *port);
+struct ibmad_port *fake_mad_rpc_open_port(char *dev_name, int dev_port, int *mgmt_classes,
+					  int num_classes);
 #define umad_get_port fake_umad_get_port
 #define umad_release_port fake_umad_release_port
+#define mad_rpc_open_port fake_mad_rpc_open_port
 #include "../../daemon/core/port_watch.c"
 #undef umad_get_port
 #undef umad_release_port
+#undef mad_rpc_open_port
 
 #include "config.h"
 
@@ -75,6 +79,20 @@ int fake_umad_release_port(umad_port_t *port)
 	return 0;
 }
 
+/* libibmad could not open the umad port: errno as open(2) of the device left it */
+static int open_port_errno;
+
+struct ibmad_port *fake_mad_rpc_open_port(char *dev_name, int dev_port, int *mgmt_classes,
+					  int num_classes)
+{
+	(void)dev_name;
+	(void)dev_port;
+	(void)mgmt_classes;
+	(void)num_classes;
+	errno = open_port_errno;
+	return NULL;
+}
+
 static void set_script(const struct step *s, size_t n)
 {
 	script = s;
@@ -104,7 +122,8 @@ static struct ibvf_port_src *fake_src(uint32_t pmin, uint32_t pmax)
 
 static void test_pkey_find(void **state)
 {
-	/* index: 0 default full, 1 empty, 2 limited 0x0001, 3 invalid-full 0x8000, 33 full 0x8a02 */
+	/* index: 0 default full, 1 empty, 2 limited 0x0001, 3 invalid-full 0x8000, 33 full 0x8a02
+	 */
 	uint16_t t[40] = { 0xffff, 0x0000, 0x0001, 0x8000 };
 	uint16_t e = 0;
 
@@ -209,9 +228,10 @@ static void test_describe(void **state)
 	char buf[IBVF_PORT_DESC_LEN], small[24];
 
 	(void)state;
-	assert_string_equal(ibvf_port_describe(i, &c, buf, sizeof(buf)),
-			    "port ACTIVE (LinkUp), LID 7, SM LID 1, but P_Key 0x8001 absent; table: "
-			    "0xffff 0x7fff");
+	assert_string_equal(
+		ibvf_port_describe(i, &c, buf, sizeof(buf)),
+		"port ACTIVE (LinkUp), LID 7, SM LID 1, but P_Key 0x8001 absent; table: "
+		"0xffff 0x7fff");
 	free(i);
 	i = mkinfo(IBVF_PORT_INIT, 0, pk2, 3);
 	i->sm_lid = 0;
@@ -226,9 +246,10 @@ static void test_describe(void **state)
 			    "port INIT (LinkUp), LID 0, no SM LID: condition met; table: 0xffff "
 			    "0x0001");
 	c.pkey_want = IBVF_PKEY_WANT_ABSENT;
-	assert_string_equal(ibvf_port_describe(i, &c, buf, sizeof(buf)),
-			    "port INIT (LinkUp), LID 0, no SM LID, but P_Key 0x0001 (limited) still "
-			    "present at index 2; table: 0xffff 0x0001");
+	assert_string_equal(
+		ibvf_port_describe(i, &c, buf, sizeof(buf)),
+		"port INIT (LinkUp), LID 0, no SM LID, but P_Key 0x0001 (limited) still "
+		"present at index 2; table: 0xffff 0x0001");
 	assert_string_equal(ibvf_port_describe(i, NULL, buf, sizeof(buf)),
 			    "port INIT (LinkUp), LID 0, no SM LID; table: 0xffff 0x0001");
 	/* truncation is safe and NUL-terminated */
@@ -325,6 +346,27 @@ static void test_src_open_unknown_device(void **state)
 					    sizeof(err)),
 			 -EINVAL);
 	assert_int_equal(ibvf_port_src_open("x", 1, 7, NULL, &s, err, sizeof(err)), -EINVAL);
+}
+
+static void test_fabric_open_errors(void **state)
+{
+	struct ibvf_port_src *s = fake_src(1, 2);
+	char err[IBVF_ERR_LEN];
+
+	(void)state;
+	open_port_errno = EACCES;
+	assert_int_equal(fabric_open(s, err, sizeof(err)), -EACCES);
+	/* names the device file (or its pattern when sysfs has no umad class) and the privilege */
+	assert_non_null(strstr(err, "/dev/infiniband/umad"));
+	assert_non_null(strstr(err, "mlx5_9"));
+	assert_non_null(strstr(err, "root"));
+	open_port_errno = ENOENT;
+	assert_int_equal(fabric_open(s, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "ib_umad"));
+	open_port_errno = EINVAL;
+	assert_int_equal(fabric_open(s, err, sizeof(err)), -EIO);
+	assert_non_null(strstr(err, "libibmad could not open"));
+	free(s);
 }
 
 /* ----------------------------------------------------------- polling -- */
@@ -637,6 +679,7 @@ int main(void)
 		cmocka_unit_test(test_parse_dr),
 		cmocka_unit_test(test_target_check),
 		cmocka_unit_test(test_src_open_unknown_device),
+		cmocka_unit_test(test_fabric_open_errors),
 		cmocka_unit_test(test_next_interval),
 		cmocka_unit_test(test_info_diff),
 		cmocka_unit_test(test_wait_ready),
