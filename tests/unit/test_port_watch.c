@@ -27,6 +27,10 @@ int fake_umad_get_port(const char *ca_name, int portnum, umad_port_t *port);
 int fake_umad_release_port(umad_port_t *port);
 struct ibmad_port *fake_mad_rpc_open_port(char *dev_name, int dev_port, int *mgmt_classes,
 					  int num_classes);
+int fake_umad_get_ca(const char *ca_name, umad_ca_t *ca);
+int fake_umad_release_ca(umad_ca_t *ca);
+#define umad_get_ca fake_umad_get_ca
+#define umad_release_ca fake_umad_release_ca
 #define umad_get_port fake_umad_get_port
 #define umad_release_port fake_umad_release_port
 #define mad_rpc_open_port fake_mad_rpc_open_port
@@ -34,12 +38,15 @@ struct ibmad_port *fake_mad_rpc_open_port(char *dev_name, int dev_port, int *mgm
 #undef umad_get_port
 #undef umad_release_port
 #undef mad_rpc_open_port
+#undef umad_get_ca
+#undef umad_release_ca
 
 #include "config.h"
 
 struct step {
 	int state, phys, lid, sm_lid;
 	uint16_t pkeys[8];
+	const char *link_layer;	/* NULL: "InfiniBand" */
 };
 
 static const struct step *script;
@@ -63,7 +70,8 @@ int fake_umad_get_port(const char *ca_name, int portnum, umad_port_t *port)
 	port->base_lid = (unsigned)s->lid;
 	port->sm_lid = (unsigned)s->sm_lid;
 	port->port_guid = htobe64(0x0002c90300100001ull);
-	snprintf(port->link_layer, sizeof(port->link_layer), "InfiniBand");
+	snprintf(port->link_layer, sizeof(port->link_layer), "%s",
+		 s->link_layer ? s->link_layer : "InfiniBand");
 	port->pkeys_size = 8;
 	port->pkeys = calloc(8, sizeof(uint16_t));
 	if (!port->pkeys)
@@ -76,6 +84,23 @@ int fake_umad_release_port(umad_port_t *port)
 {
 	free(port->pkeys);
 	port->pkeys = NULL;
+	return 0;
+}
+
+/* One fake CA, "mlx5_9", with one port; NULL names the default CA. */
+int fake_umad_get_ca(const char *ca_name, umad_ca_t *ca)
+{
+	if (ca_name && strcmp(ca_name, "mlx5_9"))
+		return -ENODEV;
+	memset(ca, 0, sizeof(*ca));
+	snprintf(ca->ca_name, sizeof(ca->ca_name), "mlx5_9");
+	ca->numports = 1;
+	return 0;
+}
+
+int fake_umad_release_ca(umad_ca_t *ca)
+{
+	(void)ca;
 	return 0;
 }
 
@@ -331,21 +356,60 @@ static void test_target_check(void **state)
 	free(s);
 }
 
-static void test_src_open_unknown_device(void **state)
+static void test_src_open(void **state)
 {
+	static const struct step ib[] = { { IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff }, NULL } };
+	static const struct step eth[] = { { IBVF_PORT_ACTIVE, 5, 0, 0, { 0 }, "Ethernet" } };
 	struct ibvf_port_src *s = (void *)1;
+	struct ibvf_port_info *i = calloc(1, sizeof(*i));
 	char err[IBVF_ERR_LEN];
 
 	(void)state;
+	set_script(ib, 1);
 	assert_int_equal(ibvf_port_src_open("ibvf_no_such_dev", 1, IBVF_PORT_SRC_LOCAL, NULL, &s,
 					    err, sizeof(err)),
 			 -ENODEV);
 	assert_null(s);
-	assert_non_null(strstr(err, "ibvf_no_such_dev"));
+	assert_non_null(strstr(err, "no RDMA device 'ibvf_no_such_dev'"));
+	assert_int_equal(ibvf_port_src_open("mlx5_9", 2, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
+					    sizeof(err)),
+			 -ENODEV);
+	assert_non_null(strstr(err, "mlx5_9 has 1 port(s), no port 2"));
 	assert_int_equal(ibvf_port_src_open("x", 300, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
 					    sizeof(err)),
 			 -EINVAL);
 	assert_int_equal(ibvf_port_src_open("x", 1, 7, NULL, &s, err, sizeof(err)), -EINVAL);
+	/* a RoCE port has no IB port state or P_Key table */
+	set_script(eth, 1);
+	assert_int_equal(ibvf_port_src_open("mlx5_9", 1, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
+					    sizeof(err)),
+			 -EPROTONOSUPPORT);
+	assert_non_null(strstr(err, "mlx5_9:1: link layer is not InfiniBand"));
+	assert_null(s);
+	/* the local source opens without any umad device and reads sysfs on each query */
+	set_script(ib, 1);
+	assert_int_equal(ibvf_port_src_open(NULL, 1, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
+					    sizeof(err)),
+			 0);
+	assert_string_equal(ibvf_port_src_name(s), "mlx5_9:1");
+	assert_int_equal(ibvf_port_src_kind(s), IBVF_PORT_SRC_LOCAL);
+	get_port_calls = 0;
+	assert_int_equal(ibvf_port_query(s, &(struct ibvf_port_target){ 0 }, i, err, sizeof(err)),
+			 0);
+	assert_int_equal(get_port_calls, 1);
+	assert_int_equal(i->state, IBVF_PORT_ACTIVE);
+	assert_int_equal(i->lid, 7);
+	assert_int_equal(i->port_guid, 0x0002c90300100001ull);
+	assert_int_equal(i->n_pkeys, 8);
+	assert_int_equal(i->pkeys[0], 0xffff);
+	ibvf_port_src_close(s);
+	/* the fabric source fails cleanly when libibmad cannot open the port */
+	open_port_errno = EACCES;
+	assert_int_equal(ibvf_port_src_open("mlx5_9", 1, IBVF_PORT_SRC_FABRIC, NULL, &s, err,
+					    sizeof(err)),
+			 -EACCES);
+	assert_null(s);
+	free(i);
 }
 
 static void test_fabric_open_errors(void **state)
@@ -678,7 +742,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_parse_dr),
 		cmocka_unit_test(test_target_check),
-		cmocka_unit_test(test_src_open_unknown_device),
+		cmocka_unit_test(test_src_open),
 		cmocka_unit_test(test_fabric_open_errors),
 		cmocka_unit_test(test_next_interval),
 		cmocka_unit_test(test_info_diff),
