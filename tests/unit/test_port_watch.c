@@ -433,6 +433,31 @@ static void test_fabric_open_errors(void **state)
 	free(s);
 }
 
+static void test_lid_cache(void **state)
+{
+	struct ibvf_port_src *s = fake_src(1, 2);
+	struct ibvf_port_target t = { .kind = IBVF_TARGET_GUID, .guid = 0x100 };
+	struct ibvf_port_target lid = { .kind = IBVF_TARGET_LID, .lid = 5 };
+
+	(void)state;
+	assert_int_equal(lid_cache_get(s, &t), 0);
+	lid_cache_put(s, 0x100, 7);
+	assert_int_equal(lid_cache_get(s, &t), 7);
+	assert_int_equal(lid_cache_get(s, &lid), 0);	/* only GUID targets are cached */
+	lid_cache_drop(s, &t);
+	assert_int_equal(lid_cache_get(s, &t), 0);
+	/* LID_CACHE_SIZE entries are kept; the oldest is replaced */
+	for (unsigned i = 0; i <= LID_CACHE_SIZE; i++)
+		lid_cache_put(s, 0x1000 + i, (uint16_t)(10 + i));
+	t.guid = 0x1000;
+	assert_int_equal(lid_cache_get(s, &t), 0);
+	t.guid = 0x1001;
+	assert_int_equal(lid_cache_get(s, &t), 11);
+	t.guid = 0x1000 + LID_CACHE_SIZE;
+	assert_int_equal(lid_cache_get(s, &t), 10 + LID_CACHE_SIZE);
+	free(s);
+}
+
 /* ----------------------------------------------------------- polling -- */
 
 static void test_next_interval(void **state)
@@ -527,7 +552,7 @@ static void test_wait_timeout_reports_observed(void **state)
 	set_script(stuck, 1);
 	assert_int_equal(ibvf_port_wait(s, &t, &c, 60, -1, o, &idx, err, sizeof(err)),
 			 -ETIMEDOUT);
-	assert_non_null(strstr(err, "mlx5_9:1 port: timed out after "));
+	assert_non_null(strstr(err, "mlx5_9:1: timed out after "));
 	assert_non_null(strstr(err, "port ACTIVE (LinkUp), LID 7, SM LID 1, but P_Key 0x8001 "
 				    "absent; table: 0xffff 0x7fff"));
 	assert_int_equal(idx, -1);
@@ -744,6 +769,7 @@ int main(void)
 		cmocka_unit_test(test_target_check),
 		cmocka_unit_test(test_src_open),
 		cmocka_unit_test(test_fabric_open_errors),
+		cmocka_unit_test(test_lid_cache),
 		cmocka_unit_test(test_next_interval),
 		cmocka_unit_test(test_info_diff),
 		cmocka_unit_test(test_wait_ready),
