@@ -107,6 +107,20 @@ static int do_version(const char *text, size_t len)
 	return ret;
 }
 
+/* The configuration's cniVersion for an error object, when it is one we speak. */
+static const char *error_version(const char *text, size_t len, char *buf, size_t blen)
+{
+	json_t *j = json_loadb(text, len, 0, NULL);
+	const char *v = json_string_value(json_object_get(j, "cniVersion"));
+	unsigned n;
+
+	buf[0] = 0;
+	if (v && !cni_version_parse(v, &n) && cni_version_supported(n))
+		snprintf(buf, blen, "%s", v);
+	json_decref(j);
+	return buf[0] ? buf : NULL;
+}
+
 /* logLevel / logFile of the configuration; logFile takes over stderr. */
 static void apply_logging(const struct cni_netconf *nc)
 {
@@ -181,7 +195,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (cni_netconf_parse(&ctx.nc, text, len, ctx.env.cmd, &kind, err, sizeof(err))) {
-		ret = emit_error(NULL, codes[kind], "invalid network configuration", err);
+		char ver[16];
+
+		ret = emit_error(error_version(text, len, ver, sizeof(ver)), codes[kind],
+				 "invalid network configuration", err);
 		goto out;
 	}
 	apply_logging(&ctx.nc);

@@ -511,8 +511,9 @@ def t_bad_input(lab, t):
                            ("ipam", {"type": "dhcp"}, "dhcp"), ("deviceID", "81:00.1", "deviceID"),
                            ("pkeys", [{"pkey": "0x10", "membership": "half"}], "pkeys")):
         rc, out, _ = lab.run("ADD", dict(conf, **{key: val}), "c-bad", netns=ns)
-        t.ok(rc == 1 and out["code"] == 7 and name in out["details"],
-             f"bad {key}={json.dumps(val)}: code 7 naming it", out)
+        t.ok(rc == 1 and out["code"] == 7 and name in out["details"] and
+             out["cniVersion"] == "1.0.0",
+             f"bad {key}={json.dumps(val)}: code 7 naming it, in the request's version", out)
     rc, out, err = lab.run("ADD", dict(conf, args={"cni": {"labels": {"a": 1}, "count": 3,
                                                           "guid": "02:00:00:00:00:00:c0:01"}}),
                            "c-args", netns=ns)
