@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/if_arp.h>
+#include <unistd.h>
 
 #include "cni_cmd.h"
 #include "cni_daemon.h"
@@ -25,6 +26,9 @@
 #include "cni_result.h"
 #include "cni_vf.h"
 #include "log.h"
+
+/** How long to wait for the netdev an RDMA device move re-creates, ms. */
+#define CNI_NETDEV_WAIT_MS 3000
 
 struct add {
 	struct cni_ctx *ctx;
@@ -181,10 +185,23 @@ static int step_prepare(struct add *a)
 	if (a->mode == CNI_MODE_DAEMON) {
 		ret = cni_daemon_prepare(a->socket, nc, a->owner, nc->device_id, &a->prep, &de, err,
 					 sizeof(err));
+		if (ret && ret != -EREMOTEIO && ret != -ENOENT && ret != -ECONNREFUSED) {
+			/*
+			 * No answer (timeout, reset): ibvfd may still finish the prepare.
+			 * Release is idempotent, so ask for it rather than leak the GUID.
+			 */
+			struct cni_daemon_error de2;
+			char e2[IBVF_ERR_LEN];
+
+			if (cni_daemon_release(a->socket, nc->ibvfd_timeout_ms, a->owner, NULL, &de2,
+					       e2, sizeof(e2)))
+				log_warn("VF %s: release after a prepare without answer: %s",
+					 nc->device_id, e2);
+		}
 		if (ret)
 			return cni_failf(ctx, de.cni_code, "ibvfd could not prepare the VF",
-					 "%s: %s%s%s", a->what, err, de.rpc.step[0] ? " (step " : "",
-					 de.rpc.step[0] ? de.rpc.step : "");
+					 "%s: %s%s%s%s", a->what, err, de.rpc.step[0] ? " (step " : "",
+					 de.rpc.step, de.rpc.step[0] ? ")" : "");
 		a->prepared = true;
 		a->c.guid = a->prep.guid;
 		if (a->prep.vf_index >= 0)
@@ -236,6 +253,22 @@ static int step_rdma(struct add *a)
 	return 0;
 }
 
+/*
+ * The VF's netdev by PCI address. After an RDMA device move the kernel
+ * re-creates the IPoIB netdev (and udev may rename it): wait for it, bounded.
+ */
+static int wait_netdev(struct add *a, char *err, size_t errlen)
+{
+	int ret;
+
+	for (int i = 0;; i++) {
+		ret = cni_vf_netdev(a->vf.pci, a->c.host_ifname, err, errlen);
+		if (ret != -ENODEV || !a->rdma_moved || i >= CNI_NETDEV_WAIT_MS / 20)
+			return ret;
+		usleep(20 * 1000);
+	}
+}
+
 static int step_netdev(struct add *a)
 {
 	struct cni_ctx *ctx = a->ctx;
@@ -246,7 +279,7 @@ static int step_netdev(struct add *a)
 	 * By PCI address, now: a rebind (ibvfd) or an RDMA device move re-creates
 	 * the netdev and udev may have renamed it.
 	 */
-	ret = cni_vf_netdev(a->vf.pci, a->c.host_ifname, err, sizeof(err));
+	ret = wait_netdev(a, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
 	snprintf(alias, sizeof(alias), CNI_ALIAS_PREFIX "%s %s", a->vf.pci, a->c.host_ifname);

@@ -483,6 +483,22 @@ def t_add_failures(lab, t):
     t.ok(rc == 1 and out["code"] == 11, "ibvfd socket absent: code 11", out)
     assert_rollback(lab, t, vf, ns, cid, net, "no daemon")
 
+    # 9b. ibvfd does not answer prepare in time: code 11, and the plugin asks for a
+    # release (ibvfd may still finish the prepare after the client gave up)
+    vf, ns, cid = lab.vf(), lab.ns(), "c-f-slow"
+    lab.set_control({"delay_ms": {"prepare": 1500}})
+    n_calls = len(lab.store()["calls"])
+    rc, out, _ = lab.run("ADD", base(lab, vf, net=net, ibvfd={"timeout": 0.3}), cid, netns=ns)
+    lab.set_control({})
+    t.ok(rc == 1 and out["code"] == 11 and "no reply in time" in out["details"],
+         "prepare without answer in ibvfd.timeout: code 11", out)
+    time.sleep(1.5)
+    t.ok("release" in lab.store()["calls"][n_calls:],
+         "prepare without answer: the plugin asked ibvfd to release the owner",
+         lab.store()["calls"][n_calls:])
+    lab.rpc("release", {"owner": {"container_id": cid, "ifname": "net1"}})
+    assert_rollback(lab, t, vf, ns, cid, net, "prepare timed out")
+
     # 10. rdmaIsolation without an RDMA core in this kernel: refused before any change
     vf, ns, cid = lab.vf(), lab.ns(), "c-f-rdma"
     calls_before = len(lab.store()["calls"])
