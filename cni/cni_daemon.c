@@ -14,6 +14,9 @@
 #include "err.h"
 #include "log.h"
 
+/** Owners asked for per "list" call. */
+#define CNI_LIST_PAGE 500
+
 enum cni_mode cni_mode_select(const struct cni_netconf *nc, const char **socket)
 {
 	const char *env = getenv("IBVF_CNI_SOCKET");
@@ -186,21 +189,13 @@ int cni_daemon_release(const char *socket, unsigned timeout_ms, json_t *owner, b
 	return ret;
 }
 
-int cni_daemon_owner(const char *socket, unsigned timeout_ms, const char *network,
-		     const char *container_id, const char *ifname, uint64_t *guid, char *state,
-		     struct cni_daemon_error *de, char *err, size_t errlen)
+/* Look @container_id/@ifname up in one page of "list"; 1 found, 0 not, <0 error. */
+static int find_owner(json_t *res, const char *container_id, const char *ifname, uint64_t *guid,
+		      char *state)
 {
-	json_t *params = json_object(), *res = NULL, *e;
+	json_t *e;
 	size_t i;
-	int ret;
 
-	if (network && *network)
-		json_object_set_new(params, "network", json_string(network));
-	ret = call(socket, "list", params, timeout_ms, &res, de, err, errlen);
-	json_decref(params);
-	if (ret)
-		return ret;
-	ret = ibvf_errf(err, errlen, -ENOENT, "ibvfd has no owner %s/%s", container_id, ifname);
 	json_array_foreach(json_object_get(res, "owners"), i, e) {
 		json_t *o = json_object_get(e, "owner");
 		const char *c = json_string_value(json_object_get(o, "container_id"));
@@ -213,11 +208,47 @@ int cni_daemon_owner(const char *socket, unsigned timeout_ms, const char *networ
 		if (g)
 			ibvf_guid_parse(g, guid, NULL, 0);
 		copy(state, 32, e, "state");
-		ret = 0;
-		break;
+		return 1;
 	}
-	json_decref(res);
-	return ret;
+	return 0;
+}
+
+int cni_daemon_owner(const char *socket, unsigned timeout_ms, const char *network,
+		     const char *container_id, const char *ifname, uint64_t *guid, char *state,
+		     struct cni_daemon_error *de, char *err, size_t errlen)
+{
+	json_int_t offset = 0, total;
+	int ret, found = 0;
+
+	/* "list" is paged (an answer must fit one line with 10,000+ owners) */
+	do {
+		json_t *params = json_pack("{s:I,s:I}", "limit", (json_int_t)CNI_LIST_PAGE,
+					   "offset", offset);
+		json_t *res = NULL;
+		size_t n;
+
+		if (!params)
+			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		if (network && *network)
+			json_object_set_new(params, "network", json_string(network));
+		ret = call(socket, "list", params, timeout_ms, &res, de, err, errlen);
+		json_decref(params);
+		if (ret)
+			return ret;
+		found = find_owner(res, container_id, ifname, guid, state);
+		n = json_array_size(json_object_get(res, "owners"));
+		total = json_is_integer(json_object_get(res, "total"))
+				? json_integer_value(json_object_get(res, "total"))
+				: 0; /* no paging: the whole list came */
+		json_decref(res);
+		offset += (json_int_t)n;
+		if (!n)
+			break;
+	} while (!found && offset < total);
+	if (!found)
+		return ibvf_errf(err, errlen, -ENOENT, "ibvfd has no owner %s/%s", container_id,
+				 ifname);
+	return 0;
 }
 
 int cni_daemon_gc(const char *socket, unsigned timeout_ms, const char *network, json_t *valid,
@@ -239,6 +270,11 @@ int cni_daemon_gc(const char *socket, unsigned timeout_ms, const char *network, 
 	ret = call(socket, "gc", params, timeout_ms, &res, de, err, errlen);
 	if (!ret && n_released)
 		*n_released = json_array_size(json_object_get(res, "released"));
+	if (!ret && json_array_size(json_object_get(res, "skipped_busy")))
+		log_warn("GC: ibvfd skipped %zu owners of network %s that are busy; the next GC "
+			 "or its reconciliation releases them",
+			 json_array_size(json_object_get(res, "skipped_busy")),
+			 network ? network : "(all)");
 	json_decref(params);
 	json_decref(res);
 	return ret;

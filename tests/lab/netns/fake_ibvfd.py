@@ -111,9 +111,13 @@ def m_status(p):
 
 def m_list(p):
     net = p.get("network")
-    return {"owners": [{"owner": r["owner"], "guid": r["guid"], "state": r["state"], "pf": "ibpf0",
-                        "vf_index": 0, "pci": r["pci"], "pkeys": r["pkeys"]}
-                       for r in owners.values() if not net or r["owner"].get("network") == net]}
+    sel = [{"owner": r["owner"], "guid": r["guid"], "state": r["state"], "pf": "ibpf0",
+            "vf_index": 0, "pci": r["pci"], "pkeys": r["pkeys"]}
+           for _, r in sorted(owners.items(), reverse=True)
+           if not net or r["owner"].get("network") == net]
+    off, lim = p.get("offset", 0), p.get("limit", len(sel))
+    page = int(control().get("list_page", 0)) or lim  # tests force small pages
+    return {"owners": sel[off:off + min(lim, page)], "total": len(sel)}
 
 
 def m_gc(p):
@@ -121,7 +125,7 @@ def m_gc(p):
     valid = {f"{v['container_id']}/{v['ifname']}" for v in p.get("valid", [])}
     gone = [k for k, r in owners.items()
             if k not in valid and (not net or r["owner"].get("network") == net)]
-    return {"released": [owners.pop(k)["guid"] for k in gone]}
+    return {"released": [owners.pop(k)["guid"] for k in gone], "skipped_busy": []}
 
 
 METHODS = {"prepare": m_prepare, "commit": m_commit, "release": m_release,

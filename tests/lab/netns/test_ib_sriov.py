@@ -90,6 +90,15 @@ def t_add_check_del(lab, t):
     chk = dict(conf, prevResult=res)
     rc, out, err = lab.run("CHECK", chk, cid, netns=ns)
     t.ok(rc == 0 and out is None, "CHECK passes right after ADD", f"{out}\n{err}")
+    for i in range(7):  # other owners of the network, and pages of 2: CHECK walks the pages
+        lab.rpc("prepare", {"owner": {"container_id": f"c-page-{i}", "ifname": "net1",
+                                      "network": "ibnet"}, "pci": "0000:99:00.1", "pkeys": []})
+    lab.set_control({"list_page": 2})
+    rc, out, err = lab.run("CHECK", chk, cid, netns=ns)
+    lab.set_control({})
+    t.ok(rc == 0, "CHECK finds the owner through a paged ibvfd list", f"{out}\n{err}")
+    for i in range(7):
+        lab.rpc("release", {"owner": {"container_id": f"c-page-{i}", "ifname": "net1"}})
     sh("ip", "-n", ns, "link", "set", "net1", "down")
     rc, out, _ = lab.run("CHECK", chk, cid, netns=ns)
     t.ok(rc == 1 and out["code"] == 104 and "down" in out["msg"], "CHECK fails when net1 is down",
