@@ -437,8 +437,11 @@ static int rc_validate(struct rc_run *r)
 			   IBVF_RC_MAX_MSG_SIZE);
 	if (o->mr_bytes > IBVF_RC_MAX_MR_BYTES)
 		return BAD("registered size %zu above %u bytes", o->mr_bytes, IBVF_RC_MAX_MR_BYTES);
-	if (!o->op_timeout_ms || !o->timeout_ms)
-		return BAD("timeouts must be at least 1 ms");
+	if (!o->op_timeout_ms || !o->timeout_ms || o->op_timeout_ms > IBVF_RC_MAX_TIMEOUT_MS ||
+	    o->timeout_ms > IBVF_RC_MAX_TIMEOUT_MS)
+		return BAD("timeouts must be within 1..%u ms", IBVF_RC_MAX_TIMEOUT_MS);
+	if (o->spin_us > IBVF_RC_MAX_SPIN_US)
+		return BAD("spin %u us above %u us", o->spin_us, IBVF_RC_MAX_SPIN_US);
 	if (o->gid_index < -1)
 		return BAD("GID index %d is negative", o->gid_index);
 	if (!isfinite(o->p99_max_us) || o->p99_max_us < 0)
@@ -942,7 +945,7 @@ static int rc_block(struct rc_run *r, uint64_t t, uint64_t op_deadline, const ch
 	if (t >= deadline) {
 		if (t >= r->deadline_ns)
 			return rc_liveness(r, t);
-		return rc_fail(r, IBVF_RC_FAIL, "ibv_get_cq_event", -ETIMEDOUT,
+		return rc_fail(r, IBVF_RC_FAIL, "timeout", -ETIMEDOUT,
 			       "no completion for %s within %u ms (round trip %u): the message "
 			       "or its acknowledgement was lost",
 			       what, r->o->op_timeout_ms, r->res->iterations + 1);
@@ -977,6 +980,12 @@ static int rc_next_wc(struct rc_run *r, uint64_t op_deadline, const char *what)
 {
 	uint64_t spin_end = now_ns() + (uint64_t)r->o->spin_us * 1000u;
 	struct ibv_wc wc;
+
+	/* spinning never outlasts a deadline: rc_block() reports it */
+	if (spin_end > op_deadline)
+		spin_end = op_deadline;
+	if (spin_end > r->deadline_ns)
+		spin_end = r->deadline_ns;
 
 	for (;;) {
 		int n = ibv_poll_cq(r->cq, 1, &wc);
@@ -1255,10 +1264,12 @@ static int rc_check_netns(const struct ibvf_rc_opts *o, struct ibvf_rc_result *r
 
 		if (t >= deadline)
 			break;
-		n = poll(&pfd, 1, (int)((deadline - t) / 1000000u) + 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
+		n = poll(&pfd, 1,
+			 (deadline - t) / 1000000u >= 1000 ? 1000
+							   : (int)((deadline - t) / 1000000u) + 1);
+		if (n == 0 || (n < 0 && errno == EINTR))
+			continue; /* the deadline is checked at the top */
+		if (n < 0)
 			break;
 		n = read(p[0], (char *)&m + off, sizeof(m) - off);
 		if (n < 0 && errno == EINTR)

@@ -47,6 +47,8 @@
 #define IBVF_RC_MAX_ITERATIONS 1000000u
 #define IBVF_RC_MAX_MSG_SIZE   (16u << 20)
 #define IBVF_RC_MAX_MR_BYTES   (256u << 20)
+#define IBVF_RC_MAX_TIMEOUT_MS 3600000u
+#define IBVF_RC_MAX_SPIN_US    1000000u
 
 /** Length of the device name buffers (libibverbs' IBV_SYSFS_NAME_MAX). */
 #define IBVF_RC_DEV_LEN 64
@@ -104,11 +106,11 @@ struct ibvf_rc_result {
 	bool ethernet;		      /* link layer Ethernet (RoCE) rather than InfiniBand */
 	uint16_t lid;		      /* port LID (0 on RoCE) */
 	unsigned int mtu;	      /* path MTU used, bytes */
-	int pkey_index;		      /* P_Key index of QP A (the tenant's); -1 = not known yet */
+	int pkey_index;		      /* P_Key index of QP A (tenant's); -1 = unknown */
 	int peer_pkey_index;	      /* P_Key index of QP B (differs for limited+full) */
 	uint16_t pkey;		      /* P_Key value at @pkey_index, host order */
 	uint16_t peer_pkey;	      /* P_Key value at @peer_pkey_index */
-	int gid_index;		      /* SGID index in the GRH; -1 = no GRH (IB, LID routed) */
+	int gid_index;		      /* SGID index in the GRH; -1 = no GRH (IB: LID) */
 	char gid[INET6_ADDRSTRLEN];   /* that GID as an IPv6 address text */
 	char gid_netdev[IF_NAMESIZE]; /* netdev of that GID entry (RoCE), "" if none */
 	unsigned int iterations;      /* measured round trips completed */

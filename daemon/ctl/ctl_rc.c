@@ -214,13 +214,13 @@ static int rc_option(int c, struct ibvf_rc_opts *o, int *member, bool *have_pkey
 		return CTL_OK;
 	case OPT_TIMEOUT:
 	case OPT_OP_TIMEOUT:
-		if (parse_num(c == OPT_TIMEOUT ? "--timeout" : "--op-timeout", optarg, 1, 3600000,
-			      &v))
+		if (parse_num(c == OPT_TIMEOUT ? "--timeout" : "--op-timeout", optarg, 1,
+			      IBVF_RC_MAX_TIMEOUT_MS, &v))
 			return CTL_USAGE;
 		*(c == OPT_TIMEOUT ? &o->timeout_ms : &o->op_timeout_ms) = (unsigned int)v;
 		return CTL_OK;
 	case OPT_SPIN:
-		if (parse_num("--spin", optarg, 0, 1000000, &v))
+		if (parse_num("--spin", optarg, 0, IBVF_RC_MAX_SPIN_US, &v))
 			return CTL_USAGE;
 		o->spin_us = (unsigned int)v;
 		return CTL_OK;

@@ -313,6 +313,12 @@ static void test_options_rejected(void **state)
 	o.dev = "rxe0";
 	o.timeout_ms = 0;
 	expect_invalid(&o, "timeouts");
+	o.timeout_ms = IBVF_RC_MAX_TIMEOUT_MS + 1;
+	expect_invalid(&o, "timeouts");
+	ibvf_rc_opts_init(&o);
+	o.dev = "rxe0";
+	o.spin_us = IBVF_RC_MAX_SPIN_US + 1;
+	expect_invalid(&o, "spin");
 	ibvf_rc_opts_init(&o);
 	o.dev = "rxe0";
 	o.gid_index = -5;
