@@ -25,8 +25,9 @@
 #   IBVF_VMLAB_MEM / IBVF_VMLAB_SMP  guest RAM (default 1G) and vCPUs (2)
 #   IBVF_VMLAB_KEEP   keep the run directory (console log) after the run
 #   IBVF_REQUIRE_LABS=1  a missing prerequisite is a failure, not a skip
-# ASAN_OPTIONS, UBSAN_OPTIONS, LSAN_OPTIONS and IBVF_REQUIRE_LABS are passed
-# to the guest (a guest script may exit 77 itself when a tool is missing).
+# ASAN_OPTIONS, UBSAN_OPTIONS, LSAN_OPTIONS, IBVF_REQUIRE_LABS and
+# IBVF_VMLAB_VALGRIND are passed to the guest (a guest script may exit 77
+# itself when a tool is missing).
 #
 # Exit: the guest script's status; 77 = prerequisite missing (skip);
 # 124 = timeout; 125 = the guest died without reporting a status.
@@ -238,7 +239,7 @@ cleanup() {
 }
 trap cleanup EXIT
 {
-	for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS IBVF_REQUIRE_LABS; do
+	for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS IBVF_REQUIRE_LABS IBVF_VMLAB_VALGRIND; do
 		[ -n "${!v:-}" ] && printf 'export %s=%q\n' "$v" "${!v}"
 	done
 	for kv in "${ENVS[@]}"; do
