@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/if_arp.h>
 #include <unistd.h>
 
 #include "cni_cmd.h"
@@ -26,6 +25,7 @@
 #include "cni_result.h"
 #include "cni_vf.h"
 #include "log.h"
+#include "rc_check.h"
 
 /** How long to wait for the netdev an RDMA device move re-creates, ms. */
 #define CNI_NETDEV_WAIT_MS 3000
@@ -326,12 +326,24 @@ static int step_ipam(struct add *a)
 	return 0;
 }
 
+/* The P_Key the check uses: the first configured, with its membership bit. */
+static void rc_pkey(const struct cni_netconf *nc, struct ibvf_rc_opts *o)
+{
+	if (!nc->n_pkeys)
+		return; /* P_Key index 0, as rc_pingpong does (the default partition) */
+	o->use_pkey = true;
+	o->pkey = nc->pkeys[0].key |
+		  (nc->pkeys[0].membership == IBVF_MEMBER_FULL ? IBVF_PKEY_FULL_BIT : 0);
+}
+
 static int step_rc_check(struct add *a)
 {
 	const struct cni_netconf *nc = &a->ctx->nc;
 	struct cni_ns *ns = nc->rdma_isolation ? &a->pod : &a->host;
+	struct ibvf_rc_result res;
+	struct ibvf_rc_opts o;
 	char err[IBVF_ERR_LEN];
-	int vis = 0;
+	int vis = 0, ret;
 
 	if (nc->rc_check == 0)
 		return 0;
@@ -344,15 +356,36 @@ static int step_rc_check(struct add *a)
 	if (vis <= 0) {
 		if (nc->rc_check == 1)
 			return cni_failf(a->ctx, CNI_ERR_RC_CHECK, "RC check impossible",
-					 "%s: rcCheck.enabled is true but the VF has no RDMA device",
-					 a->what);
+					 "%s: rcCheck.enabled is true but the VF has no RDMA device "
+					 "the RDMA core knows%s%s",
+					 a->what, a->rdma_dev[0] ? " (sysfs names " : "",
+					 a->rdma_dev[0] ? a->rdma_dev : "");
 		log_info("VF %s: no RDMA device, RC check not applicable", a->vf.pci);
 		return 0;
 	}
-	return cni_failf(a->ctx, CNI_ERR_RC_CHECK, "RC check not available",
-			 "%s: RDMA device %s: this build has no RC QP check yet; set "
-			 "rcCheck.enabled to false to hand the VF over unchecked",
-			 a->what, a->rdma_dev);
+	ibvf_rc_opts_init(&o);
+	o.dev = a->rdma_dev;
+	o.port = 1;
+	o.iterations = nc->rc_iterations;
+	o.p99_max_us = nc->rc_p99_max_us;
+	o.netns = nc->rdma_isolation ? a->ctx->env.netns : NULL;
+	rc_pkey(nc, &o);
+	ret = ibvf_rc_check(&o, &res, err, sizeof(err));
+	if (ret == -EOPNOTSUPP) {
+		/* limited-only membership: two limited members cannot talk (IBTA 10.9.3) */
+		log_warn("VF %s: RC check not possible with limited-only membership (%s); "
+			 "handing the VF over unchecked: %s", a->vf.pci, a->what, err);
+		return 0;
+	}
+	if (ret)
+		return cni_failf(a->ctx, CNI_ERR_RC_CHECK, "RC check failed: VF not handed over",
+				 "%s: RDMA device %s port 1: %s (%s%s%s)", a->what, a->rdma_dev,
+				 err, ibvf_rc_status_name(res.status), res.verb[0] ? ", at " : "",
+				 res.verb);
+	log_info("VF %s: RC check passed on %s port 1 (P_Key index %d): %u round trips, "
+		 "p50 %.1f us, p99 %.1f us, max %.1f us", a->vf.pci, a->rdma_dev,
+		 res.pkey_index, res.iterations, res.p50_us, res.p99_us, res.max_us);
+	return 0;
 }
 
 static int step_cache(struct add *a)

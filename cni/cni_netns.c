@@ -266,11 +266,20 @@ static int drop_altnames(struct cni_ns *ns, const struct cni_link *l, const char
 	return 0;
 }
 
-/* Rename to a fresh temporary name "<prefix><hex>"; also sets down and @alias. */
+/*
+ * Set the netdev down, then rename it to a fresh temporary name
+ * "<prefix><hex>" (and set @alias). Two messages: before Linux 6.2 a netdev
+ * that is up cannot be renamed (dev_change_name() answers EBUSY), and
+ * do_setlink() renames before it applies IFF_UP changes.
+ */
 static int temp_rename(struct cni_ns *ns, int ifindex, const char *prefix, const char *alias,
 		       char name[CNI_IFNAME_LEN], char *err, size_t errlen)
 {
-	int ret = -EEXIST;
+	int ret = cni_link_set(ns, ifindex, NULL, 0, NULL, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = -EEXIST;
 
 	for (int tries = 0; tries < 4 && ret == -EEXIST; tries++) {
 		unsigned r = (unsigned)ifindex;
@@ -278,7 +287,7 @@ static int temp_rename(struct cni_ns *ns, int ifindex, const char *prefix, const
 		if (tries && getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
 			r = (unsigned)getpid() * 2654435761u + (unsigned)tries;
 		snprintf(name, CNI_IFNAME_LEN, "%s%x", prefix, r);
-		ret = cni_link_set(ns, ifindex, name, 0, alias, err, errlen);
+		ret = cni_link_set(ns, ifindex, name, -1, alias, err, errlen);
 	}
 	return ret;
 }
@@ -328,7 +337,8 @@ int cni_netdev_to_pod(struct cni_ns *host, struct cni_ns *pod, const char *host_
 	}
 	/* undo: back to the host under the temporary name, then as below */
 	if (!cni_link_get(pod, NULL, l.ifindex, &l, e2, sizeof(e2))) {
-		if (cni_link_set(pod, l.ifindex, out->temp_name, 0, NULL, e2, sizeof(e2)) ||
+		if (cni_link_set(pod, l.ifindex, NULL, 0, NULL, e2, sizeof(e2)) ||
+		    cni_link_set(pod, l.ifindex, out->temp_name, -1, NULL, e2, sizeof(e2)) ||
 		    link_move(pod, l.ifindex, host, e2, sizeof(e2)))
 			goto undo_failed;
 		if (cni_link_get(host, out->temp_name, 0, &l, e2, sizeof(e2)))
