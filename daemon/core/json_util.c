@@ -119,6 +119,15 @@ json_t *ibvf_json_load(const char *file, const char *text, char *err, size_t err
 	else
 		root = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
+		/*
+		 * jansson quotes the offending token ("invalid token near
+		 * 'hunter2'"); in a config that token may be a secret, so keep
+		 * only the reason: file, line and column locate it.
+		 */
+		char *near = strstr(je.text, " near '");
+
+		if (near)
+			*near = 0;
 		ibvf_errf(err, errlen, -EINVAL, "%s:%d:%d: %s", file ? file : "<json>", je.line,
 			  je.column, je.text);
 		return NULL;

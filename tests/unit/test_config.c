@@ -681,6 +681,29 @@ static void test_print_roundtrip_fields(void **state)
 	free(out);
 }
 
+/* A syntax error must not quote the offending token: it may be a secret. */
+static void test_syntax_error_hides_secret(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const json[] = {
+		"{\"sm\": {\"config\": {\"password\": hunter2}}}",
+		"{\"sm\": {\"config\": {\"password\": \"hunter2\" \"user\": \"x\"}}}",
+		"{\"sm\": {\"config\": {\"password\": \"hunter2\", \"password\": \"hunter2\"}}}",
+		"{\"sm\": {\"config\": {\"password\": \"hun\\u0000ter2\"}}}",
+		"{\"sm\": {\"config\": {\"password\": \"hunter2",
+	};
+
+	for (size_t i = 0; i < sizeof(json) / sizeof(json[0]); i++) {
+		char where[512];
+
+		assert_int_equal(load(f, json[i], NULL), -EINVAL);
+		snprintf(where, sizeof(where), "%s:1:", f->file);
+		assert_contains(f->err, where);
+		assert_not_contains(f->err, "hunter2");
+		assert_not_contains(f->err, "ter2");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -698,6 +721,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_env_empty_ufm_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_print_masks_secrets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_print_roundtrip_fields, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_syntax_error_hides_secret, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
