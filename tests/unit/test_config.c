@@ -704,6 +704,18 @@ static void test_syntax_error_hides_secret(void **state)
 	}
 }
 
+/* An error about the top level itself has no empty key path ("file: : ..."). */
+static void test_top_level_error_format(void **state)
+{
+	struct fixture *f = *state;
+	char want[512];
+
+	assert_int_equal(load(f, "[]", NULL), -EINVAL);
+	snprintf(want, sizeof(want), "%s: expected a JSON object", f->file);
+	assert_string_equal(f->err, want);
+	assert_not_contains(f->err, ": :");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -722,6 +734,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_print_masks_secrets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_print_roundtrip_fields, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syntax_error_hides_secret, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_top_level_error_format, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
