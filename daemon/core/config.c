@@ -481,16 +481,26 @@ static bool is_secret_key(const char *k)
 	return false;
 }
 
-static void mask_secrets(json_t *o)
+/*
+ * Replace the value of every secret key, whatever its type, at any depth of
+ * objects and arrays (a backend config may hold a list of servers).
+ */
+static void mask_secrets(json_t *j)
 {
 	const char *k;
 	json_t *v;
+	size_t i;
 
-	json_object_foreach(o, k, v) {
-		if (json_is_object(v))
+	if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
 			mask_secrets(v);
-		else if (is_secret_key(k))
-			json_object_set_new(o, k, json_string("********"));
+		return;
+	}
+	json_object_foreach(j, k, v) {
+		if (is_secret_key(k))
+			json_object_set_new(j, k, json_string("********"));
+		else
+			mask_secrets(v);
 	}
 }
 

@@ -716,6 +716,28 @@ static void test_top_level_error_format(void **state)
 	assert_not_contains(f->err, ": :");
 }
 
+/* Secrets inside arrays, and secret keys whose value is not a string, are masked. */
+static void test_print_masks_nested_secrets(void **state)
+{
+	struct fixture *f = *state;
+	char *out;
+
+	assert_int_equal(load(f,
+			      "{\"sm\": {\"config\": {\"servers\": [{\"host\": \"a\","
+			      " \"password\": \"arr-pw-5150\"}, [{\"token\": \"deep-tok-8086\"}]],"
+			      " \"secret\": {\"value\": \"obj-secret-6502\"},"
+			      " \"api_token\": [\"list-tok-6809\"]}}}",
+			      NULL),
+			 0);
+	out = print_config(&f->cfg);
+	assert_not_contains(out, "arr-pw-5150");
+	assert_not_contains(out, "deep-tok-8086");
+	assert_not_contains(out, "obj-secret-6502");
+	assert_not_contains(out, "list-tok-6809");
+	assert_contains(out, "\"host\": \"a\"");
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -735,6 +757,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_print_roundtrip_fields, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syntax_error_hides_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_top_level_error_format, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_print_masks_nested_secrets, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
