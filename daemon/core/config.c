@@ -2,6 +2,7 @@
 /* ibvfd configuration: JSON file + ib-kubernetes environment overrides. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -174,6 +175,22 @@ static int dump_json(json_t *o, char **out)
 	return 0;
 }
 
+/*
+ * A backend name becomes part of a module path (<module_dir>/<name>.so), so
+ * it must be a plain name: 1..32 of [A-Za-z0-9_-], no '/' and no "..".
+ */
+static bool backend_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 32)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-')
+			return false;
+	return true;
+}
+
 static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
 	static const char *const keys[] = { "backend", "module_dir", "config",
@@ -199,6 +216,10 @@ static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 		ret = ibvf_json_object(c, o, "sm", "config", &bc);
 	if (ret)
 		return ret;
+	if (!backend_name_ok(cfg->sm.backend))
+		return ibvf_json_err(c, "sm", "backend",
+				     "'%.40s' is not a backend name (1..32 of A-Z a-z 0-9 _ -)",
+				     cfg->sm.backend);
 	if (bc && dump_json(bc, &cfg->sm.backend_json))
 		return -ENOMEM;
 	cfg->sm.periodic_update_s = (uint32_t)per;
@@ -370,6 +391,10 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 			return ret;
 	}
 	if ((s = env_get(envp, "DAEMON_SM_PLUGIN")) && *s) {
+		if (!backend_name_ok(s))
+			return ibvf_json_err(&c, "", "DAEMON_SM_PLUGIN",
+					     "'%.40s' is not a backend name (1..32 of A-Z a-z 0-9 _ -)",
+					     s);
 		if (set_str(&cfg->sm.backend, s))
 			return -ENOMEM;
 	}

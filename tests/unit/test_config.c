@@ -571,6 +571,8 @@ static const struct {
 	{ { "DAEMON_PERIODIC_UPDATE=-5" }, "DAEMON_PERIODIC_UPDATE: '-5' is not" },
 	{ { "DAEMON_PERIODIC_UPDATE=99999999999999999999999" },
 	  "DAEMON_PERIODIC_UPDATE: '99999999999999999999999' is not" },
+	{ { "GUID_POOL_RANGE_START=", "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01" },
+	  "GUID_POOL_RANGE_START..END[0].start: empty GUID" },
 	{ { "UFM_PORT=0" }, "<environment>: UFM_PORT: '0' is not a TCP port" },
 	{ { "UFM_PORT=65536" }, "UFM_PORT: '65536' is not a TCP port" },
 	{ { "UFM_PORT=https" }, "UFM_PORT: 'https' is not a TCP port" },
@@ -738,6 +740,40 @@ static void test_print_masks_nested_secrets(void **state)
 	free(out);
 }
 
+/* A backend name becomes a module path: it must be a plain name, from file or env. */
+static void test_backend_name_checked(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const bad_names[] = { "../../tmp/evil", "/usr/lib/x", "ufm.so", "a b",
+						 "", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" };
+	static const char *const good_names[] = { "ufm", "opensm", "noop", "my_sm-2" };
+
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		char json[256], env_s[256];
+		char *env[] = { env_s, NULL };
+
+		snprintf(json, sizeof(json), "{\"sm\": {\"backend\": \"%s\"}}", bad_names[i]);
+		assert_int_equal(load(f, json, NULL), -EINVAL);
+		assert_contains(f->err, f->file);
+		assert_contains(f->err, "sm.backend: '");
+		assert_contains(f->err, "is not a backend name");
+		if (!bad_names[i][0])
+			continue; /* an empty variable means unset */
+		snprintf(env_s, sizeof(env_s), "DAEMON_SM_PLUGIN=%s", bad_names[i]);
+		assert_int_equal(load(f, "{}", env), -EINVAL);
+		assert_contains(f->err, "<environment>: DAEMON_SM_PLUGIN: '");
+		assert_contains(f->err, "is not a backend name");
+	}
+	for (size_t i = 0; i < sizeof(good_names) / sizeof(good_names[0]); i++) {
+		char env_s[256];
+		char *env[] = { env_s, NULL };
+
+		snprintf(env_s, sizeof(env_s), "DAEMON_SM_PLUGIN=%s", good_names[i]);
+		assert_int_equal(load(f, "{\"sm\": {\"backend\": \"noop\"}}", env), 0);
+		assert_string_equal(f->cfg.sm.backend, good_names[i]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -758,6 +794,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_syntax_error_hides_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_top_level_error_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_print_masks_nested_secrets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_backend_name_checked, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
