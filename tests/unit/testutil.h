@@ -51,7 +51,7 @@ static inline void tu_assert_not_contains(const char *hay, const char *needle, c
 	}
 }
 
-static int tu_rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static inline int tu_rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;
 	(void)flag;
