@@ -759,18 +759,30 @@ static int check_owner(const struct ibvf_owner *o, char *err, size_t errlen)
 	return 0;
 }
 
-/* Reuse the oldest quarantined GUID when the pool is otherwise exhausted. */
+/*
+ * Reuse the oldest quarantined GUID when the pool is otherwise exhausted:
+ * 0 and *g set, 1 none, <0 error. Only a GUID inside the configured ranges
+ * qualifies; after a range change the quarantine may hold others.
+ */
 static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, size_t errlen)
 {
-	sqlite3_int64 v;
 	char s[IBVF_GUID_STR_LEN];
-	int ret;
+	sqlite3_stmt *st;
+	bool found = false;
+	int rc = SQLITE_DONE;
 
-	ret = scalar_i64(p, "SELECT guid FROM alloc WHERE state = 7 ORDER BY released_ms LIMIT 1",
-			 0, 0, &v, err, errlen);
-	if (ret <= 0)
-		return ret < 0 ? ret : 1;
-	*g = dec(v);
+	if (prep(p, &st, "SELECT guid FROM alloc WHERE state = 7 ORDER BY released_ms, guid", err,
+		 errlen))
+		return -EIO;
+	while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*g = dec(sqlite3_column_int64(st, 0));
+		found = ibvf_guid_is_assignable(*g) && in_ranges(p, *g);
+	}
+	sqlite3_finalize(st);
+	if (!found && rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "quarantine lookup");
+	if (!found)
+		return 1;
 	log_warn("GUID pool exhausted: reusing GUID %s before its %u s quarantine is over",
 		 ibvf_guid_format(*g, s), p->quarantine_s);
 	return delete_row(p, *g, err, errlen);

@@ -336,6 +336,38 @@ static void test_expire_many(void **state)
 	assert_int_equal(fx_sql_int(f, "SELECT count(*) FROM free_extent"), 1);
 }
 
+/*
+ * When the pool is otherwise exhausted, the oldest quarantined GUID is reused,
+ * but only one inside the configured ranges: after a range change the
+ * quarantine may still hold GUIDs that are no longer ours to hand out.
+ */
+static void test_exhausted_reuse_stays_in_ranges(void **state)
+{
+	struct pool_fx *f = *state;
+	static const struct ibvf_guid_range r2[] = { { 2, 4 } };
+	uint64_t g;
+
+	assert_int_equal(fx_open(f, r_1_4, 1, 60), 0);
+	for (const char *const *c = (const char *const[]){ "a", "b", "c", "d", NULL }; *c; c++)
+		fx_alloc_ok(f, *c);
+	assert_int_equal(fx_release(f, 1), 0); /* oldest quarantined, soon outside */
+	f->now += 1000;
+	assert_int_equal(fx_release(f, 3), 0);
+	f->now += 1000;
+	assert_int_equal(fx_open(f, r2, 1, 60), 0);
+	/* 2 and 4 held, 3 quarantined: 3 is reused, 1 never */
+	assert_true(fx_alloc_ok(f, "e") == 3);
+	assert_int_equal(fx_alloc(f, "f", 0, &g), -ENOSPC);
+	assert_true(g == 0);
+	assert_contains(f->err, "3 assignable GUIDs, 3 allocated, 0 quarantined");
+	{
+		struct ibvf_alloc a;
+
+		assert_int_equal(ibvf_pool_get(f->p, 1, &a, f->err, sizeof(f->err)), 0);
+		assert_int_equal(a.state, IBVF_ALLOC_QUARANTINED);
+	}
+}
+
 /* ---------------------------------------------------------- release -- */
 
 static void test_release_idempotent(void **state)
@@ -978,6 +1010,7 @@ int main(void)
 		T(test_whole_guid_space),
 		T(test_exhaustion_error),
 		T(test_quarantine_order),
+		T(test_exhausted_reuse_stays_in_ranges),
 		T(test_quarantine_expiry),
 		T(test_expire_explicitly),
 		T(test_expire_many),
