@@ -140,7 +140,8 @@ static inline void fx_sql(struct pool_fx *f, const char *sql)
 	sqlite3 *db = NULL;
 	char *msg = NULL;
 
-	assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+			 SQLITE_OK);
 	sqlite3_busy_timeout(db, 5000);
 	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		print_error("sql '%s': %s\n", sql, msg ? msg : "?");
