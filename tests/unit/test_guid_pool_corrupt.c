@@ -173,6 +173,22 @@ static void test_truncated_after_header(void **state)
 	expect_refused(f, -EIO, "is not a usable ibvf GUID pool");
 }
 
+/* Garbage over one page in the middle (a torn write). */
+static void test_overwritten_page_store(void **state)
+{
+	struct pool_fx *f = *state;
+	size_t len = 0;
+	char *data;
+
+	make_store(f, 3000);
+	data = tu_read_file(f->db, &len);
+	assert_non_null(data);
+	memset(data + (len / 2 / 4096) * 4096, 0xa5, 4096);
+	assert_int_equal(tu_write_file(f->db, data, len), 0);
+	free(data);
+	expect_refused(f, -EIO, "is not a usable ibvf GUID pool");
+}
+
 /* pool.db as a symlink is refused (never followed to a file elsewhere). */
 static void test_symlinked_store(void **state)
 {
@@ -224,7 +240,7 @@ int main(void)
 		T(test_random_bytes_store),    T(test_text_file_store),
 		T(test_foreign_sqlite_store),  T(test_newer_schema_store),
 		T(test_truncated_store),       T(test_truncated_after_header),
-		T(test_symlinked_store),
+		T(test_overwritten_page_store), T(test_symlinked_store),
 	};
 
 	return cmocka_run_group_tests_name("guid_pool_corrupt", tests, NULL, NULL);
