@@ -11,6 +11,7 @@
 #include "guid_pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -183,15 +184,39 @@ static const char *const migrations[SCHEMA_VERSION] = {
 	[0] = schema_v1,
 };
 
+static void fsync_dir_of(const char *path)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+/*
+ * Build the schema in a temp file and link(2) it into place, so pool.db
+ * always has a schema from its first byte (an empty or schema-less pool.db
+ * is then always corruption, never "new"). link() never replaces an
+ * existing pool.db: when several processes create the store at once, the
+ * first one wins and the others use its store. (rename() would swap the
+ * file under a process that already opened and wrote the first one.) The
+ * temp file is put in WAL mode before it is linked, so no opener has to
+ * switch the journal mode of a store others use.
+ */
 static int create_store(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	char tmp[PATH_MAX + 32];
 	sqlite3 *db = NULL;
-	int rc;
+	int rc, ret = 0;
 
-	/* Build the schema in a temp file and rename it into place, so pool.db
-	 * always has a schema from its first byte: an empty or schema-less
-	 * pool.db is then always corruption, never "new". */
 	snprintf(tmp, sizeof(tmp), "%s.new.%d", p->path, (int)getpid());
 	unlink(tmp);
 	rc = sqlite3_open_v2(tmp, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
@@ -201,6 +226,8 @@ static int create_store(struct ibvf_pool *p, char *err, size_t errlen)
 		rc = sqlite3_exec(db, schema_v1, NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
 		ibvf_errf(err, errlen, -EIO, "creating pool store %s: %s", tmp,
 			  db ? sqlite3_errmsg(db) : "out of memory");
@@ -208,16 +235,22 @@ static int create_store(struct ibvf_pool *p, char *err, size_t errlen)
 		unlink(tmp);
 		return -EIO;
 	}
-	sqlite3_close(db);
-	chmod(tmp, 0600);
-	if (rename(tmp, p->path)) {
-		ibvf_errf(err, errlen, -errno, "renaming %s to %s: %s", tmp, p->path,
-			  strerror(errno));
+	/* closing the last connection checkpoints and removes tmp's WAL */
+	if (sqlite3_close(db) != SQLITE_OK || chmod(tmp, 0600)) {
 		unlink(tmp);
-		return -EIO;
+		return ibvf_errf(err, errlen, -EIO, "creating pool store %s: cannot finish it",
+				 tmp);
 	}
-	log_info("created GUID pool store %s (schema version %d)", p->path, SCHEMA_VERSION);
-	return 0;
+	if (link(tmp, p->path) == 0) {
+		fsync_dir_of(p->path);
+		log_info("created GUID pool store %s (schema version %d)", p->path,
+			 SCHEMA_VERSION);
+	} else if (errno != EEXIST) {
+		ret = ibvf_errf(err, errlen, -errno, "linking %s to %s: %s", tmp, p->path,
+				strerror(errno));
+	}
+	unlink(tmp);
+	return ret;
 }
 
 static int corrupt(struct ibvf_pool *p, char *err, size_t errlen, const char *why)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Several processes allocating from one store at the same moment never get
- * the same GUID. Children start together on a
+ * the same GUID: on an existing store, and on a store that none of them has
+ * created yet (all race to create it). Children start together on a
  * barrier (a pipe the parent closes) and report each GUID on a pipe.
  */
 #include <errno.h>
@@ -219,10 +220,37 @@ static void test_concurrent_allocations(void **state)
 	free(r);
 }
 
+/* All children race to create the store: still one store, no duplicate. */
+static void test_concurrent_create(void **state)
+{
+	struct pool_fx *f = *state;
+	struct report r[N_PROC * 10];
+
+	for (int iter = 0; iter < 10; iter++) {
+		size_t n;
+
+		if (iter) {
+			char *dir = f->dir;
+
+			/* a fresh, not yet existing state directory each time */
+			free(f->state);
+			free(f->db);
+			f->dir = tu_mkdtemp("pool");
+			assert_non_null(f->dir);
+			tu_rmrf(dir);
+			f->state = tu_path(f->dir, "state");
+			f->db = tu_path(f->state, IBVF_POOL_DB_NAME);
+		}
+		n = run_children(f->state, 10, 0, false, r, N_PROC * 10);
+		check_reports(f, r, n, N_PROC * 10);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_concurrent_allocations, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_create, fx_setup, fx_teardown),
 	};
 
 	ibvf_log_init("test", IBVF_LOG_NONE, LOG_ERR);
