@@ -172,7 +172,8 @@ static inline void tu_append(char **buf, size_t *len, const char *data, size_t n
 
 /*
  * Run @argv (argv[0] is a path) with extra environment @env (NULL-terminated
- * "NAME=value" list added to a clean environment holding only PATH), collect
+ * "NAME=value" list added to a clean environment holding only PATH and the
+ * sanitizer options), collect
  * stdout and stderr. The child is killed after @timeout_s seconds.
  */
 static inline int tu_run(struct tu_result *r, char *const *env, int timeout_s, char *const *argv)
@@ -193,10 +194,20 @@ static inline int tu_run(struct tu_result *r, char *const *env, int timeout_s, c
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
+		static const char *const keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS",
+						     "LSAN_OPTIONS", "MALLOC_PERTURB_", NULL };
 		char *envp[64];
 		int n = 0;
 
 		envp[n++] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+		/* sanitizer settings from meson test apply to the child too */
+		for (const char *const *k = keep; *k; k++) {
+			const char *v = getenv(*k);
+			char *kv;
+
+			if (v && asprintf(&kv, "%s=%s", *k, v) > 0)
+				envp[n++] = kv;
+		}
 		for (; env && *env && n < 62; env++)
 			envp[n++] = *env;
 		envp[n] = NULL;
