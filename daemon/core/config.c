@@ -117,11 +117,19 @@ int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
 	for (i = 1; i < cnt; i++) {
 		if (r[i].start <= r[i - 1].end) {
 			char a[IBVF_GUID_STR_LEN], b[IBVF_GUID_STR_LEN];
+			char r0[IBVF_GUID_STR_LEN], r1[IBVF_GUID_STR_LEN];
+			uint64_t last = r[i].end < r[i - 1].end ? r[i].end : r[i - 1].end;
 
+			/* format everything before r is freed */
+			ibvf_guid_format(r[i].start, a);
+			ibvf_guid_format(last, b);
+			ibvf_guid_format(r[i - 1].start, r0);
+			ibvf_guid_format(r[i - 1].end, r1);
 			free(r);
-			return ibvf_json_err(&c, path, NULL, "ranges overlap at %s..%s",
-					     ibvf_guid_format(r[i].start, a),
-					     ibvf_guid_format(r[i - 1].end, b));
+			return ibvf_json_err(&c, path, NULL,
+					     "ranges overlap at %s..%s (range %s..%s holds them "
+					     "too)",
+					     a, b, r0, r1);
 		}
 	}
 	*out = r;
