@@ -30,8 +30,19 @@
 #define SCHEMA_VERSION 1
 #define ST_Q		IBVF_ALLOC_QUARANTINED
 
+/* A prepared statement kept for reuse (see prep()). */
+struct stmt_slot {
+	uint32_t hash;
+	char *sql;
+	sqlite3_stmt *st;
+};
+
+#define STMT_CACHE_MAX 48
+
 struct ibvf_pool {
 	sqlite3 *db;
+	struct stmt_slot stmts[STMT_CACHE_MAX];
+	size_t n_stmts;
 	char path[PATH_MAX];
 	struct ibvf_guid_range *ranges;
 	size_t n_ranges;
@@ -120,11 +131,58 @@ static int exec(struct ibvf_pool *p, const char *sql, char *err, size_t errlen)
 	return 0;
 }
 
+static uint32_t sql_hash(const char *s)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/*
+ * Prepared statements are cached per pool (SQLITE_PREPARE_PERSISTENT) and
+ * reset by stmt_done(): parsing the SQL of each statement was most of the CPU
+ * time of an allocation. A cached statement still in use (a list callback
+ * that calls back into the pool) is not shared: a private one is prepared,
+ * and stmt_done() finalizes it.
+ */
 static int prep(struct ibvf_pool *p, sqlite3_stmt **st, const char *sql, char *err, size_t errlen)
 {
-	if (sqlite3_prepare_v2(p->db, sql, -1, st, NULL) != SQLITE_OK)
+	uint32_t h = sql_hash(sql);
+	size_t i;
+
+	for (i = 0; i < p->n_stmts; i++) {
+		if (p->stmts[i].hash != h || strcmp(p->stmts[i].sql, sql))
+			continue;
+		if (!sqlite3_stmt_busy(p->stmts[i].st)) {
+			*st = p->stmts[i].st;
+			return 0;
+		}
+		break;
+	}
+	if (sqlite3_prepare_v3(p->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
 		return db_err(p, err, errlen, "prepare");
+	if (i == p->n_stmts && p->n_stmts < STMT_CACHE_MAX) {
+		char *copy = strdup(sql);
+
+		if (copy)
+			p->stmts[p->n_stmts++] = (struct stmt_slot){ h, copy, *st };
+	}
 	return 0;
+}
+
+/* Give back a statement from prep(): reset if cached, finalized otherwise. */
+static void stmt_done(struct ibvf_pool *p, sqlite3_stmt *st)
+{
+	for (size_t i = 0; i < p->n_stmts; i++) {
+		if (p->stmts[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			return;
+		}
+	}
+	sqlite3_finalize(st);
 }
 
 /* Run a statement that returns no rows (or ignore them); finalizes it. */
@@ -132,7 +190,7 @@ static int run(struct ibvf_pool *p, sqlite3_stmt *st, char *err, size_t errlen)
 {
 	int rc = sqlite3_step(st);
 
-	sqlite3_finalize(st);
+	stmt_done(p, st);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		return db_err(p, err, errlen, "step");
 	return 0;
@@ -150,7 +208,7 @@ static int scalar_i64(struct ibvf_pool *p, const char *sql, sqlite3_int64 a, sql
 	sqlite3_bind_int64(st, 2, b);
 	rc = sqlite3_step(st);
 	*out = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-	sqlite3_finalize(st);
+	stmt_done(p, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return db_err(p, err, errlen, "query");
 	return rc == SQLITE_ROW ? 1 : 0;
@@ -298,7 +356,7 @@ static int check_schema(struct ibvf_pool *p, char *err, size_t errlen)
 		ret = sqlite3_step(st);
 		r = ret == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
 		snprintf(buf, sizeof(buf), "%s", r ? r : sqlite3_errmsg(p->db));
-		sqlite3_finalize(st);
+		stmt_done(p, st);
 		if (!r || strcmp(buf, "ok"))
 			return corrupt(p, err, errlen, buf);
 	}
@@ -354,7 +412,7 @@ static int extent_at_or_before(struct ibvf_pool *p, uint64_t g, uint64_t *a, uin
 		*a = dec(sqlite3_column_int64(st, 0));
 		*b = dec(sqlite3_column_int64(st, 1));
 	}
-	sqlite3_finalize(st);
+	stmt_done(p, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return db_err(p, err, errlen, "free list lookup");
 	return rc == SQLITE_ROW;
@@ -378,23 +436,35 @@ static int extent_take(struct ibvf_pool *p, uint64_t g, char *err, size_t errlen
 	return ret;
 }
 
-/* Take the lowest free GUID: 0 and *g set, 1 none free, <0 error. */
+/*
+ * Take the lowest free GUID: 0 and *g set, 1 none free, <0 error. The
+ * lowest extent shrinks from its start (one UPDATE of its key) or goes.
+ */
 static int extent_take_lowest(struct ibvf_pool *p, uint64_t *g, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
+	uint64_t end = 0;
 	int rc;
 
-	if (prep(p, &st, "SELECT start FROM free_extent ORDER BY start LIMIT 1", err, errlen))
+	if (prep(p, &st, "SELECT start, end FROM free_extent ORDER BY start LIMIT 1", err, errlen))
 		return -EIO;
 	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
+	if (rc == SQLITE_ROW) {
 		*g = dec(sqlite3_column_int64(st, 0));
-	sqlite3_finalize(st);
+		end = dec(sqlite3_column_int64(st, 1));
+	}
+	stmt_done(p, st);
 	if (rc == SQLITE_DONE)
 		return 1;
 	if (rc != SQLITE_ROW)
 		return db_err(p, err, errlen, "free list lookup");
-	return extent_take(p, *g, err, errlen);
+	if (end <= *g)
+		return extent_delete(p, *g, err, errlen);
+	if (prep(p, &st, "UPDATE free_extent SET start = ? WHERE start = ?", err, errlen))
+		return -EIO;
+	sqlite3_bind_int64(st, 1, enc(*g + 1));
+	sqlite3_bind_int64(st, 2, enc(*g));
+	return run(p, st, err, errlen);
 }
 
 /* Put @g back into the free list, merging with its neighbours. */
@@ -462,7 +532,7 @@ static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
 				ret = extent_insert(p, pos, g - 1, err, errlen);
 			pos = g + 1;
 		}
-		sqlite3_finalize(rows);
+		stmt_done(p, rows);
 		if (!ret && pos <= b && pos != 0)
 			ret = extent_insert(p, pos, b, err, errlen);
 	}
@@ -480,7 +550,7 @@ static int sync_ranges(struct ibvf_pool *p, char *err, size_t errlen)
 		return -EIO;
 	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
 		snprintf(have, sizeof(have), "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
+	stmt_done(p, st);
 	p->ranges_current = !strcmp(want, have);
 	if (p->ranges_current || p->read_only)
 		return 0;
@@ -581,6 +651,15 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		snprintf(sql, sizeof(sql), "PRAGMA synchronous=%s", o->sync_full ? "FULL" : "NORMAL");
 		if ((ret = exec(p, sql, err, errlen)))
 			goto fail;
+		/*
+		 * Checkpoint every 10000 WAL pages (40 MiB) instead of 1000: a
+		 * burst of allocations dirties index pages all over the store,
+		 * and fewer checkpoints write (and sync) each of them fewer
+		 * times. About a quarter less CPU per allocation at 300,000
+		 * records (bench/bench_pool); no effect on durability.
+		 */
+		if ((ret = exec(p, "PRAGMA wal_autocheckpoint=10000", err, errlen)))
+			goto fail;
 	}
 	ret = sync_ranges(p, err, errlen);
 	if (ret)
@@ -596,6 +675,10 @@ void ibvf_pool_close(struct ibvf_pool *p)
 {
 	if (!p)
 		return;
+	for (size_t i = 0; i < p->n_stmts; i++) {
+		sqlite3_finalize(p->stmts[i].st);
+		free(p->stmts[i].sql);
+	}
 	sqlite3_close(p->db);
 	free(p->ranges);
 	free(p);
@@ -680,7 +763,7 @@ static int get_one(struct ibvf_pool *p, const char *where, const char *t1, const
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		read_row(st, out);
-	sqlite3_finalize(st);
+	stmt_done(p, st);
 	if (rc == SQLITE_ROW)
 		return 0;
 	if (rc == SQLITE_DONE)
@@ -770,7 +853,7 @@ static int expire_locked(struct ibvf_pool *p, char *err, size_t errlen)
 		sqlite3_bind_int64(st, 1, cutoff);
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < 256)
 			batch[n++] = dec(sqlite3_column_int64(st, 0));
-		sqlite3_finalize(st);
+		stmt_done(p, st);
 		if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 			return db_err(p, err, errlen, "quarantine scan");
 		for (size_t i = 0; i < n && !ret; i++) {
@@ -813,7 +896,7 @@ static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, 
 		*g = dec(sqlite3_column_int64(st, 0));
 		found = ibvf_guid_is_assignable(*g) && in_ranges(p, *g);
 	}
-	sqlite3_finalize(st);
+	stmt_done(p, st);
 	if (!found && rc != SQLITE_DONE)
 		return db_err(p, err, errlen, "quarantine lookup");
 	if (!found)
@@ -1079,7 +1162,7 @@ int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
 		if (match_filter(f, &a) && (ret = cb(arg, &a)))
 			break;
 	}
-	sqlite3_finalize(st);
+	stmt_done(p, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return db_err(p, err, errlen, "list");
 	return ret;
@@ -1159,39 +1242,25 @@ static void report(struct audit *au, enum ibvf_audit_kind k, bool problem, uint6
 		au->stop = au->cb(au->arg, &f);
 }
 
-static int audit_records(struct audit *au, char *err, size_t errlen)
+/*
+ * Two live records of one owner: impossible while the unique index
+ * alloc_owner exists (SQLite enforces it on every write), so the O(records)
+ * scan runs only when the index is gone (dropped by hand).
+ */
+static int audit_owners(struct audit *au, char *err, size_t errlen)
 {
 	struct ibvf_pool *p = au->p;
-	int64_t cutoff = now_ms(p) - (int64_t)p->quarantine_s * 1000;
+	sqlite3_int64 unique = 0;
 	sqlite3_stmt *st;
-	char s[IBVF_GUID_STR_LEN];
 	int rc;
 
-	if (prep(p, &st, "SELECT guid, state, released_ms, container_id, ifname FROM alloc ORDER BY guid",
-		 err, errlen))
+	if (scalar_i64(p,
+		       "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = "
+		       "'alloc_owner' AND sql LIKE 'CREATE UNIQUE INDEX%'",
+		       0, 0, &unique, err, errlen) < 0)
 		return -EIO;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		uint64_t g = dec(sqlite3_column_int64(st, 0));
-		int state = sqlite3_column_int(st, 1);
-
-		ibvf_guid_format(g, s);
-		if (!ibvf_guid_is_assignable(g))
-			report(au, IBVF_AUDIT_INVALID_GUID, true, g, 1,
-			       "store holds the unassignable GUID %s", s);
-		else if (!in_ranges(p, g))
-			report(au, IBVF_AUDIT_OUTSIDE_RANGE, true, g, 1,
-			       "GUID %s (%s, container %.64s) is outside the configured ranges", s,
-			       ibvf_alloc_state_name((enum ibvf_alloc_state)state),
-			       (const char *)sqlite3_column_text(st, 3));
-		if (state == ST_Q && sqlite3_column_int64(st, 2) <= cutoff)
-			report(au, IBVF_AUDIT_EXPIRED_QUARANTINE, false, g, 1,
-			       "GUID %s finished its quarantine; freed by the next allocation or "
-			       "--fix",
-			       s);
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return db_err(p, err, errlen, "audit scan");
+	if (unique)
+		return 0;
 	if (prep(p, &st,
 		 "SELECT container_id, ifname, count(*) FROM alloc WHERE state != 7 GROUP BY "
 		 "container_id, ifname HAVING count(*) > 1",
@@ -1203,8 +1272,49 @@ static int audit_records(struct audit *au, char *err, size_t errlen)
 		       (const char *)sqlite3_column_text(st, 0),
 		       (const char *)sqlite3_column_text(st, 1),
 		       (long long)sqlite3_column_int64(st, 2));
-	sqlite3_finalize(st);
+	stmt_done(p, st);
 	return rc == SQLITE_DONE ? 0 : db_err(p, err, errlen, "audit owners");
+}
+
+/* One pass over the records (rowid order, only the columns the checks need). */
+static int audit_records(struct audit *au, char *err, size_t errlen)
+{
+	struct ibvf_pool *p = au->p;
+	int64_t cutoff = now_ms(p) - (int64_t)p->quarantine_s * 1000;
+	sqlite3_stmt *st;
+	char s[IBVF_GUID_STR_LEN];
+	int rc;
+
+	if (prep(p, &st, "SELECT guid, state, released_ms FROM alloc ORDER BY guid", err, errlen))
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t g = dec(sqlite3_column_int64(st, 0));
+		int state = sqlite3_column_int(st, 1);
+
+		if (!ibvf_guid_is_assignable(g)) {
+			report(au, IBVF_AUDIT_INVALID_GUID, true, g, 1,
+			       "store holds the unassignable GUID %s", ibvf_guid_format(g, s));
+		} else if (!in_ranges(p, g)) {
+			struct ibvf_alloc a;
+
+			if (get_one(p, "guid = ?1", NULL, NULL, enc(g), &a, NULL, 0))
+				memset(&a, 0, sizeof(a));
+			report(au, IBVF_AUDIT_OUTSIDE_RANGE, true, g, 1,
+			       "GUID %s (%s, container %.64s) is outside the configured ranges",
+			       ibvf_guid_format(g, s),
+			       ibvf_alloc_state_name((enum ibvf_alloc_state)state),
+			       a.owner.container_id);
+		}
+		if (state == ST_Q && sqlite3_column_int64(st, 2) <= cutoff)
+			report(au, IBVF_AUDIT_EXPIRED_QUARANTINE, false, g, 1,
+			       "GUID %s finished its quarantine; freed by the next allocation or "
+			       "--fix",
+			       ibvf_guid_format(g, s));
+	}
+	stmt_done(p, st);
+	if (rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "audit scan");
+	return audit_owners(au, err, errlen);
 }
 
 /*
@@ -1227,7 +1337,7 @@ static int audit_range(struct audit *au, uint64_t a, uint64_t b, char *err, size
 	if (prep(p, &ext,
 		 "SELECT start, end FROM free_extent WHERE end >= ? AND start <= ? ORDER BY start",
 		 err, errlen)) {
-		sqlite3_finalize(rows);
+		stmt_done(p, rows);
 		return -EIO;
 	}
 	sqlite3_bind_int64(rows, 1, enc(a));
@@ -1275,8 +1385,8 @@ static int audit_range(struct audit *au, uint64_t a, uint64_t b, char *err, size
 		report(au, IBVF_AUDIT_LOST, true, pos, b - pos + 1,
 		       "%llu GUID(s) from %s are neither held nor free",
 		       (unsigned long long)(b - pos + 1), ibvf_guid_format(pos, s));
-	sqlite3_finalize(rows);
-	sqlite3_finalize(ext);
+	stmt_done(p, rows);
+	stmt_done(p, ext);
 	return 0;
 }
 
