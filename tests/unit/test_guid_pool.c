@@ -686,6 +686,54 @@ static void test_list_filters(void **state)
 	assert_int_equal(l.n, 2);
 }
 
+/* A list callback may call back into the pool, even into the same list. */
+struct reenter {
+	struct pool_fx *f;
+	size_t outer, inner;
+};
+
+static int count_inner(void *arg, const struct ibvf_alloc *a)
+{
+	(void)a;
+	++*(size_t *)arg;
+	return 0;
+}
+
+static int reenter_cb(void *arg, const struct ibvf_alloc *a)
+{
+	struct reenter *r = arg;
+	struct ibvf_alloc b;
+
+	r->outer++;
+	assert_int_equal(ibvf_pool_get(r->f->p, a->guid, &b, r->f->err, sizeof(r->f->err)), 0);
+	assert_string_equal(a->owner.container_id, b.owner.container_id);
+	assert_int_equal(ibvf_pool_list(r->f->p, NULL, count_inner, &r->inner, r->f->err,
+					sizeof(r->f->err)),
+			 0);
+	return 0;
+}
+
+static void test_list_callback_reenters(void **state)
+{
+	struct pool_fx *f = *state;
+	struct reenter r = { .f = f };
+
+	assert_int_equal(fx_open(f, r_1_4, 1, 60), 0);
+	fx_alloc_ok(f, "a");
+	fx_alloc_ok(f, "b");
+	fx_alloc_ok(f, "c");
+	for (int round = 0; round < 2; round++) {
+		r.outer = r.inner = 0;
+		assert_int_equal(ibvf_pool_list(f->p, NULL, reenter_cb, &r, f->err,
+						sizeof(f->err)),
+				 0);
+		assert_int_equal(r.outer, 3);
+		assert_int_equal(r.inner, 9);
+	}
+	/* and the pool still works afterwards */
+	assert_true(fx_alloc_ok(f, "d") == 4);
+}
+
 static void test_persistence_across_reopen(void **state)
 {
 	struct pool_fx *f = *state;
@@ -1024,6 +1072,7 @@ int main(void)
 		T(test_batch_all_or_nothing),
 		T(test_update_and_lookup),
 		T(test_list_filters),
+		T(test_list_callback_reenters),
 		T(test_persistence_across_reopen),
 		T(test_range_change_rebuilds_and_audits),
 		T(test_audit_expired_quarantine_is_notice),
