@@ -48,7 +48,6 @@ struct ibvf_pool {
 	size_t n_ranges;
 	uint32_t quarantine_s;
 	bool read_only;
-	bool ranges_current;	/* free_extent matches the configured ranges */
 	int64_t (*now_ms)(void *arg);
 	void *now_arg;
 };
@@ -539,41 +538,66 @@ static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
 	return ret;
 }
 
-static int sync_ranges(struct ibvf_pool *p, char *err, size_t errlen)
+/*
+ * Was the store's free list built for our ranges? 1 yes, 0 no, <0 error.
+ * Call inside a transaction: another process with other ranges (an admin's
+ * ibvfctl with another config) may have rebuilt it since we opened.
+ */
+static int free_list_matches(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	char want[4096], have[4096] = "";
 	sqlite3_stmt *st;
-	int ret;
+	int rc;
 
 	ranges_text(p, want, sizeof(want));
 	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen))
 		return -EIO;
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_text(st, 0))
 		snprintf(have, sizeof(have), "%s", (const char *)sqlite3_column_text(st, 0));
 	stmt_done(p, st);
-	p->ranges_current = !strcmp(want, have);
-	if (p->ranges_current || p->read_only)
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "reading the ranges");
+	return !strcmp(want, have);
+}
+
+/* Make the free list match our ranges; inside a write transaction. */
+static int ensure_free_list_locked(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char want[4096];
+	sqlite3_stmt *st;
+	int ret = free_list_matches(p, err, errlen);
+
+	if (ret)
+		return ret < 0 ? ret : 0;
+	ranges_text(p, want, sizeof(want));
+	log_notice("GUID ranges of %s differ from the configured ones (%s): rebuilding its free "
+		   "list",
+		   p->path, want);
+	ret = rebuild_free(p, err, errlen);
+	if (ret)
+		return ret;
+	if (prep(p, &st, "UPDATE meta SET value = ? WHERE key = 'ranges'", err, errlen))
+		return -EIO;
+	sqlite3_bind_text(st, 1, want, -1, SQLITE_TRANSIENT);
+	return run(p, st, err, errlen);
+}
+
+/* At a read-write open: bring the free list to our ranges (one transaction). */
+static int sync_ranges(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int ret;
+
+	if (p->read_only)
 		return 0;
-	log_notice("GUID ranges changed (%s -> %s): rebuilding the free list of %s",
-		   *have ? have : "none", want, p->path);
 	ret = exec(p, "BEGIN IMMEDIATE", err, errlen);
 	if (ret)
 		return ret;
-	ret = rebuild_free(p, err, errlen);
-	if (!ret) {
-		if (prep(p, &st, "UPDATE meta SET value = ? WHERE key = 'ranges'", err, errlen))
-			ret = -EIO;
-		else {
-			sqlite3_bind_text(st, 1, want, -1, SQLITE_STATIC);
-			ret = run(p, st, err, errlen);
-		}
-	}
+	ret = ensure_free_list_locked(p, err, errlen);
 	if (!ret)
 		ret = exec(p, "COMMIT", err, errlen);
 	if (ret)
 		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
-	else
-		p->ranges_current = true;
 	return ret;
 }
 
@@ -1013,13 +1037,19 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 	return insert_row(p, a, err, errlen);
 }
 
+/* Start a write transaction with a free list that matches our ranges. */
 static int begin(struct ibvf_pool *p, char *err, size_t errlen)
 {
+	int ret;
+
 	if (p->read_only)
 		return ibvf_errf(err, errlen, -EROFS, "pool store %s is open read-only", p->path);
-	if (!p->ranges_current)
-		return ibvf_errf(err, errlen, -EIO, "pool store %s: free list not current", p->path);
-	return exec(p, "BEGIN IMMEDIATE", err, errlen);
+	ret = exec(p, "BEGIN IMMEDIATE", err, errlen);
+	if (!ret)
+		ret = ensure_free_list_locked(p, err, errlen);
+	if (ret)
+		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	return ret;
 }
 
 static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
@@ -1394,21 +1424,25 @@ int ibvf_pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_
 		    void *arg, char *err, size_t errlen)
 {
 	struct audit au = { .p = p, .cb = cb, .arg = arg };
-	int ret;
+	int ret, matches = 0;
 
 	/* one read transaction: a consistent snapshot while others write */
 	ret = exec(p, "BEGIN", err, errlen);
 	if (ret)
 		return ret;
 	ret = audit_records(&au, err, errlen);
-	for (size_t i = 0; !ret && p->ranges_current && i < p->n_ranges; i++) {
+	if (!ret)
+		ret = matches = free_list_matches(p, err, errlen);
+	if (ret > 0)
+		ret = 0;
+	for (size_t i = 0; !ret && matches && i < p->n_ranges; i++) {
 		uint64_t a, b;
 
 		if (clip(&p->ranges[i], &a, &b))
 			ret = audit_range(&au, a, b, err, errlen);
 	}
 	sqlite3_exec(p->db, "COMMIT", NULL, NULL, NULL);
-	if (!p->ranges_current)
+	if (!ret && !matches)
 		log_notice("configured ranges differ from the store's; free-list checks skipped "
 			   "until a write command or ibvfd rebuilds it");
 	return ret ? ret : au.problems;

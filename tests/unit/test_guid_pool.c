@@ -827,6 +827,48 @@ static void test_range_change_rebuilds_and_audits(void **state)
 	assert_true(st.total == 10 && st.allocated == 6 && st.free == 4 && st.outside == 0);
 }
 
+/*
+ * Two processes with different ranges on one store (an admin's ibvfctl with
+ * another config while ibvfd runs): each only ever hands out GUIDs of its
+ * own ranges, whatever the other did to the free list in between.
+ */
+static void test_other_writer_with_other_ranges(void **state)
+{
+	struct pool_fx *f = *state;
+	static const struct ibvf_guid_range ra[] = { { 1, 10 } };
+	static const struct ibvf_guid_range rb[] = { { 100, 110 } };
+	struct ibvf_pool_opts ob = {
+		.state_dir = f->state, .ranges = rb, .n_ranges = 1, .quarantine_s = 60,
+	};
+	struct ibvf_pool *b = NULL;
+	struct ibvf_alloc_request rq = { .vf_index = -1 };
+	struct ibvf_alloc a;
+	struct fx_findings fs;
+
+	assert_int_equal(fx_open(f, ra, 1, 60), 0);
+	assert_true(fx_alloc_ok(f, "a1") == 1);
+	assert_int_equal(ibvf_pool_open(&ob, &b, f->err, sizeof(f->err)), 0);
+	fx_owner(&rq.owner, "b1", NULL);
+	assert_int_equal(ibvf_pool_allocate(b, &rq, &a, f->err, sizeof(f->err)), 0);
+	assert_true(a.guid == 100);
+	/* A again: from its own ranges, not from the free list B left behind */
+	assert_true(fx_alloc_ok(f, "a2") == 2);
+	fx_owner(&rq.owner, "b2", NULL);
+	assert_int_equal(ibvf_pool_allocate(b, &rq, &a, f->err, sizeof(f->err)), 0);
+	assert_true(a.guid == 101);
+	assert_true(fx_alloc_ok(f, "a3") == 3);
+	/* a release and an expiry by one side keep the other side consistent */
+	assert_int_equal(ibvf_pool_release(b, 100, f->err, sizeof(f->err)), 0);
+	f->now += 60000;
+	assert_int_equal(fx_release(f, 2), 0);
+	assert_true(fx_alloc_ok(f, "a4") == 4);
+	ibvf_pool_close(b);
+	assert_int_equal(fx_audit(f, &fs), 2); /* 101 and the quarantined 100: outside A's ranges */
+	assert_int_equal(fx_count_kind(&fs, IBVF_AUDIT_OUTSIDE_RANGE, NULL), 2);
+	assert_int_equal(fx_count_kind(&fs, IBVF_AUDIT_LOST, NULL), 0);
+	assert_int_equal(fx_count_kind(&fs, IBVF_AUDIT_FREE_AND_HELD, NULL), 0);
+}
+
 static void test_audit_expired_quarantine_is_notice(void **state)
 {
 	struct pool_fx *f = *state;
@@ -1075,6 +1117,7 @@ int main(void)
 		T(test_list_callback_reenters),
 		T(test_persistence_across_reopen),
 		T(test_range_change_rebuilds_and_audits),
+		T(test_other_writer_with_other_ranges),
 		T(test_audit_expired_quarantine_is_notice),
 		T(test_audit_detects_corruption),
 		T(test_audit_callback_stops),
