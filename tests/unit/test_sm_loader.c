@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * The SM backend loader (daemon/core/sm_loader.c) and the noop backend, with
- * the modules as built: env IBVF_TEST_NOOP_DIR and IBVF_TEST_BROKEN_DIR name their build directories (tests/unit/meson.build).
+ * the modules as built: env IBVF_TEST_NOOP_DIR, IBVF_TEST_OPENSM_DIR and
+ * IBVF_TEST_BROKEN_DIR name their build directories (tests/unit/meson.build).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -101,12 +102,13 @@ static void test_module_permissions(void **state)
 /* The linker maps leave exactly one symbol visible in each real module. */
 static void test_only_entry_exported(void **state)
 {
-	const char *dirs[] = { "IBVF_TEST_NOOP_DIR" };
-	const char *names[] = { "noop" };
-	const char *hidden[] = { "ibvf_errf", "ibvf_json_load", "ibvf_log" };
+	const char *dirs[] = { "IBVF_TEST_NOOP_DIR", "IBVF_TEST_OPENSM_DIR" };
+	const char *names[] = { "noop", "opensm" };
+	const char *hidden[] = { "ibvf_errf", "ibvf_json_load", "ibvf_log", "pc_parse",
+				 "pf_install", "opensm_ops", "opensm_reload" };
 
 	(void)state;
-	for (int i = 0; i < 1; i++) {
+	for (int i = 0; i < 2; i++) {
 		char path[4096];
 		void *h;
 
@@ -198,6 +200,29 @@ static void test_noop_backend(void **state)
 	assert_null(sm.mod);
 }
 
+static void test_opensm_init_errors(void **state)
+{
+	const char *d = dir_of("IBVF_TEST_OPENSM_DIR");
+	char err[IBVF_ERR_LEN] = "";
+	struct ibvf_sm sm;
+
+	(void)state;
+	assert_int_equal(ibvf_sm_open(d, "opensm", NULL, &sm, err, sizeof(err)), -EINVAL);
+	assert_has(err, "SM backend opensm: sm.config (opensm backend): pid_file: required");
+	assert_int_equal(ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\", \"verify\": "
+				      "\"maybe\"}", &sm, err, sizeof(err)), -EINVAL);
+	assert_has(err, "verify: expected \"fabric\", \"all\" or \"off\"");
+	assert_int_equal(ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\", \"defaults\": "
+				      "{\"mtu\": 9}}", &sm, err, sizeof(err)), -EINVAL);
+	assert_has(err, "defaults.mtu: 9 is out of range 1..5");
+	assert_int_equal(ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\"", &sm, err,
+				      sizeof(err)), -EINVAL);
+	assert_has(err, "sm.config (opensm backend):1:");
+	assert_int_equal(ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\"}", &sm, err,
+				      sizeof(err)), 0);
+	ibvf_sm_close(&sm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +230,7 @@ int main(void)
 		cmocka_unit_test(test_module_permissions),
 		cmocka_unit_test(test_only_entry_exported),
 		cmocka_unit_test(test_noop_backend),
+		cmocka_unit_test(test_opensm_init_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
