@@ -61,8 +61,7 @@ struct pv_item {
 /**
  * pv_open_smp() - a verifier sending SMPs from local umad port @ca/@port
  * (NULL/0: libibumad's defaults) through the port watcher's fabric source.
- * Return: 0, or ibvf_port_src_open()'s errors; -EOPNOTSUPP when this build
- * has no port watcher.
+ * Return: 0, or ibvf_port_src_open()'s errors.
  */
 int pv_open_smp(const char *ca, int port, struct pkey_verifier *out, char *err, size_t errlen);
 
