@@ -60,10 +60,13 @@ struct pv_item {
 
 /**
  * pv_open_smp() - a verifier sending SMPs from local umad port @ca/@port
- * (NULL/0: libibumad's defaults) through the port watcher's fabric source.
+ * (NULL/0: libibumad's defaults) through the port watcher's fabric source,
+ * polling a port every @poll_min_ms at first, backing off to @poll_max_ms
+ * while nothing changes (MAD timeouts: the port watcher's defaults).
  * Return: 0, or ibvf_port_src_open()'s errors.
  */
-int pv_open_smp(const char *ca, int port, struct pkey_verifier *out, char *err, size_t errlen);
+int pv_open_smp(const char *ca, int port, uint32_t poll_min_ms, uint32_t poll_max_ms,
+		struct pkey_verifier *out, char *err, size_t errlen);
 
 /** pv_close() - close an open verifier (a closed one is a no-op). */
 void pv_close(struct pkey_verifier *v);

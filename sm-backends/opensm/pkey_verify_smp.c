@@ -44,12 +44,18 @@ static const struct pkey_verifier_ops smp_ops = {
 	.close = smp_close,
 };
 
-int pv_open_smp(const char *ca, int port, struct pkey_verifier *out, char *err, size_t errlen)
+int pv_open_smp(const char *ca, int port, uint32_t poll_min_ms, uint32_t poll_max_ms,
+		struct pkey_verifier *out, char *err, size_t errlen)
 {
+	struct ibvf_port_watch_config cfg;
 	struct ibvf_port_src *src;
 	int ret;
 
-	ret = ibvf_port_src_open(ca, port, IBVF_PORT_SRC_FABRIC, NULL, &src, err, errlen);
+	ibvf_port_watch_config_defaults(&cfg);
+	cfg.source = IBVF_PORT_SRC_FABRIC;
+	cfg.poll_min_ms = poll_min_ms;
+	cfg.poll_max_ms = poll_max_ms;
+	ret = ibvf_port_src_open(ca, port, IBVF_PORT_SRC_FABRIC, &cfg, &src, err, errlen);
 	if (ret)
 		return ret;
 	out->ops = &smp_ops;

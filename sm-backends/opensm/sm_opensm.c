@@ -76,8 +76,10 @@ static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cf
 {
 	static const char *const keys[] = { "partition_file", "backup_file", "lock_file",
 					    "pid_file", "reload_timeout_ms", "lock_timeout_ms",
-					    "verify", "umad_ca", "umad_port", "defaults", NULL };
+					    "verify", "umad_ca", "umad_port", "poll_min_ms",
+					    "poll_max_ms", "defaults", NULL };
 	uint64_t rt = cfg->reload_timeout_ms, lt = cfg->lock_timeout_ms, port = 0;
+	uint64_t pmin = cfg->poll_min_ms, pmax = cfg->poll_max_ms;
 	char *verify = NULL;
 	json_t *d;
 	int ret;
@@ -101,6 +103,12 @@ static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cf
 		ret = ibvf_json_string(c, o, "", "umad_ca", &cfg->umad_ca);
 	if (!ret)
 		ret = ibvf_json_uint(c, o, "", "umad_port", 0, 254, &port);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "", "poll_min_ms", 1, 10000, &pmin);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "", "poll_max_ms", 1, 60000, &pmax);
+	if (!ret && pmax < pmin)
+		ret = ibvf_json_err(c, "", "poll_max_ms", "must not be below poll_min_ms");
 	if (!ret && verify && pv_policy_parse(verify, &cfg->verify))
 		ret = ibvf_json_err(c, "", "verify", "expected \"fabric\", \"all\" or \"off\"");
 	free(verify);
@@ -115,6 +123,8 @@ static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cf
 	cfg->reload_timeout_ms = (uint32_t)rt;
 	cfg->lock_timeout_ms = (uint32_t)lt;
 	cfg->umad_port = (int)port;
+	cfg->poll_min_ms = (uint32_t)pmin;
+	cfg->poll_max_ms = (uint32_t)pmax;
 	return ret;
 }
 
@@ -127,6 +137,8 @@ int opensm_cfg_parse(const char *json, struct opensm_cfg *cfg, char *err, size_t
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->reload_timeout_ms = 10000;
 	cfg->lock_timeout_ms = 5000;
+	cfg->poll_min_ms = 5;
+	cfg->poll_max_ms = 50;
 	cfg->verify = PV_FABRIC;
 	cfg->props = (struct pc_props){ .ipoib = true, .mtu = -1, .rate = -1, .sl = -1 };
 	root = ibvf_json_load(CFG_FILE, json ? json : "{}", err, errlen);
@@ -186,7 +198,8 @@ static int verifier(struct ibvf_sm_backend *b, char *err, size_t errlen)
 {
 	if (b->v.ops)
 		return 0;
-	return pv_open_smp(b->cfg.umad_ca, b->cfg.umad_port, &b->v, err, errlen);
+	return pv_open_smp(b->cfg.umad_ca, b->cfg.umad_port, b->cfg.poll_min_ms,
+			   b->cfg.poll_max_ms, &b->v, err, errlen);
 }
 
 /* ------------------------------------------------------------- the file -- */
@@ -422,6 +435,9 @@ static int change(struct ibvf_sm_backend *b, const struct change *c, char *err, 
 		ibvf_err_prefix(err, errlen, ret, "nothing was changed");
 	if (!ret)
 		ret = apply(b, doc, c, &want, &changed, err, errlen);
+	/* an OpenSM that is not there is the clearest error: before any SMP */
+	if (!ret && (changed || b->cfg.verify != PV_OFF))
+		ret = opensm_find(b->cfg.pid_file, &(pid_t){ 0 }, err, errlen);
 	if (!ret && b->cfg.verify != PV_OFF)
 		ret = prepare_verify(b, doc, c, changed, &planned, err, errlen);
 	if (!ret && changed)

@@ -28,6 +28,8 @@ struct opensm_cfg {
 	enum pv_policy verify;		/* default PV_FABRIC */
 	char *umad_ca;			/* NULL: libibumad's first CA */
 	int umad_port;			/* 0: libibumad's default port */
+	uint32_t poll_min_ms;		/* first SMP poll interval; default 5 */
+	uint32_t poll_max_ms;		/* poll backoff cap; default 50 */
 	struct pc_props props;		/* properties of partitions ibvf creates */
 	bool index0;			/* default when add_members() gets no flags */
 };

@@ -340,6 +340,8 @@ static void test_config(void **state)
 	assert_string_equal(c.lock_file, "/etc/opensm/partitions.conf.ibvf-lock");
 	assert_int_equal(c.reload_timeout_ms, 10000);
 	assert_int_equal(c.verify, PV_FABRIC);
+	assert_int_equal(c.poll_min_ms, 5);
+	assert_int_equal(c.poll_max_ms, 50);
 	assert_true(c.props.ipoib);
 	assert_int_equal(c.props.mtu, -1);
 	assert_false(c.index0);
@@ -368,6 +370,9 @@ static void test_config(void **state)
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"defaults\": {\"sl\": 16}}", &c,
 					  err, sizeof(err)), -EINVAL);
 	assert_has(err, "defaults.sl: 16 is out of range 0..15");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"poll_min_ms\": 100, "
+					  "\"poll_max_ms\": 20}", &c, err, sizeof(err)), -EINVAL);
+	assert_has(err, "poll_max_ms: must not be below poll_min_ms");
 }
 
 /* ------------------------------------------------------------ write path -- */
