@@ -65,6 +65,8 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+static void die(const char *what, const char *err) __attribute__((noreturn));
+
 static void die(const char *what, const char *err)
 {
 	fprintf(stderr, "bench_opensm: %s: %s\n", what, err);
