@@ -233,9 +233,6 @@ static int commit(struct ibvf_sm_backend *b, const struct pc_doc *doc, const str
 	pid_t pid;
 	int ret;
 
-	ret = opensm_find(b->cfg.pid_file, &pid, err, errlen);
-	if (ret)
-		return ret;
 	ret = pc_render(doc, want, &text, &len, err, errlen);
 	if (ret)
 		return ret;
@@ -287,11 +284,9 @@ static int check_guid(uint64_t guid, char *err, size_t errlen)
 	return 0;
 }
 
-static int check_members(uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
-			 const struct pc_doc *doc, char *err, size_t errlen)
+static int check_members(const struct ibvf_sm_member *m, size_t n, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < n; i++) {
-		const struct pc_port *adm;
 		int ret = check_guid(m[i].guid, err, errlen);
 
 		if (ret)
@@ -300,7 +295,17 @@ static int check_members(uint16_t pkey, const struct ibvf_sm_member *m, size_t n
 			return ibvf_errf(err, errlen, -EINVAL, "GUID 0x%016llx: invalid "
 					 "membership %d", (unsigned long long)m[i].guid,
 					 (int)m[i].membership);
-		adm = doc ? pc_admin_find_guid(doc, pkey, m[i].guid) : NULL;
+	}
+	return 0;
+}
+
+/* A GUID the admin lists in @pkey is the admin's: never overridden. */
+static int check_admin(const struct pc_doc *doc, uint16_t pkey, const struct ibvf_sm_member *m,
+		       size_t n, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct pc_port *adm = pc_admin_find_guid(doc, pkey, m[i].guid);
+
 		if (adm)
 			return ibvf_errf(err, errlen, -EEXIST, "GUID 0x%016llx is already a %s "
 					 "member of PKey 0x%04x by the administrator's definition "
@@ -326,12 +331,7 @@ static int verify_after(struct ibvf_sm_backend *b, uint16_t pkey, struct pv_item
 	return ret;
 }
 
-/*
- * The shared part of add and remove: lock, load, let @apply change a copy of
- * the section, prepare the SMP check, commit (only when something changed),
- * unlock, verify. When nothing changed but a verified port does not show the
- * P_Key yet (a retry after a failed verification), OpenSM is signalled again.
- */
+/* One add_members() or remove_members() request. */
 struct change {
 	uint16_t pkey;
 	const struct ibvf_sm_member *add;
@@ -355,7 +355,7 @@ static int apply(struct ibvf_sm_backend *b, const struct pc_doc *doc, const stru
 		ret = pc_managed_remove(want, c->pkey, c->remove, c->n, changed);
 		return ret ? ibvf_errf(err, errlen, ret, "out of memory") : 0;
 	}
-	ret = check_members(c->pkey, c->add, c->n, doc, err, errlen);
+	ret = check_admin(doc, c->pkey, c->add, c->n, err, errlen);
 	if (ret)
 		return ret;
 	mem = calloc(c->n, sizeof(*mem));
@@ -419,6 +419,13 @@ static int prepare_verify(struct ibvf_sm_backend *b, const struct pc_doc *doc,
 	return 0;
 }
 
+/*
+ * The shared part of add and remove: lock, load, apply the change to a copy
+ * of the section, check that OpenSM runs, prepare the SMP check, commit
+ * (only when something changed), unlock, verify. When nothing changed but a
+ * verified port does not show the change yet (a retry after a failed
+ * verification), OpenSM is signalled again.
+ */
 static int change(struct ibvf_sm_backend *b, const struct change *c, char *err, size_t errlen)
 {
 	struct pc_managed want = { 0 };
@@ -504,7 +511,7 @@ static int opensm_add(struct ibvf_sm_backend *b, uint16_t pkey,
 
 	if (n && !members)
 		return ibvf_errf(err, errlen, -EINVAL, "no member array");
-	ret = check_members(pkey, members, n, NULL, err, errlen);
+	ret = check_members(members, n, err, errlen);
 	if (!ret)
 		ret = check_duplicates(members, n, err, errlen);
 	return ret ? ret : run_change(b, &c, err, errlen);
