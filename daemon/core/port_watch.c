@@ -43,6 +43,8 @@
 #define PR_COMPMASK_SGID	(1ull << 3)
 /* Unicast LIDs: 0x0001..0xbfff (IBTA vol. 1, 4.1.3). */
 #define LID_UNICAST_MAX		0xbfff
+/* GUID -> LID answers kept per source (one SA query per new GUID target). */
+#define LID_CACHE_SIZE		32
 
 struct ibvf_port_src {
 	enum ibvf_port_source kind;
@@ -53,9 +55,36 @@ struct ibvf_port_src {
 	struct ibmad_port *mp;		/* fabric only */
 	int umad_fd;			/* mad_rpc_portid(mp) */
 	uint32_t trid;			/* our own transaction IDs (low 32 bits) */
-	uint64_t guid_cache;		/* last GUID target resolved through the SA ... */
-	uint16_t lid_cache;		/* ... and its LID (0 = none) */
+	struct {
+		uint64_t guid;		/* GUID targets resolved through the SA ... */
+		uint16_t lid;		/* ... and their LIDs (0 = free slot) */
+	} lids[LID_CACHE_SIZE];
+	unsigned lids_next;		/* round-robin replacement */
 };
+
+/* The cached LID of GUID target @t, or 0. */
+static uint16_t lid_cache_get(const struct ibvf_port_src *s, const struct ibvf_port_target *t)
+{
+	for (unsigned i = 0; t->kind == IBVF_TARGET_GUID && i < LID_CACHE_SIZE; i++)
+		if (s->lids[i].lid && s->lids[i].guid == t->guid)
+			return s->lids[i].lid;
+	return 0;
+}
+
+static void lid_cache_put(struct ibvf_port_src *s, uint64_t guid, uint16_t lid)
+{
+	s->lids[s->lids_next].guid = guid;
+	s->lids[s->lids_next].lid = lid;
+	s->lids_next = (s->lids_next + 1) % LID_CACHE_SIZE;
+}
+
+/* Forget @t's LID after a failed query: the SM may have moved it. */
+static void lid_cache_drop(struct ibvf_port_src *s, const struct ibvf_port_target *t)
+{
+	for (unsigned i = 0; t->kind == IBVF_TARGET_GUID && i < LID_CACHE_SIZE; i++)
+		if (s->lids[i].guid == t->guid)
+			s->lids[i].lid = 0;
+}
 
 static int64_t now_ms(void)
 {
@@ -759,15 +788,14 @@ static int target_portid(struct ibvf_port_src *s, const struct ibvf_port_target 
 		ib_portid_set(id, t->lid, 0, 0);
 		return 0;
 	case IBVF_TARGET_GUID:
-		if (s->guid_cache != t->guid || !s->lid_cache) {
-			s->guid_cache = t->guid;
-			s->lid_cache = 0;
+		lid = lid_cache_get(s, t);
+		if (!lid) {
 			ret = ibvf_port_resolve_guid(s, t->guid, &lid, err, errlen);
 			if (ret)
 				return ret;
-			s->lid_cache = lid;
+			lid_cache_put(s, t->guid, lid);
 		}
-		ib_portid_set(id, s->lid_cache, 0, 0);
+		ib_portid_set(id, lid, 0, 0);
 		return 0;
 	}
 	return -EINVAL;
@@ -800,19 +828,20 @@ static int fabric_nodeinfo(struct ibvf_port_src *s, const struct ibvf_port_targe
 		snprintf(what, sizeof(what), "NodeInfo of %s", tgt);
 		ret = smp_get(s, id, IB_ATTR_NODE_INFO, 0, ni, what, err, errlen);
 		if (ret) {
-			s->lid_cache = 0;	/* re-resolve a GUID target next time */
+			lid_cache_drop(s, t);	/* re-resolve a GUID target next time */
 			return ret;
 		}
 		mad_decode_field(ni, IB_NODE_TYPE_F, node_type);
 		mad_decode_field(ni, IB_NODE_PORT_GUID_F, pguid);
 		mad_decode_field(ni, IB_NODE_PARTITION_CAP_F, pcap);
-		if (t->kind != IBVF_TARGET_GUID || *pguid == t->guid || *node_type == IB_NODE_SWITCH)
+		if (t->kind != IBVF_TARGET_GUID || *pguid == t->guid ||
+		    *node_type == IB_NODE_SWITCH)
 			return 0;
-		s->lid_cache = 0;
+		lid_cache_drop(s, t);
 	}
 	return ibvf_errf(err, errlen, -ENOENT,
-			 "LID %u answers with port GUID 0x%016" PRIx64 ", not 0x%016" PRIx64, id->lid,
-			 *pguid, t->guid);
+			 "LID %u answers with port GUID 0x%016" PRIx64 ", not 0x%016" PRIx64,
+			 id->lid, *pguid, t->guid);
 }
 
 static int fabric_portinfo(struct ibvf_port_src *s, const struct ibvf_port_target *t,
@@ -827,7 +856,7 @@ static int fabric_portinfo(struct ibvf_port_src *s, const struct ibvf_port_targe
 	snprintf(what, sizeof(what), "PortInfo of %s", tgt);
 	ret = smp_get(s, id, IB_ATTR_PORT_INFO, t->port, pi, what, err, errlen);
 	if (ret) {
-		s->lid_cache = 0;
+		lid_cache_drop(s, t);
 		return ret;
 	}
 	mad_decode_field(pi, IB_PORT_STATE_F, &v);
@@ -869,7 +898,7 @@ static int fabric_pkeys(struct ibvf_port_src *s, const struct ibvf_port_target *
 		ret = smp_get(s, id, IB_ATTR_PKEY_TBL, b | ((unsigned)t->port << 16), data, what,
 			      err, errlen);
 		if (ret) {
-			s->lid_cache = 0;
+			lid_cache_drop(s, t);
 			return ret;
 		}
 		for (unsigned i = 0; i < IBVF_PKEY_BLOCK_SIZE && b * IBVF_PKEY_BLOCK_SIZE + i < n;
@@ -1023,6 +1052,20 @@ static int cond_check(const struct ibvf_port_cond *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* "mlx5_0:1" for the source's own port, "mlx5_0:1 -> LID 7" for a target. */
+static void who_str(const struct ibvf_port_src *s, const struct ibvf_port_target *t, char *buf,
+		    size_t len)
+{
+	char tgt[300];
+
+	if (t->kind == IBVF_TARGET_SELF) {
+		snprintf(buf, len, "%s", s->name);
+		return;
+	}
+	target_str(t, tgt, sizeof(tgt));
+	snprintf(buf, len, "%s -> %s", s->name, tgt);
+}
+
 /* Sleep @ms or until @fd is readable. Return -ECANCELED when it is. */
 static int nap(int fd, int64_t ms)
 {
@@ -1054,7 +1097,7 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 		   struct ibvf_port_info *observed, int *pkey_index, char *err, size_t errlen)
 {
 	struct ibvf_port_info *cur, *prev;
-	char desc[IBVF_PORT_DESC_LEN];
+	char desc[IBVF_PORT_DESC_LEN], who[360];
 	int64_t start = now_ms(), deadline = start + timeout_ms;
 	uint32_t interval = 0;
 	int ret, polls = 0;
@@ -1096,16 +1139,17 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 		if (ret)
 			break;
 	}
+	who_str(src, t, who, sizeof(who));
 	if (ret == -ETIMEDOUT)
-		ibvf_errf(err, errlen, ret, "%s %s: timed out after %lld ms (%d polls): %s",
-			  src->name, t->kind == IBVF_TARGET_SELF ? "port" : "target",
+		ibvf_errf(err, errlen, ret, "%s: timed out after %lld ms (%d polls): %s", who,
 			  (long long)(now_ms() - start), polls,
 			  ibvf_port_describe(cur, c, desc, sizeof(desc)));
 	else if (ret == -ECANCELED)
-		ibvf_errf(err, errlen, ret, "%s: wait cancelled after %lld ms: %s", src->name,
-			  (long long)(now_ms() - start), ibvf_port_describe(cur, c, desc, sizeof(desc)));
+		ibvf_errf(err, errlen, ret, "%s: wait cancelled after %lld ms: %s", who,
+			  (long long)(now_ms() - start),
+			  ibvf_port_describe(cur, c, desc, sizeof(desc)));
 	else if (ret)
-		ibvf_errf(err, errlen, ret, "%s: wait failed: %s", src->name, strerror(-ret));
+		ibvf_errf(err, errlen, ret, "%s: wait failed: %s", who, strerror(-ret));
 	if (observed)
 		memcpy(observed, cur, sizeof(*cur));
 	free(cur);

@@ -219,9 +219,14 @@ int ibvf_port_src_self(struct ibvf_port_src *src, struct ibvf_port_info *out, ch
  * has brought up, so a port in INIT has no LID yet.
  * @lid: host-order DLID of the path.
  *
+ * Results are not cached here; GUID targets of queries are (32 per source,
+ * dropped when a query to the LID fails or answers with another GUID).
+ *
  * Return: 0; -ENOENT (the SA knows no path to @guid: port down, INIT, or
  * GUID not on the fabric), -EHOSTUNREACH (this port has no SM LID: no SM
- * has swept), -EOPNOTSUPP (local source), -EINVAL (@guid is 0).
+ * has swept), -ETIMEDOUT (the SA did not answer, or no SMP reply from the
+ * local port), -EIO (other MAD status), -EOPNOTSUPP (local source),
+ * -EINVAL (@guid is 0).
  */
 int ibvf_port_resolve_guid(struct ibvf_port_src *src, uint64_t guid, uint16_t *lid, char *err,
 			   size_t errlen);
@@ -246,7 +251,8 @@ int ibvf_port_query_portinfo(struct ibvf_port_src *src, const struct ibvf_port_t
  * switch port, SwitchInfo:PartitionEnforcementCap), 32 entries per block,
  * attribute modifier block | port << 16 (IBTA vol. 1, 14.2.5.7). Local
  * source: sysfs ports/N/pkeys/ through umad_get_port().
- * Fills @out->pkey_cap, @out->n_pkeys and @out->pkeys, nothing else.
+ * Fills @out->pkey_cap, @out->n_pkeys and @out->pkeys (plus @out->ms,
+ * @out->reachable and @out->error); the PortInfo fields are left as they are.
  *
  * Return: as ibvf_port_query_portinfo().
  */

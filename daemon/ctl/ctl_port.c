@@ -55,7 +55,8 @@ enum {
 	{ "target-port", required_argument, NULL, OPT_TPORT },                         \
 	{ "source", required_argument, NULL, OPT_SOURCE }
 
-#define TARGET_USAGE "[--lid LID | --guid GUID | --dr PATH] [--target-port N] [--source local|fabric]"
+#define TARGET_USAGE                                                                               \
+	"[--lid LID | --guid GUID | --dr PATH] [--target-port N] [--source local|fabric]"
 
 /* ------------------------------------------------------------ parsing -- */
 
@@ -116,7 +117,8 @@ static int parse_dev(struct port_args *a)
 	unsigned long p = 0;
 
 	if (!n || n >= sizeof(a->ca))
-		return ctl_error(CTL_USAGE, "bad device '%s' (expected DEV or DEV:PORT, e.g. mlx5_0:1)",
+		return ctl_error(CTL_USAGE,
+				 "bad device '%s' (expected DEV or DEV:PORT, e.g. mlx5_0:1)",
 				 a->dev);
 	memcpy(a->ca, a->dev, n);
 	a->ca[n] = 0;
@@ -135,7 +137,8 @@ static int target_opt(struct port_args *a, int c, const char *arg)
 	switch (c) {
 	case OPT_LID:
 		if (parse_uint(arg, 0xbfff, &v) || !v)
-			return ctl_error(CTL_USAGE, "--lid '%s': expected a unicast LID 1..0xbfff", arg);
+			return ctl_error(CTL_USAGE, "--lid '%s': expected a unicast LID 1..0xbfff",
+					 arg);
 		a->target.kind = IBVF_TARGET_LID;
 		a->target.lid = (uint16_t)v;
 		return CTL_OK;
@@ -206,7 +209,8 @@ static int parse_cmd(struct ctl_ctx *ctx, int argc, char **argv, const struct op
 			if (optind >= argc)
 				break;
 			if (a->dev)
-				return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+				return ctl_error(CTL_USAGE, "unexpected argument '%s'",
+						 argv[optind]);
 			a->dev = argv[optind++];
 			continue;
 		}
@@ -466,13 +470,15 @@ static int wait_opt(void *arg, int c, const char *v)
 	case OPT_STATE:
 		if (parse_state(v, &w->state))
 			return ctl_error(CTL_USAGE,
-					 "--state '%s': expected any, down, init, armed or active", v);
+					 "--state '%s': expected any, down, init, armed or active",
+					 v);
 		w->have_state = true;
 		return CTL_OK;
 	case OPT_TIMEOUT:
 		if (parse_duration_ms(v, &w->timeout_ms))
 			return ctl_error(CTL_USAGE,
-					 "--timeout '%s': expected a duration like 10s, 500ms, 2m", v);
+					 "--timeout '%s': expected a duration like 10s, 500ms, 2m",
+					 v);
 		return CTL_OK;
 	}
 	return -1;
@@ -490,10 +496,11 @@ static int wait_cond(const struct wait_args *w, struct ibvf_port_cond *c)
 		bool bit = ibvf_pkey_is_full(w->pkey);
 
 		if (w->limited && bit)
-			return ctl_error(CTL_USAGE,
-					 "--pkey 0x%04x has the full-membership bit set but --limited "
-					 "was given (use 0x%04x)",
-					 w->pkey, ibvf_pkey_key(w->pkey));
+			return ctl_error(
+				CTL_USAGE,
+				"--pkey 0x%04x has the full-membership bit set but --limited "
+				"was given (use 0x%04x)",
+				w->pkey, ibvf_pkey_key(w->pkey));
 		if (w->full || (bit && !w->any))
 			c->match = IBVF_PKEY_MATCH_FULL;
 		else if (w->limited)

@@ -25,17 +25,28 @@
 /* Scripted sysfs: each umad_get_port() call returns the next step (the last repeats). */
 int fake_umad_get_port(const char *ca_name, int portnum, umad_port_t *port);
 int fake_umad_release_port(umad_port_t *port);
+struct ibmad_port *fake_mad_rpc_open_port(char *dev_name, int dev_port, int *mgmt_classes,
+					  int num_classes);
+int fake_umad_get_ca(const char *ca_name, umad_ca_t *ca);
+int fake_umad_release_ca(umad_ca_t *ca);
+#define umad_get_ca fake_umad_get_ca
+#define umad_release_ca fake_umad_release_ca
 #define umad_get_port fake_umad_get_port
 #define umad_release_port fake_umad_release_port
+#define mad_rpc_open_port fake_mad_rpc_open_port
 #include "../../daemon/core/port_watch.c"
 #undef umad_get_port
 #undef umad_release_port
+#undef mad_rpc_open_port
+#undef umad_get_ca
+#undef umad_release_ca
 
 #include "config.h"
 
 struct step {
 	int state, phys, lid, sm_lid;
 	uint16_t pkeys[8];
+	const char *link_layer;	/* NULL: "InfiniBand" */
 };
 
 static const struct step *script;
@@ -59,7 +70,8 @@ int fake_umad_get_port(const char *ca_name, int portnum, umad_port_t *port)
 	port->base_lid = (unsigned)s->lid;
 	port->sm_lid = (unsigned)s->sm_lid;
 	port->port_guid = htobe64(0x0002c90300100001ull);
-	snprintf(port->link_layer, sizeof(port->link_layer), "InfiniBand");
+	snprintf(port->link_layer, sizeof(port->link_layer), "%s",
+		 s->link_layer ? s->link_layer : "InfiniBand");
 	port->pkeys_size = 8;
 	port->pkeys = calloc(8, sizeof(uint16_t));
 	if (!port->pkeys)
@@ -73,6 +85,37 @@ int fake_umad_release_port(umad_port_t *port)
 	free(port->pkeys);
 	port->pkeys = NULL;
 	return 0;
+}
+
+/* One fake CA, "mlx5_9", with one port; NULL names the default CA. */
+int fake_umad_get_ca(const char *ca_name, umad_ca_t *ca)
+{
+	if (ca_name && strcmp(ca_name, "mlx5_9"))
+		return -ENODEV;
+	memset(ca, 0, sizeof(*ca));
+	snprintf(ca->ca_name, sizeof(ca->ca_name), "mlx5_9");
+	ca->numports = 1;
+	return 0;
+}
+
+int fake_umad_release_ca(umad_ca_t *ca)
+{
+	(void)ca;
+	return 0;
+}
+
+/* libibmad could not open the umad port: errno as open(2) of the device left it */
+static int open_port_errno;
+
+struct ibmad_port *fake_mad_rpc_open_port(char *dev_name, int dev_port, int *mgmt_classes,
+					  int num_classes)
+{
+	(void)dev_name;
+	(void)dev_port;
+	(void)mgmt_classes;
+	(void)num_classes;
+	errno = open_port_errno;
+	return NULL;
 }
 
 static void set_script(const struct step *s, size_t n)
@@ -104,7 +147,8 @@ static struct ibvf_port_src *fake_src(uint32_t pmin, uint32_t pmax)
 
 static void test_pkey_find(void **state)
 {
-	/* index: 0 default full, 1 empty, 2 limited 0x0001, 3 invalid-full 0x8000, 33 full 0x8a02 */
+	/* index: 0 default full, 1 empty, 2 limited 0x0001, 3 invalid-full 0x8000, 33 full 0x8a02
+	 */
 	uint16_t t[40] = { 0xffff, 0x0000, 0x0001, 0x8000 };
 	uint16_t e = 0;
 
@@ -209,9 +253,10 @@ static void test_describe(void **state)
 	char buf[IBVF_PORT_DESC_LEN], small[24];
 
 	(void)state;
-	assert_string_equal(ibvf_port_describe(i, &c, buf, sizeof(buf)),
-			    "port ACTIVE (LinkUp), LID 7, SM LID 1, but P_Key 0x8001 absent; table: "
-			    "0xffff 0x7fff");
+	assert_string_equal(
+		ibvf_port_describe(i, &c, buf, sizeof(buf)),
+		"port ACTIVE (LinkUp), LID 7, SM LID 1, but P_Key 0x8001 absent; table: "
+		"0xffff 0x7fff");
 	free(i);
 	i = mkinfo(IBVF_PORT_INIT, 0, pk2, 3);
 	i->sm_lid = 0;
@@ -226,9 +271,10 @@ static void test_describe(void **state)
 			    "port INIT (LinkUp), LID 0, no SM LID: condition met; table: 0xffff "
 			    "0x0001");
 	c.pkey_want = IBVF_PKEY_WANT_ABSENT;
-	assert_string_equal(ibvf_port_describe(i, &c, buf, sizeof(buf)),
-			    "port INIT (LinkUp), LID 0, no SM LID, but P_Key 0x0001 (limited) still "
-			    "present at index 2; table: 0xffff 0x0001");
+	assert_string_equal(
+		ibvf_port_describe(i, &c, buf, sizeof(buf)),
+		"port INIT (LinkUp), LID 0, no SM LID, but P_Key 0x0001 (limited) still "
+		"present at index 2; table: 0xffff 0x0001");
 	assert_string_equal(ibvf_port_describe(i, NULL, buf, sizeof(buf)),
 			    "port INIT (LinkUp), LID 0, no SM LID; table: 0xffff 0x0001");
 	/* truncation is safe and NUL-terminated */
@@ -310,21 +356,106 @@ static void test_target_check(void **state)
 	free(s);
 }
 
-static void test_src_open_unknown_device(void **state)
+static void test_src_open(void **state)
 {
+	static const struct step ib[] = { { IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff }, NULL } };
+	static const struct step eth[] = { { IBVF_PORT_ACTIVE, 5, 0, 0, { 0 }, "Ethernet" } };
 	struct ibvf_port_src *s = (void *)1;
+	struct ibvf_port_info *i = calloc(1, sizeof(*i));
 	char err[IBVF_ERR_LEN];
 
 	(void)state;
+	set_script(ib, 1);
 	assert_int_equal(ibvf_port_src_open("ibvf_no_such_dev", 1, IBVF_PORT_SRC_LOCAL, NULL, &s,
 					    err, sizeof(err)),
 			 -ENODEV);
 	assert_null(s);
-	assert_non_null(strstr(err, "ibvf_no_such_dev"));
+	assert_non_null(strstr(err, "no RDMA device 'ibvf_no_such_dev'"));
+	assert_int_equal(ibvf_port_src_open("mlx5_9", 2, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
+					    sizeof(err)),
+			 -ENODEV);
+	assert_non_null(strstr(err, "mlx5_9 has 1 port(s), no port 2"));
 	assert_int_equal(ibvf_port_src_open("x", 300, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
 					    sizeof(err)),
 			 -EINVAL);
 	assert_int_equal(ibvf_port_src_open("x", 1, 7, NULL, &s, err, sizeof(err)), -EINVAL);
+	/* a RoCE port has no IB port state or P_Key table */
+	set_script(eth, 1);
+	assert_int_equal(ibvf_port_src_open("mlx5_9", 1, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
+					    sizeof(err)),
+			 -EPROTONOSUPPORT);
+	assert_non_null(strstr(err, "mlx5_9:1: link layer is not InfiniBand"));
+	assert_null(s);
+	/* the local source opens without any umad device and reads sysfs on each query */
+	set_script(ib, 1);
+	assert_int_equal(ibvf_port_src_open(NULL, 1, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
+					    sizeof(err)),
+			 0);
+	assert_string_equal(ibvf_port_src_name(s), "mlx5_9:1");
+	assert_int_equal(ibvf_port_src_kind(s), IBVF_PORT_SRC_LOCAL);
+	get_port_calls = 0;
+	assert_int_equal(ibvf_port_query(s, &(struct ibvf_port_target){ 0 }, i, err, sizeof(err)),
+			 0);
+	assert_int_equal(get_port_calls, 1);
+	assert_int_equal(i->state, IBVF_PORT_ACTIVE);
+	assert_int_equal(i->lid, 7);
+	assert_int_equal(i->port_guid, 0x0002c90300100001ull);
+	assert_int_equal(i->n_pkeys, 8);
+	assert_int_equal(i->pkeys[0], 0xffff);
+	ibvf_port_src_close(s);
+	/* the fabric source fails cleanly when libibmad cannot open the port */
+	open_port_errno = EACCES;
+	assert_int_equal(ibvf_port_src_open("mlx5_9", 1, IBVF_PORT_SRC_FABRIC, NULL, &s, err,
+					    sizeof(err)),
+			 -EACCES);
+	assert_null(s);
+	free(i);
+}
+
+static void test_fabric_open_errors(void **state)
+{
+	struct ibvf_port_src *s = fake_src(1, 2);
+	char err[IBVF_ERR_LEN];
+
+	(void)state;
+	open_port_errno = EACCES;
+	assert_int_equal(fabric_open(s, err, sizeof(err)), -EACCES);
+	/* names the device file (or its pattern when sysfs has no umad class) and the privilege */
+	assert_non_null(strstr(err, "/dev/infiniband/umad"));
+	assert_non_null(strstr(err, "mlx5_9"));
+	assert_non_null(strstr(err, "root"));
+	open_port_errno = ENOENT;
+	assert_int_equal(fabric_open(s, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "ib_umad"));
+	open_port_errno = EINVAL;
+	assert_int_equal(fabric_open(s, err, sizeof(err)), -EIO);
+	assert_non_null(strstr(err, "libibmad could not open"));
+	free(s);
+}
+
+static void test_lid_cache(void **state)
+{
+	struct ibvf_port_src *s = fake_src(1, 2);
+	struct ibvf_port_target t = { .kind = IBVF_TARGET_GUID, .guid = 0x100 };
+	struct ibvf_port_target lid = { .kind = IBVF_TARGET_LID, .lid = 5 };
+
+	(void)state;
+	assert_int_equal(lid_cache_get(s, &t), 0);
+	lid_cache_put(s, 0x100, 7);
+	assert_int_equal(lid_cache_get(s, &t), 7);
+	assert_int_equal(lid_cache_get(s, &lid), 0);	/* only GUID targets are cached */
+	lid_cache_drop(s, &t);
+	assert_int_equal(lid_cache_get(s, &t), 0);
+	/* LID_CACHE_SIZE entries are kept; the oldest is replaced */
+	for (unsigned i = 0; i <= LID_CACHE_SIZE; i++)
+		lid_cache_put(s, 0x1000 + i, (uint16_t)(10 + i));
+	t.guid = 0x1000;
+	assert_int_equal(lid_cache_get(s, &t), 0);
+	t.guid = 0x1001;
+	assert_int_equal(lid_cache_get(s, &t), 11);
+	t.guid = 0x1000 + LID_CACHE_SIZE;
+	assert_int_equal(lid_cache_get(s, &t), 10 + LID_CACHE_SIZE);
+	free(s);
 }
 
 /* ----------------------------------------------------------- polling -- */
@@ -421,7 +552,7 @@ static void test_wait_timeout_reports_observed(void **state)
 	set_script(stuck, 1);
 	assert_int_equal(ibvf_port_wait(s, &t, &c, 60, -1, o, &idx, err, sizeof(err)),
 			 -ETIMEDOUT);
-	assert_non_null(strstr(err, "mlx5_9:1 port: timed out after "));
+	assert_non_null(strstr(err, "mlx5_9:1: timed out after "));
 	assert_non_null(strstr(err, "port ACTIVE (LinkUp), LID 7, SM LID 1, but P_Key 0x8001 "
 				    "absent; table: 0xffff 0x7fff"));
 	assert_int_equal(idx, -1);
@@ -636,7 +767,9 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_parse_dr),
 		cmocka_unit_test(test_target_check),
-		cmocka_unit_test(test_src_open_unknown_device),
+		cmocka_unit_test(test_src_open),
+		cmocka_unit_test(test_fabric_open_errors),
+		cmocka_unit_test(test_lid_cache),
 		cmocka_unit_test(test_next_interval),
 		cmocka_unit_test(test_info_diff),
 		cmocka_unit_test(test_wait_ready),
