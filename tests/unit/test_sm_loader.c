@@ -77,12 +77,13 @@ static void test_broken_modules(void **state)
 static void test_module_permissions(void **state)
 {
 	char tmp[] = "/tmp/ibvf-loader-XXXXXX", path[4096], cmd[8192], err[IBVF_ERR_LEN] = "";
+	const char *noop_dir = dir_of("IBVF_TEST_NOOP_DIR");
 	struct ibvf_sm_module *m = NULL;
 
 	(void)state;
 	assert_non_null(mkdtemp(tmp));
 	snprintf(path, sizeof(path), "%s/noop.so", tmp);
-	snprintf(cmd, sizeof(cmd), "cp '%s/noop.so' '%s'", dir_of("IBVF_TEST_NOOP_DIR"), path);
+	snprintf(cmd, sizeof(cmd), "cp '%s/noop.so' '%s'", noop_dir, path);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(chmod(path, 0666), 0);
 	assert_int_equal(ibvf_sm_module_load(tmp, "noop", &m, err, sizeof(err)), -EPERM);
