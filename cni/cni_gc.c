@@ -119,20 +119,21 @@ int cni_cmd_gc(struct cni_ctx *ctx)
 	if (ctx->nc.version < 10100)
 		return cni_failf(ctx, CNI_ERR_INCOMPATIBLE_VERSION, "config version does not allow "
 				 "GC", "cniVersion %s predates GC (1.1.0)", ctx->nc.cni_version);
+	if (!ctx->nc.valid_attachments)
+		/* absent is not "none valid": refuse rather than release every attachment */
+		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "cni.dev/valid-attachments missing",
+				 "GC of network %s needs the list of valid attachments (spec "
+				 "section 2, GC); nothing was released", ctx->nc.name);
 	if (cni_cache_foreach(ctx->cache_dir, sweep_one, &g, err, sizeof(err))) {
 		cni_failf(ctx, CNI_ERR_STATE, "cannot read the plugin cache", "%s", err);
 		note(&g);
 	}
 	if (cni_mode_select(&ctx->nc, &socket) == CNI_MODE_DAEMON) {
-		json_t *valid = ctx->nc.valid_attachments;
-		json_t *empty = valid ? NULL : json_array();
-
 		if (cni_daemon_gc(socket, ctx->nc.ibvfd_timeout_ms, ctx->nc.name,
-				  valid ? valid : empty, &released, &de, err, sizeof(err))) {
+				  ctx->nc.valid_attachments, &released, &de, err, sizeof(err))) {
 			cni_failf(ctx, de.cni_code, "ibvfd GC failed", "%s", err);
 			note(&g);
 		}
-		json_decref(empty);
 	}
 	if (ctx->nc.ipam_type)
 		gc_ipam(&g);

@@ -278,6 +278,11 @@ def t_gc(lab, t):
     rc, out, err = lab.run("GC", gc, None, ifname=None)
     t.ok(rc == 0 and "c-gc-orphan/net1" not in lab.store()["owners"],
          "GC releases a daemon owner the cache does not know", f"{out}\n{err}")
+    nogc = {k: v for k, v in gc.items() if k != "cni.dev/valid-attachments"}
+    rc, out, _ = lab.run("GC", nogc, None, ifname=None)
+    t.ok(rc == 1 and out["code"] == 7 and os.path.exists(lab.cache_file("c-gc-a")) and
+         "c-gc-a/net1" in lab.store()["owners"],
+         "GC without cni.dev/valid-attachments is refused and releases nothing", out)
     rc, out, _ = lab.run("GC", dict(gc, cniVersion="1.0.0"), None, ifname=None)
     t.ok(rc == 1 and out["code"] == 1, "GC refused for cniVersion 1.0.0 (code 1)", out)
     lab.run("DEL", ca, "c-gc-a", netns=ns_a)
