@@ -44,7 +44,7 @@ struct add {
 	struct cni_moved moved;
 	json_t *ipam_res;
 	char rdma_dev[64];
-	char what[256];			/* "PF ib0 VF 2, GUID ..., PKey 0x8010" */
+	char what[256]; /* "PF ib0 VF 2, GUID ..., PKey 0x8010" */
 	/* what has been done, for the rollback */
 	bool prepared, applied, rdma_moved, netdev_moved, ipam_added, cache_written;
 };
@@ -97,7 +97,8 @@ static int validate(struct add *a)
 	if (!a->vf.is_vf && !a->vfio)
 		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "deviceID is not a VF",
 				 "%s is a PF (no physfn); a PF can only be passed through in "
-				 "vfioPciMode (bound to vfio-pci)", nc->device_id);
+				 "vfioPciMode (bound to vfio-pci)",
+				 nc->device_id);
 	if (a->mode == CNI_MODE_COMPAT && nc->ib_kubernetes_enabled && a->vf.is_vf &&
 	    !nc->guid_source)
 		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "no GUID from ib-kubernetes",
@@ -110,11 +111,12 @@ static int validate(struct add *a)
 			return cni_failf(ctx, CNI_ERR_VF, "cannot read the RDMA netns mode", "%s",
 					 err);
 		if (!excl)
-			return cni_failf(ctx, CNI_ERR_INVALID_CONFIG,
-					 "rdmaIsolation needs RDMA netns exclusive mode",
-					 "the RDMA subsystem is in shared netns mode; run `rdma "
-					 "system set netns exclusive` (before any Pod netns exists) "
-					 "or load ib_core with netns_mode=0");
+			return cni_failf(
+				ctx, CNI_ERR_INVALID_CONFIG,
+				"rdmaIsolation needs RDMA netns exclusive mode",
+				"the RDMA subsystem is in shared netns mode; run `rdma "
+				"system set netns exclusive` (before any Pod netns exists) "
+				"or load ib_core with netns_mode=0");
 	}
 	ret = cni_ns_open(&a->pod, ctx->env.netns, err, sizeof(err));
 	if (ret)
@@ -150,7 +152,8 @@ static int check_present_guid(struct add *a)
 		return cni_failf(a->ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
 	if (cni_link_guid(&l, &guid)) {
 		log_warn("VF %s: netdev %s is not IPoIB (%u-byte hardware address); GUID check "
-			 "skipped", a->vf.pci, name, l.addr_len);
+			 "skipped",
+			 a->vf.pci, name, l.addr_len);
 		return 0;
 	}
 	if (!ibvf_guid_is_assignable(guid))
@@ -193,15 +196,16 @@ static int step_prepare(struct add *a)
 			struct cni_daemon_error de2;
 			char e2[IBVF_ERR_LEN];
 
-			if (cni_daemon_release(a->socket, nc->ibvfd_timeout_ms, a->owner, NULL, &de2,
-					       e2, sizeof(e2)))
+			if (cni_daemon_release(a->socket, nc->ibvfd_timeout_ms, a->owner, NULL,
+					       &de2, e2, sizeof(e2)))
 				log_warn("VF %s: release after a prepare without answer: %s",
 					 nc->device_id, e2);
 		}
 		if (ret)
 			return cni_failf(ctx, de.cni_code, "ibvfd could not prepare the VF",
-					 "%s: %s%s%s%s", a->what, err, de.rpc.step[0] ? " (step " : "",
-					 de.rpc.step, de.rpc.step[0] ? ")" : "");
+					 "%s: %s%s%s%s", a->what, err,
+					 de.rpc.step[0] ? " (step " : "", de.rpc.step,
+					 de.rpc.step[0] ? ")" : "");
 		a->prepared = true;
 		a->c.guid = a->prep.guid;
 		if (a->prep.vf_index >= 0)
@@ -298,8 +302,11 @@ static int step_ipam(struct add *a)
 {
 	struct cni_ctx *ctx = a->ctx;
 	struct cni_ipam_call call = {
-		.type = ctx->nc.ipam_type, .cni_path = ctx->env.path, .command = "ADD",
-		.conf = ctx->conf_text, .conf_len = ctx->conf_len,
+		.type = ctx->nc.ipam_type,
+		.cni_path = ctx->env.path,
+		.command = "ADD",
+		.conf = ctx->conf_text,
+		.conf_len = ctx->conf_len,
 	};
 	char err[IBVF_ERR_LEN];
 	json_t *raw = NULL;
@@ -307,18 +314,23 @@ static int step_ipam(struct add *a)
 
 	ret = cni_ipam_exec(&call, &raw, err, sizeof(err));
 	if (ret)
-		return cni_failf(ctx, call.remote_code == CNI_ERR_TRY_AGAIN ? CNI_ERR_TRY_AGAIN
-									    : CNI_ERR_IPAM,
+		return cni_failf(ctx,
+				 call.remote_code == CNI_ERR_TRY_AGAIN ? CNI_ERR_TRY_AGAIN
+								       : CNI_ERR_IPAM,
 				 "IPAM failed", "%s: %s", a->what, err);
 	a->ipam_added = true;
 	ret = cni_result_normalize(raw, ctx->nc.cni_version, &a->ipam_res, err, sizeof(err));
 	json_decref(raw);
 	if (ret)
-		return cni_failf(ctx, CNI_ERR_IPAM, "IPAM returned a bad result", "%s: IPAM plugin "
-				 "%s: %s", a->what, ctx->nc.ipam_type, err);
+		return cni_failf(ctx, CNI_ERR_IPAM, "IPAM returned a bad result",
+				 "%s: IPAM plugin "
+				 "%s: %s",
+				 a->what, ctx->nc.ipam_type, err);
 	if (!json_array_size(json_object_get(a->ipam_res, "ips")))
-		return cni_failf(ctx, CNI_ERR_IPAM, "IPAM returned no IP", "%s: IPAM plugin %s "
-				 "returned no IP address", a->what, ctx->nc.ipam_type);
+		return cni_failf(ctx, CNI_ERR_IPAM, "IPAM returned no IP",
+				 "%s: IPAM plugin %s "
+				 "returned no IP address",
+				 a->what, ctx->nc.ipam_type);
 	ret = cni_ipam_apply(&a->pod, a->moved.pod_ifindex, a->ipam_res, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_IPAM, "failed to configure IP addresses", "%s: %s",
@@ -355,11 +367,12 @@ static int step_rc_check(struct add *a)
 	}
 	if (vis <= 0) {
 		if (nc->rc_check == 1)
-			return cni_failf(a->ctx, CNI_ERR_RC_CHECK, "RC check impossible",
-					 "%s: rcCheck.enabled is true but the VF has no RDMA device "
-					 "the RDMA core knows%s%s",
-					 a->what, a->rdma_dev[0] ? " (sysfs names " : "",
-					 a->rdma_dev[0] ? a->rdma_dev : "");
+			return cni_failf(
+				a->ctx, CNI_ERR_RC_CHECK, "RC check impossible",
+				"%s: rcCheck.enabled is true but the VF has no RDMA device "
+				"the RDMA core knows%s%s",
+				a->what, a->rdma_dev[0] ? " (sysfs names " : "",
+				a->rdma_dev[0] ? a->rdma_dev : "");
 		log_info("VF %s: no RDMA device, RC check not applicable", a->vf.pci);
 		return 0;
 	}
@@ -374,7 +387,8 @@ static int step_rc_check(struct add *a)
 	if (ret == -EOPNOTSUPP) {
 		/* limited-only membership: two limited members cannot talk (IBTA 10.9.3) */
 		log_warn("VF %s: RC check not possible with limited-only membership (%s); "
-			 "handing the VF over unchecked: %s", a->vf.pci, a->what, err);
+			 "handing the VF over unchecked: %s",
+			 a->vf.pci, a->what, err);
 		return 0;
 	}
 	if (ret)
@@ -383,8 +397,9 @@ static int step_rc_check(struct add *a)
 				 err, ibvf_rc_status_name(res.status), res.verb[0] ? ", at " : "",
 				 res.verb);
 	log_info("VF %s: RC check passed on %s port 1 (P_Key index %d): %u round trips, "
-		 "p50 %.1f us, p99 %.1f us, max %.1f us", a->vf.pci, a->rdma_dev,
-		 res.pkey_index, res.iterations, res.p50_us, res.p99_us, res.max_us);
+		 "p50 %.1f us, p99 %.1f us, max %.1f us",
+		 a->vf.pci, a->rdma_dev, res.pkey_index, res.iterations, res.p50_us, res.p99_us,
+		 res.max_us);
 	return 0;
 }
 
@@ -417,8 +432,7 @@ static int step_commit(struct add *a)
 }
 
 /* Append " rollback: ..." to the failure's details. */
-__attribute__((format(printf, 2, 3))) static void rollback_note(struct add *a, const char *fmt,
-								 ...)
+__attribute__((format(printf, 2, 3))) static void rollback_note(struct add *a, const char *fmt, ...)
 {
 	char *d = a->ctx->fail.details;
 	size_t n = strlen(d), len = sizeof(a->ctx->fail.details);
@@ -439,22 +453,23 @@ static void rollback(struct add *a)
 	struct cni_daemon_error de;
 	char err[IBVF_ERR_LEN];
 
-	if (a->cache_written &&
-	    cni_cache_remove(ctx->cache_dir, ctx->env.container_id, ctx->env.ifname, err,
-			     sizeof(err)))
+	if (a->cache_written && cni_cache_remove(ctx->cache_dir, ctx->env.container_id,
+						 ctx->env.ifname, err, sizeof(err)))
 		rollback_note(a, "%s", err);
 	if (a->ipam_added) {
 		struct cni_ipam_call call = {
-			.type = ctx->nc.ipam_type, .cni_path = ctx->env.path, .command = "DEL",
-			.conf = ctx->conf_text, .conf_len = ctx->conf_len,
+			.type = ctx->nc.ipam_type,
+			.cni_path = ctx->env.path,
+			.command = "DEL",
+			.conf = ctx->conf_text,
+			.conf_len = ctx->conf_len,
 		};
 
 		if (cni_ipam_exec(&call, NULL, err, sizeof(err)))
 			rollback_note(a, "%s", err);
 	}
-	if (a->netdev_moved &&
-	    cni_netdev_to_host(&a->pod, &a->host, ctx->env.ifname, a->c.host_ifname, NULL, err,
-			       sizeof(err)))
+	if (a->netdev_moved && cni_netdev_to_host(&a->pod, &a->host, ctx->env.ifname,
+						  a->c.host_ifname, NULL, err, sizeof(err)))
 		rollback_note(a, "netdev back to the host: %s", err);
 	if (a->rdma_moved && cni_rdma_dev_move(&a->pod, a->rdma_dev, &a->host, err, sizeof(err)))
 		rollback_note(a, "%s", err);
@@ -488,8 +503,7 @@ static int build_result(struct add *a)
 	if (!res)
 		return cni_failf(ctx, CNI_ERR_IO, "out of memory", "building the result");
 	idx = cni_result_add_interface(res, ctx->env.ifname, a->vfio ? NULL : a->c.mac,
-				       a->vfio ? 0 : a->moved.link.mtu, ctx->env.netns,
-				       a->vf.pci);
+				       a->vfio ? 0 : a->moved.link.mtu, ctx->env.netns, a->vf.pci);
 	if (idx < 0 || (a->ipam_res && cni_result_merge_ipam(res, a->ipam_res, idx))) {
 		json_decref(res);
 		return cni_failf(ctx, CNI_ERR_IO, "out of memory", "building the result");
@@ -523,8 +537,7 @@ static void fill_cache(struct add *a)
 
 int cni_cmd_add(struct cni_ctx *ctx)
 {
-	struct add a = { .ctx = ctx, .host = { .fd = -1 }, .pod = { .fd = -1 },
-			 .locks = { -1, -1 } };
+	struct add a = {.ctx = ctx, .host = {.fd = -1}, .pod = {.fd = -1}, .locks = {-1, -1}};
 	char err[IBVF_ERR_LEN];
 	int ret;
 

@@ -61,7 +61,8 @@ static json_t *build(const struct cni_cache *c, json_t *conf)
 
 	if (!o)
 		return NULL;
-	json_object_foreach_safe(o, tmp, key, v) {
+	json_object_foreach_safe(o, tmp, key, v)
+	{
 		(void)v;
 		if (!strcmp(key, "prevResult") || !strncmp(key, "cni.dev/", 8))
 			json_object_del(o, key);
@@ -219,8 +220,8 @@ int cni_cache_parse(json_t *root, const char *file_name, struct cni_cache *c, ch
 		c->mode = CNI_MODE_COMPAT;
 		if (k && n > k + 1 && file_name[n - k - 1] == '-' &&
 		    !strcmp(file_name + n - k, c->ifname))
-			snprintf(c->container_id, sizeof(c->container_id), "%.*s",
-				 (int)(n - k - 1), file_name);
+			snprintf(c->container_id, sizeof(c->container_id), "%.*s", (int)(n - k - 1),
+				 file_name);
 		c->conf = json_incref(root);
 		return 0;
 	}

@@ -27,33 +27,33 @@
 #define CNI_CACHE_VERSION 1
 
 enum cni_mode {
-	CNI_MODE_COMPAT = 0,	/* ib-sriov-cni behaviour: GUID from the runtime */
-	CNI_MODE_DAEMON = 1,	/* ibvfd prepares and releases the VF */
+	CNI_MODE_COMPAT = 0, /* ib-sriov-cni behaviour: GUID from the runtime */
+	CNI_MODE_DAEMON = 1, /* ibvfd prepares and releases the VF */
 };
 
 /** One attachment's state. Strings are empty when unknown. */
 struct cni_cache {
-	int format;			/* 0: written by ib-sriov-cni; else CNI_CACHE_VERSION */
+	int format; /* 0: written by ib-sriov-cni; else CNI_CACHE_VERSION */
 	enum cni_mode mode;
 	char container_id[256];
-	char ifname[CNI_IFNAME_LEN];	/* CNI_IFNAME (ib-sriov-cni "ContIFNames") */
-	char netns[PATH_MAX];		/* CNI_NETNS at ADD */
-	char network[256];		/* network name */
-	char device_id[32];		/* VF PCI address */
-	char pf[CNI_IFNAME_LEN];	/* PF netdev ("Master") */
-	int vf_index;			/* "VFID"; -1 unknown */
+	char ifname[CNI_IFNAME_LEN];	  /* CNI_IFNAME (ib-sriov-cni "ContIFNames") */
+	char netns[PATH_MAX];		  /* CNI_NETNS at ADD */
+	char network[256];		  /* network name */
+	char device_id[32];		  /* VF PCI address */
+	char pf[CNI_IFNAME_LEN];	  /* PF netdev ("Master") */
+	int vf_index;			  /* "VFID"; -1 unknown */
 	char host_ifname[CNI_IFNAME_LEN]; /* VF netdev name in the host ("HostIFNames") */
 	char temp_ifname[CNI_IFNAME_LEN]; /* temporary name used while moving */
-	char prev_guid[24];		/* GUID before ADD ("HostIFGUID"), compat mode */
-	uint64_t guid;			/* GUID of the attachment; 0 unknown */
-	char mac[64];			/* netdev hardware address after ADD */
+	char prev_guid[24];		  /* GUID before ADD ("HostIFGUID"), compat mode */
+	uint64_t guid;			  /* GUID of the attachment; 0 unknown */
+	char mac[64];			  /* netdev hardware address after ADD */
 	bool rdma_isolation;
 	char rdma_dev[64];		/* RDMA device moved to the Pod netns ("RdmaNetState") */
 	bool vfio;			/* vfio-pci: no netdev was moved */
-	enum cni_link_state link_state;	/* "link_state" of the configuration */
+	enum cni_link_state link_state; /* "link_state" of the configuration */
 	bool ib_kubernetes_enabled;
-	bool ipam;			/* an IPAM plugin was run */
-	json_t *conf;			/* the cached network configuration (owned) */
+	bool ipam;    /* an IPAM plugin was run */
+	json_t *conf; /* the cached network configuration (owned) */
 };
 
 /**

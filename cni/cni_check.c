@@ -25,7 +25,8 @@ static int find_iface(json_t *pr, const char *ifname, const char *netns)
 	json_t *e;
 	size_t i;
 
-	json_array_foreach(json_object_get(pr, "interfaces"), i, e) {
+	json_array_foreach(json_object_get(pr, "interfaces"), i, e)
+	{
 		const char *n = json_string_value(json_object_get(e, "name"));
 		const char *s = json_string_value(json_object_get(e, "sandbox"));
 
@@ -63,9 +64,8 @@ static int check_link(struct cni_ctx *ctx, struct cni_cache *c, json_t *pr, stru
 		return cni_failf(ctx, CNI_ERR_CHECK, "interface not in prevResult",
 				 "prevResult lists no interface %s in %s", ctx->env.ifname,
 				 ctx->env.netns);
-	want = json_string_value(
-		json_object_get(json_array_get(json_object_get(pr, "interfaces"), (size_t)idx),
-				"mac"));
+	want = json_string_value(json_object_get(
+		json_array_get(json_object_get(pr, "interfaces"), (size_t)idx), "mac"));
 	if (want && strcasecmp(want, mac))
 		return cni_failf(ctx, CNI_ERR_CHECK, "hardware address differs from prevResult",
 				 "%s has %s, prevResult says %s", l.name, mac, want);
@@ -123,7 +123,7 @@ static int check_port(struct cni_ctx *ctx, struct cni_cache *c, struct cni_ns *p
 
 int cni_cmd_check(struct cni_ctx *ctx)
 {
-	struct cni_ns pod = { .fd = -1 };
+	struct cni_ns pod = {.fd = -1};
 	char err[IBVF_ERR_LEN];
 	json_t *pr = NULL;
 	struct cni_cache c;
@@ -131,14 +131,14 @@ int cni_cmd_check(struct cni_ctx *ctx)
 
 	cni_cache_init(&c);
 	if (ctx->nc.version < 400)
-		return cni_failf(ctx, CNI_ERR_INCOMPATIBLE_VERSION, "config version does not allow "
-				 "CHECK", "cniVersion %s predates CHECK (0.4.0)",
-				 ctx->nc.cni_version);
+		return cni_failf(ctx, CNI_ERR_INCOMPATIBLE_VERSION,
+				 "config version does not allow "
+				 "CHECK",
+				 "cniVersion %s predates CHECK (0.4.0)", ctx->nc.cni_version);
 	if (!ctx->nc.prev_result)
 		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "prevResult missing",
 				 "CHECK needs the result of ADD in prevResult (spec section 2)");
-	ret = cni_result_normalize(ctx->nc.prev_result, ctx->nc.cni_version, &pr, err,
-				   sizeof(err));
+	ret = cni_result_normalize(ctx->nc.prev_result, ctx->nc.cni_version, &pr, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "bad prevResult", "%s", err);
 	ret = cni_cache_read(ctx->cache_dir, ctx->env.container_id, ctx->env.ifname, &c, err,
@@ -159,8 +159,11 @@ int cni_cmd_check(struct cni_ctx *ctx)
 	}
 	if (ctx->nc.ipam_type && !c.vfio) {
 		struct cni_ipam_call call = {
-			.type = ctx->nc.ipam_type, .cni_path = ctx->env.path, .command = "CHECK",
-			.conf = ctx->conf_text, .conf_len = ctx->conf_len,
+			.type = ctx->nc.ipam_type,
+			.cni_path = ctx->env.path,
+			.command = "CHECK",
+			.conf = ctx->conf_text,
+			.conf_len = ctx->conf_len,
 		};
 
 		ret = cni_ipam_exec(&call, NULL, err, sizeof(err));

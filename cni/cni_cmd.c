@@ -32,9 +32,9 @@ int cni_failf(struct cni_ctx *ctx, int code, const char *msg, const char *fmt, .
 	f->code = code;
 	snprintf(f->msg, sizeof(f->msg), "%s", msg);
 	if (ctx->env.container_id && ctx->env.ifname)
-		snprintf(f->details, sizeof(f->details), "container %.64s ifname %.15s%s%.31s: %.1900s",
-			 ctx->env.container_id, ctx->env.ifname,
-			 ctx->nc.device_id ? " VF " : "",
+		snprintf(f->details, sizeof(f->details),
+			 "container %.64s ifname %.15s%s%.31s: %.1900s", ctx->env.container_id,
+			 ctx->env.ifname, ctx->nc.device_id ? " VF " : "",
 			 ctx->nc.device_id ? ctx->nc.device_id : "", body);
 	else
 		snprintf(f->details, sizeof(f->details), "%.2000s", body);
@@ -109,8 +109,8 @@ struct td {
 	char first[IBVF_ERR_LEN * 2];
 };
 
-__attribute__((format(printf, 3, 4))) static void td_fail(struct td *t, int code,
-							  const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void td_fail(struct td *t, int code, const char *fmt,
+							  ...)
 {
 	char msg[IBVF_ERR_LEN * 2];
 	va_list ap;
@@ -151,10 +151,14 @@ static void td_ipam(struct td *t, const char *conf_text, size_t conf_len, bool i
 	}
 	{
 		struct cni_ipam_call call = {
-			.type = type, .cni_path = ctx->env.path, .command = "DEL",
+			.type = type,
+			.cni_path = ctx->env.path,
+			.command = "DEL",
 			.container_id = is_gc ? c->container_id : NULL,
-			.ifname = is_gc ? c->ifname : NULL, .netns = is_gc ? "" : NULL,
-			.conf = own ? own : conf_text, .conf_len = own ? strlen(own) : conf_len,
+			.ifname = is_gc ? c->ifname : NULL,
+			.netns = is_gc ? "" : NULL,
+			.conf = own ? own : conf_text,
+			.conf_len = own ? strlen(own) : conf_len,
 		};
 
 		ret = cni_ipam_exec(&call, NULL, err, sizeof(err));
@@ -201,7 +205,8 @@ static void td_netdev(struct td *t, struct cni_ns *host, struct cni_ns *pod)
 	snprintf(host_name, sizeof(host_name), "%s", c->host_ifname);
 	if (!netdev_is_ours(c, &l, host_name)) {
 		log_warn("netdev %s in netns %s is not marked as VF %s (ifalias \"%s\"); left "
-			 "alone", c->ifname, pod->path, c->device_id, l.alias);
+			 "alone",
+			 c->ifname, pod->path, c->device_id, l.alias);
 		return;
 	}
 	ret = cni_netdev_to_host(pod, host, c->ifname, host_name, final, err, sizeof(err));
@@ -265,8 +270,8 @@ static void td_owner(struct td *t)
 int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_path,
 		 const char *conf_text, size_t conf_len, bool is_gc)
 {
-	struct td t = { .ctx = ctx, .c = c };
-	struct cni_ns host = { .fd = -1 }, pod = { .fd = -1 };
+	struct td t = {.ctx = ctx, .c = c};
+	struct cni_ns host = {.fd = -1}, pod = {.fd = -1};
 	char err[IBVF_ERR_LEN];
 	bool have_pod = false;
 	int ret;
@@ -276,7 +281,8 @@ int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_pat
 		ret = cni_ns_open(&pod, netns_path, err, sizeof(err));
 		if (ret == -ENOENT || ret == -EINVAL)
 			log_info("VF %s: netns %s is gone (%s): the kernel has returned its "
-				 "devices to the host netns", c->device_id, netns_path, err);
+				 "devices to the host netns",
+				 c->device_id, netns_path, err);
 		else if (ret)
 			td_fail(&t, CNI_ERR_VF, "%s", err);
 		else

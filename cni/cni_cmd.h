@@ -20,16 +20,16 @@
 struct cni_fail {
 	int code;			/* enum cni_error_code */
 	char msg[128];			/* short: "failed to move the VF netdev" */
-	char details[4 * IBVF_ERR_LEN];	/* long: names VF, GUID, PKey and the cause */
+	char details[4 * IBVF_ERR_LEN]; /* long: names VF, GUID, PKey and the cause */
 };
 
 struct cni_ctx {
 	struct cni_env env;
 	struct cni_netconf nc;
-	const char *conf_text;		/* stdin, for delegated plugins */
+	const char *conf_text; /* stdin, for delegated plugins */
 	size_t conf_len;
 	const char *cache_dir;
-	json_t *result;			/* ADD: the result in the 1.1.0 layout */
+	json_t *result; /* ADD: the result in the 1.1.0 layout */
 	struct cni_fail fail;
 };
 

@@ -21,8 +21,8 @@ static const struct {
 	const char *name;
 	enum cni_command cmd;
 } commands[] = {
-	{ "ADD", CNI_CMD_ADD },	    { "DEL", CNI_CMD_DEL },	  { "CHECK", CNI_CMD_CHECK },
-	{ "GC", CNI_CMD_GC },	    { "STATUS", CNI_CMD_STATUS }, { "VERSION", CNI_CMD_VERSION },
+	{"ADD", CNI_CMD_ADD}, {"DEL", CNI_CMD_DEL},	  {"CHECK", CNI_CMD_CHECK},
+	{"GC", CNI_CMD_GC},   {"STATUS", CNI_CMD_STATUS}, {"VERSION", CNI_CMD_VERSION},
 };
 
 enum cni_command cni_command_parse(const char *s)
@@ -107,9 +107,10 @@ int cni_env_load(struct cni_env *env, char *const *envp, char *err, size_t errle
 	if (!env->command)
 		return ibvf_errf(err, errlen, -EINVAL, "CNI_COMMAND is not set");
 	if (env->cmd == CNI_CMD_NONE)
-		return ibvf_errf(err, errlen, -EINVAL,
-				 "CNI_COMMAND=%s is not one of ADD, DEL, CHECK, GC, STATUS, VERSION",
-				 env->command);
+		return ibvf_errf(
+			err, errlen, -EINVAL,
+			"CNI_COMMAND=%s is not one of ADD, DEL, CHECK, GC, STATUS, VERSION",
+			env->command);
 
 	if (env->cmd == CNI_CMD_ADD || env->cmd == CNI_CMD_DEL || env->cmd == CNI_CMD_CHECK) {
 		if (!env->container_id)
@@ -293,7 +294,8 @@ static int check_keys(struct pctx *p, json_t *obj, const char *path, const char 
 	const char *key;
 	json_t *v;
 
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		const char *const *a;
 
 		(void)v;
@@ -319,8 +321,9 @@ static int add_pkey(struct pctx *p, const char *what, const char *s, const char 
 		return bad(p, "%s: %s", what, e);
 	if (ibvf_pkey_is_full(v)) {
 		if (membership && m == IBVF_MEMBER_LIMITED)
-			return bad(p, "%s: P_Key %s has the full-member bit 0x8000 but membership "
-				      "is \"limited\"",
+			return bad(p,
+				   "%s: P_Key %s has the full-member bit 0x8000 but membership "
+				   "is \"limited\"",
 				   what, s);
 		m = IBVF_MEMBER_FULL;
 	}
@@ -362,8 +365,9 @@ static int parse_pkeys(struct pctx *p, json_t *root)
 		return 0;
 	if (!json_is_array(list))
 		return bad(p, "pkeys: expected a list of \"0x..\" strings or {pkey, membership}");
-	json_array_foreach(list, i, e) {
-		static const char *const keys[] = { "pkey", "membership", NULL };
+	json_array_foreach(list, i, e)
+	{
+		static const char *const keys[] = {"pkey", "membership", NULL};
 		const char *k = NULL, *m = NULL;
 		char what[32];
 
@@ -413,7 +417,8 @@ static int parse_guid(struct pctx *p, json_t *root)
 		const char *key, *g = NULL;
 		json_t *v;
 
-		json_object_foreach(cni, key, v) {
+		json_object_foreach(cni, key, v)
+		{
 			if (json_is_string(v) || !strcmp(key, "guid") ||
 			    !strcmp(key, "mellanox.infiniband.app"))
 				continue;
@@ -460,7 +465,7 @@ static int parse_link_state(struct pctx *p, json_t *root)
 
 static int parse_ibvfd(struct pctx *p, json_t *root)
 {
-	static const char *const keys[] = { "socket", "timeout", NULL };
+	static const char *const keys[] = {"socket", "timeout", NULL};
 	struct cni_netconf *nc = p->nc;
 	json_t *o, *t;
 	int ret;
@@ -486,7 +491,7 @@ static int parse_ibvfd(struct pctx *p, json_t *root)
 
 static int parse_rc_check(struct pctx *p, json_t *root)
 {
-	static const char *const keys[] = { "enabled", "iterations", "p99MaxUs", NULL };
+	static const char *const keys[] = {"enabled", "iterations", "p99MaxUs", NULL};
 	struct cni_netconf *nc = p->nc;
 	json_t *o;
 	bool en;
@@ -563,11 +568,13 @@ static int parse_valid_attachments(struct pctx *p, json_t *root)
 		return 0;
 	if (!json_is_array(a))
 		return bad(p, "cni.dev/valid-attachments: expected a list");
-	json_array_foreach(a, i, e) {
+	json_array_foreach(a, i, e)
+	{
 		if (!json_is_object(e) || !json_is_string(json_object_get(e, "containerID")) ||
 		    !json_is_string(json_object_get(e, "ifname")))
-			return bad(p, "cni.dev/valid-attachments[%zu]: expected {containerID, "
-				      "ifname} strings",
+			return bad(p,
+				   "cni.dev/valid-attachments[%zu]: expected {containerID, "
+				   "ifname} strings",
 				   i);
 	}
 	p->nc->valid_attachments = a;
@@ -637,7 +644,7 @@ static int parse_root(struct pctx *p, json_t *root, enum cni_command cmd)
 int cni_netconf_parse(struct cni_netconf *nc, const char *text, size_t len, enum cni_command cmd,
 		      enum cni_conf_error *kind, char *err, size_t errlen)
 {
-	struct pctx p = { .nc = nc, .kind = kind, .err = err, .errlen = errlen };
+	struct pctx p = {.nc = nc, .kind = kind, .err = err, .errlen = errlen};
 	json_error_t je;
 	int ret;
 

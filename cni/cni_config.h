@@ -37,15 +37,15 @@ enum cni_command {
 /** The runtime's parameters; strings point into the environment (borrowed). */
 struct cni_env {
 	enum cni_command cmd;
-	const char *command;		/* CNI_COMMAND as given */
-	const char *container_id;	/* CNI_CONTAINERID */
-	const char *netns;		/* CNI_NETNS; NULL when unset or empty */
-	const char *ifname;		/* CNI_IFNAME */
-	const char *args;		/* CNI_ARGS, raw */
-	const char *path;		/* CNI_PATH */
-	char *pod_namespace;		/* K8S_POD_NAMESPACE from CNI_ARGS (malloc'd) */
-	char *pod_name;			/* K8S_POD_NAME */
-	char *pod_uid;			/* K8S_POD_UID */
+	const char *command;	  /* CNI_COMMAND as given */
+	const char *container_id; /* CNI_CONTAINERID */
+	const char *netns;	  /* CNI_NETNS; NULL when unset or empty */
+	const char *ifname;	  /* CNI_IFNAME */
+	const char *args;	  /* CNI_ARGS, raw */
+	const char *path;	  /* CNI_PATH */
+	char *pod_namespace;	  /* K8S_POD_NAMESPACE from CNI_ARGS (malloc'd) */
+	char *pod_name;		  /* K8S_POD_NAME */
+	char *pod_uid;		  /* K8S_POD_UID */
 };
 
 /**
@@ -102,40 +102,40 @@ struct cni_pkey {
 
 /** The parsed network configuration. Strings are borrowed from @root. */
 struct cni_netconf {
-	json_t *root;			/* the configuration object (owned) */
-	char cni_version[16];		/* "1.0.0"; "0.1.0" when the key is absent */
-	unsigned version;		/* major*10000 + minor*100 + patch */
-	const char *name;		/* network name */
+	json_t *root;	      /* the configuration object (owned) */
+	char cni_version[16]; /* "1.0.0"; "0.1.0" when the key is absent */
+	unsigned version;     /* major*10000 + minor*100 + patch */
+	const char *name;     /* network name */
 	const char *type;
-	const char *device_id;		/* VF PCI address; NULL when absent */
+	const char *device_id; /* VF PCI address; NULL when absent */
 
-	struct cni_pkey pkeys[CNI_MAX_PKEYS];	/* "pkey" first, then "pkeys" */
+	struct cni_pkey pkeys[CNI_MAX_PKEYS]; /* "pkey" first, then "pkeys" */
 	size_t n_pkeys;
 
 	enum cni_link_state link_state;
 	bool rdma_isolation;
 	bool ib_kubernetes_enabled;
-	bool vfio_pci_mode;		/* "vfioPciMode": true (auto-detection elsewhere) */
+	bool vfio_pci_mode; /* "vfioPciMode": true (auto-detection elsewhere) */
 
-	uint64_t guid;			/* requested GUID; valid when guid_source != NULL */
-	const char *guid_source;	/* "runtimeConfig.infinibandGUID" or "args.cni.guid" */
-	const char *ib_app_state;	/* args.cni["mellanox.infiniband.app"] or NULL */
+	uint64_t guid;		  /* requested GUID; valid when guid_source != NULL */
+	const char *guid_source;  /* "runtimeConfig.infinibandGUID" or "args.cni.guid" */
+	const char *ib_app_state; /* args.cni["mellanox.infiniband.app"] or NULL */
 
-	json_t *ipam;			/* "ipam" object or NULL */
-	const char *ipam_type;		/* NULL when no IPAM ("ipam": {} means none) */
-	json_t *dns;			/* "dns" object or NULL */
-	json_t *prev_result;		/* "prevResult" or NULL */
-	json_t *valid_attachments;	/* GC: "cni.dev/valid-attachments" array or NULL */
+	json_t *ipam;		   /* "ipam" object or NULL */
+	const char *ipam_type;	   /* NULL when no IPAM ("ipam": {} means none) */
+	json_t *dns;		   /* "dns" object or NULL */
+	json_t *prev_result;	   /* "prevResult" or NULL */
+	json_t *valid_attachments; /* GC: "cni.dev/valid-attachments" array or NULL */
 
-	const char *ibvfd_socket;	/* "ibvfd.socket"; NULL: default, auto-detected */
-	unsigned ibvfd_timeout_ms;	/* "ibvfd.timeout" (ms) */
+	const char *ibvfd_socket;  /* "ibvfd.socket"; NULL: default, auto-detected */
+	unsigned ibvfd_timeout_ms; /* "ibvfd.timeout" (ms) */
 
-	int rc_check;			/* "rcCheck.enabled": -1 default (when RDMA dev), 0, 1 */
-	unsigned rc_iterations;		/* "rcCheck.iterations" */
-	unsigned rc_p99_max_us;		/* "rcCheck.p99MaxUs"; 0 = report only */
+	int rc_check;		/* "rcCheck.enabled": -1 default (when RDMA dev), 0, 1 */
+	unsigned rc_iterations; /* "rcCheck.iterations" */
+	unsigned rc_p99_max_us; /* "rcCheck.p99MaxUs"; 0 = report only */
 
-	int log_level;			/* "logLevel" as syslog level; -1 when absent */
-	const char *log_file;		/* "logFile" or NULL */
+	int log_level;	      /* "logLevel" as syslog level; -1 when absent */
+	const char *log_file; /* "logFile" or NULL */
 };
 
 /**
@@ -152,9 +152,9 @@ extern const char *const cni_supported_versions[];
 /** Outcome classes of cni_netconf_parse(), mapped to CNI error codes by the caller. */
 enum cni_conf_error {
 	CNI_CONF_OK = 0,
-	CNI_CONF_DECODE,	/* not JSON / not an object: code 6 */
-	CNI_CONF_VERSION,	/* unsupported cniVersion: code 1 */
-	CNI_CONF_INVALID,	/* a key has a bad value: code 7 */
+	CNI_CONF_DECODE,  /* not JSON / not an object: code 6 */
+	CNI_CONF_VERSION, /* unsupported cniVersion: code 1 */
+	CNI_CONF_INVALID, /* a key has a bad value: code 7 */
 };
 
 /**

@@ -22,8 +22,7 @@ enum cni_mode cni_mode_select(const struct cni_netconf *nc, const char **socket)
 	const char *env = getenv("IBVF_CNI_SOCKET");
 	struct stat st;
 
-	*socket = nc->ibvfd_socket ? nc->ibvfd_socket
-				   : env && *env ? env : IBVF_API_DEFAULT_SOCKET;
+	*socket = nc->ibvfd_socket ? nc->ibvfd_socket : env && *env ? env : IBVF_API_DEFAULT_SOCKET;
 	if (nc->ib_kubernetes_enabled)
 		return CNI_MODE_COMPAT;
 	if (nc->ibvfd_socket)
@@ -78,8 +77,7 @@ static int call(const char *socket, const char *method, json_t *params, unsigned
 	int ret;
 
 	memset(de, 0, sizeof(*de));
-	ret = ibvf_api_call(socket, method, params, (int)timeout_ms, result, &de->rpc, err,
-			    errlen);
+	ret = ibvf_api_call(socket, method, params, (int)timeout_ms, result, &de->rpc, err, errlen);
 	if (ret) {
 		de->ret = ret;
 		de->cni_code = cni_code_for(ret, &de->rpc);
@@ -112,7 +110,8 @@ static int parse_prepared(json_t *r, const struct cni_netconf *nc, struct cni_pr
 	copy(out->rdma_dev, sizeof(out->rdma_dev), r, "rdma_dev");
 	copy(out->port_state, sizeof(out->port_state), r, "port_state");
 	out->vf_index = json_is_integer(vf) ? (int)json_integer_value(vf) : -1;
-	json_array_foreach(json_object_get(r, "pkeys"), i, e) {
+	json_array_foreach(json_object_get(r, "pkeys"), i, e)
+	{
 		const char *k = json_string_value(json_object_get(e, "pkey"));
 		json_t *idx = json_object_get(e, "index");
 		uint16_t v;
@@ -141,8 +140,9 @@ int cni_daemon_prepare(const char *socket, const struct cni_netconf *nc, json_t 
 		char k[8];
 
 		snprintf(k, sizeof(k), "0x%04x", nc->pkeys[i].key);
-		json_array_append_new(pkeys, json_pack("{s:s,s:s}", "pkey", k, "membership",
-						       ibvf_membership_name(nc->pkeys[i].membership)));
+		json_array_append_new(pkeys,
+				      json_pack("{s:s,s:s}", "pkey", k, "membership",
+						ibvf_membership_name(nc->pkeys[i].membership)));
 	}
 	if (nc->guid_source) {
 		char g[IBVF_GUID_STR_LEN];
@@ -196,7 +196,8 @@ static int find_owner(json_t *res, const char *container_id, const char *ifname,
 	json_t *e;
 	size_t i;
 
-	json_array_foreach(json_object_get(res, "owners"), i, e) {
+	json_array_foreach(json_object_get(res, "owners"), i, e)
+	{
 		json_t *o = json_object_get(e, "owner");
 		const char *c = json_string_value(json_object_get(o, "container_id"));
 		const char *n = json_string_value(json_object_get(o, "ifname"));
@@ -262,11 +263,10 @@ int cni_daemon_gc(const char *socket, unsigned timeout_ms, const char *network, 
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	if (network && *network)
 		json_object_set_new(params, "network", json_string(network));
-	json_array_foreach(valid, i, e)
-		json_array_append_new(json_object_get(params, "valid"),
-				      json_pack("{s:O,s:O}", "container_id",
-						json_object_get(e, "containerID"), "ifname",
-						json_object_get(e, "ifname")));
+	json_array_foreach(valid, i, e) json_array_append_new(
+		json_object_get(params, "valid"),
+		json_pack("{s:O,s:O}", "container_id", json_object_get(e, "containerID"), "ifname",
+			  json_object_get(e, "ifname")));
 	ret = call(socket, "gc", params, timeout_ms, &res, de, err, errlen);
 	if (!ret && n_released)
 		*n_released = json_array_size(json_object_get(res, "released"));
@@ -296,7 +296,8 @@ int cni_daemon_status(const char *socket, unsigned timeout_ms, struct cni_daemon
 				json_string_value(json_object_get(b, "name"))
 					? json_string_value(json_object_get(b, "name"))
 					: "?",
-				json_is_true(json_object_get(b, "ok")) ? "validated" : "not validated",
+				json_is_true(json_object_get(b, "ok")) ? "validated"
+								       : "not validated",
 				berr ? ": " : "", berr ? berr : "");
 	json_decref(res);
 	return ret;

@@ -36,10 +36,11 @@ struct cni_prepared {
 	char netdev[CNI_IFNAME_LEN];
 	char rdma_dev[64];
 	char port_state[32];
-	int pkey_index[CNI_MAX_PKEYS];	/* per nc->pkeys[i]; -1 unknown */
+	int pkey_index[CNI_MAX_PKEYS]; /* per nc->pkeys[i]; -1 unknown */
 };
 
-/** A failed call: negative errno, the daemon's error (code 0 if none), and the CNI code it maps to. */
+/** A failed call: negative errno, the daemon's error (code 0 if none), and the CNI code it maps to.
+ */
 struct cni_daemon_error {
 	int ret;
 	struct ibvf_rpc_error rpc;
@@ -58,7 +59,8 @@ int cni_daemon_prepare(const char *socket, const struct cni_netconf *nc, json_t 
 int cni_daemon_commit(const char *socket, unsigned timeout_ms, json_t *owner,
 		      struct cni_daemon_error *de, char *err, size_t errlen);
 
-/** cni_daemon_release() - walk @owner back; idempotent. *@released (may be NULL) tells if it held anything. */
+/** cni_daemon_release() - walk @owner back; idempotent. *@released (may be NULL) tells if it held
+ * anything. */
 int cni_daemon_release(const char *socket, unsigned timeout_ms, json_t *owner, bool *released,
 		       struct cni_daemon_error *de, char *err, size_t errlen);
 

@@ -51,7 +51,7 @@ int cni_cmd_del(struct cni_ctx *ctx)
 	const char *netns = ctx->env.netns;
 	char err[IBVF_ERR_LEN];
 	struct cni_cache c;
-	int locks[2] = { -1, -1 }, ret;
+	int locks[2] = {-1, -1}, ret;
 	bool cached;
 
 	ret = cni_cache_read(ctx->cache_dir, ctx->env.container_id, ctx->env.ifname, &c, err,

@@ -33,7 +33,8 @@ static bool is_valid(json_t *valid, const char *cid, const char *ifname)
 	json_t *e;
 	size_t i;
 
-	json_array_foreach(valid, i, e) {
+	json_array_foreach(valid, i, e)
+	{
 		const char *c = json_string_value(json_object_get(e, "containerID"));
 		const char *n = json_string_value(json_object_get(e, "ifname"));
 
@@ -63,16 +64,15 @@ static int sweep_one(struct cni_cache *c, void *arg)
 		return 0;
 	log_info("GC: releasing stale attachment %s/%s (VF %s)", c->container_id, c->ifname,
 		 c->device_id);
-	if (cni_lock(c->device_id[0] ? c->device_id : NULL, c->mode == CNI_MODE_COMPAT, locks,
-		     err, sizeof(err))) {
+	if (cni_lock(c->device_id[0] ? c->device_id : NULL, c->mode == CNI_MODE_COMPAT, locks, err,
+		     sizeof(err))) {
 		cni_failf(ctx, CNI_ERR_IO, "cannot take the plugin lock", "%s", err);
 		note(g);
 		return 0;
 	}
 	if (cni_teardown(ctx, c, c->netns, NULL, 0, true)) {
 		note(g);
-	} else if (cni_cache_remove(ctx->cache_dir, c->container_id, c->ifname, err,
-				    sizeof(err))) {
+	} else if (cni_cache_remove(ctx->cache_dir, c->container_id, c->ifname, err, sizeof(err))) {
 		cni_failf(ctx, CNI_ERR_STATE, "failed to remove the plugin cache", "%s", err);
 		note(g);
 	} else {
@@ -86,8 +86,11 @@ static void gc_ipam(struct gc *g)
 {
 	struct cni_ctx *ctx = g->ctx;
 	struct cni_ipam_call call = {
-		.type = ctx->nc.ipam_type, .cni_path = ctx->env.path, .command = "GC",
-		.conf = ctx->conf_text, .conf_len = ctx->conf_len,
+		.type = ctx->nc.ipam_type,
+		.cni_path = ctx->env.path,
+		.command = "GC",
+		.conf = ctx->conf_text,
+		.conf_len = ctx->conf_len,
 	};
 	char err[IBVF_ERR_LEN];
 	unsigned v = 0;
@@ -99,7 +102,8 @@ static void gc_ipam(struct gc *g)
 	}
 	if (v < 10100) {
 		log_debug("GC: IPAM plugin %s does not speak 1.1.0 (no GC); released per "
-			  "attachment instead", ctx->nc.ipam_type);
+			  "attachment instead",
+			  ctx->nc.ipam_type);
 		return;
 	}
 	if (cni_ipam_exec(&call, NULL, err, sizeof(err))) {
@@ -110,20 +114,23 @@ static void gc_ipam(struct gc *g)
 
 int cni_cmd_gc(struct cni_ctx *ctx)
 {
-	struct gc g = { .ctx = ctx };
+	struct gc g = {.ctx = ctx};
 	struct cni_daemon_error de;
 	char err[IBVF_ERR_LEN];
 	const char *socket;
 	size_t released = 0;
 
 	if (ctx->nc.version < 10100)
-		return cni_failf(ctx, CNI_ERR_INCOMPATIBLE_VERSION, "config version does not allow "
-				 "GC", "cniVersion %s predates GC (1.1.0)", ctx->nc.cni_version);
+		return cni_failf(ctx, CNI_ERR_INCOMPATIBLE_VERSION,
+				 "config version does not allow "
+				 "GC",
+				 "cniVersion %s predates GC (1.1.0)", ctx->nc.cni_version);
 	if (!ctx->nc.valid_attachments)
 		/* absent is not "none valid": refuse rather than release every attachment */
 		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "cni.dev/valid-attachments missing",
 				 "GC of network %s needs the list of valid attachments (spec "
-				 "section 2, GC); nothing was released", ctx->nc.name);
+				 "section 2, GC); nothing was released",
+				 ctx->nc.name);
 	if (cni_cache_foreach(ctx->cache_dir, sweep_one, &g, err, sizeof(err))) {
 		cni_failf(ctx, CNI_ERR_STATE, "cannot read the plugin cache", "%s", err);
 		note(&g);
@@ -138,7 +145,8 @@ int cni_cmd_gc(struct cni_ctx *ctx)
 	if (ctx->nc.ipam_type)
 		gc_ipam(&g);
 	log_info("GC of network %s: %zu stale attachments released from the cache, %zu by "
-		 "ibvfd, %zu failures", ctx->nc.name, g.swept, released, g.failed);
+		 "ibvfd, %zu failures",
+		 ctx->nc.name, g.swept, released, g.failed);
 	if (g.first.code) {
 		ctx->fail = g.first;
 		return -1;
@@ -154,9 +162,10 @@ int cni_cmd_status(struct cni_ctx *ctx)
 	unsigned v = 0;
 
 	if (ctx->nc.version < 10100)
-		return cni_failf(ctx, CNI_ERR_INCOMPATIBLE_VERSION, "config version does not allow "
-				 "STATUS", "cniVersion %s predates STATUS (1.1.0)",
-				 ctx->nc.cni_version);
+		return cni_failf(ctx, CNI_ERR_INCOMPATIBLE_VERSION,
+				 "config version does not allow "
+				 "STATUS",
+				 "cniVersion %s predates STATUS (1.1.0)", ctx->nc.cni_version);
 	if (cni_mode_select(&ctx->nc, &socket) == CNI_MODE_DAEMON &&
 	    cni_daemon_status(socket, ctx->nc.ibvfd_timeout_ms, &de, err, sizeof(err)))
 		return cni_failf(ctx, CNI_ERR_NOT_AVAILABLE, "ibvfd not available", "%s", err);
@@ -167,14 +176,18 @@ int cni_cmd_status(struct cni_ctx *ctx)
 				 err);
 	if (v >= 10100) {
 		struct cni_ipam_call call = {
-			.type = ctx->nc.ipam_type, .cni_path = ctx->env.path, .command = "STATUS",
-			.conf = ctx->conf_text, .conf_len = ctx->conf_len,
+			.type = ctx->nc.ipam_type,
+			.cni_path = ctx->env.path,
+			.command = "STATUS",
+			.conf = ctx->conf_text,
+			.conf_len = ctx->conf_len,
 		};
 
 		if (cni_ipam_exec(&call, NULL, err, sizeof(err)))
-			return cni_failf(ctx, call.remote_code >= 50 && call.remote_code <= 51
-						      ? call.remote_code
-						      : CNI_ERR_NOT_AVAILABLE,
+			return cni_failf(ctx,
+					 call.remote_code >= 50 && call.remote_code <= 51
+						 ? call.remote_code
+						 : CNI_ERR_NOT_AVAILABLE,
 					 "IPAM plugin not available", "%s", err);
 	}
 	return 0;

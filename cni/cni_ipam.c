@@ -110,8 +110,8 @@ static int pump(int wfd, const char *in, size_t in_len, int rfd, char **out, siz
 		wfd = -1;
 	}
 	while (rfd >= 0) {
-		struct pollfd p[2] = { { .fd = rfd, .events = POLLIN },
-				       { .fd = wfd, .events = POLLOUT } };
+		struct pollfd p[2] = {{.fd = rfd, .events = POLLIN},
+				      {.fd = wfd, .events = POLLOUT}};
 		long long left = deadline - now_ms();
 		int n;
 
@@ -179,22 +179,23 @@ static int describe_failure(struct cni_ipam_call *c, int status, const char *tex
 			  c->type, c->command, c->remote_code, msg, det && *det ? ": " : "",
 			  det ? det : "");
 	else if (WIFSIGNALED(status))
-		ibvf_errf(err, errlen, -EREMOTEIO, "IPAM plugin %s %s killed by signal %d",
-			  c->type, c->command, WTERMSIG(status));
+		ibvf_errf(err, errlen, -EREMOTEIO, "IPAM plugin %s %s killed by signal %d", c->type,
+			  c->command, WTERMSIG(status));
 	else
-		ibvf_errf(err, errlen, -EREMOTEIO, "IPAM plugin %s %s exited with status %d: %.200s",
-			  c->type, c->command, WEXITSTATUS(status), text);
+		ibvf_errf(err, errlen, -EREMOTEIO,
+			  "IPAM plugin %s %s exited with status %d: %.200s", c->type, c->command,
+			  WEXITSTATUS(status), text);
 	json_decref(e);
 	return -EREMOTEIO;
 }
 
 int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errlen)
 {
-	char bin[PATH_MAX], *own[4] = { 0 }, **env = NULL, *text = NULL;
-	int in[2] = { -1, -1 }, outp[2] = { -1, -1 }, ret, status = 0;
+	char bin[PATH_MAX], *own[4] = {0}, **env = NULL, *text = NULL;
+	int in[2] = {-1, -1}, outp[2] = {-1, -1}, ret, status = 0;
 	long long start = now_ms();
 	posix_spawn_file_actions_t fa;
-	char *argv[2] = { bin, NULL };
+	char *argv[2] = {bin, NULL};
 	size_t text_len = 0;
 	pid_t pid;
 
@@ -231,8 +232,7 @@ int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errle
 		kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	log_debug("IPAM %s %s: %lld ms, status %d", c->type, c->command, now_ms() - start,
-		  status);
+	log_debug("IPAM %s %s: %lld ms, status %d", c->type, c->command, now_ms() - start, status);
 	if (ret) {
 		ret = ibvf_errf(err, errlen, ret, "IPAM plugin %s %s: %s", c->type, c->command,
 				ret == -ETIMEDOUT ? "timed out and was killed" : strerror(-ret));
@@ -247,8 +247,9 @@ int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errle
 
 		*out = json_loads(text, 0, &je);
 		if (!*out)
-			ret = ibvf_errf(err, errlen, -EPROTO, "IPAM plugin %s %s printed no JSON: %s",
-					c->type, c->command, je.text);
+			ret = ibvf_errf(err, errlen, -EPROTO,
+					"IPAM plugin %s %s printed no JSON: %s", c->type,
+					c->command, je.text);
 	}
 out:
 	for (int i = 0; i < 2; i++) {
@@ -269,8 +270,12 @@ int cni_ipam_max_version(const char *type, const char *cni_path, unsigned *versi
 {
 	static const char conf[] = "{\"cniVersion\":\"1.1.0\"}";
 	struct cni_ipam_call c = {
-		.type = type, .cni_path = cni_path, .command = "VERSION", .conf = conf,
-		.conf_len = sizeof(conf) - 1, .timeout_ms = 10000,
+		.type = type,
+		.cni_path = cni_path,
+		.command = "VERSION",
+		.conf = conf,
+		.conf_len = sizeof(conf) - 1,
+		.timeout_ms = 10000,
 	};
 	json_t *o = NULL, *e;
 	size_t i;
@@ -279,7 +284,8 @@ int cni_ipam_max_version(const char *type, const char *cni_path, unsigned *versi
 	*version = 0;
 	if (ret)
 		return ret;
-	json_array_foreach(json_object_get(o, "supportedVersions"), i, e) {
+	json_array_foreach(json_object_get(o, "supportedVersions"), i, e)
+	{
 		unsigned v;
 
 		if (!cni_version_parse(json_string_value(e), &v) && v > *version)
@@ -339,7 +345,8 @@ static const char *family_gateway(json_t *res, int fam)
 	json_t *e;
 	size_t i;
 
-	json_array_foreach(json_object_get(res, "ips"), i, e) {
+	json_array_foreach(json_object_get(res, "ips"), i, e)
+	{
 		const char *gw = json_string_value(json_object_get(e, "gateway"));
 
 		if (gw && cni_ip_family(json_string_value(json_object_get(e, "address"))) == fam)
@@ -352,9 +359,8 @@ static unsigned uint_field(json_t *r, const char *key, unsigned dflt)
 {
 	json_t *v = json_object_get(r, key);
 
-	return json_is_integer(v) && json_integer_value(v) >= 0
-		       ? (unsigned)json_integer_value(v)
-		       : dflt;
+	return json_is_integer(v) && json_integer_value(v) >= 0 ? (unsigned)json_integer_value(v)
+								: dflt;
 }
 
 static int add_route(struct cni_ns *ns, int ifindex, json_t *res, json_t *r, char *err,
@@ -418,13 +424,15 @@ int cni_ipam_apply(struct cni_ns *ns, int ifindex, json_t *res, char *err, size_
 	size_t i;
 	int ret;
 
-	json_array_foreach(json_object_get(res, "ips"), i, e) {
+	json_array_foreach(json_object_get(res, "ips"), i, e)
+	{
 		ret = add_address(ns, ifindex, json_string_value(json_object_get(e, "address")),
 				  err, errlen);
 		if (ret)
 			return ret;
 	}
-	json_array_foreach(json_object_get(res, "routes"), i, e) {
+	json_array_foreach(json_object_get(res, "routes"), i, e)
+	{
 		ret = add_route(ns, ifindex, res, e, err, errlen);
 		if (ret)
 			return ret;
@@ -450,8 +458,9 @@ static int parse_addr(struct nl_msg *m, void *arg)
 		return 0;
 	ifa = nlmsg_data(h);
 	a = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
-	if ((int)ifa->ifa_index != f->ifindex || !a || ifa->ifa_family !=
-	    nl_addr_get_family(f->want) || ifa->ifa_prefixlen != nl_addr_get_prefixlen(f->want))
+	if ((int)ifa->ifa_index != f->ifindex || !a ||
+	    ifa->ifa_family != nl_addr_get_family(f->want) ||
+	    ifa->ifa_prefixlen != nl_addr_get_prefixlen(f->want))
 		return 0;
 	if ((unsigned)nla_len(a) == nl_addr_get_len(f->want) &&
 	    !memcmp(nla_data(a), nl_addr_get_binary_addr(f->want), (size_t)nla_len(a)))
@@ -459,17 +468,17 @@ static int parse_addr(struct nl_msg *m, void *arg)
 	return 0;
 }
 
-int cni_ipam_check(struct cni_ns *ns, int ifindex, json_t *res, int iface, char *err,
-		   size_t errlen)
+int cni_ipam_check(struct cni_ns *ns, int ifindex, json_t *res, int iface, char *err, size_t errlen)
 {
 	json_t *e;
 	size_t i;
 
-	json_array_foreach(json_object_get(res, "ips"), i, e) {
+	json_array_foreach(json_object_get(res, "ips"), i, e)
+	{
 		const char *cidr = json_string_value(json_object_get(e, "address"));
 		json_t *idx = json_object_get(e, "interface");
-		struct addr_find f = { .ifindex = ifindex };
-		struct ifaddrmsg ifa = { 0 };
+		struct addr_find f = {.ifindex = ifindex};
+		struct ifaddrmsg ifa = {0};
 		struct nl_msg *msg;
 		int ret;
 
@@ -488,8 +497,10 @@ int cni_ipam_check(struct cni_ns *ns, int ifindex, json_t *res, int iface, char 
 			return ibvf_errf(err, errlen, ret, "listing addresses in netns %s: %s",
 					 ns->path, strerror(-ret));
 		if (!f.found)
-			return ibvf_errf(err, errlen, -ENOENT, "address %s is not configured on "
-					 "the interface", cidr);
+			return ibvf_errf(err, errlen, -ENOENT,
+					 "address %s is not configured on "
+					 "the interface",
+					 cidr);
 	}
 	return 0;
 }

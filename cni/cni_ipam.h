@@ -19,16 +19,16 @@
 
 /** One delegated call. NULL overrides inherit the plugin's own environment. */
 struct cni_ipam_call {
-	const char *type;		/* ipam.type: the plugin's file name */
-	const char *cni_path;		/* CNI_PATH */
-	const char *command;		/* CNI_COMMAND to pass */
-	const char *container_id;	/* CNI_CONTAINERID override (GC of another attachment) */
-	const char *ifname;		/* CNI_IFNAME override */
-	const char *netns;		/* CNI_NETNS override; "" removes it */
-	const char *conf;		/* configuration text for stdin */
+	const char *type;	  /* ipam.type: the plugin's file name */
+	const char *cni_path;	  /* CNI_PATH */
+	const char *command;	  /* CNI_COMMAND to pass */
+	const char *container_id; /* CNI_CONTAINERID override (GC of another attachment) */
+	const char *ifname;	  /* CNI_IFNAME override */
+	const char *netns;	  /* CNI_NETNS override; "" removes it */
+	const char *conf;	  /* configuration text for stdin */
 	size_t conf_len;
-	unsigned timeout_ms;		/* 0: CNI_IPAM_TIMEOUT_MS */
-	int remote_code;		/* out: the plugin's CNI error code, 0 if none */
+	unsigned timeout_ms; /* 0: CNI_IPAM_TIMEOUT_MS */
+	int remote_code;     /* out: the plugin's CNI error code, 0 if none */
 };
 
 /**

@@ -65,10 +65,10 @@ void cni_ns_close(struct cni_ns *ns)
 static int parse_link(struct nl_msg *m, void *arg)
 {
 	static struct nla_policy policy[IFLA_MAX + 1] = {
-		[IFLA_IFNAME] = { .type = NLA_STRING, .maxlen = IFNAMSIZ },
-		[IFLA_MTU] = { .type = NLA_U32 },
-		[IFLA_IFALIAS] = { .type = NLA_STRING, .maxlen = 256 },
-		[IFLA_PROP_LIST] = { .type = NLA_NESTED },
+		[IFLA_IFNAME] = {.type = NLA_STRING, .maxlen = IFNAMSIZ},
+		[IFLA_MTU] = {.type = NLA_U32},
+		[IFLA_IFALIAS] = {.type = NLA_STRING, .maxlen = 256},
+		[IFLA_PROP_LIST] = {.type = NLA_NESTED},
 	};
 	struct nlmsghdr *h = nlmsg_hdr(m);
 	struct nlattr *tb[IFLA_MAX + 1], *a;
@@ -97,7 +97,8 @@ static int parse_link(struct nl_msg *m, void *arg)
 	if (tb[IFLA_IFALIAS])
 		nla_strlcpy(l->alias, tb[IFLA_IFALIAS], sizeof(l->alias));
 	if (tb[IFLA_PROP_LIST]) {
-		nla_for_each_nested(a, tb[IFLA_PROP_LIST], rem) {
+		nla_for_each_nested(a, tb[IFLA_PROP_LIST], rem)
+		{
 			if (nla_type(a) != IFLA_ALT_IFNAME || l->n_altnames >= CNI_MAX_ALTNAMES)
 				continue;
 			nla_strlcpy(l->altnames[l->n_altnames++], a, CNI_ALTNAME_LEN);
@@ -109,7 +110,7 @@ static int parse_link(struct nl_msg *m, void *arg)
 int cni_link_get(struct cni_ns *ns, const char *name, int ifindex, struct cni_link *l, char *err,
 		 size_t errlen)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = name ? 0 : ifindex };
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = name ? 0 : ifindex};
 	uint32_t mask = RTEXT_FILTER_SKIP_STATS;
 	struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_REQUEST);
 	int ret;
@@ -208,7 +209,7 @@ static int link_move(struct cni_ns *ns, int ifindex, const struct cni_ns *to, ch
 int cni_link_del_altname(struct cni_ns *ns, int ifindex, const char *altname, char *err,
 			 size_t errlen)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = ifindex };
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
 	struct nl_msg *msg = nlmsg_alloc_simple(RTM_DELLINKPROP, NLM_F_REQUEST);
 	struct nlattr *nest;
 	int ret = -ENOMEM;
@@ -221,8 +222,9 @@ int cni_link_del_altname(struct cni_ns *ns, int ifindex, const char *altname, ch
 	}
 	nlmsg_free(msg);
 	if (ret)
-		return ibvf_errf(err, errlen, ret, "removing altname %s of netdev %d in netns %s: %s",
-				 altname, ifindex, ns->path, strerror(-ret));
+		return ibvf_errf(err, errlen, ret,
+				 "removing altname %s of netdev %d in netns %s: %s", altname,
+				 ifindex, ns->path, strerror(-ret));
 	return 0;
 }
 
@@ -296,7 +298,7 @@ int cni_netdev_to_pod(struct cni_ns *host, struct cni_ns *pod, const char *host_
 		      const char *pod_name, const char *alias, struct cni_moved *out, char *err,
 		      size_t errlen)
 {
-	const char *stale[] = { host_name, pod_name, NULL };
+	const char *stale[] = {host_name, pod_name, NULL};
 	char e2[IBVF_ERR_LEN];
 	struct cni_link l;
 	int ret, idx;
@@ -355,7 +357,8 @@ undo_up:
 undo_failed:
 	log_err("undoing the move of netdev %s failed: %s", host_name, e2);
 	if (err && strlen(err) + 1 < errlen)
-		snprintf(err + strlen(err), errlen - strlen(err), "; undoing it failed too: %s", e2);
+		snprintf(err + strlen(err), errlen - strlen(err), "; undoing it failed too: %s",
+			 e2);
 	return ret;
 }
 
@@ -363,7 +366,7 @@ int cni_netdev_to_host(struct cni_ns *pod, struct cni_ns *host, const char *pod_
 		       const char *host_name, char *final_name, char *err, size_t errlen)
 {
 	char temp[CNI_IFNAME_LEN], e2[IBVF_ERR_LEN];
-	const char *stale[] = { pod_name, host_name, NULL };
+	const char *stale[] = {pod_name, host_name, NULL};
 	struct cni_link l;
 	int ret;
 
@@ -384,9 +387,9 @@ int cni_netdev_to_host(struct cni_ns *pod, struct cni_ns *host, const char *pod_
 		return ret;
 	if (final_name)
 		snprintf(final_name, CNI_IFNAME_LEN, "%s", temp);
-	ret = host_name && *host_name ? cni_link_set(host, l.ifindex, host_name, -1, "", e2,
-						      sizeof(e2))
-				      : -ENOENT;
+	ret = host_name && *host_name
+		      ? cni_link_set(host, l.ifindex, host_name, -1, "", e2, sizeof(e2))
+		      : -ENOENT;
 	if (ret) {
 		log_warn("netdev %s is back in the host netns as %s: %s", pod_name, temp,
 			 ret == -ENOENT ? "its host name is unknown" : e2);

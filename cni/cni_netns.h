@@ -29,7 +29,7 @@ struct nl_sock;
 struct cni_ns {
 	int fd;
 	struct nl_sock *sk;
-	char path[PATH_MAX];	/* as given; "host" for the plugin's own netns */
+	char path[PATH_MAX]; /* as given; "host" for the plugin's own netns */
 };
 
 /**
@@ -44,17 +44,17 @@ int cni_ns_open(struct cni_ns *ns, const char *path, char *err, size_t errlen);
 void cni_ns_close(struct cni_ns *ns);
 
 #define CNI_MAX_ALTNAMES 8
-#define CNI_ALTNAME_LEN	 128	/* ALTIFNAMSIZ */
+#define CNI_ALTNAME_LEN	 128 /* ALTIFNAMSIZ */
 
 /** What the plugin needs to know about a netdev (RTM_NEWLINK attributes). */
 struct cni_link {
 	int ifindex;
 	char name[CNI_IFNAME_LEN];
-	unsigned flags;			/* IFF_* */
+	unsigned flags; /* IFF_* */
 	unsigned mtu;
-	unsigned char addr[32];		/* IFLA_ADDRESS; IPoIB: 20 bytes */
+	unsigned char addr[32]; /* IFLA_ADDRESS; IPoIB: 20 bytes */
 	unsigned addr_len;
-	char alias[256];		/* IFLA_IFALIAS */
+	char alias[256]; /* IFLA_IFALIAS */
 	char altnames[CNI_MAX_ALTNAMES][CNI_ALTNAME_LEN];
 	int n_altnames;
 };
@@ -99,7 +99,7 @@ struct cni_moved {
 	char temp_name[CNI_IFNAME_LEN];
 	int pod_ifindex;
 	bool was_up;
-	struct cni_link link;		/* the netdev in the Pod netns, after the move */
+	struct cni_link link; /* the netdev in the Pod netns, after the move */
 };
 
 /**

@@ -78,12 +78,22 @@ int cni_nlerr_to_errno(int nlerr)
 	static const struct {
 		int nle, err;
 	} map[] = {
-		{ NLE_EXIST, EEXIST },	       { NLE_NODEV, ENODEV },	  { NLE_OPNOTSUPP, EOPNOTSUPP },
-		{ NLE_PERM, EPERM },	       { NLE_BUSY, EBUSY },	  { NLE_INVAL, EINVAL },
-		{ NLE_OBJ_NOTFOUND, ENOENT },  { NLE_NOADDR, EADDRNOTAVAIL },
-		{ NLE_AGAIN, EAGAIN },	       { NLE_RANGE, ERANGE },	  { NLE_MSGSIZE, EMSGSIZE },
-		{ NLE_NOMEM, ENOMEM },	       { NLE_NOACCESS, EACCES },  { NLE_AF_NOSUPPORT, EAFNOSUPPORT },
-		{ NLE_PROTO_MISMATCH, EPROTO }, { NLE_NOATTR, ENODATA },
+		{NLE_EXIST, EEXIST},
+		{NLE_NODEV, ENODEV},
+		{NLE_OPNOTSUPP, EOPNOTSUPP},
+		{NLE_PERM, EPERM},
+		{NLE_BUSY, EBUSY},
+		{NLE_INVAL, EINVAL},
+		{NLE_OBJ_NOTFOUND, ENOENT},
+		{NLE_NOADDR, EADDRNOTAVAIL},
+		{NLE_AGAIN, EAGAIN},
+		{NLE_RANGE, ERANGE},
+		{NLE_MSGSIZE, EMSGSIZE},
+		{NLE_NOMEM, ENOMEM},
+		{NLE_NOACCESS, EACCES},
+		{NLE_AF_NOSUPPORT, EAFNOSUPPORT},
+		{NLE_PROTO_MISMATCH, EPROTO},
+		{NLE_NOATTR, ENODATA},
 	};
 	int n = nlerr < 0 ? -nlerr : nlerr;
 
@@ -135,7 +145,7 @@ static int on_done(struct nl_msg *m, void *arg)
 int cni_nl_talk(struct nl_sock *sk, struct nl_msg *msg, int (*parse)(struct nl_msg *m, void *arg),
 		void *arg)
 {
-	struct talk t = { .parse = parse, .arg = arg };
+	struct talk t = {.parse = parse, .arg = arg};
 	struct nlmsghdr *h = nlmsg_hdr(msg);
 	struct nl_cb *cb;
 	int ret;

@@ -23,7 +23,7 @@ static struct nl_msg *rdma_msg(int cmd, int flags)
 static int parse_mode(struct nl_msg *m, void *arg)
 {
 	static struct nla_policy policy[RDMA_NLDEV_ATTR_MAX] = {
-		[RDMA_NLDEV_SYS_ATTR_NETNS_MODE] = { .type = NLA_U8 },
+		[RDMA_NLDEV_SYS_ATTR_NETNS_MODE] = {.type = NLA_U8},
 	};
 	struct nlattr *tb[RDMA_NLDEV_ATTR_MAX];
 	int *mode = arg, ret;
@@ -66,8 +66,8 @@ struct find {
 static int parse_dev(struct nl_msg *m, void *arg)
 {
 	static struct nla_policy policy[RDMA_NLDEV_ATTR_MAX] = {
-		[RDMA_NLDEV_ATTR_DEV_INDEX] = { .type = NLA_U32 },
-		[RDMA_NLDEV_ATTR_DEV_NAME] = { .type = NLA_STRING },
+		[RDMA_NLDEV_ATTR_DEV_INDEX] = {.type = NLA_U32},
+		[RDMA_NLDEV_ATTR_DEV_NAME] = {.type = NLA_STRING},
 	};
 	struct nlattr *tb[RDMA_NLDEV_ATTR_MAX];
 	struct find *f = arg;
@@ -88,7 +88,7 @@ static int parse_dev(struct nl_msg *m, void *arg)
 /* The index of @dev among the devices @sk's netns sees, or -ENODEV. */
 static int dev_index(struct nl_sock *sk, const char *dev, uint32_t *index)
 {
-	struct find f = { .name = dev, .index = -1 };
+	struct find f = {.name = dev, .index = -1};
 	struct nl_msg *msg = rdma_msg(RDMA_NLDEV_CMD_GET, NLM_F_DUMP);
 	int ret = msg ? cni_nl_talk(sk, msg, parse_dev, &f) : -ENOMEM;
 
@@ -146,9 +146,11 @@ int cni_rdma_dev_move(struct cni_ns *from, const char *dev, struct cni_ns *to, c
 	nlmsg_free(msg);
 	nl_socket_free(sk);
 	if (ret == -EOPNOTSUPP)
-		return ibvf_errf(err, errlen, ret, "moving RDMA device %s to netns %s: not "
+		return ibvf_errf(err, errlen, ret,
+				 "moving RDMA device %s to netns %s: not "
 				 "supported (RDMA netns mode shared, or the driver cannot move "
-				 "devices)", dev, to->path);
+				 "devices)",
+				 dev, to->path);
 	if (ret)
 		return ibvf_errf(err, errlen, ret, "moving RDMA device %s from netns %s to %s: %s",
 				 dev, from->path, to->path, strerror(-ret));

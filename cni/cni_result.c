@@ -49,19 +49,23 @@ json_t *cni_result_new(void)
 /* Copy the known keys of a 0.3+/1.x route, checking dst and gw. */
 static int copy_route(json_t *r, json_t *routes, const char *where, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "dst", "gw", "mtu", "advmss", "priority", "table",
-					    "scope", NULL };
+	static const char *const keys[] = {"dst",      "gw",	"mtu",	 "advmss",
+					   "priority", "table", "scope", NULL};
 	const char *dst = json_string_value(json_object_get(r, "dst"));
 	const char *gw = json_string_value(json_object_get(r, "gw"));
 	json_t *n;
 
 	if (!json_is_object(r) || !is_cidr(dst))
-		return ibvf_errf(err, errlen, -EINVAL, "%s: \"dst\" is not an address in CIDR "
-				 "notation", where);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s: \"dst\" is not an address in CIDR "
+				 "notation",
+				 where);
 	if (json_object_get(r, "gw") && !json_is_null(json_object_get(r, "gw")) &&
 	    (!gw || strchr(gw, '/') || cni_ip_family(gw) != cni_ip_family(dst)))
-		return ibvf_errf(err, errlen, -EINVAL, "%s: \"gw\" is not an address of the "
-				 "family of %s", where, dst);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s: \"gw\" is not an address of the "
+				 "family of %s",
+				 where, dst);
 	n = json_object();
 	if (!n)
 		return -ENOMEM;
@@ -82,16 +86,22 @@ static int copy_ip(json_t *ip, json_t *ips, size_t n_if, const char *where, char
 	json_t *idx = json_object_get(ip, "interface"), *n;
 
 	if (!json_is_object(ip) || !is_cidr(addr))
-		return ibvf_errf(err, errlen, -EINVAL, "%s: \"address\" is not an IP address in "
-				 "CIDR notation", where);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s: \"address\" is not an IP address in "
+				 "CIDR notation",
+				 where);
 	if (gw && (strchr(gw, '/') || cni_ip_family(gw) != cni_ip_family(addr)))
-		return ibvf_errf(err, errlen, -EINVAL, "%s: gateway \"%s\" is not an address of "
-				 "the family of %s", where, gw, addr);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s: gateway \"%s\" is not an address of "
+				 "the family of %s",
+				 where, gw, addr);
 	if (idx && !json_is_null(idx) &&
 	    (!json_is_integer(idx) || json_integer_value(idx) < 0 ||
 	     (size_t)json_integer_value(idx) >= n_if))
-		return ibvf_errf(err, errlen, -EINVAL, "%s: \"interface\" does not index an "
-				 "entry of \"interfaces\"", where);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s: \"interface\" does not index an "
+				 "entry of \"interfaces\"",
+				 where);
 	n = json_pack("{s:s}", "address", addr);
 	if (!n)
 		return -ENOMEM;
@@ -105,7 +115,7 @@ static int copy_ip(json_t *ip, json_t *ips, size_t n_if, const char *where, char
 /* 0.1.0 / 0.2.0: {"ip4": {"ip", "gateway", "routes"}, "ip6": {...}, "dns"} */
 static int normalize_old(json_t *in, json_t *out, char *err, size_t errlen)
 {
-	static const char *const fams[] = { "ip4", "ip6" };
+	static const char *const fams[] = {"ip4", "ip6"};
 
 	for (int f = 0; f < 2; f++) {
 		json_t *o = json_object_get(in, fams[f]), *routes, *r, *ip;
@@ -124,7 +134,8 @@ static int normalize_old(json_t *in, json_t *out, char *err, size_t errlen)
 		if (ret)
 			return ret;
 		routes = json_object_get(o, "routes");
-		json_array_foreach(routes, i, r) {
+		json_array_foreach(routes, i, r)
+		{
 			char where[48];
 
 			snprintf(where, sizeof(where), "%s.routes[%zu]", fams[f], i);
@@ -161,9 +172,10 @@ int cni_result_normalize(json_t *in, const char *fallback_version, json_t **out,
 		goto dns;
 	}
 	a = json_object_get(in, "interfaces");
-	json_array_foreach(a, i, e) {
-		static const char *const keys[] = { "name", "mac", "mtu", "sandbox",
-						    "socketPath", "pciID", NULL };
+	json_array_foreach(a, i, e)
+	{
+		static const char *const keys[] = {"name",	 "mac",	  "mtu", "sandbox",
+						   "socketPath", "pciID", NULL};
 		json_t *n;
 
 		if (!json_is_object(e) || !json_is_string(json_object_get(e, "name"))) {
@@ -182,7 +194,8 @@ int cni_result_normalize(json_t *in, const char *fallback_version, json_t **out,
 	}
 	n_if = json_array_size(json_object_get(res, "interfaces"));
 	a = json_object_get(in, "ips");
-	json_array_foreach(a, i, e) {
+	json_array_foreach(a, i, e)
+	{
 		char where[48];
 
 		snprintf(where, sizeof(where), "result: ips[%zu]", i);
@@ -190,7 +203,8 @@ int cni_result_normalize(json_t *in, const char *fallback_version, json_t **out,
 			goto out;
 	}
 	a = json_object_get(in, "routes");
-	json_array_foreach(a, i, e) {
+	json_array_foreach(a, i, e)
+	{
 		char where[48];
 
 		snprintf(where, sizeof(where), "result: routes[%zu]", i);
@@ -236,7 +250,8 @@ int cni_result_merge_ipam(json_t *res, json_t *ipam, int iface)
 	json_t *e, *dns = json_object_get(ipam, "dns");
 	size_t i;
 
-	json_array_foreach(json_object_get(ipam, "ips"), i, e) {
+	json_array_foreach(json_object_get(ipam, "ips"), i, e)
+	{
 		json_t *c = json_deep_copy(e);
 
 		if (!c)
@@ -245,9 +260,9 @@ int cni_result_merge_ipam(json_t *res, json_t *ipam, int iface)
 		if (json_array_append_new(json_object_get(res, "ips"), c))
 			return -ENOMEM;
 	}
-	json_array_foreach(json_object_get(ipam, "routes"), i, e)
-		if (json_array_append(json_object_get(res, "routes"), e))
-			return -ENOMEM;
+	json_array_foreach(
+		json_object_get(ipam, "routes"), i,
+		e) if (json_array_append(json_object_get(res, "routes"), e)) return -ENOMEM;
 	if (json_is_object(dns) && !json_object_get(res, "dns"))
 		json_object_set(res, "dns", dns);
 	return 0;
@@ -258,9 +273,8 @@ static void strip_keys(json_t *arr, const char *const *keys)
 	json_t *e;
 	size_t i;
 
-	json_array_foreach(arr, i, e)
-		for (const char *const *k = keys; *k; k++)
-			json_object_del(e, *k);
+	json_array_foreach(arr, i, e) for (const char *const *k = keys; *k; k++)
+		json_object_del(e, *k);
 }
 
 /* 0.1.0 / 0.2.0 layout: the first address of each family with its routes. */
@@ -271,7 +285,8 @@ static json_t *convert_old(json_t *res)
 
 	if (!out)
 		return NULL;
-	json_array_foreach(json_object_get(res, "ips"), i, e) {
+	json_array_foreach(json_object_get(res, "ips"), i, e)
+	{
 		const char *addr = json_string_value(json_object_get(e, "address"));
 		int fam = cni_ip_family(addr);
 		const char *key = fam == 4 ? "ip4" : "ip6";
@@ -286,7 +301,8 @@ static json_t *convert_old(json_t *res)
 		if (json_object_get(e, "gateway"))
 			json_object_set(o, "gateway", json_object_get(e, "gateway"));
 		routes = json_object_get(o, "routes");
-		json_array_foreach(json_object_get(res, "routes"), j, r) {
+		json_array_foreach(json_object_get(res, "routes"), j, r)
+		{
 			const char *dst = json_string_value(json_object_get(r, "dst"));
 			json_t *nr;
 
@@ -311,8 +327,8 @@ nomem:
 
 json_t *cni_result_convert(json_t *res, const char *version)
 {
-	static const char *const if_11[] = { "mtu", "socketPath", "pciID", NULL };
-	static const char *const rt_11[] = { "mtu", "advmss", "priority", "table", "scope", NULL };
+	static const char *const if_11[] = {"mtu", "socketPath", "pciID", NULL};
+	static const char *const rt_11[] = {"mtu", "advmss", "priority", "table", "scope", NULL};
 	unsigned v = 0;
 	json_t *out, *e;
 	size_t i;
@@ -328,11 +344,13 @@ json_t *cni_result_convert(json_t *res, const char *version)
 			strip_keys(json_object_get(out, "routes"), rt_11);
 		}
 		if (out && v < 10000) {
-			json_array_foreach(json_object_get(out, "ips"), i, e) {
+			json_array_foreach(json_object_get(out, "ips"), i, e)
+			{
 				int fam = cni_ip_family(
 					json_string_value(json_object_get(e, "address")));
 
-				json_object_set_new(e, "version", json_string(fam == 6 ? "6" : "4"));
+				json_object_set_new(e, "version",
+						    json_string(fam == 6 ? "6" : "4"));
 			}
 		}
 	}

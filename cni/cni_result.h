@@ -31,7 +31,7 @@ enum cni_error_code {
 	CNI_ERR_VF = 100,	/* VF lookup, netlink, netns or RDMA device move failed */
 	CNI_ERR_IPAM = 101,	/* the IPAM plugin failed or its result could not be applied */
 	CNI_ERR_DAEMON = 102,	/* ibvfd refused or failed the request */
-	CNI_ERR_RC_CHECK = 103,	/* the RC QP check failed: the VF is not handed over */
+	CNI_ERR_RC_CHECK = 103, /* the RC QP check failed: the VF is not handed over */
 	CNI_ERR_CHECK = 104,	/* CHECK found the attachment not as expected */
 	CNI_ERR_STATE = 105,	/* the plugin's cache could not be read or written */
 };

@@ -30,8 +30,7 @@
 #include "vf_manager.h"
 
 /* snprintf for paths: -ENAMETOOLONG instead of a silently cut path. */
-__attribute__((format(printf, 3, 4))) static int pathf(char *buf, size_t len, const char *fmt,
-						       ...)
+__attribute__((format(printf, 3, 4))) static int pathf(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -141,14 +140,13 @@ int cni_vf_rdma_dev(const char *pci, char *name, size_t len, char *err, size_t e
 static int manager_open(struct ibvf_vf_manager **m, char *err, size_t errlen)
 {
 	const char *path = getenv("IBVF_CONFIG"), *lock_env = getenv("IBVF_CNI_LOCK_DIR");
-	struct ibvf_vf_manager_opts o = { .sysfs_root = cni_sysfs_root() };
+	struct ibvf_vf_manager_opts o = {.sysfs_root = cni_sysfs_root()};
 	struct ibvf_vf_driver *drv = NULL;
 	struct ibvf_config cfg;
 	char locks[PATH_MAX];
 	int ret;
 
-	ret = ibvf_config_load(&cfg, path && *path ? path : NULL, path && *path, NULL, err,
-			       errlen);
+	ret = ibvf_config_load(&cfg, path && *path ? path : NULL, path && *path, NULL, err, errlen);
 	if (ret)
 		return ret;
 	ret = pathf(locks, sizeof(locks), "%s/vf-locks",
@@ -182,7 +180,7 @@ int cni_vf_compat_apply(const struct cni_vf *vf, enum cni_link_state ls, bool se
 			uint64_t guid, uint64_t present_guid, char prev_guid[24], char *err,
 			size_t errlen)
 {
-	struct ibvf_vf_request req = { .node_guid = guid, .port_guid = guid, .rebind = true };
+	struct ibvf_vf_request req = {.node_guid = guid, .port_guid = guid, .rebind = true};
 	struct ibvf_vf_manager *m = NULL;
 	struct ibvf_vf_info now, out;
 	struct ibvf_vf_state st;
@@ -239,7 +237,7 @@ static void restore_name(const struct cni_cache *c, const char *now)
 int cni_vf_restore(const struct cni_cache *c, char *err, size_t errlen)
 {
 	struct ibvf_vf_manager *m = NULL;
-	struct ibvf_vf_info out = { 0 };
+	struct ibvf_vf_info out = {0};
 	uint64_t prev = 0;
 	int ret;
 
@@ -255,8 +253,10 @@ int cni_vf_restore(const struct cni_cache *c, char *err, size_t errlen)
 		ret = set_link_state(m, c->device_id, IBVF_VF_LINK_AUTO, err, errlen);
 	if (!ret && c->prev_guid[0]) {
 		if (ibvf_guid_is_assignable(prev)) {
-			struct ibvf_vf_request req = { .node_guid = prev, .port_guid = prev,
-						       .link_state = -1, .rebind = true };
+			struct ibvf_vf_request req = {.node_guid = prev,
+						      .port_guid = prev,
+						      .link_state = -1,
+						      .rebind = true};
 
 			ret = ibvf_vf_program(m, c->device_id, &req, &out, err, errlen);
 		} else {
@@ -292,7 +292,7 @@ static int port_check_here(const char *root, const char *dev, const struct cni_p
 			   size_t n_pkeys, char *err, size_t errlen)
 {
 	char path[PATH_MAX], buf[64];
-	bool found[CNI_MAX_PKEYS] = { false };
+	bool found[CNI_MAX_PKEYS] = {false};
 	struct dirent *de;
 	DIR *d;
 	int ret;
@@ -306,8 +306,9 @@ static int port_check_here(const char *root, const char *dev, const struct cni_p
 	if (!strstr(buf, "ACTIVE"))
 		return ibvf_errf(err, errlen, -ENETDOWN, "RDMA device %s port 1 is %s, not ACTIVE",
 				 dev, buf);
-	d = pathf(path, sizeof(path), "%s/class/infiniband/%s/ports/1/pkeys", root, dev) ? NULL
-										     : opendir(path);
+	d = pathf(path, sizeof(path), "%s/class/infiniband/%s/ports/1/pkeys", root, dev)
+		    ? NULL
+		    : opendir(path);
 	if (!d)
 		return n_pkeys ? ibvf_errf(err, errlen, -errno, "RDMA device %s: %s: %s", dev, path,
 					   strerror(errno))
@@ -317,8 +318,7 @@ static int port_check_here(const char *root, const char *dev, const struct cni_p
 		unsigned long v;
 		char *end;
 
-		if (de->d_name[0] == '.' ||
-		    pathf(f, sizeof(f), "%s/%s", path, de->d_name) ||
+		if (de->d_name[0] == '.' || pathf(f, sizeof(f), "%s/%s", path, de->d_name) ||
 		    read_small(f, buf, sizeof(buf)))
 			continue;
 		v = strtoul(buf, &end, 0);
@@ -326,15 +326,18 @@ static int port_check_here(const char *root, const char *dev, const struct cni_p
 			continue;
 		for (size_t i = 0; i < n_pkeys; i++)
 			if ((v & IBVF_PKEY_KEY_MASK) == pkeys[i].key &&
-			    (pkeys[i].membership == IBVF_MEMBER_LIMITED || (v & IBVF_PKEY_FULL_BIT)))
+			    (pkeys[i].membership == IBVF_MEMBER_LIMITED ||
+			     (v & IBVF_PKEY_FULL_BIT)))
 				found[i] = true;
 	}
 	closedir(d);
 	for (size_t i = 0; i < n_pkeys; i++)
 		if (!found[i])
-			return ibvf_errf(err, errlen, -ENOENT, "RDMA device %s port 1: P_Key table "
-					 "has no %s member entry for PKey 0x%04x", dev,
-					 ibvf_membership_name(pkeys[i].membership), pkeys[i].key);
+			return ibvf_errf(err, errlen, -ENOENT,
+					 "RDMA device %s port 1: P_Key table "
+					 "has no %s member entry for PKey 0x%04x",
+					 dev, ibvf_membership_name(pkeys[i].membership),
+					 pkeys[i].key);
 	return 0;
 }
 
@@ -365,8 +368,8 @@ static int port_check_in_netns(const char *dev, int netns_fd, const struct cni_p
 		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
 			r = ibvf_errf(e, sizeof(e), -errno, "entering the Pod netns: %s",
 				      strerror(errno));
-		else if (!strcmp(root, "/sys") && (umount2("/sys", MNT_DETACH),
-						   mount("sysfs", "/sys", "sysfs", 0, NULL)))
+		else if (!strcmp(root, "/sys") &&
+			 (umount2("/sys", MNT_DETACH), mount("sysfs", "/sys", "sysfs", 0, NULL)))
 			r = ibvf_errf(e, sizeof(e), -errno, "mounting sysfs in the Pod netns: %s",
 				      strerror(errno));
 		else

@@ -21,9 +21,9 @@
 
 struct cni_vf {
 	char pci[32];
-	bool is_vf;			/* has physfn */
+	bool is_vf; /* has physfn */
 	char pf_pci[32];
-	char pf_netdev[CNI_IFNAME_LEN];	/* "" when the PF has no netdev */
+	char pf_netdev[CNI_IFNAME_LEN]; /* "" when the PF has no netdev */
 	int vf_index;			/* -1 when not a VF or not found under the PF */
 	char netdev[CNI_IFNAME_LEN];	/* "" when none is visible (vfio, moved, absent) */
 	char rdma_dev[64];		/* "" when none */

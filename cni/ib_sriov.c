@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 		[CNI_CONF_VERSION] = CNI_ERR_INCOMPATIBLE_VERSION,
 		[CNI_CONF_INVALID] = CNI_ERR_INVALID_CONFIG,
 	};
-	struct cni_ctx ctx = { 0 };
+	struct cni_ctx ctx = {0};
 	const char *lvl = getenv("IBVF_CNI_LOG_LEVEL");
 	enum cni_conf_error kind;
 	char err[IBVF_ERR_LEN], *text = NULL;

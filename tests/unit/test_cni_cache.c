@@ -54,10 +54,12 @@ static void write_file(const char *dir, const char *name, const char *text)
 static void round_trip(void **state)
 {
 	char dir[512], path[600];
-	json_t *conf = json_loads("{\"cniVersion\":\"1.0.0\",\"name\":\"ibnet\",\"type\":\"ib-sriov\","
-				  "\"pkey\":\"0x10\",\"link_state\":\"enable\",\"rdmaIsolation\":true,"
-				  "\"ipam\":{\"type\":\"host-local\"},\"prevResult\":{},"
-				  "\"cni.dev/valid-attachments\":[]}", 0, NULL);
+	json_t *conf =
+		json_loads("{\"cniVersion\":\"1.0.0\",\"name\":\"ibnet\",\"type\":\"ib-sriov\","
+			   "\"pkey\":\"0x10\",\"link_state\":\"enable\",\"rdmaIsolation\":true,"
+			   "\"ipam\":{\"type\":\"host-local\"},\"prevResult\":{},"
+			   "\"cni.dev/valid-attachments\":[]}",
+			   0, NULL);
 	struct cni_cache c, r;
 	struct stat st;
 	json_t *root;
@@ -94,17 +96,18 @@ static void round_trip(void **state)
 	assert_string_equal(json_string_value(json_object_get(root, "HostIFNames")), "ib0v2");
 	assert_string_equal(json_string_value(json_object_get(root, "ContIFNames")), "net1");
 	assert_string_equal(json_string_value(json_object_get(root, "deviceID")), "0000:03:00.2");
-	assert_string_equal(json_string_value(json_object_get(
-				    json_object_get(root, "RdmaNetState"), "containerRdmaDevName")),
+	assert_string_equal(json_string_value(json_object_get(json_object_get(root, "RdmaNetState"),
+							      "containerRdmaDevName")),
 			    "mlx5_4");
 	assert_null(json_object_get(root, "prevResult"));
 	assert_null(json_object_get(root, "cni.dev/valid-attachments"));
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(root, "ibvf"),
-							    "version")),
-			 CNI_CACHE_VERSION);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(root, "ibvf"), "version")),
+		CNI_CACHE_VERSION);
 	json_decref(root);
 
-	assert_int_equal(cni_cache_read(dir, "0123abcd-with-dash", "net1", &r, err, sizeof(err)), 0);
+	assert_int_equal(cni_cache_read(dir, "0123abcd-with-dash", "net1", &r, err, sizeof(err)),
+			 0);
 	assert_int_equal(r.format, CNI_CACHE_VERSION);
 	assert_int_equal(r.mode, CNI_MODE_DAEMON);
 	assert_string_equal(r.container_id, "0123abcd-with-dash");
@@ -177,13 +180,14 @@ static int count(struct cni_cache *c, void *arg)
 static void foreach_and_bad_files(void **state)
 {
 	struct cni_cache c, r;
-	int n[3] = { 0 };
+	int n[3] = {0};
 
 	write_file(*state, "a-b-c-net-x", legacy);
 	write_file(*state, "broken-net1", "{\"cniVersion\":");
 	write_file(*state, "x-net1.tmp.123", legacy);
-	write_file(*state, "newer-net1", "{\"name\":\"n\",\"ibvf\":{\"version\":99,\"mode\":"
-					 "\"daemon\",\"containerID\":\"newer\",\"ifname\":\"net1\"}}");
+	write_file(*state, "newer-net1",
+		   "{\"name\":\"n\",\"ibvf\":{\"version\":99,\"mode\":"
+		   "\"daemon\",\"containerID\":\"newer\",\"ifname\":\"net1\"}}");
 	write_file(*state, "noversion-net1", "{\"ibvf\":{\"mode\":\"daemon\"}}");
 	cni_cache_init(&c);
 	strcpy(c.container_id, "ours");

@@ -19,7 +19,7 @@ static char err[IBVF_ERR_LEN];
 
 static void env_add_needs_three(void **state)
 {
-	char *envp[] = { "CNI_COMMAND=ADD", "CNI_PATH=/opt/cni/bin", NULL };
+	char *envp[] = {"CNI_COMMAND=ADD", "CNI_PATH=/opt/cni/bin", NULL};
 	struct cni_env e;
 
 	(void)state;
@@ -31,8 +31,8 @@ static void env_add_needs_three(void **state)
 
 static void env_del_without_netns(void **state)
 {
-	char *envp[] = { "CNI_COMMAND=DEL", "CNI_CONTAINERID=abc-1.x_y", "CNI_IFNAME=net1",
-			 "CNI_NETNS=", NULL };
+	char *envp[] = {"CNI_COMMAND=DEL", "CNI_CONTAINERID=abc-1.x_y", "CNI_IFNAME=net1",
+			"CNI_NETNS=", NULL};
 	struct cni_env e;
 
 	(void)state;
@@ -44,14 +44,14 @@ static void env_del_without_netns(void **state)
 
 static void env_bad_values(void **state)
 {
-	char *bad_id[] = { "CNI_COMMAND=ADD", "CNI_CONTAINERID=-abc", "CNI_IFNAME=net1",
-			   "CNI_NETNS=/x", NULL };
-	char *bad_if[] = { "CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_IFNAME=net/1",
-			   "CNI_NETNS=/x", NULL };
-	char *long_if[] = { "CNI_COMMAND=ADD", "CNI_CONTAINERID=abc",
-			    "CNI_IFNAME=abcdefghijklmnop", "CNI_NETNS=/x", NULL };
-	char *unknown[] = { "CNI_COMMAND=FROB", NULL };
-	char *none[] = { NULL };
+	char *bad_id[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=-abc", "CNI_IFNAME=net1",
+			  "CNI_NETNS=/x", NULL};
+	char *bad_if[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_IFNAME=net/1",
+			  "CNI_NETNS=/x", NULL};
+	char *long_if[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_IFNAME=abcdefghijklmnop",
+			   "CNI_NETNS=/x", NULL};
+	char *unknown[] = {"CNI_COMMAND=FROB", NULL};
+	char *none[] = {NULL};
 	struct cni_env e;
 
 	(void)state;
@@ -68,10 +68,10 @@ static void env_bad_values(void **state)
 
 static void env_pod_identity(void **state)
 {
-	char *envp[] = { "CNI_COMMAND=GC",
-			 "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=trainer-0;"
-			 "junk;K8S_POD_UID=1234-5678;K8S_POD_INFRA_CONTAINER_ID=ab",
-			 NULL };
+	char *envp[] = {"CNI_COMMAND=GC",
+			"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=trainer-0;"
+			"junk;K8S_POD_UID=1234-5678;K8S_POD_INFRA_CONTAINER_ID=ab",
+			NULL};
 	struct cni_env e;
 
 	(void)state;
@@ -215,12 +215,14 @@ static void invalid_values(void **state)
 	expect_invalid("{" DEV "\"pkey\":\"0x8006\",\"membership\":\"limited\"}", "0x8000");
 	expect_invalid("{" DEV "\"membership\":\"full\"}", "membership");
 	expect_invalid("{" DEV "\"pkeys\":[\"0x10\",{\"pkey\":\"0x10\",\"membership\":"
-		       "\"limited\"}]}", "twice");
+		       "\"limited\"}]}",
+		       "twice");
 	expect_invalid("{" DEV "\"pkeys\":[{\"key\":\"0x10\"}]}", "pkeys[0]");
 	expect_invalid("{" DEV "\"pkeys\":\"0x10\"}", "pkeys");
 	expect_invalid("{" DEV "\"rdmaIsolation\":\"yes\"}", "rdmaIsolation");
 	expect_invalid("{" DEV "\"runtimeConfig\":{\"infinibandGUID\":\"xyz\"}}", "infinibandGUID");
-	expect_invalid("{" DEV "\"runtimeConfig\":{\"infinibandGUID\":\"00:00:00:00:00:00:00:00\"}}",
+	expect_invalid("{" DEV
+		       "\"runtimeConfig\":{\"infinibandGUID\":\"00:00:00:00:00:00:00:00\"}}",
 		       "not assignable");
 	expect_invalid("{" DEV "\"args\":{\"cni\":{\"guid\":5}}}", "args.cni.guid");
 	expect_invalid("{" DEV "\"ipam\":{\"type\":\"dhcp\"}}", "dhcp");

@@ -25,8 +25,8 @@ static json_t *load(const char *text)
 
 static const char *str(json_t *o, const char *path0, size_t i, const char *key)
 {
-	return json_string_value(json_object_get(json_array_get(json_object_get(o, path0), i),
-						 key));
+	return json_string_value(
+		json_object_get(json_array_get(json_object_get(o, path0), i), key));
 }
 
 static void normalize_031_ipam(void **state)
@@ -49,9 +49,10 @@ static void normalize_031_ipam(void **state)
 
 static void normalize_020(void **state)
 {
-	json_t *in = load("{\"cniVersion\":\"0.2.0\",\"ip4\":{\"ip\":\"10.2.0.9/24\",\"gateway\":"
-			  "\"10.2.0.1\",\"routes\":[{\"dst\":\"10.9.0.0/16\",\"gw\":\"10.2.0.254\"}]},"
-			  "\"ip6\":{\"ip\":\"fd01::9/64\"}}");
+	json_t *in =
+		load("{\"cniVersion\":\"0.2.0\",\"ip4\":{\"ip\":\"10.2.0.9/24\",\"gateway\":"
+		     "\"10.2.0.1\",\"routes\":[{\"dst\":\"10.9.0.0/16\",\"gw\":\"10.2.0.254\"}]},"
+		     "\"ip6\":{\"ip\":\"fd01::9/64\"}}");
 	json_t *out = NULL;
 
 	(void)state;
@@ -97,9 +98,10 @@ static json_t *sample(void)
 	json_t *res = cni_result_new(), *ipam;
 	int idx;
 
-	idx = cni_result_add_interface(res, "net1", "80:00:00:48:fe:80:00:00:00:00:00:00:02:00:"
-					       "00:00:00:00:00:01", 2044, "/var/run/netns/p",
-				       "0000:03:00.2");
+	idx = cni_result_add_interface(res, "net1",
+				       "80:00:00:48:fe:80:00:00:00:00:00:00:02:00:"
+				       "00:00:00:00:00:01",
+				       2044, "/var/run/netns/p", "0000:03:00.2");
 	assert_int_equal(idx, 0);
 	ipam = load("{\"ips\":[{\"address\":\"10.1.0.5/16\",\"gateway\":\"10.1.0.1\"},"
 		    "{\"address\":\"fd00::5/64\"}],\"routes\":[{\"dst\":\"10.9.0.0/16\","
@@ -149,8 +151,7 @@ static void convert_031_and_020(void **state)
 			    "10.1.0.5/16");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(o, "ip6"), "ip")),
 			    "fd00::5/64");
-	assert_int_equal(json_array_size(json_object_get(json_object_get(o, "ip4"), "routes")),
-			 1);
+	assert_int_equal(json_array_size(json_object_get(json_object_get(o, "ip4"), "routes")), 1);
 	assert_string_equal(json_string_value(json_object_get(o, "cniVersion")), "0.2.0");
 	json_decref(o);
 	json_decref(res);
@@ -189,12 +190,9 @@ static void ip_family(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(normalize_031_ipam),
-		cmocka_unit_test(normalize_020),
-		cmocka_unit_test(normalize_rejects),
-		cmocka_unit_test(convert_110_and_100),
-		cmocka_unit_test(convert_031_and_020),
-		cmocka_unit_test(error_and_version_objects),
+		cmocka_unit_test(normalize_031_ipam),  cmocka_unit_test(normalize_020),
+		cmocka_unit_test(normalize_rejects),   cmocka_unit_test(convert_110_and_100),
+		cmocka_unit_test(convert_031_and_020), cmocka_unit_test(error_and_version_objects),
 		cmocka_unit_test(ip_family),
 	};
 
