@@ -146,7 +146,7 @@ static void test_full_config(void **state)
 		"    \"batch_max\": 256\n"
 		"  },\n"
 		"  \"vf\": {\"driver\": \"ibsim\", \"rebind_timeout_ms\": 1500,\n"
-		"         \"ibsim\": {\"fabric\": \"lab1\"}},\n"
+		"         \"ibsim\": {\"console\": \"/run/lab/ibsim.ctl\", \"node_prefix\": \"vf\"}},\n"
 		"  \"api\": {\"socket\": \"/srv/ibvf/run/api.sock\", \"allowed_uids\": [0, 1000]}\n"
 		"}\n";
 	struct ibvf_config *c = &f->cfg;
@@ -174,7 +174,8 @@ static void test_full_config(void **state)
 	assert_int_equal(c->sm.batch_max, 256);
 	assert_string_equal(c->vf.driver, "ibsim");
 	assert_int_equal(c->vf.rebind_timeout_ms, 1500);
-	assert_string_equal(c->vf.ibsim_json, "{\"fabric\":\"lab1\"}");
+	assert_string_equal(c->vf.ibsim_json,
+			    "{\"console\":\"/run/lab/ibsim.ctl\",\"node_prefix\":\"vf\"}");
 	assert_string_equal(c->api.socket, "/srv/ibvf/run/api.sock");
 	assert_int_equal(c->api.n_allowed_uids, 2);
 	assert_int_equal(c->api.allowed_uids[1], 1000);
