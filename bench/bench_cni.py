@@ -4,11 +4,11 @@
 the same veth into a network namespace and back, in one run.
 
   bench_cni.py PATH/TO/ib-sriov PATH/TO/ibvf-fakesysfs [--iterations N]
-               [--ibvfd PATH/TO/ibvfd]
+               [--ibvfd PATH/TO/ibvfd --sm-module-dir DIR]
 
-ib-sriov runs daemon-backed (against the fake ibvfd of tests/lab/netns, or a
-real ibvfd with the noop SM backend when --ibvfd is given) and in
-compatibility mode, with the RC check off and no IPAM; host-device gets
+ib-sriov runs daemon-backed (against the fake ibvfd of tests/lab/netns, and
+against the real ibvfd with the noop SM backend and its fake VF driver when
+--ibvfd is given) and in compatibility mode, with the RC check off and no IPAM; host-device gets
 {"device": <veth>}. Each iteration runs one ADD+DEL pair of each, in turn,
 timed from process start to exit, as a runtime sees it. Prints per-pair
 medians, p90s and the ratio ib-sriov / host-device. Needs root; prints
@@ -25,6 +25,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lab",
                                 "netns"))
 from cni_lab import Lab, Tap, need_lab  # noqa: E402
+from test_cni_ibvfd import Ibvfd  # noqa: E402
 
 
 def timed(lab, cmd, conf, cid, ns, binary, extra):
@@ -66,6 +67,8 @@ def main():
     ap.add_argument("plugin")
     ap.add_argument("fakesysfs")
     ap.add_argument("--iterations", type=int, default=int(os.environ.get("IBVF_BENCH_N", 200)))
+    ap.add_argument("--ibvfd")
+    ap.add_argument("--sm-module-dir")
     args = ap.parse_args()
     need_lab()
     lab = Lab(os.path.abspath(args.plugin), os.path.abspath(args.fakesysfs), Tap())
@@ -78,10 +81,22 @@ def main():
     compat = {"IBVF_CNI_SOCKET": lab.no_sock}
     runs = {"ib-sriov (daemon, fake ibvfd)": [], "ib-sriov (compatibility mode)": [],
             "host-device (Go, Debian)": []}
+    real = None
+    if args.ibvfd:
+        real = Ibvfd(lab, os.path.abspath(args.ibvfd), os.path.abspath(args.sm_module_dir), [vf])
+        if not real.start():
+            print("ibvfd did not start", file=sys.stderr)
+            return 1
+        runs = {"ib-sriov (daemon, ibvfd noop)": [], **runs}
+        ibr = dict(ib, ibvfd={"socket": real.sock})
     for i in range(5):  # warm caches (binaries, page cache) before timing
         pair(lab, ib, f"warm{i}", ns)
         pair(lab, hd, f"warm{i}", ns, binary="/usr/lib/cni/host-device")
+        if real:
+            pair(lab, ibr, f"warmr{i}", ns)
     for i in range(args.iterations):
+        if real:
+            runs["ib-sriov (daemon, ibvfd noop)"].append(pair(lab, ibr, f"r{i}", ns))
         runs["ib-sriov (daemon, fake ibvfd)"].append(pair(lab, ib, f"b{i}", ns))
         runs["ib-sriov (compatibility mode)"].append(pair(lab, ib, f"c{i}", ns, extra=compat))
         runs["host-device (Go, Debian)"].append(pair(lab, hd, f"h{i}", ns,
@@ -89,9 +104,11 @@ def main():
     print(f"# {args.iterations} ADD+DEL pairs each, same veth, same netns, interleaved")
     med = {k: summary(k, v) for k, v in runs.items()}
     base = med["host-device (Go, Debian)"]
-    for k in ("ib-sriov (daemon, fake ibvfd)", "ib-sriov (compatibility mode)"):
+    for k in [k for k in runs if k.startswith("ib-sriov")]:
         print(f"ratio {k} / host-device: wall {med[k][0] / base[0]:.3f} (target <= 0.25), "
               f"CPU {med[k][1] / base[1]:.3f}")
+    if real:
+        real.stop()
     return 0
 
 
