@@ -638,9 +638,31 @@ def t_concurrent(lab, t, n=50):
         lab.netns.remove(ns)
 
 
+def t_vfio(lab, t):
+    """A VF bound to vfio-pci (KubeVirt): GUID through ibvfd, no netdev, no IPAM."""
+    vf, ns, cid = lab.vf(), lab.ns(), "c-vfio"
+    rc, out, _ = lab.run("ADD", base(lab, vf, net="ibvfio", vfioPciMode=True), cid, netns=ns)
+    t.ok(rc == 1 and out["code"] == 7 and "vfio-pci" in out["details"],
+         "vfioPciMode on a VF bound to mlx5_core: code 7", out)
+    sh(lab.fakesysfs, lab.sysfs, "unbind", vf.pci)
+    sh(lab.fakesysfs, lab.sysfs, "bind", vf.pci, "vfio-pci")
+    conf = base(lab, vf, net="ibvfio")
+    rc, res, err = lab.run("ADD", conf, cid, netns=ns)
+    t.ok(rc == 0 and res["interfaces"][0]["name"] == "net1" and "mac" not in
+         res["interfaces"][0] and res["ips"] == [],
+         "vfio-pci detected: ADD hands the GUID over without netdev or IPAM", f"{res}\n{err}")
+    t.ok(lab.store()["owners"].get(f"{cid}/net1", {}).get("state") == "handed",
+         "vfio: ibvfd holds the owner")
+    t.ok(json.load(open(lab.cache_file(cid)))["ibvf"]["vfio"], "vfio recorded in the cache")
+    rc, out, err = lab.run("DEL", conf, cid, netns=ns)
+    t.ok(rc == 0 and f"{cid}/net1" not in lab.store()["owners"], "vfio: DEL releases the owner",
+         f"{out}\n{err}")
+    nothing_held(lab, t, cid, "ibvfio", "vfio DEL")
+
+
 TESTS = [t_version, t_add_check_del, t_rendered_sriovibnetwork, t_metaplugins_conflist,
          t_versions, t_gc, t_status, t_del_missing_state, t_legacy_cache, t_add_failures,
-         t_bad_input, t_compat_mode, t_concurrent]
+         t_bad_input, t_compat_mode, t_vfio, t_concurrent]
 
 
 def main():
