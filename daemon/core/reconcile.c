@@ -178,7 +178,7 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 			"GUID %s of container %.12s ifname %s was left %s%s%s", s,
 			a.owner.container_id, a.owner.ifname, st, ret ? ": " : "",
 			ret ? err : (pending ? " (SM removal still pending)" : ""));
-		snap->state = IBVF_ALLOC_QUARANTINED; /* no longer holds the GUID */
+		snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
 		goto out;
 	}
 	/* port_ready / handed: the VF must carry the GUID ... */

@@ -247,7 +247,8 @@ static int f_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void 
 	}
 	n = b->n;
 	copy = malloc((n ? n : 1) * sizeof(*copy));
-	memcpy(copy, b->m, n * sizeof(*copy));
+	if (n)
+		memcpy(copy, b->m, n * sizeof(*copy));
 	leave(b);
 	pthread_mutex_unlock(&b->lock);
 	for (size_t i = 0; i < n && !ret; i++) {

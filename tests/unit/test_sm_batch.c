@@ -285,7 +285,7 @@ static void *th_call(void *p)
 
 static void test_concurrent_callers(void **state)
 {
-	struct fx *f = fx_new(50, 1024, 3);
+	struct fx *f = fx_new(500, 1024, 3); /* generous: thread start-up is slow under ASan */
 	pthread_t th[32];
 	struct th_arg a[32];
 
