@@ -677,8 +677,8 @@ static int wait_port(struct op *op)
 			   &op->port, err, sizeof(err));
 	if (ret)
 		set_error(op, deadline_passed(op) ? IBVF_RPC_DEADLINE : IBVF_RPC_PORT_NOT_READY, ret,
-			  "port_wait", "PF %s VF %d GUID %s: port not ready: %s", op->vf.pf,
-			  op->vf.vf_index, op->pci, err);
+			  "port_wait", "PF %s VF %d (%s) GUID %016llx: port not ready: %s",
+			  op->vf.pf, op->vf.vf_index, op->pci, (unsigned long long)op->a.guid, err);
 	return ret;
 }
 
@@ -1165,6 +1165,14 @@ static void op_free(struct op *op)
 	free(op);
 }
 
+static const char *methods_name(enum op_kind k)
+{
+	static const char *const names[] = { "prepare", "commit", "release", "status",
+					     "list",	"gc",	  "audit",   "undo" };
+
+	return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
+}
+
 /* Loop thread: reply, drop keys, start waiting ops. */
 static void op_finish(void *arg)
 {
@@ -1175,6 +1183,10 @@ static void op_finish(void *arg)
 	if (op->kind != OP_UNDO) {
 		if (!op->result && !op->code)
 			set_error(op, IBVF_RPC_INTERNAL_ERROR, EIO, "internal", "no result");
+		if (op->code && op->kind != OP_STATUS && op->kind != OP_LIST)
+			log_warn("%s of container %.12s ifname %s failed at %s: %s",
+				 methods_name(op->kind), op->owner.container_id, op->owner.ifname,
+				 op->step[0] ? op->step : "-", op->msg);
 		delivered = op->reply(op->ctx, op->result, op->code, op->msg, op->err_no, op->step);
 		op->result = NULL; /* the reply took it */
 	}

@@ -91,9 +91,12 @@ static int fake_program(void *ctx, struct ibvf_vf_info *vf, uint64_t node, uint6
 {
 	struct fake *f = ctx;
 	struct ibvf_vf_info cur;
+	char pci[sizeof(vf->pci)];
 	unsigned gen;
-	int ret = read_vf(f, vf->pci, &cur, &gen, err, errlen);
+	int ret;
 
+	memcpy(pci, vf->pci, sizeof(pci)); /* read_vf() below rewrites *vf */
+	ret = read_vf(f, pci, &cur, &gen, err, errlen);
 	if (ret)
 		return ret;
 	if (f->fail_pci[0] && !strcmp(f->fail_pci, vf->pci))
@@ -103,11 +106,11 @@ static int fake_program(void *ctx, struct ibvf_vf_info *vf, uint64_t node, uint6
 
 		nanosleep(&ts, NULL);
 	}
-	ret = write_vf(f->dir, vf->pci, cur.pf, cur.vf_index, node, port,
+	ret = write_vf(f->dir, pci, cur.pf, cur.vf_index, node, port,
 		       link && *link ? link : cur.link_state, gen + 1, err, errlen);
 	if (ret)
 		return ret;
-	return read_vf(f, vf->pci, vf, &gen, err, errlen);
+	return read_vf(f, pci, vf, &gen, err, errlen);
 }
 
 static int fake_list(void *ctx, int (*cb)(void *arg, const struct ibvf_vf_info *vf), void *arg,
