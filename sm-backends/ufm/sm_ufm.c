@@ -1,0 +1,855 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ufm SM backend (see sm_ufm.h and docs/ufm.md): configuration, request
+ * bodies, reply parsing and the ibvf_sm_ops table. HTTP lives in ufm_http.c.
+ */
+#include "sm_ufm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "json_util.h"
+#include "ufm_http.h"
+
+#define UFM_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define UFM_DEFAULT_TIMEOUT_MS	       30000
+#define UFM_SECRET_MAX		       4096 /* bytes of a password or token file */
+#define UFM_CFG_NAME		       "sm.config (ufm)"
+
+/* The backend's JSON config (docs/config.md, "sm.config for the ufm backend"). */
+struct ufm_config {
+	char *address;
+	char *scheme;  /* "https" (default) | "http" */
+	uint64_t port; /* 0: 443 for https, 80 for http */
+	char *auth;    /* "basic" (default) | "token" */
+	char *username;
+	char *password; /* inline (UFM_PASSWORD); prefer password_file */
+	char *password_file;
+	char *token_file;
+	char *ca_file;
+	char *ca_pem; /* PEM text (UFM_CERTIFICATE) */
+	char *client_cert;
+	char *client_key;
+	bool insecure_skip_verify;
+	uint64_t connect_timeout_ms; /* 0: min(5000, timeout_ms) */
+	uint64_t timeout_ms;
+	uint64_t max_guids_per_request; /* 0: no limit */
+};
+
+struct ibvf_sm_backend {
+	struct ufm_http *http;
+	const char *prefix;    /* "/ufmRest" or "/ufmRestV3" */
+	char where[320];       /* "https://host:443" for descriptions */
+	const char *auth_name; /* "basic" | "token" */
+	bool insecure;
+	bool plain_http;
+	size_t max_guids; /* 0: no limit */
+};
+
+static void wipe_free(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+static void config_free(struct ufm_config *c)
+{
+	free(c->address);
+	free(c->scheme);
+	free(c->auth);
+	free(c->username);
+	wipe_free(c->password);
+	free(c->password_file);
+	free(c->token_file);
+	free(c->ca_file);
+	free(c->ca_pem);
+	free(c->client_cert);
+	free(c->client_key);
+	memset(c, 0, sizeof(*c));
+}
+
+static int config_read(struct ibvf_jctx *jc, json_t *o, struct ufm_config *c)
+{
+	static const char *const keys[] = {
+		"address",
+		"scheme",
+		"port",
+		"auth",
+		"username",
+		"password",
+		"password_file",
+		"token_file",
+		"ca_file",
+		"ca_pem",
+		"client_cert",
+		"client_key",
+		"insecure_skip_verify",
+		"connect_timeout_ms",
+		"timeout_ms",
+		"max_guids_per_request",
+		NULL,
+	};
+	static const struct {
+		const char *key;
+		size_t off;
+	} strs[] = {
+#define S(k) {#k, offsetof(struct ufm_config, k)}
+		S(address),  S(scheme),	       S(auth),	      S(username),
+		S(password), S(password_file), S(token_file), S(ca_file),
+		S(ca_pem),   S(client_cert),   S(client_key),
+#undef S
+	};
+	int ret = ibvf_json_check_keys(jc, o, "", keys);
+
+	for (size_t i = 0; !ret && i < sizeof(strs) / sizeof(strs[0]); i++)
+		ret = ibvf_json_string(jc, o, "", strs[i].key, (char **)((char *)c + strs[i].off));
+	if (!ret)
+		ret = ibvf_json_uint(jc, o, "", "port", 1, 65535, &c->port);
+	if (!ret)
+		ret = ibvf_json_bool(jc, o, "", "insecure_skip_verify", &c->insecure_skip_verify);
+	if (!ret)
+		ret = ibvf_json_uint(jc, o, "", "connect_timeout_ms", 1, 600000,
+				     &c->connect_timeout_ms);
+	if (!ret)
+		ret = ibvf_json_uint(jc, o, "", "timeout_ms", 1, 3600000, &c->timeout_ms);
+	if (!ret)
+		ret = ibvf_json_uint(jc, o, "", "max_guids_per_request", 0, 1000000,
+				     &c->max_guids_per_request);
+	return ret;
+}
+
+/* A host name, IPv4 address or IPv6 literal (bare or in brackets); not a URL. */
+static int check_address(struct ibvf_jctx *jc, const char *a)
+{
+	size_t n = strlen(a);
+
+	if (!n)
+		return ibvf_json_err(jc, "", "address", "is empty");
+	if (strstr(a, "://") || strchr(a, '/'))
+		return ibvf_json_err(jc, "", "address",
+				     "'%.64s' is a URL; give the host name or IP address only "
+				     "(scheme and port are separate keys)",
+				     a);
+	if (n > 255)
+		return ibvf_json_err(jc, "", "address", "longer than 255 characters");
+	/* one colon is host:port; an IPv6 literal has at least two */
+	if (strchr(a, ':') && strchr(a, ':') == strrchr(a, ':'))
+		return ibvf_json_err(jc, "", "address",
+				     "'%.64s' looks like host:port; give the port in \"port\"", a);
+	for (size_t i = 0; i < n; i++) {
+		char ch = a[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || strchr(".-_:[]", ch)))
+			return ibvf_json_err(jc, "", "address",
+					     "'%.64s' is not a host name or IP address", a);
+	}
+	return 0;
+}
+
+static int check_readable(struct ibvf_jctx *jc, const char *key, const char *path)
+{
+	if (access(path, R_OK))
+		return ibvf_json_err(jc, "", key, "cannot read '%s': %s", path, strerror(errno));
+	return 0;
+}
+
+/*
+ * Read a secret (password or token) from @path: at most UFM_SECRET_MAX bytes,
+ * trailing newlines removed, no NUL or line breaks inside; @token also
+ * forbids white space and control characters (it goes into an HTTP header).
+ * Errors name the key and file, never the content.
+ */
+static int read_secret(struct ibvf_jctx *jc, const char *key, const char *path, bool token,
+		       char **out)
+{
+	char *buf = NULL;
+	struct stat st;
+	size_t len = 0;
+	ssize_t r;
+	int fd, ret = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return ibvf_json_err(jc, "", key, "cannot open '%s': %s", path, strerror(errno));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > UFM_SECRET_MAX) {
+		close(fd);
+		return ibvf_json_err(jc, "", key, "'%s' is not a regular file of at most %d bytes",
+				     path, UFM_SECRET_MAX);
+	}
+	buf = calloc(1, UFM_SECRET_MAX + 2);
+	if (!buf) {
+		close(fd);
+		return ibvf_errf(jc->err, jc->errlen, -ENOMEM, "out of memory");
+	}
+	while (len <= UFM_SECRET_MAX && (r = read(fd, buf + len, UFM_SECRET_MAX + 1 - len)) != 0) {
+		if (r < 0) {
+			ret = ibvf_json_err(jc, "", key, "cannot read '%s': %s", path,
+					    strerror(errno));
+			break;
+		}
+		len += (size_t)r;
+	}
+	close(fd);
+	if (!ret && len > UFM_SECRET_MAX)
+		ret = ibvf_json_err(jc, "", key, "'%s' is longer than %d bytes", path,
+				    UFM_SECRET_MAX);
+	while (!ret && len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+		buf[--len] = '\0';
+	if (!ret && !len)
+		ret = ibvf_json_err(jc, "", key, "'%s' is empty", path);
+	for (size_t i = 0; !ret && i < len; i++) {
+		unsigned char ch = (unsigned char)buf[i];
+
+		if (ch == '\0' || ch == '\n' || ch == '\r' || (token && (ch <= ' ' || ch == 0x7f)))
+			ret = ibvf_json_err(jc, "", key,
+					    "'%s' holds a NUL, a line break%s inside the %s", path,
+					    token ? ", white space or a control character" : "",
+					    token ? "token" : "password");
+	}
+	if (ret) {
+		explicit_bzero(buf, UFM_SECRET_MAX + 2);
+		free(buf);
+		return ret;
+	}
+	*out = buf;
+	return 0;
+}
+
+/* Cross-key rules, then the secrets; fills @o (pointing into @c and *@secret). */
+static int config_check(struct ibvf_jctx *jc, struct ufm_config *c, struct ufm_http_opts *o,
+			char **secret, bool *token_auth, bool *https)
+{
+	int ret;
+
+	*secret = NULL;
+	if (!c->address)
+		return ibvf_json_err(jc, "", "address",
+				     "is required (UFM host name or IP address)");
+	ret = check_address(jc, c->address);
+	if (ret)
+		return ret;
+	if (c->scheme && strcasecmp(c->scheme, "https") && strcasecmp(c->scheme, "http"))
+		return ibvf_json_err(jc, "", "scheme", "'%.16s' is not \"https\" or \"http\"",
+				     c->scheme);
+	*https = !c->scheme || !strcasecmp(c->scheme, "https");
+	if (c->auth && strcmp(c->auth, "basic") && strcmp(c->auth, "token"))
+		return ibvf_json_err(jc, "", "auth", "'%.16s' is not \"basic\" or \"token\"",
+				     c->auth);
+	*token_auth = c->auth && !strcmp(c->auth, "token");
+	if (!*https &&
+	    (c->ca_file || c->ca_pem || c->client_cert || c->client_key || c->insecure_skip_verify))
+		return ibvf_json_err(jc, "", "scheme",
+				     "is \"http\" but TLS keys (ca_file, ca_pem, client_cert, "
+				     "client_key, insecure_skip_verify) are set");
+	if (c->ca_file && c->ca_pem)
+		return ibvf_json_err(jc, "", "ca_pem", "set either ca_file or ca_pem, not both");
+	if (c->insecure_skip_verify && (c->ca_file || c->ca_pem))
+		return ibvf_json_err(jc, "", "insecure_skip_verify",
+				     "is true but a CA (ca_file/ca_pem) is set; choose one");
+	if (c->ca_pem && !strstr(c->ca_pem, "-----BEGIN CERTIFICATE-----"))
+		return ibvf_json_err(jc, "", "ca_pem", "holds no PEM certificate");
+	if (!c->client_cert != !c->client_key)
+		return ibvf_json_err(jc, "", c->client_cert ? "client_key" : "client_cert",
+				     "client_cert and client_key go together");
+	if ((c->ca_file && (ret = check_readable(jc, "ca_file", c->ca_file))) ||
+	    (c->client_cert && (ret = check_readable(jc, "client_cert", c->client_cert))) ||
+	    (c->client_key && (ret = check_readable(jc, "client_key", c->client_key))))
+		return ret;
+	/* the default connect timeout never exceeds a shorter total timeout */
+	if (!c->connect_timeout_ms)
+		c->connect_timeout_ms = c->timeout_ms < UFM_DEFAULT_CONNECT_TIMEOUT_MS
+						? c->timeout_ms
+						: UFM_DEFAULT_CONNECT_TIMEOUT_MS;
+	if (c->connect_timeout_ms > c->timeout_ms)
+		return ibvf_json_err(jc, "", "connect_timeout_ms",
+				     "%llu is more than timeout_ms %llu",
+				     (unsigned long long)c->connect_timeout_ms,
+				     (unsigned long long)c->timeout_ms);
+	if (*token_auth) {
+		if (c->username || c->password || c->password_file)
+			return ibvf_json_err(jc, "", c->username ? "username" : "password",
+					     "is not used with auth \"token\"; remove it");
+		if (!c->token_file)
+			return ibvf_json_err(jc, "", "token_file",
+					     "is required with auth \"token\"");
+		ret = read_secret(jc, "token_file", c->token_file, true, secret);
+		if (ret)
+			return ret;
+		o->token = *secret;
+	} else {
+		if (c->token_file)
+			return ibvf_json_err(jc, "", "token_file",
+					     "is only used with auth \"token\"");
+		if (!c->username || !*c->username)
+			return ibvf_json_err(jc, "", "username", "is required with auth \"basic\"");
+		if (strchr(c->username, ':') || strpbrk(c->username, "\r\n"))
+			return ibvf_json_err(jc, "", "username",
+					     "must not contain ':' or line breaks (RFC 7617)");
+		if (c->password && c->password_file)
+			return ibvf_json_err(jc, "", "password",
+					     "set either password or password_file, not both");
+		if (c->password_file) {
+			ret = read_secret(jc, "password_file", c->password_file, false, secret);
+			if (ret)
+				return ret;
+			o->password = *secret;
+		} else if (c->password && *c->password) {
+			o->password = c->password;
+		} else {
+			return ibvf_json_err(jc, "", "password_file",
+					     "is required with auth \"basic\" (or password)");
+		}
+		o->username = c->username;
+	}
+	o->ca_file = c->ca_file;
+	o->ca_pem = c->ca_pem;
+	o->client_cert = c->client_cert;
+	o->client_key = c->client_key;
+	o->insecure = c->insecure_skip_verify;
+	o->connect_timeout_ms = (long)c->connect_timeout_ms;
+	o->timeout_ms = (long)c->timeout_ms;
+	return 0;
+}
+
+static int ufm_init(const char *json_config, struct ibvf_sm_backend **out, char *err, size_t errlen)
+{
+	struct ufm_config c = {
+		.connect_timeout_ms = 0, /* default: see config_check() */
+		.timeout_ms = UFM_DEFAULT_TIMEOUT_MS,
+	};
+	struct ibvf_jctx jc = {UFM_CFG_NAME, err, errlen};
+	struct ufm_http_opts o = {0};
+	struct ibvf_sm_backend *b = NULL;
+	bool token = false, https = true;
+	char *secret = NULL, *host = NULL;
+	json_t *root;
+	int ret;
+
+	*out = NULL;
+	root = ibvf_json_load(UFM_CFG_NAME, json_config && *json_config ? json_config : "{}", err,
+			      errlen);
+	if (!root)
+		return -EINVAL;
+	ret = config_read(&jc, root, &c);
+	json_decref(root);
+	if (!ret)
+		ret = config_check(&jc, &c, &o, &secret, &token, &https);
+	if (ret)
+		goto out;
+	b = calloc(1, sizeof(*b));
+	/* an IPv6 literal goes into brackets in a URL (RFC 3986, 3.2.2) */
+	if (strchr(c.address, ':') && c.address[0] != '[') {
+		if (asprintf(&host, "[%s]", c.address) < 0)
+			host = NULL;
+	} else {
+		host = strdup(c.address);
+	}
+	if (!b || !host) {
+		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if (!c.port)
+		c.port = https ? 443 : 80;
+	snprintf(b->where, sizeof(b->where), "%s://%s:%u", https ? "https" : "http", host,
+		 (unsigned)c.port);
+	b->prefix = token ? "/ufmRestV3" : "/ufmRest";
+	b->auth_name = token ? "token" : "basic";
+	b->insecure = c.insecure_skip_verify;
+	b->plain_http = !https;
+	b->max_guids = (size_t)c.max_guids_per_request;
+	o.base_url = b->where;
+	ret = ufm_http_new(&o, &b->http, err, errlen);
+	if (ret)
+		ibvf_err_prefix(err, errlen, ret, "%s", UFM_CFG_NAME);
+out:
+	free(host);
+	wipe_free(secret);
+	config_free(&c);
+	if (ret) {
+		free(b);
+		return ret;
+	}
+	*out = b;
+	return 0;
+}
+
+static void ufm_fini(struct ibvf_sm_backend *b)
+{
+	if (!b)
+		return;
+	ufm_http_free(b->http);
+	free(b);
+}
+
+static int ufm_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen, char *err,
+			size_t errlen)
+{
+	struct ufm_reply r;
+	char path[64];
+	json_error_t je;
+	json_t *j, *v;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/app/ufm_version", b->prefix);
+	ret = ufm_http_call(b->http, "GET", path, NULL, &r, err, errlen);
+	if (ret) {
+		ufm_reply_free(&r);
+		return ret;
+	}
+	j = json_loadb(r.body, r.len, 0, &je);
+	ufm_reply_free(&r);
+	if (!j)
+		return ibvf_errf(err, errlen, -EBADMSG, "UFM GET %s: malformed JSON reply: %s",
+				 path, je.text);
+	if (json_is_object(j) && json_object_size(j) == 0) {
+		json_decref(j);
+		return ibvf_errf(err, errlen, -ENOENT,
+				 "UFM GET %s: UFM answered {} (resource not found)", path);
+	}
+	v = json_object_get(j, "ufm_release_version");
+	if (!json_is_string(v) || !json_string_length(v)) {
+		json_decref(j);
+		return ibvf_errf(err, errlen, -EBADMSG,
+				 "UFM GET %s: reply has no \"ufm_release_version\" string", path);
+	}
+	if (desc && desclen)
+		snprintf(desc, desclen, "UFM %.64s at %s (auth %s)%s%s", json_string_value(v),
+			 b->where, b->auth_name,
+			 b->insecure ? "; WARNING: TLS peer verification is off "
+				       "(insecure_skip_verify)"
+				     : "",
+			 b->plain_http ? "; WARNING: plain HTTP, credentials travel unencrypted"
+				       : "");
+	json_decref(j);
+	return 0;
+}
+
+/* --------------------------------------------------------- request bodies -- */
+
+static void pkey_str(uint16_t pkey, char buf[8])
+{
+	snprintf(buf, 8, "0x%04X", pkey & IBVF_PKEY_KEY_MASK);
+}
+
+static json_t *guid_array(const struct ibvf_sm_member *m, const uint64_t *g, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < n; i++) {
+		char hex[IBVF_GUID_HEX_LEN];
+
+		if (json_array_append_new(
+			    a, json_string(ibvf_guid_format_hex(m ? m[i].guid : g[i], hex)))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static int dump_body(json_t *o, int fail, char **out)
+{
+	*out = (o && !fail) ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return *out ? 0 : -ENOMEM;
+}
+
+int ufm_add_body(uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
+		 const struct ibvf_sm_pkey_flags *flags, char **out)
+{
+	json_t *o = json_object();
+	bool mixed = false;
+	char pk[8];
+	int fail = 0;
+
+	for (size_t i = 1; i < n; i++)
+		mixed |= m[i].membership != m[0].membership;
+	pkey_str(pkey, pk);
+	fail |= json_object_set_new(o, "pkey", json_string(pk));
+	fail |= json_object_set_new(o, "guids", guid_array(m, NULL, n));
+	if (mixed) {
+		json_t *a = json_array();
+
+		for (size_t i = 0; a && i < n; i++)
+			fail |= json_array_append_new(
+				a, json_string(ibvf_membership_name(m[i].membership)));
+		fail |= json_object_set_new(o, "memberships", a);
+	} else {
+		fail |= json_object_set_new(
+			o, "membership",
+			json_string(ibvf_membership_name(n ? m[0].membership : IBVF_MEMBER_FULL)));
+	}
+	/* UFM's defaults when the caller gives no flags: index0 false, ip_over_ib true */
+	fail |= json_object_set_new(o, "index0", json_boolean(flags ? flags->index0 : false));
+	fail |= json_object_set_new(o, "ip_over_ib", json_boolean(flags ? flags->ipoib : true));
+	return dump_body(o, fail, out);
+}
+
+int ufm_remove_body(uint16_t pkey, const uint64_t *guids, size_t n, char **out)
+{
+	json_t *o = json_object();
+	char pk[8];
+	int fail = 0;
+
+	pkey_str(pkey, pk);
+	fail |= json_object_set_new(o, "pkey", json_string(pk));
+	fail |= json_object_set_new(o, "guids", guid_array(NULL, guids, n));
+	return dump_body(o, fail, out);
+}
+
+/* ------------------------------------------------------- add and remove -- */
+
+static int check_pkey(uint16_t pkey, char *err, size_t errlen)
+{
+	if (pkey == 0 || pkey > IBVF_PKEY_KEY_MASK)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "PKey 0x%04x is not a 15-bit partition key in 0x0001..0x7fff",
+				 pkey);
+	return 0;
+}
+
+struct gref {
+	uint64_t guid;
+	size_t idx;
+};
+
+static int gref_cmp(const void *a, const void *b)
+{
+	const struct gref *x = a, *y = b;
+
+	if (x->guid != y->guid)
+		return x->guid < y->guid ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/*
+ * Mark in @dup[] the later copies of GUIDs given more than once. With
+ * @m, copies with a different membership are an error.
+ */
+static int find_duplicates(const struct ibvf_sm_member *m, const uint64_t *g, size_t n, bool *dup,
+			   char *err, size_t errlen)
+{
+	struct gref *r = malloc(n * sizeof(*r));
+
+	if (!r)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		r[i].guid = m ? m[i].guid : g[i];
+		r[i].idx = i;
+		dup[i] = false;
+	}
+	qsort(r, n, sizeof(*r), gref_cmp);
+	for (size_t i = 1; i < n; i++) {
+		if (r[i].guid != r[i - 1].guid)
+			continue;
+		if (m && m[r[i].idx].membership != m[r[i - 1].idx].membership) {
+			char s[IBVF_GUID_STR_LEN];
+			uint64_t guid = r[i].guid;
+
+			free(r);
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "GUID %s is listed twice, once full and once limited",
+					 ibvf_guid_format(guid, s));
+		}
+		dup[r[i].idx] = true;
+	}
+	free(r);
+	return 0;
+}
+
+static int check_guid(uint64_t guid, size_t i, char *err, size_t errlen)
+{
+	char s[IBVF_GUID_STR_LEN];
+
+	if (!ibvf_guid_is_assignable(guid))
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "member %zu: GUID %s is not a valid port GUID (0 or all-ones)", i,
+				 ibvf_guid_format(guid, s));
+	return 0;
+}
+
+/* Send @n members (or GUIDs) in requests of at most b->max_guids each. */
+static int send_chunks(struct ibvf_sm_backend *b, const char *path, uint16_t pkey,
+		       const struct ibvf_sm_member *m, const uint64_t *g, size_t n,
+		       const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
+{
+	size_t step = b->max_guids ? b->max_guids : n;
+
+	for (size_t i = 0; i < n; i += step) {
+		size_t k = n - i < step ? n - i : step;
+		struct ufm_reply r;
+		char *body;
+		int ret;
+
+		ret = m ? ufm_add_body(pkey, m + i, k, flags, &body)
+			: ufm_remove_body(pkey, g + i, k, &body);
+		if (ret)
+			return ibvf_errf(err, errlen, ret, "out of memory");
+		ret = ufm_http_call(b->http, "POST", path, body, &r, err, errlen);
+		free(body);
+		ufm_reply_free(&r);
+		if (ret && i)
+			return ibvf_err_prefix(err, errlen, ret,
+					       "PKey 0x%04x: %zu of %zu GUIDs were sent before",
+					       pkey, i, n);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int ufm_add_members(struct ibvf_sm_backend *b, uint16_t pkey,
+			   const struct ibvf_sm_member *members, size_t n,
+			   const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
+{
+	struct ibvf_sm_member *uniq;
+	char path[64];
+	size_t k = 0;
+	bool *dup;
+	int ret;
+
+	ret = check_pkey(pkey, err, errlen);
+	if (ret || !n)
+		return ret;
+	if (!members)
+		return ibvf_errf(err, errlen, -EINVAL, "no members given");
+	for (size_t i = 0; i < n; i++)
+		if ((ret = check_guid(members[i].guid, i, err, errlen)))
+			return ret;
+	dup = malloc(n * sizeof(*dup));
+	uniq = malloc(n * sizeof(*uniq));
+	ret = dup && uniq ? find_duplicates(members, NULL, n, dup, err, errlen)
+			  : ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; !ret && i < n; i++)
+		if (!dup[i])
+			uniq[k++] = members[i];
+	free(dup);
+	snprintf(path, sizeof(path), "%s/resources/pkeys", b->prefix);
+	if (!ret)
+		ret = send_chunks(b, path, pkey, uniq, NULL, k, flags, err, errlen);
+	free(uniq);
+	return ret;
+}
+
+static int ufm_remove_members(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *guids,
+			      size_t n, char *err, size_t errlen)
+{
+	char path[64];
+	uint64_t *uniq;
+	size_t k = 0;
+	bool *dup;
+	int ret;
+
+	ret = check_pkey(pkey, err, errlen);
+	if (ret || !n)
+		return ret;
+	if (!guids)
+		return ibvf_errf(err, errlen, -EINVAL, "no GUIDs given");
+	for (size_t i = 0; i < n; i++)
+		if ((ret = check_guid(guids[i], i, err, errlen)))
+			return ret;
+	dup = malloc(n * sizeof(*dup));
+	uniq = malloc(n * sizeof(*uniq));
+	ret = dup && uniq ? find_duplicates(NULL, guids, n, dup, err, errlen)
+			  : ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; !ret && i < n; i++)
+		if (!dup[i])
+			uniq[k++] = guids[i];
+	free(dup);
+	snprintf(path, sizeof(path), "%s/actions/remove_guids_from_pkey", b->prefix);
+	if (!ret)
+		ret = send_chunks(b, path, pkey, NULL, uniq, k, NULL, err, errlen);
+	free(uniq);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ list -- */
+
+/* "0x2fb", "0x7FFF": 1..4 hex digits after 0x; the membership bit is dropped. */
+static int parse_pkey_key(const char *s, uint16_t *out)
+{
+	unsigned v = 0;
+	size_t n;
+
+	if (s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
+		return -EINVAL;
+	s += 2;
+	n = strlen(s);
+	if (n < 1 || n > 4 || strspn(s, "0123456789abcdefABCDEF") != n)
+		return -EINVAL;
+	sscanf(s, "%x", &v);
+	v &= IBVF_PKEY_KEY_MASK;
+	if (!v)
+		return -EINVAL;
+	*out = (uint16_t)v;
+	return 0;
+}
+
+static int bad_body(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int bad_body(char *err, size_t errlen, const char *fmt, ...)
+{
+	char msg[384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return ibvf_errf(err, errlen, -EBADMSG, "malformed PKey list: %s", msg);
+}
+
+static int parse_membership(json_t *v, enum ibvf_membership *out)
+{
+	if (!json_is_string(v))
+		return -EINVAL;
+	return ibvf_membership_parse(json_string_value(v), out, NULL, 0);
+}
+
+/* One element of a PKey's "guids": {"guid":..,"membership":..} or a bare GUID string. */
+static int parse_member(const char *key, size_t i, json_t *e, enum ibvf_membership def,
+			struct ibvf_sm_member *m, char *err, size_t errlen)
+{
+	json_t *g = json_is_string(e) ? e : json_object_get(e, "guid");
+	json_t *ms = json_is_object(e) ? json_object_get(e, "membership") : NULL;
+
+	if (!json_is_object(e) && !json_is_string(e))
+		return bad_body(err, errlen, "\"%s\".guids[%zu] is not an object", key, i);
+	if (!json_is_string(g))
+		return bad_body(err, errlen, "\"%s\".guids[%zu].guid is missing or not a string",
+				key, i);
+	if (ibvf_guid_parse(json_string_value(g), &m->guid, NULL, 0))
+		return bad_body(err, errlen, "\"%s\".guids[%zu].guid '%.40s' is not a GUID", key, i,
+				json_string_value(g));
+	m->membership = def;
+	if (ms && !json_is_null(ms) && parse_membership(ms, &m->membership))
+		return bad_body(err, errlen,
+				"\"%s\".guids[%zu].membership is not \"full\" or \"limited\"", key,
+				i);
+	return 0;
+}
+
+static int parse_one_pkey(const char *key, uint16_t pk, json_t *v, ibvf_sm_list_cb cb, void *arg,
+			  char *err, size_t errlen)
+{
+	enum ibvf_membership def = IBVF_MEMBER_FULL;
+	json_t *guids, *ms, *e;
+	size_t i;
+
+	if (!json_is_object(v))
+		return bad_body(err, errlen, "\"%s\" is not an object", key);
+	ms = json_object_get(v, "membership");
+	if (ms && !json_is_null(ms) && parse_membership(ms, &def))
+		return bad_body(err, errlen, "\"%s\".membership is not \"full\" or \"limited\"",
+				key);
+	guids = json_object_get(v, "guids");
+	if (!guids || json_is_null(guids))
+		return 0;
+	if (!json_is_array(guids))
+		return bad_body(err, errlen, "\"%s\".guids is not an array", key);
+	json_array_foreach(guids, i, e)
+	{
+		struct ibvf_sm_member m;
+		int ret = parse_member(key, i, e, def, &m, err, errlen);
+
+		if (ret)
+			return ret;
+		/* UFM keeps no owner mark: every membership is reported as managed */
+		if (cb && (ret = cb(arg, pk, &m, true)))
+			return ret;
+	}
+	return 0;
+}
+
+int ufm_parse_pkeys(const char *body, size_t len, int pkey, ibvf_sm_list_cb cb, void *arg,
+		    char *err, size_t errlen)
+{
+	json_error_t je;
+	const char *key;
+	json_t *root, *v;
+	int ret = 0;
+
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return bad_body(err, errlen, "not JSON (line %d, column %d: %s)", je.line,
+				je.column, je.text);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return bad_body(err, errlen, "expected an object keyed by PKey");
+	}
+	/* validate everything first, so a bad body reports nothing half-way */
+	for (int pass = 0; pass < 2 && !ret; pass++) {
+		json_object_foreach(root, key, v)
+		{
+			uint16_t pk;
+
+			if (parse_pkey_key(key, &pk)) {
+				ret = bad_body(err, errlen,
+					       "key \"%.16s\" is not a PKey (0x1..0x7fff)", key);
+				break;
+			}
+			if (pkey >= 0 && pk != pkey)
+				continue;
+			ret = parse_one_pkey(key, pk, v, pass ? cb : NULL, arg, err, errlen);
+			if (ret)
+				break;
+		}
+	}
+	json_decref(root);
+	return ret;
+}
+
+static int ufm_list_members(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void *arg,
+			    char *err, size_t errlen)
+{
+	struct ufm_reply r;
+	char path[80];
+	int ret;
+
+	if (pkey != -1 && (pkey < 1 || pkey > (int)IBVF_PKEY_KEY_MASK))
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "PKey %d is not -1 (all) or a 15-bit key 0x0001..0x7fff", pkey);
+	if (!cb)
+		return ibvf_errf(err, errlen, -EINVAL, "no callback given");
+	snprintf(path, sizeof(path), "%s/resources/pkeys?guids_data=true", b->prefix);
+	ret = ufm_http_call(b->http, "GET", path, NULL, &r, err, errlen);
+	if (!ret) {
+		if (err && errlen)
+			err[0] = '\0';
+		ret = ufm_parse_pkeys(r.body, r.len, pkey, cb, arg, err, errlen);
+		/* a parse error fills @err; a value from @cb is passed on as it is */
+		if (ret < 0 && err && errlen && err[0])
+			ibvf_err_prefix(err, errlen, ret, "UFM GET %s", path);
+	}
+	ufm_reply_free(&r);
+	return ret;
+}
+
+static const struct ibvf_sm_ops ufm_ops = {
+	.abi_version = IBVF_SM_ABI_VERSION,
+	.struct_size = sizeof(struct ibvf_sm_ops),
+	.name = "ufm",
+	.init = ufm_init,
+	.fini = ufm_fini,
+	.validate = ufm_validate,
+	.add_members = ufm_add_members,
+	.remove_members = ufm_remove_members,
+	.list_members = ufm_list_members,
+};
+
+const struct ibvf_sm_ops *ibvf_sm_backend_v1(void)
+{
+	return &ufm_ops;
+}

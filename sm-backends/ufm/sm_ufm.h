@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ufm SM backend: partition (PKey) membership through NVIDIA UFM Enterprise's
+ * REST API (UFM Enterprise REST API guide, "PKey GUIDs REST API" and
+ * "REST API Complementary Information"; docs/ufm.md).
+ *
+ *   add     POST {prefix}/resources/pkeys
+ *           {"pkey":"0x00A5","guids":["0002c90300001001",...],
+ *            "membership":"full"|"limited" (all members alike) or
+ *            "memberships":["full","limited",...] (one per GUID),
+ *            "index0":bool,"ip_over_ib":bool}
+ *   remove  POST {prefix}/actions/remove_guids_from_pkey {"pkey":"0x00A5","guids":[...]}
+ *   list    GET  {prefix}/resources/pkeys?guids_data=true
+ *   version GET  {prefix}/app/ufm_version
+ *
+ * {prefix} is /ufmRest (Basic auth) or /ufmRestV3 (access token). Bodies are
+ * compact JSON with the keys in the order shown. The module exports only
+ * ibvf_sm_backend_v1 (sm-backends/ufm/ufm.map); the declarations below are
+ * for the module's own tests.
+ */
+#ifndef IBVF_SM_UFM_H
+#define IBVF_SM_UFM_H
+
+#include <ibvf/sm_backend.h>
+
+/** The module's entry point (IBVF_SM_ENTRY_SYMBOL). */
+const struct ibvf_sm_ops *ibvf_sm_backend_v1(void);
+
+/**
+ * ufm_add_body() - the JSON body of an add call for members [0, @n) of
+ * @pkey (15-bit key, 0x0001..0x7fff). *@out is malloc'd.
+ * Return: 0, -ENOMEM.
+ */
+int ufm_add_body(uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
+		 const struct ibvf_sm_pkey_flags *flags, char **out);
+
+/** ufm_remove_body() - the JSON body of a remove call. Return: 0, -ENOMEM. */
+int ufm_remove_body(uint16_t pkey, const uint64_t *guids, size_t n, char **out);
+
+/**
+ * ufm_parse_pkeys() - parse the reply of GET .../resources/pkeys?guids_data=true
+ * (an object keyed by PKey, each {"guids":[{"guid","membership","index0"}],
+ * ...}) and call @cb for every member of @pkey (or of every PKey when @pkey
+ * is -1). Hex is accepted in any case; "guids" and "membership" may be
+ * missing (membership then comes from the PKey's own "membership", else
+ * "full", UFM's default); "{}" is an empty fabric.
+ * Return: 0, the non-zero value @cb returned, or -EBADMSG for a malformed
+ * body with the reason (and where) in @err.
+ */
+int ufm_parse_pkeys(const char *body, size_t len, int pkey, ibvf_sm_list_cb cb, void *arg,
+		    char *err, size_t errlen);
+
+#endif /* IBVF_SM_UFM_H */
