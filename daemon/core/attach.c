@@ -68,6 +68,8 @@ struct op {
 	bool created;		/* this op allocated the record */
 	struct ibvf_vf_info vf;
 	struct ibvf_port_result port;
+	bool expecting;		/* counted in the batcher's expected requests */
+	bool sm_failed;		/* release: SM removal failed */
 	int sm_pending;		/* under e->lock */
 	int sm_status;
 	char sm_msg[IBVF_ERR_LEN + 96];
@@ -516,35 +518,28 @@ static int reset_vf(struct ibvf_engine *e, const struct ibvf_alloc *a, char *err
 	return 0;
 }
 
-int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool *sm_pending,
-	     char *err, size_t errlen)
+/* First half of a walk-back: persist "releasing". */
+static int undo_begin(struct ibvf_engine *e, struct ibvf_alloc *a, char *err, size_t errlen)
 {
-	char s[IBVF_GUID_STR_LEN], e2[IBVF_ERR_LEN + 96];
-	bool sm_failed = false;
-	int ret;
+	int ret = 0;
 
-	*sm_pending = false;
-	ibvf_guid_format(a->guid, s);
 	if (a->state != IBVF_ALLOC_RELEASING) {
 		a->state = IBVF_ALLOC_RELEASING;
 		eng_pool_lock(e);
 		ret = ibvf_pool_update(e->pool, a, err, errlen);
 		eng_pool_unlock(e);
-		if (ret)
-			return ret;
 	}
-	for (size_t i = 0; sm_touched && i < a->n_pkeys; i++) {
-		struct ibvf_sm_member m = { .guid = a->guid };
+	return ret;
+}
 
-		ret = ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_REMOVE, ibvf_pkey_key(a->pkeys[i]),
-					 &m, ibvf_mono_ms() + 30000, e2, sizeof(e2));
-		if (ret) {
-			log_warn("GUID %s PKey 0x%04x: SM removal failed, reconciliation will retry: "
-				 "%s",
-				 s, ibvf_pkey_key(a->pkeys[i]), e2);
-			sm_failed = true;
-		}
-	}
+/* Second half, after the SM removal: VF reset, then pool release (or keep). */
+static int undo_finish(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_failed,
+		       bool *sm_pending, char *err, size_t errlen)
+{
+	char s[IBVF_GUID_STR_LEN];
+	int ret;
+
+	*sm_pending = false;
 	ret = reset_vf(e, a, err, errlen);
 	if (ret) {
 		log_err("%s", err);
@@ -566,9 +561,36 @@ int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool 
 	eng_pool_unlock(e);
 	if (ret < 0)
 		return ret;
-	log_info("GUID %s released (container %.12s ifname %s)", s, a->owner.container_id,
-		 a->owner.ifname);
+	log_info("GUID %s released (container %.12s ifname %s)", ibvf_guid_format(a->guid, s),
+		 a->owner.container_id, a->owner.ifname);
 	return 0;
+}
+
+int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool *sm_pending,
+	     char *err, size_t errlen)
+{
+	char s[IBVF_GUID_STR_LEN], e2[IBVF_ERR_LEN + 96];
+	bool sm_failed = false;
+	int ret;
+
+	*sm_pending = false;
+	ibvf_guid_format(a->guid, s);
+	ret = undo_begin(e, a, err, errlen);
+	if (ret)
+		return ret;
+	for (size_t i = 0; sm_touched && i < a->n_pkeys; i++) {
+		struct ibvf_sm_member m = { .guid = a->guid };
+
+		ret = ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_REMOVE, ibvf_pkey_key(a->pkeys[i]),
+					 &m, ibvf_mono_ms() + 30000, e2, sizeof(e2));
+		if (ret) {
+			log_warn("GUID %s PKey 0x%04x: SM removal failed, reconciliation will retry: "
+				 "%s",
+				 s, ibvf_pkey_key(a->pkeys[i]), e2);
+			sm_failed = true;
+		}
+	}
+	return undo_finish(e, a, sm_failed, sm_pending, err, errlen);
 }
 
 /* Roll a failed prepare back; keeps the error already set on @op. */
@@ -636,7 +658,7 @@ static void prepare_result(struct op *op)
 	op->result = r;
 }
 
-static void sm_add_done(void *arg, int status, const char *msg)
+static void sm_done(void *arg, int status, const char *msg)
 {
 	struct op *op = arg;
 	struct ibvf_engine *e = op->e;
@@ -655,6 +677,50 @@ static void sm_add_done(void *arg, int status, const char *msg)
 		op->phase = PH_DONE;
 		ibvf_loop_post(e->loop, op_finish, op);
 	}
+}
+
+/* The op stops being an expected SM request (it submits now, or never will). */
+static bool op_arrived(struct op *op)
+{
+	bool was = op->expecting;
+
+	op->expecting = false;
+	return was;
+}
+
+/*
+ * Submit one SM request per PKey of op->a; the last completion resubmits the
+ * op to the workers. The op must not be touched after this returns.
+ */
+static void submit_sm(struct op *op, enum ibvf_sm_req_kind kind)
+{
+	struct ibvf_engine *e = op->e;
+	size_t n = op->a.n_pkeys;
+	uint16_t pk[IBVF_POOL_MAX_PKEYS];
+	uint64_t g = op->a.guid;
+	int64_t dl = op->deadline ? op->deadline : ibvf_mono_ms() + 30000;
+	bool exp = op_arrived(op);
+	int ret;
+
+	op->phase = PH_SM_DONE;
+	op->sm_status = 0;
+	op->sm_pending = (int)n;
+	/* copy first: the op may move on (another worker) as soon as the last is queued */
+	memcpy(pk, op->a.pkeys, sizeof(pk));
+	for (size_t i = 0; i < n; i++) {
+		struct ibvf_sm_member m = {
+			.guid = g,
+			.membership = ibvf_pkey_is_full(pk[i]) ? IBVF_MEMBER_FULL
+							       : IBVF_MEMBER_LIMITED,
+		};
+
+		ret = ibvf_sm_batch_submit(e->batch, kind, ibvf_pkey_key(pk[i]), &m, NULL, dl,
+					   sm_done, op);
+		if (ret)
+			sm_done(op, ret, "SM batcher refused the request");
+	}
+	if (exp)
+		ibvf_sm_batch_expect(e->batch, -1);
 }
 
 /* Wait for the port and fill op->port; 0 or error already set on @op. */
@@ -820,30 +886,7 @@ static bool prepare_begin(struct op *op)
 		rollback(op);
 		return false;
 	}
-	op->phase = PH_SM_DONE;
-	op->sm_status = 0;
-	op->sm_pending = (int)op->a.n_pkeys;
-	{
-		size_t n = op->a.n_pkeys;
-		uint16_t pk[IBVF_POOL_MAX_PKEYS];
-		uint64_t g = op->a.guid;
-		int64_t dl = op->deadline;
-
-		/* copy first: the op may move on (another worker) as soon as the last is queued */
-		memcpy(pk, op->a.pkeys, sizeof(pk));
-		for (size_t i = 0; i < n; i++) {
-			struct ibvf_sm_member m = {
-				.guid = g,
-				.membership = ibvf_pkey_is_full(pk[i]) ? IBVF_MEMBER_FULL
-								       : IBVF_MEMBER_LIMITED,
-			};
-
-			ret = ibvf_sm_batch_submit(e->batch, IBVF_SM_REQ_ADD, ibvf_pkey_key(pk[i]),
-						   &m, NULL, dl, sm_add_done, op);
-			if (ret)
-				sm_add_done(op, ret, "SM batcher refused the request");
-		}
-	}
+	submit_sm(op, IBVF_SM_REQ_ADD);
 	return true;
 }
 
@@ -913,7 +956,7 @@ static void do_commit(struct op *op)
 	op->result = json_pack("{s:o,s:s}", "guid", guid_json(op->a.guid), "state", "handed");
 }
 
-/* Release the owner's attachment (worker). 0, or error set on @op. */
+/* Release the owner's attachment, blocking (worker). 0, or error set on @op. */
 static int release_owner(struct op *op, const struct ibvf_owner *o, json_t **out)
 {
 	struct ibvf_engine *e = op->e;
@@ -942,6 +985,55 @@ static int release_owner(struct op *op, const struct ibvf_owner *o, json_t **out
 	if (pending)
 		json_object_set_new(*out, "sm_removal_pending", json_true());
 	return 0;
+}
+
+/* API release, first half: Return true when handed to the SM batcher. */
+static bool release_begin(struct op *op)
+{
+	struct ibvf_engine *e = op->e;
+	char err[IBVF_ERR_LEN];
+	int ret;
+
+	eng_pool_lock(e);
+	ret = ibvf_pool_find_owner(e->pool, op->owner.container_id, op->owner.ifname, &op->a,
+				   err, sizeof(err));
+	eng_pool_unlock(e);
+	if (ret == -ENOENT) {
+		op->result = json_pack("{s:b}", "released", 0);
+		return false;
+	}
+	if (!ret)
+		ret = undo_begin(e, &op->a, err, sizeof(err));
+	if (ret) {
+		set_error(op, IBVF_RPC_INTERNAL_ERROR, ret, "release", "%s", err);
+		return false;
+	}
+	/* "releasing" may be a retry: the record may or may not still be in the SM */
+	if (!op->a.n_pkeys)
+		return false;
+	op->created = true; /* op->a is valid for release_finish() */
+	submit_sm(op, IBVF_SM_REQ_REMOVE);
+	return true;
+}
+
+static void release_finish(struct op *op)
+{
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	bool pending;
+	int ret;
+
+	op->phase = PH_DONE;
+	if (op->sm_status)
+		log_warn("GUID %s: SM removal failed, reconciliation will retry: %s",
+			 ibvf_guid_format(op->a.guid, s), op->sm_msg);
+	ret = undo_finish(op->e, &op->a, op->sm_status != 0, &pending, err, sizeof(err));
+	if (ret) {
+		set_error(op, IBVF_RPC_VF_ERROR, ret, "release", "%s", err);
+		return;
+	}
+	op->result = json_pack("{s:b,s:o}", "released", 1, "guid", guid_json(op->a.guid));
+	if (pending)
+		json_object_set_new(op->result, "sm_removal_pending", json_true());
 }
 
 struct gc_ctx {
@@ -1131,7 +1223,16 @@ static void op_run(void *arg)
 		do_commit(op);
 		break;
 	case OP_RELEASE:
-		release_owner(op, &op->owner, &op->result);
+		if (op->phase == PH_BEGIN) {
+			if (release_begin(op))
+				return; /* the SM batcher's completion resubmits it */
+			if (!op->created && !op->code)
+				break; /* nothing held */
+			if (!op->code)
+				release_finish(op); /* no PKeys: nothing in the SM */
+		} else {
+			release_finish(op);
+		}
 		break;
 	case OP_UNDO: {
 		json_t *r = NULL;
@@ -1180,6 +1281,8 @@ static void op_finish(void *arg)
 	struct ibvf_engine *e = op->e;
 	bool delivered = true;
 
+	if (op_arrived(op))
+		ibvf_sm_batch_expect(e->batch, -1);
 	if (op->kind != OP_UNDO) {
 		if (!op->result && !op->code)
 			set_error(op, IBVF_RPC_INTERNAL_ERROR, EIO, "internal", "no result");
@@ -1290,6 +1393,11 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 	}
 	if (op->kind == OP_PREPARE)
 		op->deadline = ibvf_mono_ms() + e->prepare_timeout_ms;
+	if (op->kind == OP_PREPARE || op->kind == OP_RELEASE) {
+		/* announce it: a closing SM batch waits a little for it (sm_batch.h) */
+		op->expecting = true;
+		ibvf_sm_batch_expect(e->batch, 1);
+	}
 	if (op->kind == OP_PREPARE || op->kind == OP_COMMIT || op->kind == OP_RELEASE) {
 		owner_key(&op->owner, op->keys.owner, sizeof(op->keys.owner));
 		snprintf(op->keys.pci, sizeof(op->keys.pci), "%s", op->pci);

@@ -33,6 +33,7 @@ struct ibvf_sm_batch {
 	size_t n, cap;
 	int64_t first_ms;		/* when the oldest queued request arrived */
 	bool stop, flush_now;
+	long expected;			/* requests announced, not yet submitted */
 	pthread_t thread;
 	struct ibvf_sm_batch_stats st;
 	unsigned int rnd;
@@ -243,9 +244,13 @@ static void *sm_thread(void *arg)
 			continue;
 		}
 		if (!b->stop && !b->flush_now && b->n < b->o.batch_max &&
-		    now < b->first_ms + b->o.window_ms) {
+		    (now < b->first_ms + b->o.window_ms ||
+		     (b->expected > 0 && now < b->first_ms + b->o.hold_max_ms))) {
 			int64_t until = b->first_ms + b->o.window_ms;
 			struct timespec ts;
+
+			if (now >= until)
+				until = b->first_ms + b->o.hold_max_ms;
 
 			/* condvar uses CLOCK_MONOTONIC (set in ibvf_sm_batch_new) */
 			ts.tv_sec = (time_t)(until / 1000);
@@ -289,6 +294,10 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
 		b->o.retry_max_ms = 5000;
 	if (!b->o.max_attempts)
 		b->o.max_attempts = 8;
+	if (!b->o.hold_max_ms)
+		b->o.hold_max_ms = b->o.window_ms * 50;
+	if (b->o.hold_max_ms < b->o.window_ms)
+		b->o.hold_max_ms = b->o.window_ms;
 	b->rnd = o->seed;
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_mutex_init(&b->be_lock, NULL);
@@ -423,6 +432,17 @@ void ibvf_sm_batch_unlock(struct ibvf_sm_batch *b)
 	pthread_mutex_unlock(&b->be_lock);
 }
 
+void ibvf_sm_batch_expect(struct ibvf_sm_batch *b, int delta)
+{
+	pthread_mutex_lock(&b->lock);
+	b->expected += delta;
+	if (b->expected < 0)
+		b->expected = 0;
+	if (b->expected == 0)
+		pthread_cond_signal(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
 void ibvf_sm_batch_flush_now(struct ibvf_sm_batch *b)
 {
 	pthread_mutex_lock(&b->lock);
@@ -434,6 +454,8 @@ void ibvf_sm_batch_flush_now(struct ibvf_sm_batch *b)
 void ibvf_sm_batch_set_window(struct ibvf_sm_batch *b, uint32_t window_ms, uint32_t batch_max)
 {
 	pthread_mutex_lock(&b->lock);
+	if (b->o.hold_max_ms == b->o.window_ms * 50)
+		b->o.hold_max_ms = window_ms * 50;
 	b->o.window_ms = window_ms;
 	b->o.batch_max = batch_max ? batch_max : b->o.batch_max;
 	pthread_cond_signal(&b->cond);

@@ -41,6 +41,8 @@ struct ibvf_sm_batch_opts {
 	uint32_t retry_base_ms;	/* first backoff, ms (default 100) */
 	uint32_t retry_max_ms;	/* backoff cap, ms (default 5000) */
 	uint32_t max_attempts;	/* per call, >= 1 (default 8) */
+	uint32_t hold_max_ms;	/* keep a closed window open this long while requests are
+				 * still expected (ibvf_sm_batch_expect); default 50 x window */
 	unsigned int seed;	/* jitter seed (tests: reproducible) */
 };
 
@@ -97,6 +99,15 @@ int ibvf_sm_batch_call(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint
 const struct ibvf_sm_ops *ibvf_sm_batch_lock(struct ibvf_sm_batch *b,
 					     struct ibvf_sm_backend **backend);
 void ibvf_sm_batch_unlock(struct ibvf_sm_batch *b);
+
+/**
+ * ibvf_sm_batch_expect() - @delta requests are on their way (+) or arrived /
+ * gave up (-). While any are expected, a batch whose window has closed is
+ * held open (up to hold_max_ms after its first request), so a burst of
+ * attaches whose earlier steps finish at different times still shares one
+ * SM call. Without expected requests the window alone decides.
+ */
+void ibvf_sm_batch_expect(struct ibvf_sm_batch *b, int delta);
 
 /** ibvf_sm_batch_flush_now() - close the current window at once (shutdown, tests). */
 void ibvf_sm_batch_flush_now(struct ibvf_sm_batch *b);

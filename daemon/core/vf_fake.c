@@ -69,7 +69,9 @@ static int write_vf(const char *dir, const char *pci, const char *pf, int idx, u
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return ibvf_errf(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
-	if (write(fd, line, (size_t)n) != n || fsync(fd) || close(fd) || rename(tmp, path)) {
+	/* rename() makes the change atomic for readers and kill -9; no fsync: a fake VF
+	 * need not survive a power loss, and fsync would dominate benchmarks */
+	if (write(fd, line, (size_t)n) != n || close(fd) || rename(tmp, path)) {
 		int e = errno;
 
 		unlink(tmp);
