@@ -1568,7 +1568,8 @@ json_t *ibvf_engine_sm_stats(struct ibvf_engine *e)
 	struct ibvf_sm_batch_stats st;
 
 	ibvf_sm_batch_get_stats(e->batch, &st);
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "requests", (json_int_t)st.requests,
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "call_ms_total",
+			 (json_int_t)st.call_ms_total, "requests", (json_int_t)st.requests,
 			 "coalesced", (json_int_t)st.coalesced, "flushes", (json_int_t)st.flushes,
 			 "add_calls", (json_int_t)st.add_calls, "remove_calls",
 			 (json_int_t)st.remove_calls, "retries", (json_int_t)st.retries,

@@ -131,12 +131,21 @@ static void finding(struct rec_ctx *r, const char *kind, bool problem, uint64_t 
 	json_array_append_new(r->findings, o);
 }
 
+static int cmp_sm(const void *x, const void *y)
+{
+	const struct sm_entry *a = x, *b = y;
+
+	if (a->pkey != b->pkey)
+		return a->pkey < b->pkey ? -1 : 1;
+	return a->guid < b->guid ? -1 : a->guid > b->guid;
+}
+
+/* r->sm is sorted by (PKey, GUID) once listed. */
 static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
 {
-	for (size_t i = 0; i < r->n_sm; i++)
-		if (r->sm[i].pkey == pkey && r->sm[i].guid == guid)
-			return true;
-	return false;
+	struct sm_entry key = { .pkey = pkey, .guid = guid };
+
+	return r->n_sm && bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm);
 }
 
 static void owner_keyhold(const struct ibvf_alloc *a, struct keyhold *k)
@@ -219,17 +228,25 @@ out:
 	eng_drop_keys(e, &k);
 }
 
+/* r->recs comes from ibvf_pool_list() in GUID order: binary search. */
 static bool store_holds(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
 {
-	for (size_t i = 0; i < r->n_recs; i++) {
-		const struct ibvf_alloc *a = &r->recs[i];
+	size_t lo = 0, hi = r->n_recs;
 
-		if (a->guid != guid || a->state == IBVF_ALLOC_QUARANTINED)
-			continue;
-		for (size_t k = 0; k < a->n_pkeys; k++)
-			if (ibvf_pkey_key(a->pkeys[k]) == pkey)
-				return true;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->recs[mid].guid < guid)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	if (lo == r->n_recs || r->recs[lo].guid != guid ||
+	    r->recs[lo].state == IBVF_ALLOC_QUARANTINED)
+		return false;
+	for (size_t k = 0; k < r->recs[lo].n_pkeys; k++)
+		if (ibvf_pkey_key(r->recs[lo].pkeys[k]) == pkey)
+			return true;
 	return false;
 }
 
@@ -352,6 +369,8 @@ int ibvf_engine_reconcile(struct ibvf_engine *e, bool fix, json_t *findings, cha
 		ret = ops->list_members(b, -1, sm_cb, &r, e2, sizeof(e2));
 		ibvf_sm_batch_unlock(e->batch);
 		sm_listed = ret >= 0;
+		if (sm_listed && r.n_sm)
+			qsort(r.sm, r.n_sm, sizeof(*r.sm), cmp_sm);
 		if (ret < 0) {
 			r.n_sm = 0;
 			finding(&r, "sm-unreachable", true, 0, -1, NULL, "none (retried every pass)",

@@ -84,6 +84,7 @@ static int cmp_req(const void *x, const void *y)
 static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *err,
 			size_t errlen)
 {
+	int64_t t0 = ibvf_mono_ms();
 	int ret;
 
 	pthread_mutex_lock(&b->be_lock);
@@ -113,6 +114,7 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 	}
 	pthread_mutex_unlock(&b->be_lock);
 	pthread_mutex_lock(&b->lock);
+	b->st.call_ms_total += (uint64_t)(ibvf_mono_ms() - t0);
 	if (r[0].kind == IBVF_SM_REQ_ADD)
 		b->st.add_calls++;
 	else
@@ -243,14 +245,22 @@ static void *sm_thread(void *arg)
 			pthread_cond_wait(&b->cond, &b->lock);
 			continue;
 		}
+		/*
+		 * A closed window stays open while announced requests are on their
+		 * way (bounded by hold_max_ms): concurrent attaches share a call. In
+		 * a closed loop everybody ends up waiting on the batch, so the
+		 * announced count drains and the hold ends early.
+		 */
+		int64_t hold = (int64_t)b->o.hold_max_ms;
+
 		if (!b->stop && !b->flush_now && b->n < b->o.batch_max &&
 		    (now < b->first_ms + b->o.window_ms ||
-		     (b->expected > 0 && now < b->first_ms + b->o.hold_max_ms))) {
+		     (b->expected > 0 && now < b->first_ms + b->o.window_ms + hold))) {
 			int64_t until = b->first_ms + b->o.window_ms;
 			struct timespec ts;
 
 			if (now >= until)
-				until = b->first_ms + b->o.hold_max_ms;
+				until += hold;
 
 			/* condvar uses CLOCK_MONOTONIC (set in ibvf_sm_batch_new) */
 			ts.tv_sec = (time_t)(until / 1000);
@@ -295,9 +305,7 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
 	if (!b->o.max_attempts)
 		b->o.max_attempts = 8;
 	if (!b->o.hold_max_ms)
-		b->o.hold_max_ms = b->o.window_ms * 50;
-	if (b->o.hold_max_ms < b->o.window_ms)
-		b->o.hold_max_ms = b->o.window_ms;
+		b->o.hold_max_ms = 1000;
 	b->rnd = o->seed;
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_mutex_init(&b->be_lock, NULL);
@@ -454,8 +462,6 @@ void ibvf_sm_batch_flush_now(struct ibvf_sm_batch *b)
 void ibvf_sm_batch_set_window(struct ibvf_sm_batch *b, uint32_t window_ms, uint32_t batch_max)
 {
 	pthread_mutex_lock(&b->lock);
-	if (b->o.hold_max_ms == b->o.window_ms * 50)
-		b->o.hold_max_ms = window_ms * 50;
 	b->o.window_ms = window_ms;
 	b->o.batch_max = batch_max ? batch_max : b->o.batch_max;
 	pthread_cond_signal(&b->cond);

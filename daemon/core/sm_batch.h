@@ -41,8 +41,8 @@ struct ibvf_sm_batch_opts {
 	uint32_t retry_base_ms;	/* first backoff, ms (default 100) */
 	uint32_t retry_max_ms;	/* backoff cap, ms (default 5000) */
 	uint32_t max_attempts;	/* per call, >= 1 (default 8) */
-	uint32_t hold_max_ms;	/* keep a closed window open this long while requests are
-				 * still expected (ibvf_sm_batch_expect); default 50 x window */
+	uint32_t hold_max_ms;	/* cap of the hold (ibvf_sm_batch_expect), ms after the
+				 * window closed; default 1000 */
 	unsigned int seed;	/* jitter seed (tests: reproducible) */
 };
 
@@ -64,6 +64,7 @@ struct ibvf_sm_batch_stats {
 	uint64_t remove_calls;	/* remove_members() calls, retries included */
 	uint64_t retries;
 	uint64_t failures;	/* requests completed with an error */
+	uint64_t call_ms_total;	/* time spent in add/remove calls, ms */
 	int last_error;		/* negative errno of the last failed call, 0 if none */
 };
 

@@ -321,6 +321,33 @@ static void test_shutdown_flushes(void **state)
 	free(f);
 }
 
+/* Announced requests hold a closed window open: a spread-out burst shares one call. */
+static void test_expected_requests_hold(void **state)
+{
+	struct fx *f = fx_new(10, 1024, 3);
+	struct timespec ts = { 0, 30 * 1000000 };
+
+	(void)state;
+	rec_reset(6);
+	ibvf_sm_batch_expect(f->b, 6);
+	for (int i = 0; i < 6; i++) {
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0xc000 + (uint64_t)i, i, 0);
+		ibvf_sm_batch_expect(f->b, -1);
+		nanosleep(&ts, NULL); /* 30 ms apart, window 10 ms */
+	}
+	wait_done(6);
+	assert_int_equal(f->ctl->add_calls, 1);
+	/* without announcements the same spread costs one call per window */
+	rec_reset(4);
+	for (int i = 0; i < 4; i++) {
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0xd000 + (uint64_t)i, i, 0);
+		nanosleep(&ts, NULL);
+	}
+	wait_done(4);
+	assert_true(f->ctl->add_calls >= 3);
+	fx_free(f);
+}
+
 static void test_retryable(void **state)
 {
 	(void)state;
@@ -345,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_last_request_wins),
 		cmocka_unit_test(test_concurrent_callers),
 		cmocka_unit_test(test_shutdown_flushes),
+		cmocka_unit_test(test_expected_requests_hold),
 		cmocka_unit_test(test_retryable),
 	};
 
