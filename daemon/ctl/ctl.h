@@ -49,6 +49,19 @@ struct ctl_col {
 
 /* Objects (one file each). */
 extern const struct ctl_object ctl_pool_object;
+extern const struct ctl_object ctl_daemon_object;
+
+/**
+ * ctl_daemon_call() - one JSON-RPC call to ibvfd at api.socket (params
+ * borrowed). Errors are printed; with @quiet_if_down a daemon that is not
+ * running returns -ENOTCONN silently (callers fall back to offline checks).
+ * Return: CTL_OK, a CTL_* code, or -ENOTCONN.
+ */
+int ctl_daemon_call(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
+		    bool quiet_if_down);
+
+/** ctl_emit_findings() - print reconciliation findings (steals @findings). */
+int ctl_emit_findings(struct ctl_ctx *ctx, json_t *findings);
 
 /** ctl_load_config() - load the config once (errors printed). Return CTL_* code. */
 int ctl_load_config(struct ctl_ctx *ctx);

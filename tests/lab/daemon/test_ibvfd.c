@@ -331,6 +331,82 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 
 /* ------------------------------------------------------------ smoke -- */
 
+/* Run "ibvfctl -c CFG ARGS..." with stdout into @out (<= @len bytes); exit status. */
+static int run_ctl(struct lab *l, const char *ibvfctl, char *out, size_t len, ...)
+{
+	char *argv[16] = { (char *)"ibvfctl", (char *)"-c", l->cfg };
+	int n = 3, pfd[2], st;
+	size_t got = 0;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, len);
+	while (n < 15 && (argv[n] = va_arg(ap, char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	if (pipe(pfd))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		execv(ibvfctl, argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	for (;;) {
+		ssize_t r = read(pfd[0], out + got, len - 1 - got);
+
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got >= len - 1)
+			break;
+	}
+	out[got] = 0;
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void ctl_checks(struct lab *l, const char *ibvfctl)
+{
+	char out[8192];
+	int rc;
+
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "status", NULL);
+	result(rc == 0 && strstr(out, "Ready:") && strstr(out, "yes"),
+	       "ibvfctl daemon status (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "--json", "daemon", "list", NULL);
+	result(rc == 0 && strstr(out, "\"guid\""), "ibvfctl --json daemon list (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "byhand",
+		     "--pci", "0000:05:00.6", "--pkey", "0x12", NULL);
+	result(rc == 0 && strstr(out, "ACTIVE"), "ibvfctl daemon prepare (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "other",
+		     "--pci", "0000:05:00.6", "--pkey", "0x12", NULL);
+	result(rc == 3, "ibvfctl daemon prepare of a held VF fails with 3 (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "release", "--owner", "byhand", NULL);
+	result(rc == 0 && strstr(out, "yes"), "ibvfctl daemon release (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
+	result(rc == 0 && strstr(out, "audit clean"), "ibvfctl pool audit via the daemon (rc %d)",
+	       rc);
+	/* an SM member of the ibvf ranges nobody holds: found, then fixed */
+	{
+		FILE *f = fopen(l->smfile, "a");
+
+		fprintf(f, "0x0012 %016llx full\n", (unsigned long long)LAB_RANGE_START + 0x999);
+		fclose(f);
+	}
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "--json", "pool", "audit", NULL);
+	result(rc == 1 && strstr(out, "sm-orphan") && strstr(out, "remove the GUID"),
+	       "pool audit reports an SM orphan with its fix, exit 1 (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "audit", "--fix", NULL);
+	result(rc == 0, "daemon audit --fix fixes it (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "frobnicate", NULL);
+	result(rc == 2, "unknown command: exit 2 (rc %d)", rc);
+}
+
 struct bg_call {
 	struct lab *l;
 	int ret;
@@ -345,7 +421,7 @@ static void *bg_prepare(void *arg)
 	return NULL;
 }
 
-static int cmd_smoke(const char *ibvfd, const char *moddir)
+static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
 {
 	struct ibvf_rpc_error re;
 	struct lab l;
@@ -389,6 +465,8 @@ static int cmd_smoke(const char *ibvfd, const char *moddir)
 	ret = lab_api(&l, "list", NULL, &r, NULL, 5000);
 	result(!ret && json_array_size(json_object_get(r, "owners")) == 1, "list shows it");
 	json_decref(r);
+	if (ibvfctl)
+		ctl_checks(&l, ibvfctl);
 
 	/* SIGHUP: reload */
 	snprintf(l.daemon_extra, sizeof(l.daemon_extra), ", \"prepare_timeout_s\": 30");
@@ -416,6 +494,15 @@ static int cmd_smoke(const char *ibvfd, const char *moddir)
 	l.pid = 0;
 	result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0");
 	result(stat(l.sock, &st) && errno == ENOENT, "socket removed");
+	if (ibvfctl) {
+		char out[4096];
+		int rc = run_ctl(&l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
+
+		result(rc == 0 && strstr(out, "audit clean"),
+		       "pool audit without a daemon: store checks (rc %d)", rc);
+		rc = run_ctl(&l, ibvfctl, out, sizeof(out), "daemon", "status", NULL);
+		result(rc == 3, "daemon status without a daemon: exit 3 (rc %d)", rc);
+	}
 	lab_fini(&l);
 	return 0;
 }
@@ -556,7 +643,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ibvf_log_init("test_ibvfd", IBVF_LOG_STDERR, LOG_ERR);
 	if (!strcmp(argv[1], "smoke"))
-		cmd_smoke(argv[2], argv[3]);
+		cmd_smoke(argv[2], argv[3], argc > 4 ? argv[4] : NULL);
 	else if (!strcmp(argv[1], "ufm-batch")) {
 		int r = cmd_ufm_batch(argv[2], argv[3]);
 
