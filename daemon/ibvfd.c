@@ -476,6 +476,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ibvf_log_set_level(d.verbose ? LOG_DEBUG : d.cfg.log_level);
+	if (strcmp(d.cfg.vf.driver, "netlink"))	/* vf_driver.h: lab drivers never touch hardware */
+		log_warn("*** vf.driver is '%s' (LAB ONLY): VF GUIDs will not reach any hardware ***",
+			 d.cfg.vf.driver);
 	if (print) {
 		ret = ibvf_config_print(&d.cfg, stdout);
 		ibvf_config_free(&d.cfg);

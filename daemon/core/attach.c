@@ -66,7 +66,7 @@ struct op {
 	int64_t deadline;
 	struct ibvf_alloc a;
 	bool created;		/* this op allocated the record */
-	struct ibvf_vf_info vf;
+	struct ibvf_attach_vf vf;
 	struct ibvf_port_result port;
 	bool expecting;		/* counted in the batcher's expected requests */
 	bool sm_failed;		/* release: SM removal failed */
@@ -489,7 +489,7 @@ static void reset_target(struct ibvf_engine *e, const struct ibvf_alloc *a, uint
 /* Reset the VF of @a when it still carries @a's GUID (or cannot be read). */
 static int reset_vf(struct ibvf_engine *e, const struct ibvf_alloc *a, char *err, size_t errlen)
 {
-	struct ibvf_vf_info vf;
+	struct ibvf_attach_vf vf;
 	char s[IBVF_GUID_STR_LEN], e2[IBVF_ERR_LEN];
 	uint64_t node, port;
 	int ret;

@@ -34,7 +34,7 @@
 #include "guid_pool.h"
 
 /** A VF as the engine sees it. */
-struct ibvf_vf_info {
+struct ibvf_attach_vf {
 	char pci[32];		/* "0000:03:00.2" */
 	char pf[16];		/* PF netdev */
 	int vf_index;
@@ -49,17 +49,17 @@ struct ibvf_vf_info {
 /** VF seam: inventory and GUID programming (vf_netlink / lab ibsim driver, or fakes). */
 struct ibvf_vf_ops {
 	/** lookup() - the VF at PCI address @pci, current GUIDs read back if possible. */
-	int (*lookup)(void *ctx, const char *pci, struct ibvf_vf_info *out, char *err,
+	int (*lookup)(void *ctx, const char *pci, struct ibvf_attach_vf *out, char *err,
 		      size_t errlen);
 	/**
 	 * program() - set node and port GUID (and link state unless NULL/""),
 	 * rebind the VF driver, then refresh @vf's netdev/RDMA device names.
 	 * On failure the VF is left as it was (the driver rolls back).
 	 */
-	int (*program)(void *ctx, struct ibvf_vf_info *vf, uint64_t node_guid, uint64_t port_guid,
+	int (*program)(void *ctx, struct ibvf_attach_vf *vf, uint64_t node_guid, uint64_t port_guid,
 		       const char *link_state, char *err, size_t errlen);
 	/** list() - every VF of the node (reconciliation); @cb's non-zero return stops. */
-	int (*list)(void *ctx, int (*cb)(void *arg, const struct ibvf_vf_info *vf), void *arg,
+	int (*list)(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *vf), void *arg,
 		    char *err, size_t errlen);
 	void *ctx;
 };
@@ -79,7 +79,7 @@ struct ibvf_port_ops {
 	 * membership bit. On -ETIMEDOUT @out holds what was last seen and @err
 	 * says what was missing.
 	 */
-	int (*wait)(void *ctx, const struct ibvf_vf_info *vf, uint64_t port_guid,
+	int (*wait)(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid,
 		    const uint16_t *pkeys, size_t n, int64_t deadline_ms,
 		    struct ibvf_port_result *out, char *err, size_t errlen);
 	void *ctx;

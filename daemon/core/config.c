@@ -13,6 +13,7 @@
 #include "err.h"
 #include "json_util.h"
 #include "log.h"
+#include "vf_driver.h"
 
 #ifndef IBVF_SM_MODULE_DIR
 #define IBVF_SM_MODULE_DIR "/usr/local/lib/ibvf/sm"
@@ -235,6 +236,11 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 	    strcmp(cfg->vf.driver, "fake"))
 		return ibvf_json_err(c, "vf", "driver",
 				     "expected \"netlink\", \"ibsim\" (labs) or \"fake\" (tests)");
+	/* the lab driver's own keys (vf_driver_ibsim.c, docs/config.md) */
+	if (ib && (ret = ibvf_vf_ibsim_config_check(c, "vf.ibsim", ib)))
+		return ret;
+	if (!ib && !strcmp(cfg->vf.driver, "ibsim"))
+		return ibvf_json_err(c, "vf", "ibsim", "required when vf.driver is \"ibsim\"");
 	if (!strcmp(cfg->vf.driver, "fake") && !cfg->vf.fake_dir)
 		return ibvf_json_err(c, "vf", "fake_dir", "required with driver \"fake\"");
 	if (ib && dump_json(ib, &cfg->vf.ibsim_json))

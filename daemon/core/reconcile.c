@@ -41,7 +41,7 @@ struct rec_ctx {
 	size_t n_sm, cap_sm;
 	struct ibvf_alloc *recs;
 	size_t n_recs, cap_recs;
-	struct ibvf_vf_info *vfs;
+	struct ibvf_attach_vf *vfs;
 	size_t n_vfs, cap_vfs;
 	struct ibvf_engine *e;
 	json_t *findings;
@@ -86,7 +86,7 @@ static int rec_cb(void *arg, const struct ibvf_alloc *a)
 	return 0;
 }
 
-static int vf_cb(void *arg, const struct ibvf_vf_info *vf)
+static int vf_cb(void *arg, const struct ibvf_attach_vf *vf)
 {
 	struct rec_ctx *r = arg;
 
@@ -192,7 +192,7 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	}
 	/* port_ready / handed: the VF must carry the GUID ... */
 	if (a.pci[0]) {
-		struct ibvf_vf_info vf;
+		struct ibvf_attach_vf vf;
 
 		ret = e->vf.lookup(e->vf.ctx, a.pci, &vf, err, sizeof(err));
 		if (ret)
@@ -278,7 +278,7 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 	char s[IBVF_GUID_STR_LEN], err[IBVF_ERR_LEN];
 
 	for (size_t i = 0; i < r->n_vfs; i++) {
-		struct ibvf_vf_info *vf = &r->vfs[i];
+		struct ibvf_attach_vf *vf = &r->vfs[i];
 		struct ibvf_alloc a;
 		struct keyhold k = { 0 };
 		int ret;

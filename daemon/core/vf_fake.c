@@ -21,7 +21,7 @@ struct fake {
 	char fail_pci[32];
 };
 
-static int read_vf(struct fake *f, const char *pci, struct ibvf_vf_info *out, unsigned *gen,
+static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, unsigned *gen,
 		   char *err, size_t errlen)
 {
 	char path[PATH_MAX + 40], pf[16];
@@ -80,7 +80,7 @@ static int write_vf(const char *dir, const char *pci, const char *pf, int idx, u
 	return 0;
 }
 
-static int fake_lookup(void *ctx, const char *pci, struct ibvf_vf_info *out, char *err,
+static int fake_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char *err,
 		       size_t errlen)
 {
 	unsigned gen;
@@ -88,11 +88,11 @@ static int fake_lookup(void *ctx, const char *pci, struct ibvf_vf_info *out, cha
 	return read_vf(ctx, pci, out, &gen, err, errlen);
 }
 
-static int fake_program(void *ctx, struct ibvf_vf_info *vf, uint64_t node, uint64_t port,
+static int fake_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uint64_t port,
 			const char *link, char *err, size_t errlen)
 {
 	struct fake *f = ctx;
-	struct ibvf_vf_info cur;
+	struct ibvf_attach_vf cur;
 	char pci[sizeof(vf->pci)];
 	unsigned gen;
 	int ret;
@@ -115,7 +115,7 @@ static int fake_program(void *ctx, struct ibvf_vf_info *vf, uint64_t node, uint6
 	return read_vf(f, pci, vf, &gen, err, errlen);
 }
 
-static int fake_list(void *ctx, int (*cb)(void *arg, const struct ibvf_vf_info *vf), void *arg,
+static int fake_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *vf), void *arg,
 		     char *err, size_t errlen)
 {
 	struct fake *f = ctx;
@@ -126,7 +126,7 @@ static int fake_list(void *ctx, int (*cb)(void *arg, const struct ibvf_vf_info *
 	if (!d)
 		return ibvf_errf(err, errlen, -errno, "%s: %s", f->dir, strerror(errno));
 	while (!ret && (de = readdir(d))) {
-		struct ibvf_vf_info vf;
+		struct ibvf_attach_vf vf;
 		unsigned gen;
 
 		if (de->d_name[0] == '.')
@@ -139,11 +139,11 @@ static int fake_list(void *ctx, int (*cb)(void *arg, const struct ibvf_vf_info *
 	return ret;
 }
 
-static int fake_port_wait(void *ctx, const struct ibvf_vf_info *vf, uint64_t port_guid,
+static int fake_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid,
 			  const uint16_t *pkeys, size_t n, int64_t deadline_ms,
 			  struct ibvf_port_result *out, char *err, size_t errlen)
 {
-	struct ibvf_vf_info cur;
+	struct ibvf_attach_vf cur;
 	unsigned gen;
 	int ret = read_vf(ctx, vf->pci, &cur, &gen, err, errlen);
 

@@ -49,6 +49,8 @@ struct ctl_col {
 
 /* Objects (one file each). */
 extern const struct ctl_object ctl_pool_object;
+extern const struct ctl_object ctl_vf_object;
+
 extern const struct ctl_object ctl_daemon_object;
 
 /**

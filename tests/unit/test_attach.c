@@ -60,7 +60,7 @@ static struct fvf *fv_find(const char *pci)
 	return NULL;
 }
 
-static void fill(const struct fvf *v, struct ibvf_vf_info *out)
+static void fill(const struct fvf *v, struct ibvf_attach_vf *out)
 {
 	memset(out, 0, sizeof(*out));
 	snprintf(out->pci, sizeof(out->pci), "%s", v->pci);
@@ -74,7 +74,7 @@ static void fill(const struct fvf *v, struct ibvf_vf_info *out)
 	snprintf(out->link_state, sizeof(out->link_state), "%s", v->link);
 }
 
-static int f_lookup(void *ctx, const char *pci, struct ibvf_vf_info *out, char *err,
+static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char *err,
 		    size_t errlen)
 {
 	struct fvf *v;
@@ -92,7 +92,7 @@ static int f_lookup(void *ctx, const char *pci, struct ibvf_vf_info *out, char *
 	return 0;
 }
 
-static int f_program(void *ctx, struct ibvf_vf_info *vf, uint64_t node, uint64_t port,
+static int f_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uint64_t port,
 		     const char *link, char *err, size_t errlen)
 {
 	struct fvf *v;
@@ -122,10 +122,10 @@ static int f_program(void *ctx, struct ibvf_vf_info *vf, uint64_t node, uint64_t
 	return ret;
 }
 
-static int f_list(void *ctx, int (*cb)(void *arg, const struct ibvf_vf_info *vf), void *arg,
+static int f_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *vf), void *arg,
 		  char *err, size_t errlen)
 {
-	struct ibvf_vf_info all[N_VFS];
+	struct ibvf_attach_vf all[N_VFS];
 
 	(void)ctx;
 	(void)err;
@@ -140,7 +140,7 @@ static int f_list(void *ctx, int (*cb)(void *arg, const struct ibvf_vf_info *vf)
 	return 0;
 }
 
-static int f_port_wait(void *ctx, const struct ibvf_vf_info *vf, uint64_t port_guid,
+static int f_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid,
 		       const uint16_t *pkeys, size_t n, int64_t deadline_ms,
 		       struct ibvf_port_result *out, char *err, size_t errlen)
 {

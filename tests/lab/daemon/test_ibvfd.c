@@ -159,7 +159,7 @@ static bool consistent(struct lab *l, char *why, size_t len)
 	/* store -> SM, VF; no transient state */
 	for (size_t i = 0; i < lv.n; i++) {
 		struct ibvf_alloc *a = &lv.a[i];
-		struct ibvf_vf_info vf;
+		struct ibvf_attach_vf vf;
 		struct ibvf_vf_ops ops;
 		struct ibvf_port_ops port;
 		bool in_sm = false;
@@ -206,7 +206,7 @@ static bool consistent(struct lab *l, char *why, size_t len)
 	for (int i = 0; i < N_VFS; i++) {
 		struct ibvf_vf_ops ops;
 		struct ibvf_port_ops port;
-		struct ibvf_vf_info vf;
+		struct ibvf_attach_vf vf;
 		char pci[16];
 		bool held = false;
 
