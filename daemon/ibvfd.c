@@ -31,7 +31,9 @@
 #include "guid_pool.h"
 #include "log.h"
 #include "sd_notify.h"
+#include "attach_vf.h"
 #include "vf_fake.h"
+#include "vf_manager.h"
 
 extern char **environ;
 
@@ -44,6 +46,7 @@ struct daemon {
 	void *sm_dl;
 	const struct ibvf_sm_ops *sm_ops;
 	struct ibvf_sm_backend *sm;
+	struct ibvf_vf_manager *vfm;	/* netlink / ibsim drivers */
 	struct ibvf_vf_ops vf;
 	struct ibvf_port_ops port;
 	struct ibvf_engine *eng;
@@ -137,23 +140,49 @@ static void mod_sm_fini(struct daemon *d)
 	d->sm_dl = NULL;
 }
 
+/* The port seam: wait for ACTIVE + LID + PKeys (port_watch.h). */
+static int mod_port(struct daemon *d, char *err, size_t errlen)
+{
+	(void)d;
+	return ibvf_errf(err, errlen, -ENOTSUP,
+			 "the port watcher is not built into this ibvfd yet: only vf.driver "
+			 "\"fake\" can attach");
+}
+
+static void mod_port_fini(struct daemon *d)
+{
+	(void)d;
+}
+
 static int mod_vf(struct daemon *d, char *err, size_t errlen)
 {
+	int ret;
+
 	if (!strcmp(d->cfg.vf.driver, "fake")) {
 		log_warn("VF driver \"fake\" (tests and benchmarks only): no VF is programmed, "
 			 "VF state lives in files under %s",
 			 d->cfg.vf.fake_dir);
 		return ibvf_vf_fake_init(d->cfg.vf.fake_dir, &d->vf, &d->port, err, errlen);
 	}
-	return ibvf_errf(err, errlen, -ENOTSUP,
-			 "VF driver \"%s\" is not available in this build of ibvfd",
-			 d->cfg.vf.driver);
+	ret = ibvf_vf_manager_from_config(&d->cfg, &d->vfm, err, errlen);
+	if (ret)
+		return ret;
+	ret = ibvf_attach_vf_ops(d->vfm, d->cfg.sysfs_root, &d->vf);
+	if (ret)
+		return ibvf_errf(err, errlen, ret, "out of memory");
+	log_info("VF driver %s on %s", d->cfg.vf.driver, d->cfg.sysfs_root);
+	return mod_port(d, err, errlen);
 }
 
 static void mod_vf_fini(struct daemon *d)
 {
 	if (d->vf.ctx && !strcmp(d->cfg.vf.driver, "fake"))
 		ibvf_vf_fake_fini(&d->vf);
+	else if (d->vf.ctx)
+		ibvf_attach_vf_ops_free(&d->vf);
+	mod_port_fini(d);
+	ibvf_vf_manager_destroy(d->vfm);
+	d->vfm = NULL;
 }
 
 static int mod_engine(struct daemon *d, char *err, size_t errlen)
