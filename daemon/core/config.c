@@ -33,6 +33,7 @@ static int set_str(char **dst, const char *src)
 static int set_defaults(struct ibvf_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
+	ibvf_port_watch_config_defaults(&cfg->port_watch);
 	cfg->log_level = LOG_INFO;
 	cfg->pool.quarantine_s = 60;
 	cfg->pool.sync_full = true;
@@ -280,6 +281,72 @@ static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *c
 	return 0;
 }
 
+void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw)
+{
+	pw->source = 0;	/* IBVF_PORT_SRC_LOCAL */
+	pw->poll_min_ms = 10;
+	pw->poll_max_ms = 500;
+	pw->mad_timeout_ms = 200;
+	pw->mad_retries = 2;
+}
+
+static const char *const port_watch_sources[] = { "local", "fabric", NULL };
+
+/* port_watch: { source, poll_min_ms, poll_max_ms, mad_timeout_ms, mad_retries } */
+static int parse_port_watch(const struct ibvf_jctx *c, json_t *o,
+			    struct ibvf_port_watch_config *pw)
+{
+	static const char *const keys[] = { "source", "poll_min_ms", "poll_max_ms",
+					    "mad_timeout_ms", "mad_retries", NULL };
+	uint64_t pmin = pw->poll_min_ms, pmax = pw->poll_max_ms, to = pw->mad_timeout_ms;
+	uint64_t rt = pw->mad_retries;
+	char *src = NULL;
+	int ret, i;
+
+	ret = ibvf_json_check_keys(c, o, "port_watch", keys);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "port_watch", "source", &src);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "port_watch", "poll_min_ms", 1, 60000, &pmin);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "port_watch", "poll_max_ms", 1, 600000, &pmax);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "port_watch", "mad_timeout_ms", 1, 60000, &to);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "port_watch", "mad_retries", 0, 20, &rt);
+	if (!ret && src) {
+		for (i = 0; port_watch_sources[i]; i++)
+			if (!strcmp(src, port_watch_sources[i]))
+				break;
+		if (port_watch_sources[i])
+			pw->source = i;
+		else
+			ret = ibvf_json_err(c, "port_watch", "source",
+					    "expected \"local\" or \"fabric\"");
+	}
+	free(src);
+	if (!ret && pmax < pmin)
+		ret = ibvf_json_err(c, "port_watch", "poll_max_ms",
+				    "%llu is below poll_min_ms (%llu)", (unsigned long long)pmax,
+				    (unsigned long long)pmin);
+	if (ret)
+		return ret;
+	pw->poll_min_ms = (uint32_t)pmin;
+	pw->poll_max_ms = (uint32_t)pmax;
+	pw->mad_timeout_ms = (uint32_t)to;
+	pw->mad_retries = (uint32_t)rt;
+	return 0;
+}
+
+static json_t *port_watch_json(const struct ibvf_port_watch_config *pw)
+{
+	return json_pack("{s:s,s:i,s:i,s:i,s:i}", "source",
+			 port_watch_sources[pw->source == 1 ? 1 : 0], "poll_min_ms",
+			 (int)pw->poll_min_ms, "poll_max_ms", (int)pw->poll_max_ms,
+			 "mad_timeout_ms", (int)pw->mad_timeout_ms, "mad_retries",
+			 (int)pw->mad_retries);
+}
+
 static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
 	static const char *const keys[] = { "prepare_timeout_s", "port_timeout_s",
@@ -333,7 +400,7 @@ static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config
 {
 	static const char *const keys[] = { "state_dir", "run_dir", "sysfs_root", "log_level",
 					    "allow_default_pkey", "pool", "sm", "vf", "api",
-					    "daemon", NULL };
+					    "port_watch", "daemon", NULL };
 	char *level = NULL;
 	json_t *o;
 	int ret;
@@ -367,6 +434,8 @@ static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config
 		ret = parse_vf(c, o, cfg);
 	if (!ret && !(ret = ibvf_json_object(c, root, "", "api", &o)) && o)
 		ret = parse_api(c, o, cfg);
+	if (!ret && !(ret = ibvf_json_object(c, root, "", "port_watch", &o)) && o)
+		ret = parse_port_watch(c, o, &cfg->port_watch);
 	if (!ret && !(ret = ibvf_json_object(c, root, "", "daemon", &o)) && o)
 		ret = parse_daemon(c, o, cfg);
 	return ret;
@@ -609,6 +678,7 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 		uids);
 	if (!root)
 		return -ENOMEM;
+	json_object_set_new(root, "port_watch", port_watch_json(&cfg->port_watch));
 	{
 		char pg[IBVF_GUID_STR_LEN];
 

@@ -47,6 +47,22 @@ struct ibvf_vf_config {
 	char *fake_dir;			/* "fake" driver (tests, benchmarks): VF files */
 };
 
+/**
+ * Port watcher (daemon/core/port_watch.h; docs/config.md "port_watch").
+ * @source: where port state is read: IBVF_PORT_SRC_LOCAL (0, libibumad sysfs,
+ *          the default) or IBVF_PORT_SRC_FABRIC (1, SMPs through libibmad).
+ */
+struct ibvf_port_watch_config {
+	int source;			/* enum ibvf_port_source; "local" (default) or "fabric" */
+	uint32_t poll_min_ms;		/* first poll interval, ms; default 10 */
+	uint32_t poll_max_ms;		/* backoff cap, ms; default 500 */
+	uint32_t mad_timeout_ms;	/* per SMP/SA MAD attempt, ms; default 200 */
+	uint32_t mad_retries;		/* libibmad retries per MAD; default 2 */
+};
+
+/** ibvf_port_watch_config_defaults() - fill @pw with the defaults above. */
+void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw);
+
 struct ibvf_api_config {
 	char *socket;			/* default <run_dir>/ibvfd.sock */
 	uid_t allowed_uids[IBVF_MAX_ALLOWED_UIDS];
@@ -79,6 +95,7 @@ struct ibvf_config {
 	struct ibvf_sm_config sm;
 	struct ibvf_vf_config vf;
 	struct ibvf_api_config api;
+	struct ibvf_port_watch_config port_watch;
 	struct ibvf_daemon_config daemon;
 };
 

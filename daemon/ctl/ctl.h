@@ -50,6 +50,7 @@ struct ctl_col {
 /* Objects (one file each). */
 extern const struct ctl_object ctl_pool_object;
 extern const struct ctl_object ctl_vf_object;
+extern const struct ctl_object ctl_port_object;
 
 extern const struct ctl_object ctl_daemon_object;
 
@@ -76,6 +77,14 @@ void ctl_emit_table(struct ctl_ctx *ctx, json_t *rows, const struct ctl_col *col
 
 /** ctl_emit_object() - print @obj as "Key: value" lines or JSON; steals @obj. */
 void ctl_emit_object(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *cols);
+
+/**
+ * ctl_emit_stream() - print one record of a stream (e.g. `port watch` events)
+ * as it happens: a table row (the header before the first row, *@header
+ * tracks it) or, with --json, one compact JSON object per line (JSON Lines).
+ * Flushes stdout. Steals @obj.
+ */
+void ctl_emit_stream(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *cols, bool *header);
 
 /** ctl_error() - print "ibvfctl: <msg>" on stderr; returns @code. */
 int ctl_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

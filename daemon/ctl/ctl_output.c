@@ -140,3 +140,30 @@ int ctl_getopt(struct ctl_ctx *ctx, int argc, char **argv, const char *shortopts
 		ctx->json = true;
 	}
 }
+
+void ctl_emit_stream(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *cols, bool *header)
+{
+	char buf[1024];
+	size_t c;
+
+	if (ctx->json) {
+		char *s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+		printf("%s\n", s ? s : "{}");
+		free(s);
+	} else {
+		/* column widths cannot depend on rows not seen yet: titles, min 8 */
+		if (!*header) {
+			for (c = 0; cols[c].key; c++)
+				printf("%-*s%s", cols[c + 1].key ? 8 : 0, cols[c].title,
+				       cols[c + 1].key ? "  " : "\n");
+			*header = true;
+		}
+		for (c = 0; cols[c].key; c++)
+			printf("%-*s%s", cols[c + 1].key ? 8 : 0,
+			       cell(json_object_get(obj, cols[c].key), buf, sizeof(buf)),
+			       cols[c + 1].key ? "  " : "\n");
+	}
+	fflush(stdout);
+	json_decref(obj);
+}

@@ -19,7 +19,7 @@ extern char **environ;
 static const struct ctl_object *const objects[] = {
 	&ctl_pool_object,
 	&ctl_vf_object,
-
+	&ctl_port_object,
 	&ctl_daemon_object,
 	NULL,
 };

@@ -498,8 +498,9 @@ static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
 		char out[4096];
 		int rc = run_ctl(&l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
 
-		result(rc == 0 && strstr(out, "audit clean"),
-		       "pool audit without a daemon: store checks (rc %d)", rc);
+		/* expired quarantine shows up as a notice (quarantine_s is 1): not a problem */
+		result(rc == 0 && !strstr(out, "problem"),
+		       "pool audit without a daemon: store checks, no problem (rc %d)", rc);
 		rc = run_ctl(&l, ibvfctl, out, sizeof(out), "daemon", "status", NULL);
 		result(rc == 3, "daemon status without a daemon: exit 3 (rc %d)", rc);
 	}
