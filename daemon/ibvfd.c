@@ -31,6 +31,7 @@
 #include "guid_pool.h"
 #include "log.h"
 #include "sd_notify.h"
+#include "attach_port.h"
 #include "attach_vf.h"
 #include "vf_fake.h"
 #include "vf_manager.h"
@@ -143,15 +144,18 @@ static void mod_sm_fini(struct daemon *d)
 /* The port seam: wait for ACTIVE + LID + PKeys (port_watch.h). */
 static int mod_port(struct daemon *d, char *err, size_t errlen)
 {
-	(void)d;
-	return ibvf_errf(err, errlen, -ENOTSUP,
-			 "the port watcher is not built into this ibvfd yet: only vf.driver "
-			 "\"fake\" can attach");
+	int ret = ibvf_attach_port_ops(&d->cfg.port_watch, &d->port, err, errlen);
+
+	if (!ret)
+		log_info("port watcher: %s source",
+			 d->cfg.port_watch.source ? "fabric (SMP/SA)" : "local (VF RDMA device)");
+	return ret;
 }
 
 static void mod_port_fini(struct daemon *d)
 {
-	(void)d;
+	if (strcmp(d->cfg.vf.driver, "fake"))
+		ibvf_attach_port_ops_free(&d->port);
 }
 
 static int mod_vf(struct daemon *d, char *err, size_t errlen)
