@@ -766,6 +766,15 @@ static void prepare_existing(struct op *op)
 			  op->owner.ifname, ibvf_guid_format(op->a.guid, s));
 		return;
 	}
+	if (op->a.state == IBVF_ALLOC_HANDED) {
+		/* the VF is in its Pod: its port is not ours to read; answer what we know */
+		memset(&op->port, 0, sizeof(op->port));
+		for (size_t i = 0; i < IBVF_POOL_MAX_PKEYS; i++)
+			op->port.pkey_index[i] = -1;
+		snprintf(op->port.state, sizeof(op->port.state), "handed");
+		prepare_result(op);
+		return;
+	}
 	if (wait_port(op))
 		return;
 	prepare_result(op);

@@ -427,6 +427,11 @@ static void test_prepare_commit_release(void **state)
 	assert_int_equal(f->code[0], 0);
 	assert_string_equal(json_string_value(json_object_get(r, "state")), "handed");
 	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
+	/* a retried ADD after commit: same answer, the port in the Pod is not read */
+	r = call(f, "prepare", prep_params("c1", pci_of(0), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), g);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "handed");
 
 	r = call(f, "release", json_pack("{s:o}", "owner", owner("c1", "net1")));
 	assert_int_equal(f->code[0], 0);
