@@ -11,7 +11,8 @@
  *   3. restart-to-ready: start to READY=1 (start-up reconciliation done)
  *      with 64,000 allocations in the store and in the SM.
  *
- *   bench_ibvfd IBVFD SM_MODULE_DIR TEST_MODULE_DIR UFM_MODULE_DIR [--quick]
+ *   bench_ibvfd IBVFD SM_MODULE_DIR TEST_MODULE_DIR UFM_MODULE_DIR
+ *               [--quick] [--attach-only | --store-only]
  *
  * Prints numbers and ratios; asserts nothing (timings are not tests).
  */
@@ -35,7 +36,7 @@
 #include "ufm_sim_harness.h"
 
 static const char *ibvfd, *sm_dir, *test_dir, *ufm_dir;
-static bool quick;
+static bool quick, only_attach, only_store;
 
 struct worker {
 	struct lab *l;
@@ -329,7 +330,11 @@ int main(int argc, char **argv)
 	sm_dir = argv[2];
 	test_dir = argv[3];
 	ufm_dir = argv[4];
-	quick = argc > 5 && !strcmp(argv[5], "--quick");
+	for (int i = 5; i < argc; i++) {
+		quick |= !strcmp(argv[i], "--quick");
+		only_attach |= !strcmp(argv[i], "--attach-only");
+		only_store |= !strcmp(argv[i], "--store-only");
+	}
 	signal(SIGPIPE, SIG_IGN);
 	ibvf_log_init("bench_ibvfd", IBVF_LOG_STDERR, LOG_ERR);
 	printf("bench_ibvfd: ibvfd %s on %ld CPUs, load average:", ibvfd,
@@ -343,7 +348,9 @@ int main(int argc, char **argv)
 		if (f)
 			fclose(f);
 	}
-	bench_attach();
-	bench_rss_restart();
+	if (!only_store)
+		bench_attach();
+	if (!only_attach)
+		bench_rss_restart();
 	return 0;
 }

@@ -166,6 +166,19 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	bool pending;
 	int ret;
 
+	/*
+	 * Decide on the snapshot first: a settled record whose memberships are
+	 * all there and that names no VF needs nothing, so a pass over tens of
+	 * thousands of owners does not re-read each of them.
+	 */
+	if (snap->state == IBVF_ALLOC_PORT_READY || snap->state == IBVF_ALLOC_HANDED) {
+		bool missing = false;
+
+		for (size_t i = 0; sm_listed && i < snap->n_pkeys; i++)
+			missing |= !sm_has(r, ibvf_pkey_key(snap->pkeys[i]), snap->guid);
+		if (!missing && !snap->pci[0])
+			return;
+	}
 	owner_keyhold(snap, &k);
 	if (!eng_try_keys(e, &k))
 		return; /* a running operation owns it */
