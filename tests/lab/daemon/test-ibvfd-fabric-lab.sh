@@ -7,6 +7,13 @@
 # table via SMP) and report the port ACTIVE with the P_Key index; 'release'
 # must undo all of it (partition file, P_Key table, VF back to GUID 0).
 # Runs in a private network namespace; root and the fabric lab packages needed.
+#
+# The opensm backend's own SMP verification is off here ("verify": "off"): under
+# umad2sim a second libibmad port opened in the same process (the port watcher
+# already has one) gets no SMP replies (seen: "no SMP reply (NodeInfo of the
+# local port)", "LID 0 and SM LID 8192"), which real umad devices do not do.
+# The daemon's own port wait checks the same thing: the P_Key in the VF port's
+# table, read by SMP.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib.sh"
 lab_need_root
@@ -41,7 +48,8 @@ cat >"$D/ibvfd.json" <<JSON
   "pool": { "ranges": [ { "start": "02:00:00:00:00:07:00:01", "end": "02:00:00:00:00:07:00:ff" } ],
             "quarantine_s": 60 },
   "sm": { "backend": "opensm", "module_dir": "$IBVF_SM_MODULE_DIR/opensm", "periodic_update_s": 2,
-          "config": { "partition_file": "$PARTITIONS_FILE", "pid_file": "$OPENSM_PIDFILE" } },
+          "config": { "partition_file": "$PARTITIONS_FILE", "pid_file": "$OPENSM_PIDFILE",
+                      "verify": "off" } },
   "vf": { "driver": "ibsim", "rebind_timeout_ms": 3000,
           "ibsim": { "console": "$IBSIM_CONSOLE", "output": "$IBSIM_OUT", "node_prefix": "vf",
                      "real_netdevs": true, "relink_delay_ms": 100 } },
