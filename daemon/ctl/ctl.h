@@ -39,6 +39,9 @@ struct ctl_object {
 	const char *name;
 	const char *help;
 	const struct ctl_cmd *cmds;	/* NULL-name terminated; first is the default */
+	/* a first word that is not a command is an argument of the default
+	 * command (`ibvfctl rc-check rxe0`) instead of an unknown command */
+	bool args_to_default;
 };
 
 /** One column of a table: JSON key of each row object and its title. */
@@ -51,6 +54,7 @@ struct ctl_col {
 extern const struct ctl_object ctl_pool_object;
 extern const struct ctl_object ctl_vf_object;
 extern const struct ctl_object ctl_port_object;
+extern const struct ctl_object ctl_rc_object;
 
 extern const struct ctl_object ctl_daemon_object;
 

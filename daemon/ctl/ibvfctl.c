@@ -20,6 +20,7 @@ static const struct ctl_object *const objects[] = {
 	&ctl_pool_object,
 	&ctl_vf_object,
 	&ctl_port_object,
+	&ctl_rc_object,
 	&ctl_daemon_object,
 	NULL,
 };
@@ -105,14 +106,17 @@ static int run_object(struct ctl_ctx *ctx, const struct ctl_object *obj, int arg
 		for (cmd = obj->cmds; cmd->name; cmd++)
 			if (!strcmp(cmd->name, argv[0]))
 				break;
-		if (!cmd->name) {
+		if (cmd->name) {
+			optind = 0;
+			return cmd->fn(ctx, argc, argv);
+		}
+		if (!obj->args_to_default) {
 			ctl_error(CTL_USAGE, "unknown command '%s %s'", obj->name, argv[0]);
 			for (cmd = obj->cmds; cmd->name; cmd++)
 				ctl_cmd_usage(stderr, obj, cmd);
 			return CTL_USAGE;
 		}
-		optind = 0;
-		return cmd->fn(ctx, argc, argv);
+		cmd = obj->cmds;
 	}
 	/* the default command, with the options given after the object */
 	args = calloc((size_t)argc + 2, sizeof(*args));

@@ -49,15 +49,17 @@ check_fail() {
 	fi
 }
 
-# wait_for TIMEOUT_S CMD...: poll CMD every 50 ms until it succeeds
+# wait_for TIMEOUT_S CMD...: poll CMD every 50 ms until it succeeds or
+# TIMEOUT_S seconds of wall time have passed (however slow CMD is)
 wait_for() {
-	local t=$1 i
+	local t=$1 end
 	shift
-	for ((i = 0; i < t * 20; i++)); do
+	end=$(($(date +%s%N) / 1000000 + t * 1000))
+	while :; do
 		"$@" && return 0
+		[ $(($(date +%s%N) / 1000000)) -ge $end ] && return 1
 		sleep 0.05
 	done
-	return 1
 }
 
 lab_done() {

@@ -133,10 +133,16 @@ start_sm() {
 	die "no SUBNET UP from opensm within 15 s (see $d/opensm.log)"
 }
 
+console_write() {	# DIR LINE: write one line to ibsim's console FIFO; fail (not hang) if
+	# nobody reads it (ibsim died): the open of a FIFO blocks until a reader exists
+	alive "$(pid_of "$1" ibsim)" || { echo "fabric-lab: ibsim is not running" >&2; return 1; }
+	timeout 5 sh -c 'printf "%s\n" "$2" > "$1"' sh "$1/ibsim.ctl" "$2"
+}
+
 ibsim_cmd() {	# DIR CMD: send one console line, print the answer
 	local d=$1 n; shift
 	n=$(wc -l < "$d/ibsim.out")
-	echo "$*" > "$d/ibsim.ctl"
+	console_write "$d" "$*" || return 1
 	sleep 0.2
 	tail -n +$((n + 1)) "$d/ibsim.out" | sed -e 's/^sim> //' -e '/^$/d'
 }
@@ -145,7 +151,7 @@ reap() {
 	local d=$1 id pid
 	ibsim_cmd "$d" Attached | sed -nE 's/^Client ([0-9]+): pid ([0-9]+) .*/\1 \2/p' |
 	while read -r id pid; do
-		alive "$pid" || echo "X $id" > "$d/ibsim.ctl"
+		alive "$pid" || console_write "$d" "X $id"
 	done
 	for c in "$d"/clients/sys-*; do [ -d "$c" ] && ! alive "${c##*sys-}" && rm -rf "$c"; done
 	true
@@ -194,7 +200,7 @@ cmd_up() {
 		# a fresh SR-IOV VF has port GUID 0: node GUID all-ones (port GUID = node + 1
 		# wraps to 0). Set at run time: the topology file refuses duplicate GUIDs.
 		for i in $(seq 0 $((vfs - 1))); do
-			echo "Guid \"vf$i\" 0xffffffffffffffff" > "$d/ibsim.ctl"
+			console_write "$d" "Guid \"vf$i\" 0xffffffffffffffff"
 		done
 		sleep 0.2
 	fi
@@ -209,7 +215,7 @@ cmd_down() {
 	stop_pid "$d" opensm
 	p=$(pid_of "$d" ibsim)
 	if alive "$p"; then
-		echo Quit > "$d/ibsim.ctl" &
+		console_write "$d" Quit
 		for _ in $(seq 30); do alive "$p" || break; sleep 0.1; done
 	fi
 	stop_pid "$d" ibsim
