@@ -578,6 +578,14 @@ int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool 
 	ret = undo_begin(e, a, err, errlen);
 	if (ret)
 		return ret;
+	pthread_mutex_lock(&e->lock);
+	if (sm_touched && !e->sm_ok) {
+		/* no SM to talk to (start-up with the SM down): do not sit in retries here,
+		 * free the VF now and leave the SM removal to a later pass */
+		sm_failed = true;
+		sm_touched = false;
+	}
+	pthread_mutex_unlock(&e->lock);
 	for (size_t i = 0; sm_touched && i < a->n_pkeys; i++) {
 		struct ibvf_sm_member m = { .guid = a->guid };
 

@@ -803,6 +803,46 @@ static void test_reconcile(void **state)
 	assert_int_equal(json_integer_value(json_object_get(r, "problems")), 0);
 }
 
+/* Start-up with the SM down and a crash leftover: the VF is freed at once, the
+ * SM removal waits for the SM. */
+static void test_reconcile_sm_down(void **state)
+{
+	struct fx *f;
+	struct ibvf_alloc_request req = { .vf_index = 50 };
+	uint16_t pk = 0x8017;
+	struct ibvf_alloc mid, a;
+	int64_t t0;
+
+	setup_opts(state, NULL, 3);
+	f = *state;
+	snprintf(req.owner.container_id, sizeof(req.owner.container_id), "crashed2");
+	snprintf(req.owner.ifname, sizeof(req.owner.ifname), "net1");
+	req.pci = pci_of(50);
+	req.pkeys = &pk;
+	req.n_pkeys = 1;
+	assert_int_equal(ibvf_pool_allocate(f->pool, &req, &mid, NULL, 0), 0);
+	mid.state = IBVF_ALLOC_SM_CONFIRMED;
+	assert_int_equal(ibvf_pool_update(f->pool, &mid, NULL, 0), 0);
+	fv.vf[50].port = fv.vf[50].node = mid.guid;
+	fake_sm_put(f->sm, 0x17, mid.guid, true);
+	f->ctl->fail_validate = 1;
+	f->ctl->fail_list = 1;
+	assert_true(ibvf_engine_validate_sm(f->e) < 0);
+	t0 = ibvf_mono_ms();
+	assert_true(ibvf_engine_reconcile(f->e, false, NULL, NULL, 0) >= 0);
+	assert_true(ibvf_mono_ms() - t0 < 2000); /* no SM retries during start-up */
+	assert_int_equal(fv.vf[50].port, 0);
+	assert_int_equal(ibvf_pool_get(f->pool, mid.guid, &a, NULL, 0), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_RELEASING);
+	assert_string_equal(a.pci, "");
+	/* the SM is back: the next pass removes the membership and frees the GUID */
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_int_equal(ibvf_engine_reconcile(f->e, false, NULL, NULL, 0), 0);
+	assert_int_equal(store_state(f, mid.guid), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x17, mid.guid), -1);
+	teardown(state);
+}
+
 /* Stop: new calls are refused with BUSY. */
 static void test_stop(void **state)
 {
@@ -831,6 +871,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_sm_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
+		cmocka_unit_test(test_reconcile_sm_down),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR, getenv("IBVF_TEST_DEBUG") ? LOG_DEBUG : LOG_ERR);
