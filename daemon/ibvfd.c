@@ -10,7 +10,6 @@
  *   SIGHUP           re-read the config and apply what can change safely
  *                    (docs/operations.md lists what does and what does not)
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -31,6 +30,7 @@
 #include "guid_pool.h"
 #include "log.h"
 #include "sd_notify.h"
+#include "sm_loader.h"
 #include "attach_port.h"
 #include "attach_vf.h"
 #include "vf_fake.h"
@@ -44,7 +44,7 @@ struct daemon {
 	struct ibvf_config cfg;
 	struct ibvf_loop *loop;
 	struct ibvf_pool *pool;		/* until the engine takes it */
-	void *sm_dl;
+	struct ibvf_sm smi;		/* sm_loader.h */
 	const struct ibvf_sm_ops *sm_ops;
 	struct ibvf_sm_backend *sm;
 	struct ibvf_vf_manager *vfm;	/* netlink / ibsim drivers */
@@ -101,44 +101,23 @@ static void mod_pool_fini(struct daemon *d)
 
 static int mod_sm(struct daemon *d, char *err, size_t errlen)
 {
-	char path[PATH_MAX], e2[IBVF_ERR_LEN];
-	ibvf_sm_entry_fn entry;
-	const struct ibvf_sm_ops *ops;
-	int ret;
+	int ret = ibvf_sm_open(d->cfg.sm.module_dir, d->cfg.sm.backend, d->cfg.sm.backend_json,
+			       &d->smi, err, errlen);
 
-	if (snprintf(path, sizeof(path), "%s/%s.so", d->cfg.sm.module_dir, d->cfg.sm.backend) >=
-	    (int)sizeof(path))
-		return ibvf_errf(err, errlen, -ENAMETOOLONG, "sm.module_dir too long");
-	d->sm_dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!d->sm_dl)
-		return ibvf_errf(err, errlen, -ENOENT, "SM backend %s: %s", d->cfg.sm.backend,
-				 dlerror());
-	entry = (ibvf_sm_entry_fn)(uintptr_t)dlsym(d->sm_dl, IBVF_SM_ENTRY_SYMBOL);
-	ops = entry ? entry() : NULL;
-	if (!ops || ops->abi_version != IBVF_SM_ABI_VERSION ||
-	    ops->struct_size < sizeof(struct ibvf_sm_ops) || !ops->init || !ops->validate ||
-	    !ops->add_members || !ops->remove_members || !ops->list_members)
-		return ibvf_errf(err, errlen, -EPROTO,
-				 "SM backend %s: not an ibvf SM module of ABI version %d", path,
-				 IBVF_SM_ABI_VERSION);
-	ret = ops->init(d->cfg.sm.backend_json ? d->cfg.sm.backend_json : "{}", &d->sm, e2,
-			sizeof(e2));
 	if (ret)
-		return ibvf_errf(err, errlen, ret, "SM backend %s: %s", ops->name, e2);
-	d->sm_ops = ops;
-	log_info("SM backend %s loaded from %s", ops->name, path);
+		return ret;
+	d->sm_ops = d->smi.mod->ops;
+	d->sm = d->smi.b;
+	log_info("SM backend %s loaded from %s", d->sm_ops->name, d->smi.mod->path);
 	return 0;
 }
 
 static void mod_sm_fini(struct daemon *d)
 {
-	if (d->sm_ops && d->sm_ops->fini)
-		d->sm_ops->fini(d->sm);
+	if (d->sm_ops)
+		ibvf_sm_close(&d->smi);
 	d->sm = NULL;
 	d->sm_ops = NULL;
-	if (d->sm_dl)
-		dlclose(d->sm_dl);
-	d->sm_dl = NULL;
 }
 
 /* The port seam: wait for ACTIVE + LID + PKeys (port_watch.h). */

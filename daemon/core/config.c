@@ -2,6 +2,7 @@
 /* ibvfd configuration: JSON file + ib-kubernetes environment overrides. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -123,11 +124,19 @@ int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
 	for (i = 1; i < cnt; i++) {
 		if (r[i].start <= r[i - 1].end) {
 			char a[IBVF_GUID_STR_LEN], b[IBVF_GUID_STR_LEN];
+			char r0[IBVF_GUID_STR_LEN], r1[IBVF_GUID_STR_LEN];
+			uint64_t last = r[i].end < r[i - 1].end ? r[i].end : r[i - 1].end;
 
+			/* format everything before r is freed */
+			ibvf_guid_format(r[i].start, a);
+			ibvf_guid_format(last, b);
+			ibvf_guid_format(r[i - 1].start, r0);
+			ibvf_guid_format(r[i - 1].end, r1);
 			free(r);
-			return ibvf_json_err(&c, path, NULL, "ranges overlap at %s..%s",
-					     ibvf_guid_format(r[i].start, a),
-					     ibvf_guid_format(r[i - 1].end, b));
+			return ibvf_json_err(&c, path, NULL,
+					     "ranges overlap at %s..%s (range %s..%s holds them "
+					     "too)",
+					     a, b, r0, r1);
 		}
 	}
 	*out = r;
@@ -181,6 +190,22 @@ static int dump_json(json_t *o, char **out)
 	return 0;
 }
 
+/*
+ * A backend name becomes part of a module path (<module_dir>/<name>.so), so
+ * it must be a plain name: 1..32 of [A-Za-z0-9_-], no '/' and no "..".
+ */
+static bool backend_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 32)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-')
+			return false;
+	return true;
+}
+
 static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
 	static const char *const keys[] = { "backend", "module_dir", "config",
@@ -206,6 +231,10 @@ static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 		ret = ibvf_json_object(c, o, "sm", "config", &bc);
 	if (ret)
 		return ret;
+	if (!backend_name_ok(cfg->sm.backend))
+		return ibvf_json_err(c, "sm", "backend",
+				     "'%.40s' is not a backend name (1..32 of A-Z a-z 0-9 _ -)",
+				     cfg->sm.backend);
 	if (bc && dump_json(bc, &cfg->sm.backend_json))
 		return -ENOMEM;
 	cfg->sm.periodic_update_s = (uint32_t)per;
@@ -508,6 +537,10 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 			return ret;
 	}
 	if ((s = env_get(envp, "DAEMON_SM_PLUGIN")) && *s) {
+		if (!backend_name_ok(s))
+			return ibvf_json_err(&c, "", "DAEMON_SM_PLUGIN",
+					     "'%.40s' is not a backend name (1..32 of A-Z a-z 0-9 _ -)",
+					     s);
 		if (set_str(&cfg->sm.backend, s))
 			return -ENOMEM;
 	}
@@ -620,16 +653,26 @@ static bool is_secret_key(const char *k)
 	return false;
 }
 
-static void mask_secrets(json_t *o)
+/*
+ * Replace the value of every secret key, whatever its type, at any depth of
+ * objects and arrays (a backend config may hold a list of servers).
+ */
+static void mask_secrets(json_t *j)
 {
 	const char *k;
 	json_t *v;
+	size_t i;
 
-	json_object_foreach(o, k, v) {
-		if (json_is_object(v))
+	if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
 			mask_secrets(v);
-		else if (is_secret_key(k))
-			json_object_set_new(o, k, json_string("********"));
+		return;
+	}
+	json_object_foreach(j, k, v) {
+		if (is_secret_key(k))
+			json_object_set_new(j, k, json_string("********"));
+		else
+			mask_secrets(v);
 	}
 }
 

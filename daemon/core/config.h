@@ -116,7 +116,8 @@ void ibvf_config_free(struct ibvf_config *cfg);
 
 /**
  * ibvf_config_print() - the effective config as JSON on @f, with secrets
- * (keys named password, token, secret, key_pem) replaced by "********".
+ * (keys containing password, token, secret or key_pem, except *_file paths,
+ * at any depth of objects and arrays) replaced by "********".
  */
 int ibvf_config_print(const struct ibvf_config *cfg, FILE *f);
 

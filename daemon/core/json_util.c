@@ -12,14 +12,18 @@
 int ibvf_json_err(const struct ibvf_jctx *c, const char *path, const char *key, const char *fmt,
 		  ...)
 {
-	char msg[384];
+	char msg[384], where[256];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return ibvf_errf(c->err, c->errlen, -EINVAL, "%s: %s%s%s: %s", c->file, path,
-			 (path && *path && key) ? "." : "", key ? key : "", msg);
+	snprintf(where, sizeof(where), "%s%s%s", path ? path : "", (path && *path && key) ? "." : "",
+		 key ? key : "");
+	/* the top level itself has no key path: "<file>: <msg>" */
+	if (!where[0])
+		return ibvf_errf(c->err, c->errlen, -EINVAL, "%s: %s", c->file, msg);
+	return ibvf_errf(c->err, c->errlen, -EINVAL, "%s: %s: %s", c->file, where, msg);
 }
 
 int ibvf_json_check_keys(const struct ibvf_jctx *c, json_t *obj, const char *path,
@@ -119,6 +123,15 @@ json_t *ibvf_json_load(const char *file, const char *text, char *err, size_t err
 	else
 		root = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
+		/*
+		 * jansson quotes the offending token ("invalid token near
+		 * 'hunter2'"); in a config that token may be a secret, so keep
+		 * only the reason: file, line and column locate it.
+		 */
+		char *near = strstr(je.text, " near '");
+
+		if (near)
+			*near = 0;
 		ibvf_errf(err, errlen, -EINVAL, "%s:%d:%d: %s", file ? file : "<json>", je.line,
 			  je.column, je.text);
 		return NULL;

@@ -53,7 +53,8 @@ int ibvf_json_err(const struct ibvf_jctx *c, const char *path, const char *key, 
 
 /**
  * ibvf_json_load() - parse JSON text (@text) or a file (@text NULL, @file
- * read); duplicate keys are rejected; an error names file, line and column.
+ * read); duplicate keys are rejected; an error names file, line and column
+ * but never quotes the offending text (it may be a secret).
  * Return: the new reference, or NULL with the reason in @err.
  */
 json_t *ibvf_json_load(const char *file, const char *text, char *err, size_t errlen);

@@ -344,8 +344,11 @@ static int pool_allocate(struct ctl_ctx *ctx, int argc, char **argv)
 
 static int pool_release(struct ctl_ctx *ctx, int argc, char **argv)
 {
+	static const struct ctl_col cols[] = {
+		{ "guid", "GUID:" }, { "released", "Released:" }, { "result", "Result:" }, { 0 },
+	};
 	struct ibvf_pool *p;
-	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	char err[IBVF_ERR_LEN];
 	uint64_t g;
 	int ret = one_guid_arg(ctx, argc, argv, 4, &g);
 
@@ -358,12 +361,13 @@ static int pool_release(struct ctl_ctx *ctx, int argc, char **argv)
 	ibvf_pool_close(p);
 	if (ret < 0)
 		return ctl_error(CTL_FAILED, "%s", err);
-	ibvf_guid_format(g, s);
-	if (ctx->json)
-		printf("{\"guid\": \"%s\", \"released\": %s}\n", s, ret == 0 ? "true" : "false");
-	else
-		printf("%s %s\n", s,
-		       ret == 0 ? "released into quarantine" : "was not held (nothing to do)");
+	ctl_emit_object(ctx,
+			json_pack("{s:o,s:b,s:s}", "guid", guid_str(g), "released", ret == 0,
+				  "result",
+				  ret == 0 ? (ctx->cfg.pool.quarantine_s ? "released into quarantine"
+									 : "released (no quarantine)")
+					   : "was not held (nothing to do)"),
+			cols);
 	return CTL_OK;
 }
 

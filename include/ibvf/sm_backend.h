@@ -84,8 +84,9 @@ struct ibvf_sm_ops {
 			size_t errlen);
 	/**
 	 * add_members() - make @n GUIDs members of @pkey (creating the
-	 * partition with @flags if needed). Idempotent: adding a member that
-	 * is already there with the same membership succeeds.
+	 * partition with @flags if needed; @flags NULL = the backend's
+	 * configured defaults). Idempotent: adding a member that is already
+	 * there with the same membership succeeds.
 	 */
 	int (*add_members)(struct ibvf_sm_backend *b, uint16_t pkey,
 			   const struct ibvf_sm_member *members, size_t n,

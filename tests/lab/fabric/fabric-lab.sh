@@ -14,6 +14,9 @@
 #   fabric-lab.sh ibsim DIR 'CMD'     one ibsim console command, prints the answer
 #   fabric-lab.sh run DIR NODE CMD... run a libibumad client attached to NODE (under timeout)
 #   fabric-lab.sh hup DIR             SIGHUP OpenSM (re-read partitions, heavy sweep)
+#   fabric-lab.sh reload DIR          SIGHUP OpenSM and wait (10 s) until that sweep ends
+#                                     ("SUBNET UP"); prints the sweep's error lines;
+#                                     exit 0 done, 1 timeout, 3 OpenSM died
 #   fabric-lab.sh start-sm DIR / stop-sm DIR
 #   fabric-lab.sh reap DIR            free ibsim client slots held by dead clients
 #
@@ -223,6 +226,29 @@ cmd_down() {
 	true
 }
 
+cmd_reload() {	# DIR: SIGHUP, then wait for the next "SUBNET UP" of that heavy sweep
+	local d=$1 p n i
+	. "$d/lab.env"
+	p=$(pid_of "$d" opensm)
+	alive "$p" || die "reload: OpenSM is not running"
+	n=$(wc -l < "$OPENSM_LOG")
+	kill -HUP "$p"
+	for i in $(seq 200); do
+		if tail -n +$((n + 1)) "$OPENSM_LOG" | grep -q "SUBNET UP"; then
+			tail -n +$((n + 1)) "$OPENSM_LOG" | grep -E "ERR|ERROR|error" || true
+			return 0
+		fi
+		if ! alive "$p"; then
+			tail -n +$((n + 1)) "$OPENSM_LOG" | grep -E "ERR|ERROR|error"
+			echo "fabric-lab: OpenSM (pid $p) died during the sweep" >&2
+			return 3
+		fi
+		sleep 0.05
+	done
+	echo "fabric-lab: no SUBNET UP within 10 s of SIGHUP" >&2
+	return 1
+}
+
 cmd_run() {	# DIR NODE CMD...
 	local d=$1 node=$2 here asan; shift 2
 	. "$d/lab.env"
@@ -233,7 +259,7 @@ cmd_run() {	# DIR NODE CMD...
 		IBSIM_SOCKNAME="$IBSIM_SOCKNAME" ASAN_OPTIONS="$asan" "$@"
 }
 
-[ $# -ge 2 ] || { sed -n '2,30p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,29p' "$0"; exit 2; }
 cmd=$1; dir=$2; shift 2
 case $cmd in
 up) cmd_up "$dir" "$@" ;;
@@ -241,6 +267,7 @@ down) cmd_down "$dir" ;;
 ibsim) ibsim_cmd "$dir" "$*" ;;
 run) cmd_run "$dir" "$@" ;;
 hup) kill -HUP "$(pid_of "$dir" opensm)" ;;
+reload) cmd_reload "$dir" ;;
 start-sm) start_sm "$dir" ;;
 stop-sm) stop_pid "$dir" opensm ;;
 reap) reap "$dir" ;;

@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench_pool - GUID pool throughput and scale. Prints numbers and their
+ * ratio to the targets of the foundation issue; never asserts on timings.
+ *
+ *   allocations/s persisted, one allocation per transaction (synchronous
+ *   FULL and NORMAL), and batched transactions;
+ *   open and audit time of a store with N allocations (default 1,000,000);
+ *   wall time and peak RSS of `ibvfctl pool status` and `ibvfctl pool audit`
+ *   on that store (getrusage of the child).
+ *
+ * Usage: bench_pool [-n N] [-t SECONDS] [-c PATH_TO_IBVFCTL] [-d DIR] [-k]
+ *   -n  allocations in the store for the scale part (default 1000000)
+ *   -t  seconds per single-allocation rate measurement (default 2)
+ *   -c  ibvfctl binary (default $IBVFCTL; without it the CLI part is skipped)
+ *   -d  work directory (default a new one under $TMPDIR or /tmp)
+ *   -k  keep the work directory
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ibvf/types.h>
+
+#include "err.h"
+#include "guid_pool.h"
+#include "log.h"
+
+#define TARGET_ALLOC_PER_S 10000.0
+#define TARGET_AUDIT_S	   2.0
+#define BATCH		   1000
+
+static const struct ibvf_guid_range ranges[] = { { 0x0200000000000001ull,
+						   0x02000000ffffffffull } };
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU time of this process: on a shared, loaded machine it varies far less than wall time. */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One result line: rate by wall clock, CPU time per operation, ratio to the target. */
+static void report_rate(const char *what, unsigned long n, double wall, double cpu)
+{
+	double rate = wall > 0 ? (double)n / wall : 0;
+
+	printf("%-44s %9.0f alloc/s  %6.1f us CPU/alloc  (%lu in %.2f s)  %5.2fx target\n", what,
+	       rate, n ? cpu * 1e6 / (double)n : 0, n, wall, rate / TARGET_ALLOC_PER_S);
+}
+
+static int open_pool(const char *state, bool sync_full, bool read_only, struct ibvf_pool **p)
+{
+	struct ibvf_pool_opts o = {
+		.state_dir = state,
+		.ranges = ranges,
+		.n_ranges = 1,
+		.quarantine_s = 60,
+		.sync_full = sync_full,
+		.read_only = read_only,
+	};
+	char err[IBVF_ERR_LEN];
+	int ret = ibvf_pool_open(&o, p, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "bench_pool: %s\n", err);
+	return ret;
+}
+
+static void owner(struct ibvf_alloc_request *rq, unsigned long i)
+{
+	memset(rq, 0, sizeof(*rq));
+	/* a 64-hex-digit container ID like the ones container runtimes use */
+	snprintf(rq->owner.container_id, sizeof(rq->owner.container_id), "%064lx",
+		 i * 0x9e3779b97f4a7c15ul);
+	snprintf(rq->owner.ifname, sizeof(rq->owner.ifname), "net1");
+	snprintf(rq->owner.pod_namespace, sizeof(rq->owner.pod_namespace), "bench");
+	snprintf(rq->owner.pod_name, sizeof(rq->owner.pod_name), "pod-%lu", i);
+	rq->vf_index = -1;
+}
+
+/* Single allocations, one transaction each, for @secs; prints the rate. */
+static double rate_single(const char *what, struct ibvf_pool *p, unsigned long *next,
+			  double secs)
+{
+	double t0 = now_s(), c0 = cpu_s(), t;
+	char err[IBVF_ERR_LEN];
+	unsigned long n = 0;
+
+	do {
+		struct ibvf_alloc_request rq;
+		struct ibvf_alloc a;
+
+		owner(&rq, (*next)++);
+		if (ibvf_pool_allocate(p, &rq, &a, err, sizeof(err))) {
+			fprintf(stderr, "bench_pool: allocate: %s\n", err);
+			return -1;
+		}
+		n++;
+		t = now_s();
+	} while (t - t0 < secs);
+	report_rate(what, n, t - t0, cpu_s() - c0);
+	return (double)n / (t - t0);
+}
+
+/* Fill up to @total allocations in batches of BATCH; prints the rate. */
+static double fill_batched(const char *what, struct ibvf_pool *p, unsigned long *next,
+			   unsigned long total)
+{
+	static struct ibvf_alloc_request rq[BATCH];
+	static struct ibvf_alloc out[BATCH];
+	char err[IBVF_ERR_LEN];
+	unsigned long start = *next, done = 0;
+	double t0 = now_s(), c0 = cpu_s(), last = t0;
+
+	while (*next < total) {
+		size_t n = total - *next < BATCH ? total - *next : BATCH;
+
+		for (size_t i = 0; i < n; i++)
+			owner(&rq[i], *next + i);
+		if (ibvf_pool_allocate_batch(p, rq, n, out, err, sizeof(err))) {
+			fprintf(stderr, "bench_pool: batch: %s\n", err);
+			return -1;
+		}
+		*next += n;
+		done += n;
+		if (now_s() - last > 10) {
+			last = now_s();
+			fprintf(stderr, "  ... %lu of %lu (%.0f/s)\n", *next, total,
+				(double)(*next - start) / (last - t0));
+		}
+	}
+	report_rate(what, done, now_s() - t0, cpu_s() - c0);
+	return (double)done / (now_s() - t0);
+}
+
+static int count_cb(void *arg, const struct ibvf_audit_finding *f)
+{
+	(void)f;
+	++*(int *)arg;
+	return 0;
+}
+
+/* Run ibvfctl with @args; prints wall time, exit code and peak RSS. */
+static void run_ctl(const char *ctl, const char *cfg, const char *obj, const char *cmd)
+{
+	struct rusage ru;
+	double t0 = now_s();
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		execl(ctl, ctl, "-c", cfg, obj, cmd, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || wait4(pid, &st, 0, &ru) != pid) {
+		perror("bench_pool: ibvfctl");
+		return;
+	}
+	printf("ibvfctl %s %-6s %36s %7.3f s (%.3f s CPU)  exit %d  peak RSS %.1f MiB\n", obj,
+	       cmd, "", now_s() - t0,
+	       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+		       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+	       WIFEXITED(st) ? WEXITSTATUS(st) : -1, (double)ru.ru_maxrss / 1024);
+}
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long total = 1000000, next = 1;
+	const char *ctl = getenv("IBVFCTL"), *base = getenv("TMPDIR");
+	char dir[4096] = "", state[4200], cfg[4200], err[IBVF_ERR_LEN];
+	double secs = 2, t0, c0, t_open, t_audit, c_open, c_audit;
+	bool keep = false;
+	struct ibvf_pool *p;
+	int c, findings = 0, problems;
+
+	while ((c = getopt(argc, argv, "n:t:c:d:k")) != -1) {
+		switch (c) {
+		case 'n':
+			total = strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			secs = atof(optarg);
+			break;
+		case 'c':
+			ctl = optarg;
+			break;
+		case 'd':
+			snprintf(dir, sizeof(dir), "%s", optarg);
+			break;
+		case 'k':
+			keep = true;
+			break;
+		default:
+			fprintf(stderr, "usage: %s [-n N] [-t SECONDS] [-c IBVFCTL] [-d DIR] [-k]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	ibvf_log_init("bench_pool", IBVF_LOG_STDERR, LOG_WARNING);
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "%s/ibvf-bench-XXXXXX", base && *base ? base : "/tmp");
+		if (!mkdtemp(dir)) {
+			perror("bench_pool: mkdtemp");
+			return 1;
+		}
+	}
+	snprintf(state, sizeof(state), "%s/state", dir);
+	snprintf(cfg, sizeof(cfg), "%s/ibvfd.json", dir);
+	printf("bench_pool: store %s/pool.db, %lu allocations for the scale part\n", state, total);
+
+	/* 1. one allocation per transaction */
+	if (open_pool(state, true, false, &p))
+		return 1;
+	rate_single("single allocation/transaction, sync FULL", p, &next, secs);
+	ibvf_pool_close(p);
+	if (open_pool(state, false, false, &p))
+		return 1;
+	rate_single("single allocation/transaction, sync NORMAL", p, &next, secs);
+
+	/* 2. batched transactions up to the scale */
+	if (fill_batched("batches of 1000 allocations/transaction", p, &next, total + 1) < 0)
+		return 1;
+	/* single allocations with the store full */
+	snprintf(err, sizeof(err), "single, sync NORMAL, at %lu records", next - 1);
+	rate_single(err, p, &next, secs / 2);
+	ibvf_pool_close(p);
+	if (open_pool(state, true, false, &p))
+		return 1;
+	snprintf(err, sizeof(err), "single, sync FULL, at %lu records", next - 1);
+	rate_single(err, p, &next, secs / 2);
+	ibvf_pool_close(p);
+
+	/* 3. open and audit at scale */
+	t0 = now_s();
+	c0 = cpu_s();
+	if (open_pool(state, true, true, &p))
+		return 1;
+	t_open = now_s() - t0;
+	c_open = cpu_s() - c0;
+	t0 = now_s();
+	c0 = cpu_s();
+	problems = ibvf_pool_audit(p, count_cb, &findings, err, sizeof(err));
+	t_audit = now_s() - t0;
+	c_audit = cpu_s() - c0;
+	ibvf_pool_close(p);
+	if (problems < 0)
+		fprintf(stderr, "bench_pool: audit: %s\n", err);
+	printf("read-only open (schema + quick_check), %lu records: %7.3f s (%.3f s CPU)\n",
+	       next - 1, t_open, c_open);
+	printf("audit, %lu records:                                %7.3f s (%.3f s CPU)  %d "
+	       "findings, %d problems  %.2fx of the %.0f s budget\n",
+	       next - 1, t_audit, c_audit, findings, problems, t_audit / TARGET_AUDIT_S,
+	       TARGET_AUDIT_S);
+	printf("open + audit:                                          %7.3f s (%.3f s CPU)  %.2fx "
+	       "of the budget\n",
+	       t_open + t_audit, c_open + c_audit, (t_open + t_audit) / TARGET_AUDIT_S);
+
+	/* 4. the CLI on that store */
+	if (ctl && access(ctl, X_OK) == 0) {
+		FILE *f = fopen(cfg, "w");
+
+		if (f) {
+			fprintf(f,
+				"{\"state_dir\": \"%s\", \"pool\": {\"ranges\": [{\"start\": "
+				"\"0x%016llx\", \"end\": \"0x%016llx\"}]}}\n",
+				state, (unsigned long long)ranges[0].start,
+				(unsigned long long)ranges[0].end);
+			fclose(f);
+			run_ctl(ctl, cfg, "pool", "status");
+			run_ctl(ctl, cfg, "pool", "audit");
+		}
+	} else {
+		printf("ibvfctl: not measured (set IBVFCTL or -c to the built binary)\n");
+	}
+	if (!keep)
+		nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	else
+		printf("kept %s\n", dir);
+	return 0;
+}

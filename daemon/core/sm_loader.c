@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/* Loading SM backend modules with their ABI checks (sm_loader.h). */
+#include "sm_loader.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+
+static int check_name(const char *name, char *err, size_t errlen)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (!n || n > 64 || strspn(name, "abcdefghijklmnopqrstuvwxyz"
+				   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != n)
+		return ibvf_errf(err, errlen, -EINVAL, "SM backend name '%.64s': expected "
+				 "letters, digits, '_' or '-' (e.g. opensm, ufm, noop)",
+				 name ? name : "");
+	return 0;
+}
+
+static int check_file(const char *path, const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		if (errno == ENOENT)
+			return ibvf_errf(err, errlen, -ENOENT, "SM backend module %s not found "
+					 "(sm.module_dir is %s)", path, dir);
+		return ibvf_errf(err, errlen, -errno, "SM backend module %s: %s", path,
+				 strerror(errno));
+	}
+	if (!S_ISREG(st.st_mode))
+		return ibvf_errf(err, errlen, -EPERM, "SM backend module %s is not a regular "
+				 "file", path);
+	if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & 022))
+		return ibvf_errf(err, errlen, -EPERM, "SM backend module %s must be owned by "
+				 "root (or uid %u) and not writable by group or others (owner "
+				 "%u, mode %04o)", path, (unsigned)geteuid(),
+				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	return 0;
+}
+
+static int check_ops(const struct ibvf_sm_ops *o, const char *path, const char *name,
+		     char *err, size_t errlen)
+{
+	if (!o)
+		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s: %s() returned "
+				 "NULL", path, IBVF_SM_ENTRY_SYMBOL);
+	if (o->abi_version != IBVF_SM_ABI_VERSION)
+		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s implements SM ABI "
+				 "version %u; this ibvfd needs version %u (rebuild the module)",
+				 path, o->abi_version, IBVF_SM_ABI_VERSION);
+	if (o->struct_size < sizeof(struct ibvf_sm_ops))
+		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s: ops table of %u "
+				 "bytes, smaller than the %zu bytes of ABI version %u", path,
+				 o->struct_size, sizeof(struct ibvf_sm_ops), IBVF_SM_ABI_VERSION);
+	if (!o->name || strcmp(o->name, name))
+		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s calls itself '%.64s', "
+				 "expected '%s'", path, o->name ? o->name : "(null)", name);
+	if (!o->init || !o->fini || !o->validate || !o->add_members || !o->remove_members ||
+	    !o->list_members)
+		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s: its ops table "
+				 "lacks an operation", path);
+	return 0;
+}
+
+int ibvf_sm_module_load(const char *module_dir, const char *name, struct ibvf_sm_module **out,
+			char *err, size_t errlen)
+{
+	struct ibvf_sm_module *m;
+	ibvf_sm_entry_fn entry;
+	int ret;
+
+	*out = NULL;
+	ret = check_name(name, err, errlen);
+	if (ret)
+		return ret;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (snprintf(m->path, sizeof(m->path), "%s/%s.so", module_dir, name) >=
+	    (int)sizeof(m->path)) {
+		free(m);
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "sm.module_dir is too long");
+	}
+	ret = check_file(m->path, module_dir, err, errlen);
+	if (ret)
+		goto fail;
+	dlerror();
+	m->handle = dlopen(m->path, RTLD_NOW | RTLD_LOCAL);
+	if (!m->handle) {
+		ret = ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s: dlopen: %s",
+				m->path, dlerror());
+		goto fail;
+	}
+	*(void **)&entry = dlsym(m->handle, IBVF_SM_ENTRY_SYMBOL);
+	if (!entry) {
+		ret = ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s has no symbol %s "
+				"(not an ibvf SM backend, or built for another ABI): %s",
+				m->path, IBVF_SM_ENTRY_SYMBOL, dlerror());
+		goto fail;
+	}
+	m->ops = entry();
+	ret = check_ops(m->ops, m->path, name, err, errlen);
+	if (ret)
+		goto fail;
+	*out = m;
+	return 0;
+fail:
+	ibvf_sm_module_unload(m);
+	return ret;
+}
+
+void ibvf_sm_module_unload(struct ibvf_sm_module *m)
+{
+	if (!m)
+		return;
+	if (m->handle)
+		dlclose(m->handle);
+	free(m);
+}
+
+int ibvf_sm_open(const char *module_dir, const char *name, const char *json_config,
+		 struct ibvf_sm *out, char *err, size_t errlen)
+{
+	int ret;
+
+	out->mod = NULL;
+	out->b = NULL;
+	ret = ibvf_sm_module_load(module_dir, name, &out->mod, err, errlen);
+	if (ret)
+		return ret;
+	ret = out->mod->ops->init(json_config, &out->b, err, errlen);
+	if (ret) {
+		ibvf_err_prefix(err, errlen, ret, "SM backend %s", name);
+		ibvf_sm_module_unload(out->mod);
+		out->mod = NULL;
+		out->b = NULL;
+	}
+	return ret;
+}
+
+void ibvf_sm_close(struct ibvf_sm *sm)
+{
+	if (sm->mod && sm->b)
+		sm->mod->ops->fini(sm->b);
+	ibvf_sm_module_unload(sm->mod);
+	sm->mod = NULL;
+	sm->b = NULL;
+}

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+/* Finding the running OpenSM and sending it SIGHUP (opensm_reload.h). */
+#include "opensm_reload.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+
+#define OPENSM_DEFAULT_CONF "/etc/opensm/opensm.conf"
+#define OPENSM_DEFAULT_PARTITIONS "/etc/opensm/partitions.conf"
+
+/* Read at most @len - 1 bytes of a small file; returns bytes read or -errno. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+	ssize_t n, got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	while ((size_t)got < len - 1) {
+		n = read(fd, buf + got, len - 1 - (size_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return got;
+}
+
+int opensm_find(const char *pid_file, pid_t *pid, char *err, size_t errlen)
+{
+	char buf[64], path[64], comm[64], *end;
+	unsigned long v;
+	ssize_t n;
+
+	n = read_small(pid_file, buf, sizeof(buf));
+	if (n == -ENOENT)
+		return ibvf_errf(err, errlen, -ENOENT, "OpenSM pid file %s does not exist (is "
+				 "OpenSM running?)", pid_file);
+	if (n < 0)
+		return ibvf_errf(err, errlen, (int)n, "OpenSM pid file %s: %s", pid_file,
+				 strerror((int)-n));
+	errno = 0;
+	v = strtoul(buf, &end, 10);
+	while (isspace((unsigned char)*end))
+		end++;
+	if (errno || end == buf || *end || v < 2 || v > 0x3fffffff)
+		return ibvf_errf(err, errlen, -EINVAL, "OpenSM pid file %s does not hold a "
+				 "process id", pid_file);
+	snprintf(path, sizeof(path), "/proc/%lu/comm", v);
+	n = read_small(path, comm, sizeof(comm));
+	if (n < 0)
+		return ibvf_errf(err, errlen, -ESRCH, "OpenSM is not running: no process %lu "
+				 "(from %s)", v, pid_file);
+	comm[strcspn(comm, "\n")] = '\0';
+	if (strcmp(comm, "opensm"))
+		return ibvf_errf(err, errlen, -ESRCH, "process %lu (from %s) is '%s', not "
+				 "opensm; refusing to signal it", v, pid_file, comm);
+	*pid = (pid_t)v;
+	return 0;
+}
+
+int opensm_reload(const char *pid_file, pid_t *pid, char *err, size_t errlen)
+{
+	int ret = opensm_find(pid_file, pid, err, errlen);
+
+	if (ret)
+		return ret;
+	if (kill(*pid, SIGHUP))
+		return ibvf_errf(err, errlen, -errno, "SIGHUP to opensm pid %d: %s", (int)*pid,
+				 strerror(errno));
+	return 0;
+}
+
+/*
+ * The value of option @lng (or its short form -@s) at argv[*i], as OpenSM's
+ * getopt_long_only() takes it: "-P x", "-Px", "-Pconfig x", "--Pconfig x",
+ * "--Pconfig=x". NULL when argv[*i] is another option.
+ */
+static const char *opt_value(int argc, char **argv, int *i, char s, const char *lng)
+{
+	const char *a = argv[*i], *n = a + 1 + (a[1] == '-');
+	size_t l = strlen(lng);
+
+	if (!strcmp(n, lng) || (a[1] == s && !a[2]))
+		return *i + 1 < argc ? argv[++*i] : NULL;
+	if (!strncmp(n, lng, l) && n[l] == '=')
+		return n + l + 1;
+	if (a[1] == s && a[2])
+		return a + 2;
+	return NULL;
+}
+
+/* partition_config_file of an opensm.conf into @buf: 1 found, 0 not. */
+static int conf_partition_file(const char *conf, char *buf, size_t len)
+{
+	FILE *f = fopen(conf, "re");
+	char line[1024];
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char key[64], val[960];
+
+		if (sscanf(line, " %63s %959s", key, val) == 2 &&
+		    !strcmp(key, "partition_config_file")) {
+			snprintf(buf, len, "%s", val);
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+int opensm_partition_path(pid_t pid, char *buf, size_t len, char *err, size_t errlen)
+{
+	char path[64], cmd[8192], *argv[256];
+	const char *pconf = NULL, *conf = NULL;
+	ssize_t n;
+	int argc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	n = read_small(path, cmd, sizeof(cmd));
+	if (n < 0)
+		return ibvf_errf(err, errlen, (int)n, "%s: %s", path, strerror((int)-n));
+	for (ssize_t o = 0; o < n && argc < 256; o += (ssize_t)strlen(cmd + o) + 1)
+		argv[argc++] = cmd + o;
+	for (int i = 1; i < argc; i++) {
+		const char *v;
+
+		if (argv[i][0] != '-')
+			continue;
+		if ((v = opt_value(argc, argv, &i, 'P', "Pconfig")))
+			pconf = v;
+		else if ((v = opt_value(argc, argv, &i, 'F', "config")))
+			conf = v;
+	}
+	if (pconf) {
+		snprintf(buf, len, "%s", pconf);
+		return 0;
+	}
+	if (!conf_partition_file(conf ? conf : OPENSM_DEFAULT_CONF, buf, len))
+		snprintf(buf, len, "%s", OPENSM_DEFAULT_PARTITIONS);
+	return 0;
+}

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: MIT
+/* Reading and atomically replacing OpenSM's partition file (partition_file.h). */
+#include "partition_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "statedir.h"
+
+int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *err,
+	    size_t errlen)
+{
+	size_t got = 0;
+	char *buf;
+	int fd;
+
+	*text = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return ibvf_errf(err, errlen, -ENOENT, "%s does not exist; ibvf never creates "
+				 "OpenSM's partition file (an absent file means Default=0x7fff "
+				 ": ALL=full to OpenSM): create it with at least the Default "
+				 "partition", path);
+	if (fd < 0)
+		return ibvf_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, st)) {
+		int ret = -errno;
+
+		close(fd);
+		return ibvf_errf(err, errlen, ret, "%s: %s", path, strerror(-ret));
+	}
+	if (!S_ISREG(st->st_mode) || st->st_size > (off_t)PF_MAX_SIZE) {
+		int ret = S_ISREG(st->st_mode) ? -EFBIG : -EINVAL;
+
+		close(fd);
+		return ibvf_errf(err, errlen, ret, "%s: %s", path,
+				 ret == -EFBIG ? "larger than 64 MiB" : "not a regular file");
+	}
+	buf = malloc((size_t)st->st_size + 1);
+	if (!buf) {
+		close(fd);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory reading %s", path);
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + got, (size_t)st->st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int ret = -errno;
+
+			free(buf);
+			close(fd);
+			return ibvf_errf(err, errlen, ret, "reading %s: %s", path, strerror(-ret));
+		}
+		if (n == 0 || (got += (size_t)n) == (size_t)st->st_size)
+			break;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*text = buf;
+	*len = got;
+	return 0;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int pf_lock(const char *lock_path, unsigned timeout_ms, int *fd, char *err, size_t errlen)
+{
+	int64_t end = mono_ms() + timeout_ms;
+	int l = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	*fd = -1;
+	if (l < 0)
+		return ibvf_errf(err, errlen, -errno, "lock file %s: %s", lock_path,
+				 strerror(errno));
+	while (flock(l, LOCK_EX | LOCK_NB)) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			int ret = -errno;
+
+			close(l);
+			return ibvf_errf(err, errlen, ret, "locking %s: %s", lock_path,
+					 strerror(-ret));
+		}
+		if (mono_ms() >= end) {
+			close(l);
+			return ibvf_errf(err, errlen, -EBUSY, "%s is held by another ibvf process "
+					 "for more than %u ms", lock_path, timeout_ms);
+		}
+		usleep(10000);
+	}
+	*fd = l;
+	return 0;
+}
+
+void pf_unlock(int fd)
+{
+	if (fd >= 0) {
+		flock(fd, LOCK_UN);
+		close(fd);
+	}
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Does @path still hold exactly @old? */
+static bool unchanged(const char *path, const char *old, size_t old_len)
+{
+	struct stat st;
+	size_t len;
+	char *now;
+	bool same;
+
+	if (pf_read(path, &now, &len, &st, NULL, 0))
+		return false;
+	same = len == old_len && !memcmp(now, old, len);
+	free(now);
+	return same;
+}
+
+static int write_temp(const char *tmp_tmpl, char *tmp, size_t tmplen, const struct stat *st,
+		      const char *data, size_t len)
+{
+	int fd, ret = 0;
+
+	snprintf(tmp, tmplen, "%s", tmp_tmpl);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = write_all(fd, data, len);
+	if (!ret && fchmod(fd, st->st_mode & 07777))
+		ret = -errno;
+	if (!ret && geteuid() == 0 && fchown(fd, st->st_uid, st->st_gid))
+		ret = -errno;
+	if (!ret && fsync(fd))
+		ret = -errno;
+	if (close(fd) && !ret)
+		ret = -errno;
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+int pf_install(const char *path, const char *backup, const char *old, size_t old_len,
+	       const struct stat *old_st, const char *new, size_t new_len, char *err,
+	       size_t errlen)
+{
+	char dbuf[PATH_MAX], base[PATH_MAX], tmpl[PATH_MAX], tmp[PATH_MAX];
+	const char *dir;
+	int ret, dfd;
+
+	snprintf(dbuf, sizeof(dbuf), "%s", path);
+	snprintf(base, sizeof(base), "%s", path);
+	dir = dirname(dbuf);
+	if (snprintf(tmpl, sizeof(tmpl), "%s/.%s.ibvf-XXXXXX", dir, basename(base)) >=
+	    (int)sizeof(tmpl))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+	if (backup) {
+		ret = ibvf_write_file_atomic(backup, old, old_len, old_st->st_mode & 0777, err,
+					     errlen);
+		if (ret)
+			return ibvf_err_prefix(err, errlen, ret, "backup of %s", path);
+	}
+	ret = write_temp(tmpl, tmp, sizeof(tmp), old_st, new, new_len);
+	if (ret)
+		return ibvf_errf(err, errlen, ret, "writing a temp file next to %s: %s", path,
+				 strerror(-ret));
+	if (!unchanged(path, old, old_len)) {
+		unlink(tmp);
+		return ibvf_errf(err, errlen, -EAGAIN, "%s changed while ibvf was updating it; "
+				 "nothing was replaced (retry)", path);
+	}
+	if (rename(tmp, path)) {
+		ret = -errno;
+		unlink(tmp);
+		return ibvf_errf(err, errlen, ret, "renaming %s to %s: %s", tmp, path,
+				 strerror(-ret));
+	}
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
