@@ -1210,7 +1210,8 @@ static void do_audit(struct op *op)
 {
 	char err[IBVF_ERR_LEN];
 	json_t *f = json_array();
-	int ret = ibvf_engine_reconcile(op->e, op->fix, f, err, sizeof(err));
+	int ret = ibvf_engine_reconcile(op->e, op->fix ? IBVF_PASS_FIX : IBVF_PASS_REPAIR, f, err,
+					 sizeof(err));
 
 	if (ret < 0) {
 		json_decref(f);
@@ -1608,7 +1609,8 @@ static void reconcile_job(void *arg)
 	pthread_mutex_lock(&e->lock);
 	fix = e->reconcile == IBVF_RECONCILE_FIX;
 	pthread_mutex_unlock(&e->lock);
-	ret = ibvf_engine_reconcile(e, fix, NULL, err, sizeof(err));
+	ret = ibvf_engine_reconcile(e, fix ? IBVF_PASS_FIX : IBVF_PASS_REPAIR, NULL, err,
+				    sizeof(err));
 	if (ret < 0 && ret != -EBUSY)
 		log_warn("reconciliation: %s", err);
 	eng_pool_lock(e);

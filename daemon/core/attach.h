@@ -122,16 +122,23 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 		      ibvf_reply_fn reply, void *ctx);
 
+/** What a reconciliation pass may change (docs/operations.md). */
+enum ibvf_reconcile_pass {
+	IBVF_PASS_DRY_RUN = 0,	/* change nothing; report what would be done */
+	IBVF_PASS_REPAIR,	/* roll back mid-flight attaches, finish releases, re-push
+				 * lost memberships; report orphans (daemon default) */
+	IBVF_PASS_FIX,		/* REPAIR + remove orphan SM members, reset orphan VFs */
+};
+
 /**
  * ibvf_engine_reconcile() - run one reconciliation pass now (blocking; not on
- * the loop thread). @fix: apply fixes for unowned SM memberships / VF GUIDs
- * (mid-flight attaches are always resumed or rolled back and lost handed
- * memberships are always re-pushed). @findings (optional) gets a JSON array of
+ * the loop thread). @findings (optional) gets a JSON array of
  * {kind, severity, guid, pkey?, pci?, detail, fix, fixed}.
- * Return: number of problems found, or -errno.
+ * Return: number of problems left (found and not fixed), or -errno (-EBUSY:
+ * another pass is running).
  */
-int ibvf_engine_reconcile(struct ibvf_engine *e, bool fix, json_t *findings, char *err,
-			  size_t errlen);
+int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, json_t *findings,
+			  char *err, size_t errlen);
 
 /** ibvf_engine_reconcile_async() - queue a reconciliation pass on the workers (timer). */
 void ibvf_engine_reconcile_async(struct ibvf_engine *e);

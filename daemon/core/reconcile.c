@@ -44,6 +44,7 @@ struct rec_ctx {
 	struct ibvf_attach_vf *vfs;
 	size_t n_vfs, cap_vfs;
 	struct ibvf_engine *e;
+	enum ibvf_reconcile_pass mode;
 	json_t *findings;
 	int problems;
 };
@@ -193,6 +194,14 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		bool mid = a.state != IBVF_ALLOC_RELEASING;
 		const char *st = ibvf_alloc_state_name(a.state);
 
+		if (r->mode == IBVF_PASS_DRY_RUN) {
+			finding(r, mid ? "mid-flight" : "releasing", true, a.guid, -1, a.pci,
+				mid ? "roll the attach back" : "finish the release", false,
+				"GUID %s of container %.12s ifname %s was left %s", s,
+				a.owner.container_id, a.owner.ifname, st);
+			snap->state = IBVF_ALLOC_RELEASING;
+			goto out;
+		}
 		ret = eng_undo(e, &a, mid ? a.state >= IBVF_ALLOC_SM_REQUESTED : true, &pending, err,
 			       sizeof(err));
 		finding(r, mid ? "mid-flight" : "releasing", true, a.guid, -1, snap->pci,
@@ -230,6 +239,12 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 
 		if (sm_has(r, pk, a.guid))
 			continue;
+		if (r->mode == IBVF_PASS_DRY_RUN) {
+			finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership",
+				false, "the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x", s,
+				a.owner.container_id, ibvf_alloc_state_name(a.state), pk);
+			continue;
+		}
 		ret = ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_ADD, pk, &m, ibvf_mono_ms() + 30000,
 					 e2, sizeof(e2));
 		finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership", !ret,
@@ -357,10 +372,11 @@ static int store_audit_cb(void *arg, const struct ibvf_audit_finding *f)
 	return 0;
 }
 
-int ibvf_engine_reconcile(struct ibvf_engine *e, bool fix, json_t *findings, char *err,
-			  size_t errlen)
+int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, json_t *findings,
+			  char *err, size_t errlen)
 {
-	struct rec_ctx r = { .e = e, .findings = findings };
+	struct rec_ctx r = { .e = e, .mode = mode, .findings = findings };
+	bool fix = mode == IBVF_PASS_FIX;
 	char e2[IBVF_ERR_LEN] = "";
 	bool sm_listed = false, sm_check;
 	int ret;

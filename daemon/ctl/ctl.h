@@ -67,6 +67,14 @@ extern const struct ctl_object ctl_daemon_object;
 int ctl_daemon_call(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
 		    bool quiet_if_down);
 
+/**
+ * ctl_offline_audit() - with no daemon running: the daemon's reconciliation
+ * pass in this process (store, VFs through the configured driver, SM through
+ * the configured backend); a dry run unless @fix. *@findings: JSON array.
+ * Return: CTL_OK (then *@problems is set) or a CTL_* error (printed).
+ */
+int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *problems);
+
 /** ctl_emit_findings() - print reconciliation findings (steals @findings). */
 int ctl_emit_findings(struct ctl_ctx *ctx, json_t *findings);
 

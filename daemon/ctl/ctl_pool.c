@@ -421,8 +421,17 @@ static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
 		}
 		if (ret != -ENOTCONN)
 			return ret;
-		fprintf(stderr, "ibvfctl: ibvfd is not running (%s): store checks only; VF and "
-				"SM membership checks need the daemon\n",
+		/* no daemon: its reconciliation pass here (a dry run unless --fix) */
+		ret = ctl_offline_audit(ctx, fix, &r, &problems);
+		if (ret == CTL_OK) {
+			fprintf(stderr, "ibvfctl: ibvfd is not running (%s): checked store, VFs and SM "
+					"from here%s\n",
+				ctx->cfg.api.socket, fix ? "" : " (dry run: nothing changed)");
+			ctl_emit_findings(ctx, r);
+			return problems ? CTL_PROBLEMS : CTL_OK;
+		}
+		fprintf(stderr, "ibvfctl: ibvfd is not running (%s) and the VF or SM checks cannot "
+				"run here: store checks only\n",
 			ctx->cfg.api.socket);
 	}
 	ret = ctl_open_pool(ctx, fix, &p);

@@ -347,7 +347,7 @@ static int setup(void **state)
 	setup_opts(state, NULL, 3);
 	f = *state;
 	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
-	assert_true(ibvf_engine_reconcile(f->e, false, NULL, NULL, 0) >= 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
 	assert_true(ibvf_engine_ready(f->e));
 	return 0;
 }
@@ -511,7 +511,7 @@ static void test_rollback_deadline(void **state)
 	setup_opts(state, ", \"daemon\": {\"prepare_timeout_s\": 1}", 1000);
 	f = *state;
 	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
-	assert_true(ibvf_engine_reconcile(f->e, false, NULL, NULL, 0) >= 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
 	f->ctl->fail_add = 1000000; /* retryable (-ECONNREFUSED) forever */
 	call(f, "prepare", prep_params("c5", pci_of(4), "0x0012"));
 	expect_error(f, IBVF_RPC_DEADLINE, "sm_add");
@@ -576,7 +576,7 @@ static void test_not_ready(void **state)
 	f = *state;
 	f->ctl->fail_validate = 1;
 	assert_true(ibvf_engine_validate_sm(f->e) < 0);
-	assert_true(ibvf_engine_reconcile(f->e, false, NULL, NULL, 0) >= 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
 	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
 	expect_error(f, IBVF_RPC_NOT_READY, "validate");
 	json_t *r = call(f, "status", NULL);
@@ -713,7 +713,7 @@ static void test_release_sm_pending(void **state)
 	f->ctl->fail_remove = 0;
 	{
 		json_t *fnd = json_array();
-		int n = ibvf_engine_reconcile(f->e, false, fnd, NULL, 0);
+		int n = ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
 		char *t = json_dumps(fnd, 0);
 
 		if (n)
@@ -762,8 +762,20 @@ static void test_reconcile(void **state)
 	/* not managed by ibvf: left alone */
 	fake_sm_put(f->sm, 0x16, RANGE_START + 0x700, false);
 
+	/* dry run (offline audit without --fix): everything reported, nothing touched */
+	{
+		json_t *dry = json_array();
+
+		n = ibvf_engine_reconcile(f->e, IBVF_PASS_DRY_RUN, dry, NULL, 0);
+		assert_int_equal(n, 4);
+		assert_int_equal(store_state(f, mid.guid), IBVF_ALLOC_SM_REQUESTED);
+		assert_int_equal(fake_sm_has(f->sm, 0x16, mid.guid), IBVF_MEMBER_FULL);
+		assert_int_equal(fake_sm_has(f->sm, 0x16, handed.guid), -1);
+		assert_int_equal(fv.vf[40].port, mid.guid);
+		json_decref(dry);
+	}
 	/* report mode: fixes the crash and the lost membership, reports orphans */
-	n = ibvf_engine_reconcile(f->e, false, fnd, NULL, 0);
+	n = ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
 	assert_int_equal(n, 2);
 	assert_int_equal(store_state(f, mid.guid), IBVF_ALLOC_QUARANTINED);
 	assert_int_equal(fv.vf[40].port, 0);
@@ -788,14 +800,14 @@ static void test_reconcile(void **state)
 	json_decref(fnd);
 
 	/* fix mode: orphans go */
-	n = ibvf_engine_reconcile(f->e, true, NULL, NULL, 0);
+	n = ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, NULL, NULL, 0);
 	assert_int_equal(n, 0);
 	assert_int_equal(fake_sm_has(f->sm, 0x16, orphan), -1);
 	assert_int_equal(fake_sm_has(f->sm, 0x16, RANGE_START + 0x700), IBVF_MEMBER_FULL);
 	assert_int_equal(fv.vf[42].port, 0);
 	/* and a clean pass finds nothing */
 	fnd = json_array();
-	assert_int_equal(ibvf_engine_reconcile(f->e, false, fnd, NULL, 0), 0);
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0), 0);
 	json_decref(fnd);
 	/* the audit method runs the same pass */
 	r = call(f, "audit", json_object());
@@ -829,7 +841,7 @@ static void test_reconcile_sm_down(void **state)
 	f->ctl->fail_list = 1;
 	assert_true(ibvf_engine_validate_sm(f->e) < 0);
 	t0 = ibvf_mono_ms();
-	assert_true(ibvf_engine_reconcile(f->e, false, NULL, NULL, 0) >= 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
 	assert_true(ibvf_mono_ms() - t0 < 2000); /* no SM retries during start-up */
 	assert_int_equal(fv.vf[50].port, 0);
 	assert_int_equal(ibvf_pool_get(f->pool, mid.guid, &a, NULL, 0), 0);
@@ -837,7 +849,7 @@ static void test_reconcile_sm_down(void **state)
 	assert_string_equal(a.pci, "");
 	/* the SM is back: the next pass removes the membership and frees the GUID */
 	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
-	assert_int_equal(ibvf_engine_reconcile(f->e, false, NULL, NULL, 0), 0);
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0), 0);
 	assert_int_equal(store_state(f, mid.guid), IBVF_ALLOC_QUARANTINED);
 	assert_int_equal(fake_sm_has(f->sm, 0x17, mid.guid), -1);
 	teardown(state);

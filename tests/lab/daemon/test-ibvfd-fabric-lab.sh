@@ -99,6 +99,9 @@ check "release again: nothing held, still exit 0" "${C[@]}" daemon release --own
 kill -TERM "$DPID"; wait "$DPID"; rc=$?
 DPID=
 check "SIGTERM: ibvfd exits 0 ($rc)" test "$rc" = 0
+out=$("${C[@]}" pool audit 2>&1); rc=$?
+check "pool audit without the daemon checks store, VFs and SM from ibvfctl (rc $rc)" \
+	bash -c '[ "$0" = 0 ] && grep -q "checked store, VFs and SM" <<<"$1"' "$rc" "$out"
 "$FL" down "$D/lab"
 left=$(ps -eo pid,args | grep -F "$D" | grep -vE "grep|test-ibvfd-fabric" | wc -l)
 check "teardown leaves no lab process ($left left)" test "$left" = 0
