@@ -216,6 +216,101 @@ static void bench_attach(void)
 	}
 }
 
+/* ------------------------------------------------------------ burst -- */
+
+#define N_BURST 256
+
+struct burst_arg {
+	struct lab *l;
+	int i;
+	bool release;
+	int ret;
+	pthread_barrier_t *bar;
+};
+
+static void *burst_one(void *p)
+{
+	struct burst_arg *a = p;
+	char cid[32];
+
+	snprintf(cid, sizeof(cid), "burst%03d", a->i);
+	pthread_barrier_wait(a->bar);
+	a->ret = a->release ? lab_release(a->l, cid) : lab_prepare(a->l, cid, a->i, "0x00a5",
+								    NULL, NULL);
+	return NULL;
+}
+
+static int64_t burst(struct lab *l, bool release, int *fails)
+{
+	static struct burst_arg a[N_BURST];
+	pthread_t th[N_BURST];
+	pthread_barrier_t bar;
+	pthread_attr_t attr;
+	int64_t t0;
+
+	pthread_barrier_init(&bar, NULL, N_BURST + 1);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	for (int i = 0; i < N_BURST; i++) {
+		a[i] = (struct burst_arg){ l, i, release, -1, &bar };
+		pthread_create(&th[i], &attr, burst_one, &a[i]);
+	}
+	pthread_attr_destroy(&attr);
+	pthread_barrier_wait(&bar);
+	t0 = ibvf_mono_ms();
+	*fails = 0;
+	for (int i = 0; i < N_BURST; i++) {
+		pthread_join(th[i], NULL);
+		*fails += a[i].ret != 0;
+	}
+	pthread_barrier_destroy(&bar);
+	return ibvf_mono_ms() - t0;
+}
+
+/* 256 Pods at once against a UFM answering in 200 ms (the batching case). */
+static void bench_burst(void)
+{
+	struct ufm_sim_opts so = { .user = "admin", .password = "bench" };
+	struct ufm_sim sim;
+	struct lab l;
+	char err[512], bj[PATH_MAX + 256];
+	const char *miss = ufm_sim_missing();
+
+	printf("\n== burst: %d concurrent prepares, then %d releases, UFM simulator at 200 ms\n",
+	       N_BURST, N_BURST);
+	if (miss || ufm_sim_start(&so, &sim, err, sizeof(err))) {
+		printf("UFM simulator: not run (%s)\n", miss ? miss : err);
+		return;
+	}
+	snprintf(bj, sizeof(bj),
+		 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
+		 " \"username\": \"admin\", \"password_file\": \"%s\"}",
+		 sim.port, sim.password_file);
+	if (!lab_init(&l, ibvfd, N_BURST, "ufm", ufm_dir, bj)) {
+		l.window_ms = 20;
+		lab_write_config(&l);
+		if (lab_start(&l, 30000) > 0) {
+			int fails;
+			int64_t ms;
+
+			ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
+			ufm_sim_config(&sim, "{\"latency_ms\": 200}");
+			ms = burst(&l, false, &fails);
+			printf("%-10s %8lld ms = %.1f SM round trips, %ld UFM add call(s), %d failed\n",
+			       "prepare", (long long)ms, (double)ms / 200.0,
+			       ufm_sim_calls(&sim, "add"), fails);
+			ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
+			ufm_sim_config(&sim, "{\"latency_ms\": 200}");
+			ms = burst(&l, true, &fails);
+			printf("%-10s %8lld ms = %.1f SM round trips, %ld UFM remove call(s), %d failed\n",
+			       "release", (long long)ms, (double)ms / 200.0,
+			       ufm_sim_calls(&sim, "remove"), fails);
+		}
+		lab_fini(&l);
+	}
+	ufm_sim_stop(&sim);
+}
+
 /* Fill the store of @l with @n handed owners (PKey 0x8012) and the SM file with them. */
 static int populate(struct lab *l, int n)
 {
@@ -348,8 +443,10 @@ int main(int argc, char **argv)
 		if (f)
 			fclose(f);
 	}
-	if (!only_store)
+	if (!only_store) {
 		bench_attach();
+		bench_burst();
+	}
 	if (!only_attach)
 		bench_rss_restart();
 	return 0;
