@@ -43,11 +43,11 @@ struct daemon {
 	bool foreground, verbose;
 	struct ibvf_config cfg;
 	struct ibvf_loop *loop;
-	struct ibvf_pool *pool;		/* until the engine takes it */
-	struct ibvf_sm smi;		/* sm_loader.h */
+	struct ibvf_pool *pool; /* until the engine takes it */
+	struct ibvf_sm smi;	/* sm_loader.h */
 	const struct ibvf_sm_ops *sm_ops;
 	struct ibvf_sm_backend *sm;
-	struct ibvf_vf_manager *vfm;	/* netlink / ibsim drivers */
+	struct ibvf_vf_manager *vfm; /* netlink / ibsim drivers */
 	struct ibvf_vf_ops vf;
 	struct ibvf_port_ops port;
 	struct ibvf_engine *eng;
@@ -60,21 +60,22 @@ struct daemon {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ibvfd [OPTIONS]\n\n"
-		   "ibvf node daemon: GUID allocation, VF programming, SM membership and port\n"
-		   "readiness for InfiniBand SR-IOV VFs handed to Kubernetes Pods.\n\n"
-		   "Options:\n"
-		   "  -c, --config FILE    config file (default %s)\n"
-		   "  -f, --foreground     log to stderr instead of syslog (ibvfd never forks)\n"
-		   "  -p, --print-config   print the effective config (secrets masked) and exit\n"
-		   "  -v, --verbose        log level debug\n"
-		   "  -V, --version        print the version and exit\n"
-		   "  -h, --help           this help\n\n"
-		   "Signals: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the config.\n"
-		   "Environment overrides (ib-kubernetes compatible): GUID_POOL_RANGE_START,\n"
-		   "GUID_POOL_RANGE_END, DAEMON_SM_PLUGIN, DAEMON_PERIODIC_UPDATE, UFM_USERNAME,\n"
-		   "UFM_PASSWORD, UFM_ADDRESS, UFM_HTTP_SCHEMA, UFM_PORT, UFM_CERTIFICATE.\n"
-		   "See ibvfd(8), docs/config.md and docs/operations.md.\n",
+	fprintf(f,
+		"Usage: ibvfd [OPTIONS]\n\n"
+		"ibvf node daemon: GUID allocation, VF programming, SM membership and port\n"
+		"readiness for InfiniBand SR-IOV VFs handed to Kubernetes Pods.\n\n"
+		"Options:\n"
+		"  -c, --config FILE    config file (default %s)\n"
+		"  -f, --foreground     log to stderr instead of syslog (ibvfd never forks)\n"
+		"  -p, --print-config   print the effective config (secrets masked) and exit\n"
+		"  -v, --verbose        log level debug\n"
+		"  -V, --version        print the version and exit\n"
+		"  -h, --help           this help\n\n"
+		"Signals: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the config.\n"
+		"Environment overrides (ib-kubernetes compatible): GUID_POOL_RANGE_START,\n"
+		"GUID_POOL_RANGE_END, DAEMON_SM_PLUGIN, DAEMON_PERIODIC_UPDATE, UFM_USERNAME,\n"
+		"UFM_PASSWORD, UFM_ADDRESS, UFM_HTTP_SCHEMA, UFM_PORT, UFM_CERTIFICATE.\n"
+		"See ibvfd(8), docs/config.md and docs/operations.md.\n",
 		IBVF_DEFAULT_CONFIG);
 }
 
@@ -193,8 +194,7 @@ static void mod_engine_fini(struct daemon *d)
 	d->eng = NULL;
 }
 
-static void dispatch(void *ctx, const char *method, json_t *params, ibvf_reply_fn reply,
-		     void *rctx)
+static void dispatch(void *ctx, const char *method, json_t *params, ibvf_reply_fn reply, void *rctx)
 {
 	struct daemon *d = ctx;
 
@@ -229,11 +229,9 @@ static const struct module {
 	int (*init)(struct daemon *d, char *err, size_t errlen);
 	void (*fini)(struct daemon *d);
 } modules[] = {
-	{ "pool", mod_pool, mod_pool_fini },
-	{ "sm", mod_sm, mod_sm_fini },
-	{ "vf", mod_vf, mod_vf_fini },
-	{ "engine", mod_engine, mod_engine_fini },
-	{ "api", mod_api, mod_api_fini },
+	{"pool", mod_pool, mod_pool_fini}, {"sm", mod_sm, mod_sm_fini},
+	{"vf", mod_vf, mod_vf_fini},	   {"engine", mod_engine, mod_engine_fini},
+	{"api", mod_api, mod_api_fini},
 };
 
 /* ------------------------------------------------------------ events -- */
@@ -387,7 +385,7 @@ static void on_signal(struct ibvf_loop *l, int signo, void *arg)
 
 static int run(struct daemon *d)
 {
-	static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
 	char err[IBVF_ERR_LEN];
 	size_t started = 0;
 	int ret;
@@ -442,15 +440,15 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "print-config", no_argument, NULL, 'p' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+		{"config", required_argument, NULL, 'c'},
+		{"foreground", no_argument, NULL, 'f'},
+		{"print-config", no_argument, NULL, 'p'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
 	};
-	struct daemon d = { 0 };
+	struct daemon d = {0};
 	bool print = false;
 	char err[IBVF_ERR_LEN];
 	int c, ret;
@@ -484,8 +482,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ibvfd: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	ibvf_log_init("ibvfd", d.foreground || print ? IBVF_LOG_STDERR : IBVF_LOG_SYSLOG,
-		      LOG_INFO);
+	ibvf_log_init("ibvfd", d.foreground || print ? IBVF_LOG_STDERR : IBVF_LOG_SYSLOG, LOG_INFO);
 	ret = ibvf_config_load(&d.cfg, d.config_path, d.config_path != NULL, environ, err,
 			       sizeof(err));
 	if (ret) {
@@ -493,9 +490,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ibvf_log_set_level(d.verbose ? LOG_DEBUG : d.cfg.log_level);
-	if (strcmp(d.cfg.vf.driver, "netlink"))	/* vf_driver.h: lab drivers never touch hardware */
-		log_warn("*** vf.driver is '%s' (LAB ONLY): VF GUIDs will not reach any hardware ***",
-			 d.cfg.vf.driver);
+	if (strcmp(d.cfg.vf.driver, "netlink")) /* vf_driver.h: lab drivers never touch hardware */
+		log_warn(
+			"*** vf.driver is '%s' (LAB ONLY): VF GUIDs will not reach any hardware ***",
+			d.cfg.vf.driver);
 	if (print) {
 		ret = ibvf_config_print(&d.cfg, stdout);
 		ibvf_config_free(&d.cfg);

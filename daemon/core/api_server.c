@@ -24,9 +24,9 @@ struct conn;
 
 /* One request being executed; outlives its connection if the client leaves. */
 struct req {
-	struct conn *c;		/* NULL once the connection is gone */
+	struct conn *c; /* NULL once the connection is gone */
 	json_t *id;
-	bool notification;	/* no "id": the spec forbids an answer */
+	bool notification; /* no "id": the spec forbids an answer */
 };
 
 struct conn {
@@ -35,16 +35,16 @@ struct conn {
 	struct ibvf_watch *w;
 	uid_t uid;
 	pid_t pid;
-	char *in;		/* unparsed input */
+	char *in; /* unparsed input */
 	size_t in_len, in_cap;
-	bool skipping;		/* discarding the rest of an over-long line */
-	char *out;		/* unsent output */
+	bool skipping; /* discarding the rest of an over-long line */
+	char *out;     /* unsent output */
 	size_t out_len, out_cap, out_off;
 	size_t inflight;
-	int busy;		/* inside a read/dispatch: replies must not close it */
-	bool rd_closed;		/* peer shut down its write side */
+	int busy;	/* inside a read/dispatch: replies must not close it */
+	bool rd_closed; /* peer shut down its write side */
 	bool dead;
-	struct req **reqs;	/* executing requests (to detach on close) */
+	struct req **reqs; /* executing requests (to detach on close) */
 	size_t n_reqs, cap_reqs;
 	struct conn *next;
 };
@@ -144,8 +144,9 @@ static void send_error(struct conn *c, json_t *id, int code, const char *msg, in
 	json_t *e = json_pack("{s:i,s:s}", "code", code, "message", msg ? msg : "");
 
 	if (err_no || (step && *step))
-		json_object_set_new(e, "data", json_pack("{s:i,s:s}", "errno", err_no, "step",
-							 step ? step : ""));
+		json_object_set_new(
+			e, "data",
+			json_pack("{s:i,s:s}", "errno", err_no, "step", step ? step : ""));
 	send_msg(c, json_pack("{s:s,s:o,s:O}", "jsonrpc", "2.0", "error", e, "id",
 			      id ? id : json_null()));
 }
@@ -227,7 +228,8 @@ static void handle_line(struct conn *c, const char *line, size_t len)
 	method = json_object_get(msg, "method");
 	params = json_object_get(msg, "params");
 	if (!json_is_string(ver) || strcmp(json_string_value(ver), "2.0") ||
-	    !json_is_string(method) || (params && !json_is_object(params) && !json_is_null(params))) {
+	    !json_is_string(method) ||
+	    (params && !json_is_object(params) && !json_is_null(params))) {
 		send_error(c, id, IBVF_RPC_INVALID_REQUEST,
 			   "expected {\"jsonrpc\":\"2.0\",\"method\":STRING,\"params\":OBJECT,"
 			   "\"id\":ID}",
@@ -497,7 +499,7 @@ static void on_accept(struct ibvf_loop *l, int lfd, uint32_t ev, void *arg)
 
 static int make_listener(struct ibvf_api_server *s, char *err, size_t errlen)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char dir[PATH_MAX];
 	struct stat st;
 	int fd, ret;

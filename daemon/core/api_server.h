@@ -35,9 +35,9 @@ struct ibvf_api_server_opts {
 	size_t n_allowed_uids;
 	ibvf_api_dispatch_fn dispatch;
 	void *dispatch_ctx;
-	size_t max_conns;	/* 0: 1024 */
-	size_t max_inflight;	/* per connection; 0: 64 */
-	size_t max_line;	/* 0: IBVF_API_MAX_LINE (tests use less) */
+	size_t max_conns;    /* 0: 1024 */
+	size_t max_inflight; /* per connection; 0: 64 */
+	size_t max_line;     /* 0: IBVF_API_MAX_LINE (tests use less) */
 };
 
 struct ibvf_api_server;

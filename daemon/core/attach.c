@@ -31,12 +31,12 @@ enum op_kind {
 	OP_LIST,
 	OP_GC,
 	OP_AUDIT,
-	OP_UNDO,	/* internal: roll back a prepare whose reply was not delivered */
+	OP_UNDO, /* internal: roll back a prepare whose reply was not delivered */
 };
 
 enum op_phase {
 	PH_BEGIN,
-	PH_SM_DONE,	/* SM adds completed: confirm, wait for the port */
+	PH_SM_DONE, /* SM adds completed: confirm, wait for the port */
 	PH_DONE,
 };
 
@@ -52,25 +52,24 @@ struct op {
 	/* parameters */
 	struct ibvf_owner owner;
 	char pci[32];
-	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];	/* with membership bit */
+	uint16_t pkeys[IBVF_POOL_MAX_PKEYS]; /* with membership bit */
 	size_t n_pkeys;
 	uint64_t req_guid;
 	char link_state[8];
 	char network[254];
 	bool has_network;
 	bool fix;
-	json_t *valid;		/* gc: [{container_id, ifname}] */
-	size_t limit, offset;	/* list */
+	json_t *valid;	      /* gc: [{container_id, ifname}] */
+	size_t limit, offset; /* list */
 
 	/* progress */
 	int64_t deadline;
 	struct ibvf_alloc a;
-	bool created;		/* this op allocated the record */
+	bool created; /* this op allocated the record */
 	struct ibvf_attach_vf vf;
 	struct ibvf_port_result port;
-	bool expecting;		/* counted in the batcher's expected requests */
-	bool sm_failed;		/* release: SM removal failed */
-	int sm_pending;		/* under e->lock */
+	bool expecting; /* counted in the batcher's expected requests */
+	int sm_pending; /* under e->lock */
 	int sm_status;
 	char sm_msg[IBVF_ERR_LEN + 96];
 
@@ -80,7 +79,7 @@ struct op {
 	char step[32];
 	char msg[IBVF_ERR_LEN + 128];
 
-	struct op *next;	/* waiting list */
+	struct op *next; /* waiting list */
 };
 
 static void op_run(void *arg);
@@ -113,7 +112,8 @@ static void owner_key(const struct ibvf_owner *o, char *buf, size_t len)
 
 static bool keys_conflict(const struct keyhold *a, const struct keyhold *b)
 {
-	return (a->owner[0] && !strcmp(a->owner, b->owner)) || (a->pci[0] && !strcmp(a->pci, b->pci));
+	return (a->owner[0] && !strcmp(a->owner, b->owner)) ||
+	       (a->pci[0] && !strcmp(a->pci, b->pci));
 }
 
 /* Under e->lock. */
@@ -212,8 +212,8 @@ static void kick_waiting(void *arg)
 	}
 }
 
-static void set_error(struct op *op, int code, int err_no, const char *step, const char *fmt,
-		      ...) __attribute__((format(printf, 5, 6)));
+static void set_error(struct op *op, int code, int err_no, const char *step, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 
 static void set_error(struct op *op, int code, int err_no, const char *step, const char *fmt, ...)
 {
@@ -256,10 +256,10 @@ static json_t *pkeys_json(const uint16_t *pk, size_t n, const struct ibvf_port_r
 	json_t *arr = json_array();
 
 	for (size_t i = 0; i < n; i++) {
-		json_t *o = json_pack("{s:o,s:s}", "pkey", pkey_json(ibvf_pkey_key(pk[i])),
-				      "membership",
-				      ibvf_membership_name(ibvf_pkey_is_full(pk[i]) ? IBVF_MEMBER_FULL
-										: IBVF_MEMBER_LIMITED));
+		json_t *o = json_pack(
+			"{s:o,s:s}", "pkey", pkey_json(ibvf_pkey_key(pk[i])), "membership",
+			ibvf_membership_name(ibvf_pkey_is_full(pk[i]) ? IBVF_MEMBER_FULL
+								      : IBVF_MEMBER_LIMITED));
 
 		if (port)
 			json_object_set_new(o, "index", json_integer(port->pkey_index[i]));
@@ -285,8 +285,8 @@ static bool cancelled(struct ibvf_engine *e)
 
 /* ------------------------------------------------------------- params -- */
 
-static int copy_str(json_t *o, const char *key, char *dst, size_t len, bool required,
-		    char *err, size_t errlen)
+static int copy_str(json_t *o, const char *key, char *dst, size_t len, bool required, char *err,
+		    size_t errlen)
 {
 	json_t *v = json_object_get(o, key);
 
@@ -365,7 +365,8 @@ static int parse_pkeys(struct ibvf_engine *e, json_t *params, struct op *op, cha
 				 "\"pkeys\" must be a non-empty array of {pkey, membership}");
 	if (json_array_size(arr) > IBVF_POOL_MAX_PKEYS)
 		return ibvf_errf(err, errlen, -EINVAL, "at most %d PKeys", IBVF_POOL_MAX_PKEYS);
-	json_array_foreach(arr, i, it) {
+	json_array_foreach(arr, i, it)
+	{
 		json_t *pk = json_object_get(it, "pkey"), *m = json_object_get(it, "membership");
 		enum ibvf_membership mem = IBVF_MEMBER_FULL;
 		uint16_t v;
@@ -381,13 +382,14 @@ static int parse_pkeys(struct ibvf_engine *e, json_t *params, struct op *op, cha
 			   json_integer_value(pk) <= 0xffff) {
 			v = (uint16_t)json_integer_value(pk);
 		} else {
-			return ibvf_errf(err, errlen, -EINVAL, "pkeys[%zu].pkey: expected \"0x....\"",
-					 i);
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "pkeys[%zu].pkey: expected \"0x....\"", i);
 		}
 		if (m && (!json_is_string(m) ||
 			  ibvf_membership_parse(json_string_value(m), &mem, err, errlen)))
 			return ibvf_errf(err, errlen, -EINVAL,
-					 "pkeys[%zu].membership: expected \"full\" or \"limited\"", i);
+					 "pkeys[%zu].membership: expected \"full\" or \"limited\"",
+					 i);
 		ret = ibvf_pkey_check_tenant(v, e->allow_default_pkey, err, errlen);
 		if (ret)
 			return ibvf_err_prefix(err, errlen, ret, "pkeys[%zu]", i);
@@ -436,8 +438,7 @@ static int parse_gc(json_t *params, struct op *op, char *err, size_t errlen)
 {
 	json_t *v = json_object_get(params, "valid"), *it;
 	size_t i;
-	int ret = copy_str(params, "network", op->network, sizeof(op->network), false, err,
-			   errlen);
+	int ret = copy_str(params, "network", op->network, sizeof(op->network), false, err, errlen);
 
 	if (ret)
 		return ret;
@@ -445,7 +446,8 @@ static int parse_gc(json_t *params, struct op *op, char *err, size_t errlen)
 	if (!json_is_array(v))
 		return ibvf_errf(err, errlen, -EINVAL,
 				 "\"valid\" must be an array of {container_id, ifname}");
-	json_array_foreach(v, i, it) {
+	json_array_foreach(v, i, it)
+	{
 		if (!json_is_string(json_object_get(it, "container_id")) ||
 		    !json_is_string(json_object_get(it, "ifname")))
 			return ibvf_errf(err, errlen, -EINVAL,
@@ -458,8 +460,7 @@ static int parse_gc(json_t *params, struct op *op, char *err, size_t errlen)
 static int parse_list(json_t *params, struct op *op, char *err, size_t errlen)
 {
 	json_t *l = json_object_get(params, "limit"), *o = json_object_get(params, "offset");
-	int ret = copy_str(params, "network", op->network, sizeof(op->network), false, err,
-			   errlen);
+	int ret = copy_str(params, "network", op->network, sizeof(op->network), false, err, errlen);
 
 	op->has_network = op->network[0] != 0;
 	if (!ret && l && (!json_is_integer(l) || json_integer_value(l) < 1))
@@ -498,8 +499,8 @@ static int reset_vf(struct ibvf_engine *e, const struct ibvf_alloc *a, char *err
 		return 0;
 	ret = e->vf.lookup(e->vf.ctx, a->pci, &vf, e2, sizeof(e2));
 	if (ret == -ENOENT || ret == -ENODEV) {
-		log_notice("VF %s (PF %s VF %d) is gone; nothing to reset for GUID %s", a->pci, a->pf,
-			   a->vf_index, ibvf_guid_format(a->guid, s));
+		log_notice("VF %s (PF %s VF %d) is gone; nothing to reset for GUID %s", a->pci,
+			   a->pf, a->vf_index, ibvf_guid_format(a->guid, s));
 		return 0;
 	}
 	if (ret)
@@ -510,9 +511,8 @@ static int reset_vf(struct ibvf_engine *e, const struct ibvf_alloc *a, char *err
 	ret = e->vf.program(e->vf.ctx, &vf, node, port,
 			    a->prev_link_state[0] ? a->prev_link_state : NULL, e2, sizeof(e2));
 	if (ret)
-		return ibvf_errf(err, errlen, ret,
-				 "resetting VF %s (PF %s VF %d) from GUID %s: %s", a->pci, a->pf,
-				 a->vf_index, ibvf_guid_format(a->guid, s), e2);
+		return ibvf_errf(err, errlen, ret, "resetting VF %s (PF %s VF %d) from GUID %s: %s",
+				 a->pci, a->pf, a->vf_index, ibvf_guid_format(a->guid, s), e2);
 	log_info("PF %s VF %d (%s): GUID %s removed, VF GUID now %s", a->pf, a->vf_index, a->pci,
 		 ibvf_guid_format(a->guid, s), port ? "pre-attach/parked" : "0");
 	return 0;
@@ -587,14 +587,15 @@ int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool 
 	}
 	pthread_mutex_unlock(&e->lock);
 	for (size_t i = 0; sm_touched && i < a->n_pkeys; i++) {
-		struct ibvf_sm_member m = { .guid = a->guid };
+		struct ibvf_sm_member m = {.guid = a->guid};
 
 		ret = ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_REMOVE, ibvf_pkey_key(a->pkeys[i]),
 					 &m, ibvf_mono_ms() + 30000, e2, sizeof(e2));
 		if (ret) {
-			log_warn("GUID %s PKey 0x%04x: SM removal failed, reconciliation will retry: "
-				 "%s",
-				 s, ibvf_pkey_key(a->pkeys[i]), e2);
+			log_warn(
+				"GUID %s PKey 0x%04x: SM removal failed, reconciliation will retry: "
+				"%s",
+				s, ibvf_pkey_key(a->pkeys[i]), e2);
 			sm_failed = true;
 		}
 	}
@@ -657,9 +658,9 @@ static void prepare_result(struct op *op)
 
 	r = json_pack("{s:o,s:s,s:i,s:s,s:s,s:s,s:o,s:o,s:i,s:i,s:s,s:o,s:s}", "guid",
 		      guid_json(op->a.guid), "pf", op->vf.pf, "vf_index", op->vf.vf_index, "pci",
-		      op->vf.pci, "netdev", op->vf.netdev, "rdma_dev", op->vf.rdma_dev,
-		      "node_guid", guid_json(op->a.guid), "port_guid", guid_json(op->a.guid),
-		      "lid", (int)op->port.lid, "sm_lid", (int)op->port.sm_lid, "port_state",
+		      op->vf.pci, "netdev", op->vf.netdev, "rdma_dev", op->vf.rdma_dev, "node_guid",
+		      guid_json(op->a.guid), "port_guid", guid_json(op->a.guid), "lid",
+		      (int)op->port.lid, "sm_lid", (int)op->port.sm_lid, "port_state",
 		      op->port.state, "pkeys", pkeys_json(op->a.pkeys, op->a.n_pkeys, &op->port),
 		      "state", ibvf_alloc_state_name(op->a.state));
 	json_decref(op->result);
@@ -718,8 +719,8 @@ static void submit_sm(struct op *op, enum ibvf_sm_req_kind kind)
 	for (size_t i = 0; i < n; i++) {
 		struct ibvf_sm_member m = {
 			.guid = g,
-			.membership = ibvf_pkey_is_full(pk[i]) ? IBVF_MEMBER_FULL
-							       : IBVF_MEMBER_LIMITED,
+			.membership =
+				ibvf_pkey_is_full(pk[i]) ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED,
 		};
 
 		ret = ibvf_sm_batch_submit(e->batch, kind, ibvf_pkey_key(pk[i]), &m, NULL, dl,
@@ -750,8 +751,8 @@ static int wait_port(struct op *op)
 	ret = e->port.wait(e->port.ctx, &op->vf, op->a.guid, op->a.pkeys, op->a.n_pkeys, dl,
 			   &op->port, err, sizeof(err));
 	if (ret)
-		set_error(op, deadline_passed(op) ? IBVF_RPC_DEADLINE : IBVF_RPC_PORT_NOT_READY, ret,
-			  "port_wait", "PF %s VF %d (%s) GUID %016llx: port not ready: %s",
+		set_error(op, deadline_passed(op) ? IBVF_RPC_DEADLINE : IBVF_RPC_PORT_NOT_READY,
+			  ret, "port_wait", "PF %s VF %d (%s) GUID %016llx: port not ready: %s",
 			  op->vf.pf, op->vf.vf_index, op->pci, (unsigned long long)op->a.guid, err);
 	return ret;
 }
@@ -792,7 +793,7 @@ static void prepare_existing(struct op *op)
 static bool prepare_begin(struct op *op)
 {
 	struct ibvf_engine *e = op->e;
-	struct ibvf_alloc_request req = { .vf_index = -1 };
+	struct ibvf_alloc_request req = {.vf_index = -1};
 	struct ibvf_alloc other;
 	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
 	int ret;
@@ -846,8 +847,9 @@ static bool prepare_begin(struct op *op)
 		return false;
 	}
 	if (deadline_passed(op) || cancelled(e)) {
-		set_error(op, cancelled(e) ? IBVF_RPC_BUSY : IBVF_RPC_DEADLINE, ETIMEDOUT, "allocate",
-			  "%s before allocation", cancelled(e) ? "daemon stopping" : "deadline passed");
+		set_error(op, cancelled(e) ? IBVF_RPC_BUSY : IBVF_RPC_DEADLINE, ETIMEDOUT,
+			  "allocate", "%s before allocation",
+			  cancelled(e) ? "daemon stopping" : "deadline passed");
 		return false;
 	}
 
@@ -891,9 +893,9 @@ static bool prepare_begin(struct op *op)
 		return false;
 	}
 	if (deadline_passed(op) || cancelled(e)) {
-		set_error(op, cancelled(e) ? IBVF_RPC_BUSY : IBVF_RPC_DEADLINE, ETIMEDOUT, "program",
-			  "%s after programming VF %s", cancelled(e) ? "daemon stopping" : "deadline passed",
-			  op->pci);
+		set_error(op, cancelled(e) ? IBVF_RPC_BUSY : IBVF_RPC_DEADLINE, ETIMEDOUT,
+			  "program", "%s after programming VF %s",
+			  cancelled(e) ? "daemon stopping" : "deadline passed", op->pci);
 		rollback(op);
 		return false;
 	}
@@ -917,7 +919,7 @@ static void prepare_sm_done(struct op *op)
 	if (op->sm_status) {
 		set_error(op,
 			  op->sm_status == -ETIMEDOUT && deadline_passed(op) ? IBVF_RPC_DEADLINE
-									      : IBVF_RPC_SM_ERROR,
+									     : IBVF_RPC_SM_ERROR,
 			  op->sm_status, "sm_add", "GUID %s: %s", s, op->sm_msg);
 		rollback(op);
 		return;
@@ -957,8 +959,8 @@ static void do_commit(struct op *op)
 				   sizeof(err));
 	eng_pool_unlock(e);
 	if (ret) {
-		set_error(op, ret == -ENOENT ? IBVF_RPC_INVALID_PARAMS : IBVF_RPC_INTERNAL_ERROR, ret,
-			  "commit", "%s", err);
+		set_error(op, ret == -ENOENT ? IBVF_RPC_INVALID_PARAMS : IBVF_RPC_INTERNAL_ERROR,
+			  ret, "commit", "%s", err);
 		return;
 	}
 	if (op->a.state != IBVF_ALLOC_PORT_READY && op->a.state != IBVF_ALLOC_HANDED) {
@@ -1012,8 +1014,8 @@ static bool release_begin(struct op *op)
 	int ret;
 
 	eng_pool_lock(e);
-	ret = ibvf_pool_find_owner(e->pool, op->owner.container_id, op->owner.ifname, &op->a,
-				   err, sizeof(err));
+	ret = ibvf_pool_find_owner(e->pool, op->owner.container_id, op->owner.ifname, &op->a, err,
+				   sizeof(err));
 	eng_pool_unlock(e);
 	if (ret == -ENOENT) {
 		op->result = json_pack("{s:b}", "released", 0);
@@ -1067,7 +1069,8 @@ static int gc_collect(void *arg, const struct ibvf_alloc *a)
 
 	if (g->op->has_network && strcmp(a->owner.network, g->op->network))
 		return 0;
-	json_array_foreach(g->op->valid, i, it) {
+	json_array_foreach(g->op->valid, i, it)
+	{
 		if (!strcmp(json_string_value(json_object_get(it, "container_id")),
 			    a->owner.container_id) &&
 		    !strcmp(json_string_value(json_object_get(it, "ifname")), a->owner.ifname))
@@ -1089,7 +1092,7 @@ static int gc_collect(void *arg, const struct ibvf_alloc *a)
 static void do_gc(struct op *op)
 {
 	struct ibvf_engine *e = op->e;
-	struct gc_ctx g = { .op = op };
+	struct gc_ctx g = {.op = op};
 	json_t *released = json_array(), *skipped = json_array();
 	char err[IBVF_ERR_LEN];
 	int ret;
@@ -1098,12 +1101,13 @@ static void do_gc(struct op *op)
 	ret = ibvf_pool_list(e->pool, NULL, gc_collect, &g, err, sizeof(err));
 	eng_pool_unlock(e);
 	if (ret) {
-		set_error(op, IBVF_RPC_INTERNAL_ERROR, ret, "gc", "%s", ret == -ENOMEM ? "out of memory" : err);
+		set_error(op, IBVF_RPC_INTERNAL_ERROR, ret, "gc", "%s",
+			  ret == -ENOMEM ? "out of memory" : err);
 		goto out;
 	}
 	for (size_t i = 0; i < g.n; i++) {
 		struct ibvf_alloc *a = &g.victims[i];
-		struct keyhold k = { 0 };
+		struct keyhold k = {0};
 		bool pending;
 
 		owner_key(&a->owner, k.owner, sizeof(k.owner));
@@ -1151,8 +1155,8 @@ static void do_status(struct op *op)
 		return;
 	}
 	pthread_mutex_lock(&e->lock);
-	backend = json_pack("{s:s,s:b,s:s}", "name", e->sm_ops->name, "ok", e->sm_ok,
-			    "description", e->sm_desc);
+	backend = json_pack("{s:s,s:b,s:s}", "name", e->sm_ops->name, "ok", e->sm_ok, "description",
+			    e->sm_desc);
 	if (!e->sm_ok)
 		json_object_set_new(backend, "error", json_string(e->sm_err));
 	op->result = json_pack("{s:b,s:s,s:o,s:{s:I,s:I,s:I,s:I},s:I,s:b,s:b}", "ready",
@@ -1181,17 +1185,17 @@ static int list_cb(void *arg, const struct ibvf_alloc *a)
 		return 0;
 	if (l->op->limit && json_array_size(l->arr) >= l->op->limit)
 		return 0; /* keep counting */
-	return json_array_append_new(
-		l->arr, json_pack("{s:o,s:o,s:s,s:s,s:i,s:s,s:o}", "owner", owner_json(&a->owner),
-				  "guid", guid_json(a->guid), "state",
-				  ibvf_alloc_state_name(a->state), "pf", a->pf, "vf_index",
-				  a->vf_index, "pci", a->pci, "pkeys",
-				  pkeys_json(a->pkeys, a->n_pkeys, NULL)));
+	return json_array_append_new(l->arr,
+				     json_pack("{s:o,s:o,s:s,s:s,s:i,s:s,s:o}", "owner",
+					       owner_json(&a->owner), "guid", guid_json(a->guid),
+					       "state", ibvf_alloc_state_name(a->state), "pf",
+					       a->pf, "vf_index", a->vf_index, "pci", a->pci,
+					       "pkeys", pkeys_json(a->pkeys, a->n_pkeys, NULL)));
 }
 
 static void do_list(struct op *op)
 {
-	struct list_ctx l = { .op = op, .arr = json_array() };
+	struct list_ctx l = {.op = op, .arr = json_array()};
 	char err[IBVF_ERR_LEN];
 	int ret;
 
@@ -1211,7 +1215,7 @@ static void do_audit(struct op *op)
 	char err[IBVF_ERR_LEN];
 	json_t *f = json_array();
 	int ret = ibvf_engine_reconcile(op->e, op->fix ? IBVF_PASS_FIX : IBVF_PASS_REPAIR, f, err,
-					 sizeof(err));
+					sizeof(err));
 
 	if (ret < 0) {
 		json_decref(f);
@@ -1286,8 +1290,8 @@ static void op_free(struct op *op)
 
 static const char *methods_name(enum op_kind k)
 {
-	static const char *const names[] = { "prepare", "commit", "release", "status",
-					     "list",	"gc",	  "audit",   "undo" };
+	static const char *const names[] = {"prepare", "commit", "release", "status",
+					    "list",    "gc",	 "audit",   "undo"};
 
 	return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
@@ -1334,9 +1338,9 @@ static const struct {
 	const char *name;
 	enum op_kind kind;
 } methods[] = {
-	{ "prepare", OP_PREPARE }, { "commit", OP_COMMIT }, { "release", OP_RELEASE },
-	{ "status", OP_STATUS },   { "list", OP_LIST },	    { "gc", OP_GC },
-	{ "audit", OP_AUDIT },
+	{"prepare", OP_PREPARE}, {"commit", OP_COMMIT}, {"release", OP_RELEASE},
+	{"status", OP_STATUS},	 {"list", OP_LIST},	{"gc", OP_GC},
+	{"audit", OP_AUDIT},
 };
 
 void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
@@ -1590,8 +1594,8 @@ json_t *ibvf_engine_sm_stats(struct ibvf_engine *e)
 			 (json_int_t)st.call_ms_total, "requests", (json_int_t)st.requests,
 			 "coalesced", (json_int_t)st.coalesced, "flushes", (json_int_t)st.flushes,
 			 "add_calls", (json_int_t)st.add_calls, "remove_calls",
-			 (json_int_t)st.remove_calls, "retries", (json_int_t)st.retries,
-			 "failures", (json_int_t)st.failures);
+			 (json_int_t)st.remove_calls, "retries", (json_int_t)st.retries, "failures",
+			 (json_int_t)st.failures);
 }
 
 static void reconcile_job(void *arg)

@@ -35,15 +35,15 @@
 
 /** A VF as the engine sees it. */
 struct ibvf_attach_vf {
-	char pci[32];		/* "0000:03:00.2" */
-	char pf[16];		/* PF netdev */
+	char pci[32]; /* "0000:03:00.2" */
+	char pf[16];  /* PF netdev */
 	int vf_index;
-	char netdev[32];	/* VF netdev, "" when none (e.g. moved into a Pod) */
-	char rdma_dev[32];	/* VF RDMA device, "" when none */
-	bool guids_known;	/* node/port GUID could be read back */
-	uint64_t node_guid;	/* host order */
+	char netdev[32];    /* VF netdev, "" when none (e.g. moved into a Pod) */
+	char rdma_dev[32];  /* VF RDMA device, "" when none */
+	bool guids_known;   /* node/port GUID could be read back */
+	uint64_t node_guid; /* host order */
 	uint64_t port_guid;
-	char link_state[8];	/* "auto" / "enable" / "disable" / "" unknown */
+	char link_state[8]; /* "auto" / "enable" / "disable" / "" unknown */
 };
 
 /** VF seam: inventory and GUID programming (vf_netlink / lab ibsim driver, or fakes). */
@@ -68,8 +68,8 @@ struct ibvf_vf_ops {
 struct ibvf_port_result {
 	uint16_t lid;
 	uint16_t sm_lid;
-	char state[16];		/* "ACTIVE", "INIT", ... */
-	int pkey_index[IBVF_POOL_MAX_PKEYS];	/* per requested PKey, -1 if absent */
+	char state[16];			     /* "ACTIVE", "INIT", ... */
+	int pkey_index[IBVF_POOL_MAX_PKEYS]; /* per requested PKey, -1 if absent */
 };
 
 /** Port seam: wait for the VF port to be ACTIVE with every PKey in its P_Key table. */
@@ -87,15 +87,15 @@ struct ibvf_port_ops {
 
 struct ibvf_engine_opts {
 	struct ibvf_loop *loop;
-	struct ibvf_pool *pool;		/* engine takes ownership (closes it) */
+	struct ibvf_pool *pool; /* engine takes ownership (closes it) */
 	const struct ibvf_sm_ops *sm_ops;
-	struct ibvf_sm_backend *sm;	/* not owned */
+	struct ibvf_sm_backend *sm; /* not owned */
 	struct ibvf_vf_ops vf;
 	struct ibvf_port_ops port;
-	const struct ibvf_config *cfg;	/* read at creation and at ibvf_engine_reload() */
-	unsigned int seed;		/* SM retry jitter */
-	uint32_t sm_retry_base_ms;	/* 0: default 100 */
-	uint32_t sm_max_attempts;	/* 0: default 8 */
+	const struct ibvf_config *cfg; /* read at creation and at ibvf_engine_reload() */
+	unsigned int seed;	       /* SM retry jitter */
+	uint32_t sm_retry_base_ms;     /* 0: default 100 */
+	uint32_t sm_max_attempts;      /* 0: default 8 */
 };
 
 struct ibvf_engine;
@@ -124,10 +124,10 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 
 /** What a reconciliation pass may change (docs/operations.md). */
 enum ibvf_reconcile_pass {
-	IBVF_PASS_DRY_RUN = 0,	/* change nothing; report what would be done */
-	IBVF_PASS_REPAIR,	/* roll back mid-flight attaches, finish releases, re-push
-				 * lost memberships; report orphans (daemon default) */
-	IBVF_PASS_FIX,		/* REPAIR + remove orphan SM members, reset orphan VFs */
+	IBVF_PASS_DRY_RUN = 0, /* change nothing; report what would be done */
+	IBVF_PASS_REPAIR,      /* roll back mid-flight attaches, finish releases, re-push
+				* lost memberships; report orphans (daemon default) */
+	IBVF_PASS_FIX,	       /* REPAIR + remove orphan SM members, reset orphan VFs */
 };
 
 /**

@@ -12,15 +12,15 @@
 
 /* Keys an operation holds while it runs: its owner and its VF. */
 struct keyhold {
-	char owner[160];	/* container_id '/' ifname, "" = none */
-	char pci[32];		/* "" = none */
+	char owner[160]; /* container_id '/' ifname, "" = none */
+	char pci[32];	 /* "" = none */
 	struct keyhold *next;
 };
 
 struct ibvf_engine {
 	struct ibvf_loop *loop;
 	struct ibvf_pool *pool;
-	pthread_mutex_t pool_lock;	/* the pool is single-threaded */
+	pthread_mutex_t pool_lock; /* the pool is single-threaded */
 	const struct ibvf_sm_ops *sm_ops;
 	struct ibvf_sm_backend *sm;
 	struct ibvf_sm_batch *batch;
@@ -30,22 +30,22 @@ struct ibvf_engine {
 	struct ibvf_guid_range *ranges;
 	size_t n_ranges;
 
-	pthread_mutex_t lock;	/* everything below */
+	pthread_mutex_t lock; /* everything below */
 	uint32_t prepare_timeout_ms;
 	uint32_t port_timeout_ms;
 	bool allow_default_pkey;
 	uint64_t parked_guid;
 	enum ibvf_reconcile_mode reconcile;
-	struct keyhold *held;	/* keys of running operations */
-	struct op *waiting;	/* operations waiting for a key (FIFO) */
+	struct keyhold *held; /* keys of running operations */
+	struct op *waiting;   /* operations waiting for a key (FIFO) */
 	bool sm_ok;
 	char sm_desc[128];
 	char sm_err[IBVF_ERR_LEN];
-	bool reconciled;	/* the start-up pass is done */
+	bool reconciled; /* the start-up pass is done */
 	bool reconcile_running;
 	bool stopping, cancel;
 	size_t inflight;
-	json_t *last_findings;	/* of the last reconciliation pass */
+	json_t *last_findings; /* of the last reconciliation pass */
 };
 
 void eng_pool_lock(struct ibvf_engine *e);

@@ -18,7 +18,7 @@
 
 struct pctx {
 	struct ibvf_port_watch_config cfg;
-	struct ibvf_port_src *fabric;	/* shared, under lock */
+	struct ibvf_port_src *fabric; /* shared, under lock */
 	pthread_mutex_t lock;
 };
 
@@ -35,8 +35,8 @@ static int wait_one(struct pctx *c, struct ibvf_port_src *src, const struct ibvf
 		    char *err, size_t errlen)
 {
 	struct ibvf_port_cond cond = ibvf_port_cond_ready(
-		ibvf_pkey_key(pkey), ibvf_pkey_is_full(pkey) ? IBVF_PKEY_MATCH_FULL
-							     : IBVF_PKEY_MATCH_LIMITED);
+		ibvf_pkey_key(pkey),
+		ibvf_pkey_is_full(pkey) ? IBVF_PKEY_MATCH_FULL : IBVF_PKEY_MATCH_LIMITED);
 	struct ibvf_port_info *info = calloc(1, sizeof(*info));
 	int ret;
 
@@ -44,8 +44,9 @@ static int wait_one(struct pctx *c, struct ibvf_port_src *src, const struct ibvf
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	for (;;) {
 		int64_t left = deadline - ibvf_mono_ms();
-		uint32_t slice = left <= 0 ? 0 : left > SLICE_MS && c->fabric ? SLICE_MS
-									      : (uint32_t)left;
+		uint32_t slice = left <= 0			? 0
+				 : left > SLICE_MS && c->fabric ? SLICE_MS
+								: (uint32_t)left;
 
 		if (c->fabric)
 			pthread_mutex_lock(&c->lock);
@@ -65,7 +66,7 @@ static int p_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid
 		  struct ibvf_port_result *out, char *err, size_t errlen)
 {
 	struct pctx *c = ctx;
-	struct ibvf_port_target t = { .kind = IBVF_TARGET_SELF };
+	struct ibvf_port_target t = {.kind = IBVF_TARGET_SELF};
 	struct ibvf_port_src *src = c->fabric;
 	int ret = 0;
 
@@ -109,7 +110,7 @@ int ibvf_attach_port_ops(const struct ibvf_port_watch_config *cfg, struct ibvf_p
 			return ret;
 		}
 	}
-	*ops = (struct ibvf_port_ops){ p_wait, c };
+	*ops = (struct ibvf_port_ops){p_wait, c};
 	return 0;
 }
 

@@ -35,8 +35,7 @@ static void fill(struct ibvf_attach_vf *out, const struct ibvf_vf_info *vf,
 	}
 }
 
-static int a_lookup(void *p, const char *pci, struct ibvf_attach_vf *out, char *err,
-		    size_t errlen)
+static int a_lookup(void *p, const char *pci, struct ibvf_attach_vf *out, char *err, size_t errlen)
 {
 	struct ctx *c = p;
 	struct ibvf_vf_info vf;
@@ -53,8 +52,8 @@ static int a_program(void *p, struct ibvf_attach_vf *vf, uint64_t node, uint64_t
 		     const char *link, char *err, size_t errlen)
 {
 	struct ctx *c = p;
-	struct ibvf_vf_request req = { .node_guid = node, .port_guid = port, .link_state = -1,
-				       .rebind = true };
+	struct ibvf_vf_request req = {
+		.node_guid = node, .port_guid = port, .link_state = -1, .rebind = true};
 	struct ibvf_vf_info now;
 	struct ibvf_vf_state st;
 	int ret;
@@ -112,8 +111,7 @@ static int a_list(void *p, int (*cb)(void *arg, const struct ibvf_attach_vf *vf)
 	return ret;
 }
 
-int ibvf_attach_vf_ops(struct ibvf_vf_manager *m, const char *sysfs_root,
-		       struct ibvf_vf_ops *ops)
+int ibvf_attach_vf_ops(struct ibvf_vf_manager *m, const char *sysfs_root, struct ibvf_vf_ops *ops)
 {
 	struct ctx *c = calloc(1, sizeof(*c));
 
@@ -122,7 +120,7 @@ int ibvf_attach_vf_ops(struct ibvf_vf_manager *m, const char *sysfs_root,
 		return -ENOMEM;
 	}
 	c->m = m;
-	*ops = (struct ibvf_vf_ops){ a_lookup, a_program, a_list, c };
+	*ops = (struct ibvf_vf_ops){a_lookup, a_program, a_list, c};
 	return 0;
 }
 

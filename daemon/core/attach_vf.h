@@ -18,8 +18,7 @@
  * creates a VF in; the link state is then left as it is).
  * Return: 0 or -ENOMEM.
  */
-int ibvf_attach_vf_ops(struct ibvf_vf_manager *m, const char *sysfs_root,
-		       struct ibvf_vf_ops *ops);
+int ibvf_attach_vf_ops(struct ibvf_vf_manager *m, const char *sysfs_root, struct ibvf_vf_ops *ops);
 
 /** ibvf_attach_vf_ops_free() - free what ibvf_attach_vf_ops() allocated. */
 void ibvf_attach_vf_ops_free(struct ibvf_vf_ops *ops);

@@ -40,14 +40,14 @@ struct post_item {
 
 struct ibvf_loop {
 	int epfd;
-	int evfd;		/* post queue wake-up */
+	int evfd; /* post queue wake-up */
 	int sigfd;
 	struct ibvf_watch *ev_watch, *sig_watch;
 	ibvf_signal_cb sig_cb;
 	void *sig_arg;
-	pthread_mutex_t lock;	/* protects the post queue */
+	pthread_mutex_t lock; /* protects the post queue */
 	struct post_item *head, *tail;
-	struct ibvf_watch *dead;	/* freed after each dispatch round */
+	struct ibvf_watch *dead; /* freed after each dispatch round */
 	bool quit;
 };
 
@@ -153,7 +153,7 @@ struct ibvf_watch *ibvf_loop_watch(struct ibvf_loop *l, int fd, uint32_t events,
 				   void *arg)
 {
 	struct ibvf_watch *w = calloc(1, sizeof(*w));
-	struct epoll_event ev = { .events = events };
+	struct epoll_event ev = {.events = events};
 
 	if (!w)
 		return NULL;
@@ -174,7 +174,7 @@ struct ibvf_watch *ibvf_loop_watch(struct ibvf_loop *l, int fd, uint32_t events,
 
 int ibvf_watch_modify(struct ibvf_watch *w, uint32_t events)
 {
-	struct epoll_event ev = { .events = events, .data.ptr = w };
+	struct epoll_event ev = {.events = events, .data.ptr = w};
 
 	return epoll_ctl(w->loop->epfd, EPOLL_CTL_MOD, w->fd, &ev) ? -errno : 0;
 }
@@ -204,8 +204,8 @@ static void timer_fired(struct ibvf_loop *l, int fd, uint32_t events, void *arg)
 int ibvf_timer_set(struct ibvf_timer *t, uint64_t first_ms, uint64_t period_ms)
 {
 	struct itimerspec its = {
-		.it_value = { (time_t)(first_ms / 1000), (long)(first_ms % 1000) * 1000000 },
-		.it_interval = { (time_t)(period_ms / 1000), (long)(period_ms % 1000) * 1000000 },
+		.it_value = {(time_t)(first_ms / 1000), (long)(first_ms % 1000) * 1000000},
+		.it_interval = {(time_t)(period_ms / 1000), (long)(period_ms % 1000) * 1000000},
 	};
 
 	return timerfd_settime(t->fd, 0, &its, NULL) ? -errno : 0;
@@ -257,8 +257,7 @@ static void signal_ready(struct ibvf_loop *l, int fd, uint32_t events, void *arg
 		l->sig_cb(l, (int)si.ssi_signo, l->sig_arg);
 }
 
-int ibvf_loop_signals(struct ibvf_loop *l, const int *signos, int n, ibvf_signal_cb cb,
-		      void *arg)
+int ibvf_loop_signals(struct ibvf_loop *l, const int *signos, int n, ibvf_signal_cb cb, void *arg)
 {
 	sigset_t set;
 

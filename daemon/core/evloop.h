@@ -58,8 +58,7 @@ void ibvf_timer_free(struct ibvf_timer *t);
  * before starting threads so they inherit the mask) and deliver them to @cb
  * through a signalfd. Return: 0 or -errno.
  */
-int ibvf_loop_signals(struct ibvf_loop *l, const int *signos, int n, ibvf_signal_cb cb,
-		      void *arg);
+int ibvf_loop_signals(struct ibvf_loop *l, const int *signos, int n, ibvf_signal_cb cb, void *arg);
 
 /**
  * ibvf_loop_post() - run @fn(@arg) on the loop thread soon. Safe from any

@@ -73,7 +73,7 @@ static int sm_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool 
 		return 0;
 	if (grow((void **)&r->sm, &r->cap_sm, r->n_sm, sizeof(*r->sm)))
 		return -ENOMEM;
-	r->sm[r->n_sm++] = (struct sm_entry){ ibvf_pkey_key(pkey), m->guid, m->membership };
+	r->sm[r->n_sm++] = (struct sm_entry){ibvf_pkey_key(pkey), m->guid, m->membership};
 	return 0;
 }
 
@@ -144,7 +144,7 @@ static int cmp_sm(const void *x, const void *y)
 /* r->sm is sorted by (PKey, GUID) once listed. */
 static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
 {
-	struct sm_entry key = { .pkey = pkey, .guid = guid };
+	struct sm_entry key = {.pkey = pkey, .guid = guid};
 
 	return r->n_sm && bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm);
 }
@@ -202,8 +202,8 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 			snap->state = IBVF_ALLOC_RELEASING;
 			goto out;
 		}
-		ret = eng_undo(e, &a, mid ? a.state >= IBVF_ALLOC_SM_REQUESTED : true, &pending, err,
-			       sizeof(err));
+		ret = eng_undo(e, &a, mid ? a.state >= IBVF_ALLOC_SM_REQUESTED : true, &pending,
+			       err, sizeof(err));
 		finding(r, mid ? "mid-flight" : "releasing", true, a.guid, -1, snap->pci,
 			mid ? "roll the attach back" : "finish the release", !ret && !pending,
 			"GUID %s of container %.12s ifname %s was left %s%s%s", s,
@@ -218,8 +218,8 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 
 		ret = e->vf.lookup(e->vf.ctx, a.pci, &vf, err, sizeof(err));
 		if (ret)
-			finding(r, "vf-missing", true, a.guid, -1, a.pci, "none (report only)", false,
-				"GUID %s: VF %s of container %.12s: %s", s, a.pci,
+			finding(r, "vf-missing", true, a.guid, -1, a.pci, "none (report only)",
+				false, "GUID %s: VF %s of container %.12s: %s", s, a.pci,
 				a.owner.container_id, err);
 		else if (vf.guids_known && vf.port_guid != a.guid)
 			finding(r, "vf-drift", true, a.guid, -1, a.pci,
@@ -241,8 +241,8 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 			continue;
 		if (r->mode == IBVF_PASS_DRY_RUN) {
 			finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership",
-				false, "the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x", s,
-				a.owner.container_id, ibvf_alloc_state_name(a.state), pk);
+				false, "the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x",
+				s, a.owner.container_id, ibvf_alloc_state_name(a.state), pk);
 			continue;
 		}
 		ret = ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_ADD, pk, &m, ibvf_mono_ms() + 30000,
@@ -284,7 +284,7 @@ static void check_sm_orphans(struct rec_ctx *r, bool fix)
 
 	for (size_t i = 0; i < r->n_sm; i++) {
 		struct sm_entry *m = &r->sm[i];
-		struct ibvf_sm_member mem = { .guid = m->guid };
+		struct ibvf_sm_member mem = {.guid = m->guid};
 		int ret = 0;
 
 		if (store_holds(r, m->pkey, m->guid))
@@ -308,7 +308,7 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 	for (size_t i = 0; i < r->n_vfs; i++) {
 		struct ibvf_attach_vf *vf = &r->vfs[i];
 		struct ibvf_alloc a;
-		struct keyhold k = { 0 };
+		struct keyhold k = {0};
 		int ret;
 
 		if (!vf->guids_known || !eng_in_ranges(e, vf->port_guid))
@@ -375,7 +375,7 @@ static int store_audit_cb(void *arg, const struct ibvf_audit_finding *f)
 int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, json_t *findings,
 			  char *err, size_t errlen)
 {
-	struct rec_ctx r = { .e = e, .mode = mode, .findings = findings };
+	struct rec_ctx r = {.e = e, .mode = mode, .findings = findings};
 	bool fix = mode == IBVF_PASS_FIX;
 	char e2[IBVF_ERR_LEN] = "";
 	bool sm_listed = false, sm_check;
@@ -402,9 +402,9 @@ int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, 
 			qsort(r.sm, r.n_sm, sizeof(*r.sm), cmp_sm);
 		if (ret < 0) {
 			r.n_sm = 0;
-			finding(&r, "sm-unreachable", true, 0, -1, NULL, "none (retried every pass)",
-				false, "listing SM membership failed: %s",
-				e2[0] ? e2 : strerror(-ret));
+			finding(&r, "sm-unreachable", true, 0, -1, NULL,
+				"none (retried every pass)", false,
+				"listing SM membership failed: %s", e2[0] ? e2 : strerror(-ret));
 		}
 	}
 	/* the noop backend keeps no membership: nothing to compare */

@@ -13,7 +13,7 @@
 int ibvf_sd_notify(const char *state)
 {
 	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t len;
 	socklen_t salen;
 	ssize_t n;

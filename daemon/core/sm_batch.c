@@ -26,14 +26,14 @@ struct req {
 
 struct ibvf_sm_batch {
 	struct ibvf_sm_batch_opts o;
-	pthread_mutex_t lock;		/* queue, stats, options */
+	pthread_mutex_t lock; /* queue, stats, options */
 	pthread_cond_t cond;
-	pthread_mutex_t be_lock;	/* one backend call at a time */
-	struct req *q;			/* queued, not yet sent */
+	pthread_mutex_t be_lock; /* one backend call at a time */
+	struct req *q;		 /* queued, not yet sent */
 	size_t n, cap;
-	int64_t first_ms;		/* when the oldest queued request arrived */
+	int64_t first_ms; /* when the oldest queued request arrived */
 	bool stop, flush_now;
-	long expected;			/* requests announced, not yet submitted */
+	long expected; /* requests announced, not yet submitted */
 	pthread_t thread;
 	struct ibvf_sm_batch_stats st;
 	unsigned int rnd;
@@ -74,15 +74,14 @@ static int cmp_req(const void *x, const void *y)
 	const struct req *a = x, *b = y;
 
 	if (a->kind != b->kind)
-		return a->kind < b->kind ? -1 : 1;	/* removes first */
+		return a->kind < b->kind ? -1 : 1; /* removes first */
 	if (a->pkey != b->pkey)
 		return a->pkey < b->pkey ? -1 : 1;
 	return a->member.guid < b->member.guid ? -1 : a->member.guid > b->member.guid;
 }
 
 /* One backend call for @n requests of one kind and PKey. */
-static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *err,
-			size_t errlen)
+static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *err, size_t errlen)
 {
 	int64_t t0 = ibvf_mono_ms();
 	int ret;
@@ -127,7 +126,7 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 
 static void sleep_ms(int64_t ms)
 {
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
 
 	while (ms > 0 && nanosleep(&ts, &ts) && errno == EINTR)
 		;
@@ -326,19 +325,20 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
 }
 
 int ibvf_sm_batch_submit(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint16_t pkey,
-			 const struct ibvf_sm_member *member, const struct ibvf_sm_pkey_flags *flags,
-			 int64_t deadline_ms, ibvf_sm_done_fn done, void *arg)
+			 const struct ibvf_sm_member *member,
+			 const struct ibvf_sm_pkey_flags *flags, int64_t deadline_ms,
+			 ibvf_sm_done_fn done, void *arg)
 {
 	struct req nr = {
 		.kind = kind,
 		.pkey = pkey & IBVF_PKEY_KEY_MASK,
 		.member = *member,
-		.flags = flags ? *flags : (struct ibvf_sm_pkey_flags){ .ipoib = true },
+		.flags = flags ? *flags : (struct ibvf_sm_pkey_flags){.ipoib = true},
 		.deadline_ms = deadline_ms,
 		.done = done,
 		.arg = arg,
 	};
-	struct req old = { 0 };
+	struct req old = {0};
 	bool replaced = false;
 
 	pthread_mutex_lock(&b->lock);
@@ -405,7 +405,7 @@ int ibvf_sm_batch_call(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint
 		       const struct ibvf_sm_member *member, int64_t deadline_ms, char *msg,
 		       size_t msglen)
 {
-	struct waiter w = { .done = false };
+	struct waiter w = {.done = false};
 	int ret;
 
 	pthread_mutex_init(&w.lock, NULL);

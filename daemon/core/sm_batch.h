@@ -38,7 +38,7 @@ struct ibvf_sm_batch_opts {
 	struct ibvf_sm_backend *backend;
 	uint32_t window_ms;	/* coalescing window, ms (0: flush at once) */
 	uint32_t batch_max;	/* flush at this many queued requests; max GUIDs per call */
-	uint32_t retry_base_ms;	/* first backoff, ms (default 100) */
+	uint32_t retry_base_ms; /* first backoff, ms (default 100) */
 	uint32_t retry_max_ms;	/* backoff cap, ms (default 5000) */
 	uint32_t max_attempts;	/* per call, >= 1 (default 8) */
 	uint32_t hold_max_ms;	/* cap of the hold (ibvf_sm_batch_expect), ms after the
@@ -57,14 +57,14 @@ typedef void (*ibvf_sm_done_fn)(void *arg, int status, const char *msg);
 
 /** Counters (monotonic since creation). */
 struct ibvf_sm_batch_stats {
-	uint64_t requests;	/* submitted */
-	uint64_t coalesced;	/* replaced by a later request before sending */
-	uint64_t flushes;	/* batches sent */
-	uint64_t add_calls;	/* add_members() calls, retries included */
-	uint64_t remove_calls;	/* remove_members() calls, retries included */
+	uint64_t requests;     /* submitted */
+	uint64_t coalesced;    /* replaced by a later request before sending */
+	uint64_t flushes;      /* batches sent */
+	uint64_t add_calls;    /* add_members() calls, retries included */
+	uint64_t remove_calls; /* remove_members() calls, retries included */
 	uint64_t retries;
 	uint64_t failures;	/* requests completed with an error */
-	uint64_t call_ms_total;	/* time spent in add/remove calls, ms */
+	uint64_t call_ms_total; /* time spent in add/remove calls, ms */
 	int last_error;		/* negative errno of the last failed call, 0 if none */
 };
 
@@ -82,8 +82,9 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
  * Return: 0, -ENOMEM, -ESHUTDOWN.
  */
 int ibvf_sm_batch_submit(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint16_t pkey,
-			 const struct ibvf_sm_member *member, const struct ibvf_sm_pkey_flags *flags,
-			 int64_t deadline_ms, ibvf_sm_done_fn done, void *arg);
+			 const struct ibvf_sm_member *member,
+			 const struct ibvf_sm_pkey_flags *flags, int64_t deadline_ms,
+			 ibvf_sm_done_fn done, void *arg);
 
 /**
  * ibvf_sm_batch_call() - submit and wait (for worker threads). Return the

@@ -37,8 +37,8 @@ static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, 
 	if (!fp)
 		return ibvf_errf(err, errlen, errno == ENOENT ? -ENODEV : -errno,
 				 "no VF at PCI address %s (%s)", pci, strerror(errno));
-	n = fscanf(fp, "pf=%15s vf=%d node=%llx port=%llx link=%7s gen=%u", pf, &idx, &node,
-		   &port, link, gen);
+	n = fscanf(fp, "pf=%15s vf=%d node=%llx port=%llx link=%7s gen=%u", pf, &idx, &node, &port,
+		   link, gen);
 	fclose(fp);
 	if (n != 6)
 		return ibvf_errf(err, errlen, -EIO, "fake VF file %s is malformed", path);
@@ -104,7 +104,7 @@ static int fake_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uin
 	if (f->fail_pci[0] && !strcmp(f->fail_pci, vf->pci))
 		return ibvf_errf(err, errlen, -EIO, "fake VF %s: injected failure", vf->pci);
 	if (f->delay_ms) {
-		struct timespec ts = { f->delay_ms / 1000, (long)(f->delay_ms % 1000) * 1000000 };
+		struct timespec ts = {f->delay_ms / 1000, (long)(f->delay_ms % 1000) * 1000000};
 
 		nanosleep(&ts, NULL);
 	}
@@ -152,9 +152,9 @@ static int fake_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t p
 	if (ret)
 		return ret;
 	if (cur.port_guid != port_guid)
-		return ibvf_errf(err, errlen, -EIO, "fake VF %s port GUID %016llx, expected %016llx",
-				 vf->pci, (unsigned long long)cur.port_guid,
-				 (unsigned long long)port_guid);
+		return ibvf_errf(err, errlen, -EIO,
+				 "fake VF %s port GUID %016llx, expected %016llx", vf->pci,
+				 (unsigned long long)cur.port_guid, (unsigned long long)port_guid);
 	out->lid = (uint16_t)(0x100 + cur.vf_index);
 	out->sm_lid = 1;
 	snprintf(out->state, sizeof(out->state), "ACTIVE");
@@ -181,8 +181,8 @@ int ibvf_vf_fake_init(const char *dir, struct ibvf_vf_ops *vf, struct ibvf_port_
 		f->delay_ms = (unsigned)strtoul(s, NULL, 10);
 	if ((s = getenv("IBVF_FAKE_VF_FAIL")))
 		snprintf(f->fail_pci, sizeof(f->fail_pci), "%s", s);
-	*vf = (struct ibvf_vf_ops){ fake_lookup, fake_program, fake_list, f };
-	*port = (struct ibvf_port_ops){ fake_port_wait, f };
+	*vf = (struct ibvf_vf_ops){fake_lookup, fake_program, fake_list, f};
+	*port = (struct ibvf_port_ops){fake_port_wait, f};
 	return 0;
 }
 

@@ -58,8 +58,8 @@ static void *worker(void *arg)
 	}
 }
 
-int ibvf_workq_new(struct ibvf_loop *loop, unsigned n_threads, struct ibvf_workq **out,
-		   char *err, size_t errlen)
+int ibvf_workq_new(struct ibvf_loop *loop, unsigned n_threads, struct ibvf_workq **out, char *err,
+		   size_t errlen)
 {
 	struct ibvf_workq *q;
 	pthread_attr_t attr;

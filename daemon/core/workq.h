@@ -23,8 +23,8 @@ typedef void (*ibvf_job_done)(void *arg);
  * ibvf_workq_new() - start @n_threads workers (1..256). @loop may be NULL when
  * no job has a completion. Return: 0 or -errno.
  */
-int ibvf_workq_new(struct ibvf_loop *loop, unsigned n_threads, struct ibvf_workq **out,
-		   char *err, size_t errlen);
+int ibvf_workq_new(struct ibvf_loop *loop, unsigned n_threads, struct ibvf_workq **out, char *err,
+		   size_t errlen);
 
 /**
  * ibvf_workq_submit() - queue a job. Return: 0, -ENOMEM, or -ESHUTDOWN once

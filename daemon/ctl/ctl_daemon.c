@@ -22,12 +22,12 @@
 #include "ctl.h"
 #include "err.h"
 
-#define CTL_API_TIMEOUT_MS 90000	/* > the daemon's 60 s prepare deadline */
+#define CTL_API_TIMEOUT_MS 90000 /* > the daemon's 60 s prepare deadline */
 
 int ctl_daemon_call(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
 		    bool quiet_if_down)
 {
-	struct ibvf_rpc_error re = { 0 };
+	struct ibvf_rpc_error re = {0};
 	char err[IBVF_ERR_LEN];
 	int ret = ctl_load_config(ctx);
 
@@ -62,13 +62,19 @@ static int usage_of(int c, int idx)
 static int daemon_status(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct ctl_col cols[] = {
-		{ "ready", "Ready:" },		 { "version", "Version:" },
-		{ "backend_name", "SM backend:" }, { "backend_ok", "SM validated:" },
-		{ "backend_desc", "SM:" },	 { "backend_error", "SM error:" },
-		{ "total", "GUIDs total:" },	 { "allocated", "Allocated:" },
-		{ "quarantined", "Quarantined:" }, { "free", "Free:" },
-		{ "inflight", "Requests in flight:" }, { "sm_calls", "SM calls:" },
-		{ 0 },
+		{"ready", "Ready:"},
+		{"version", "Version:"},
+		{"backend_name", "SM backend:"},
+		{"backend_ok", "SM validated:"},
+		{"backend_desc", "SM:"},
+		{"backend_error", "SM error:"},
+		{"total", "GUIDs total:"},
+		{"allocated", "Allocated:"},
+		{"quarantined", "Quarantined:"},
+		{"free", "Free:"},
+		{"inflight", "Requests in flight:"},
+		{"sm_calls", "SM calls:"},
+		{0},
 	};
 	json_t *r, *b, *p, *sm, *o;
 	int c, ret;
@@ -107,13 +113,18 @@ static int daemon_status(struct ctl_ctx *ctx, int argc, char **argv)
 
 static int daemon_list(struct ctl_ctx *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = { { "network", required_argument, NULL, 'n' },
-					      { 0 } };
+	static const struct option opts[] = {{"network", required_argument, NULL, 'n'}, {0}};
 	static const struct ctl_col cols[] = {
-		{ "guid", "GUID" }, { "state", "STATE" }, { "container", "CONTAINER" },
-		{ "ifname", "IF" }, { "pod", "POD" },	  { "pf", "PF" },
-		{ "vf_index", "VF" }, { "pci", "PCI" },	  { "pkeys", "PKEYS" },
-		{ 0 },
+		{"guid", "GUID"},
+		{"state", "STATE"},
+		{"container", "CONTAINER"},
+		{"ifname", "IF"},
+		{"pod", "POD"},
+		{"pf", "PF"},
+		{"vf_index", "VF"},
+		{"pci", "PCI"},
+		{"pkeys", "PKEYS"},
+		{0},
 	};
 	json_t *params = json_object(), *r, *rows, *it;
 	size_t i;
@@ -136,7 +147,8 @@ static int daemon_list(struct ctl_ctx *ctx, int argc, char **argv)
 	if (ret)
 		return ret;
 	rows = json_array();
-	json_array_foreach(json_object_get(r, "owners"), i, it) {
+	json_array_foreach(json_object_get(r, "owners"), i, it)
+	{
 		json_t *ow = json_object_get(it, "owner"), *pk = json_array(), *p;
 		char cid[13], pod[320];
 		size_t k;
@@ -148,14 +160,14 @@ static int daemon_list(struct ctl_ctx *ctx, int argc, char **argv)
 			 str_or(json_string_value(json_object_get(ow, "pod_name")), ""));
 		json_array_foreach(json_object_get(it, "pkeys"), k, p)
 			json_array_append(pk, json_object_get(p, "pkey"));
-		json_array_append_new(
-			rows, json_pack("{s:O,s:O,s:s,s:O,s:s,s:O,s:O,s:O,s:o}", "guid",
-					json_object_get(it, "guid"), "state",
-					json_object_get(it, "state"), "container", cid, "ifname",
-					json_object_get(ow, "ifname"), "pod", pod, "pf",
-					json_object_get(it, "pf"), "vf_index",
-					json_object_get(it, "vf_index"), "pci",
-					json_object_get(it, "pci"), "pkeys", pk));
+		json_array_append_new(rows,
+				      json_pack("{s:O,s:O,s:s,s:O,s:s,s:O,s:O,s:O,s:o}", "guid",
+						json_object_get(it, "guid"), "state",
+						json_object_get(it, "state"), "container", cid,
+						"ifname", json_object_get(ow, "ifname"), "pod", pod,
+						"pf", json_object_get(it, "pf"), "vf_index",
+						json_object_get(it, "vf_index"), "pci",
+						json_object_get(it, "pci"), "pkeys", pk));
 	}
 	json_decref(r);
 	ctl_emit_table(ctx, rows, cols);
@@ -168,16 +180,16 @@ static json_t *owner_opts(struct ctl_ctx *ctx, int argc, char **argv, int idx, b
 			  int *rc)
 {
 	static const struct option opts[] = {
-		{ "owner", required_argument, NULL, 'o' },
-		{ "ifname", required_argument, NULL, 'i' },
-		{ "pod", required_argument, NULL, 'P' },
-		{ "network", required_argument, NULL, 'n' },
-		{ "pci", required_argument, NULL, 'd' },
-		{ "pkey", required_argument, NULL, 'p' },
-		{ "limited", no_argument, NULL, 'l' },
-		{ "guid", required_argument, NULL, 'g' },
-		{ "link-state", required_argument, NULL, 's' },
-		{ 0 },
+		{"owner", required_argument, NULL, 'o'},
+		{"ifname", required_argument, NULL, 'i'},
+		{"pod", required_argument, NULL, 'P'},
+		{"network", required_argument, NULL, 'n'},
+		{"pci", required_argument, NULL, 'd'},
+		{"pkey", required_argument, NULL, 'p'},
+		{"limited", no_argument, NULL, 'l'},
+		{"guid", required_argument, NULL, 'g'},
+		{"link-state", required_argument, NULL, 's'},
+		{0},
 	};
 	json_t *owner = json_pack("{s:s}", "ifname", "net1"), *params = json_object(),
 	       *pkeys = json_array();
@@ -245,9 +257,8 @@ static json_t *owner_opts(struct ctl_ctx *ctx, int argc, char **argv, int idx, b
 			*rc = ctl_error(CTL_USAGE, "prepare needs --pci ADDRESS and --pkey PKEY");
 			goto fail;
 		}
-		json_array_foreach(pkeys, i, p)
-			json_array_append_new(arr, json_pack("{s:O,s:s}", "pkey", p, "membership",
-							     membership));
+		json_array_foreach(pkeys, i, p) json_array_append_new(
+			arr, json_pack("{s:O,s:s}", "pkey", p, "membership", membership));
 		json_object_set_new(params, "pkeys", arr);
 	} else if (json_object_size(params) || json_array_size(pkeys)) {
 		*rc = ctl_error(CTL_USAGE, "--pci/--pkey/--guid/--link-state are for prepare");
@@ -264,15 +275,25 @@ fail:
 }
 
 static const struct ctl_col prepare_cols[] = {
-	{ "guid", "GUID:" },	       { "state", "State:" },	     { "pf", "PF:" },
-	{ "vf_index", "VF:" },	       { "pci", "PCI:" },	     { "netdev", "Netdev:" },
-	{ "rdma_dev", "RDMA device:" }, { "lid", "LID:" },	     { "sm_lid", "SM LID:" },
-	{ "port_state", "Port:" },     { "pkeys", "PKeys (index):" }, { 0 },
+	{"guid", "GUID:"},
+	{"state", "State:"},
+	{"pf", "PF:"},
+	{"vf_index", "VF:"},
+	{"pci", "PCI:"},
+	{"netdev", "Netdev:"},
+	{"rdma_dev", "RDMA device:"},
+	{"lid", "LID:"},
+	{"sm_lid", "SM LID:"},
+	{"port_state", "Port:"},
+	{"pkeys", "PKeys (index):"},
+	{0},
 };
-static const struct ctl_col commit_cols[] = { { "guid", "GUID:" }, { "state", "State:" }, { 0 } };
+static const struct ctl_col commit_cols[] = {{"guid", "GUID:"}, {"state", "State:"}, {0}};
 static const struct ctl_col release_cols[] = {
-	{ "released", "Released:" }, { "guid", "GUID:" },
-	{ "sm_removal_pending", "SM removal pending:" }, { 0 },
+	{"released", "Released:"},
+	{"guid", "GUID:"},
+	{"sm_removal_pending", "SM removal pending:"},
+	{0},
 };
 
 static int owner_cmd(struct ctl_ctx *ctx, int argc, char **argv, const char *method, int idx,
@@ -292,7 +313,8 @@ static int owner_cmd(struct ctl_ctx *ctx, int argc, char **argv, const char *met
 		json_t *txt = json_array(), *p;
 		size_t i;
 
-		json_array_foreach(json_object_get(r, "pkeys"), i, p) {
+		json_array_foreach(json_object_get(r, "pkeys"), i, p)
+		{
 			char b[64];
 
 			snprintf(b, sizeof(b), "%s %s (%lld)",
@@ -327,9 +349,9 @@ static int daemon_release(struct ctl_ctx *ctx, int argc, char **argv)
 static int daemon_gc(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "network", required_argument, NULL, 'n' },
-		{ "valid", required_argument, NULL, 'k' },
-		{ 0 },
+		{"network", required_argument, NULL, 'n'},
+		{"valid", required_argument, NULL, 'k'},
+		{0},
 	};
 	json_t *params = json_pack("{s:[]}", "valid"), *r;
 	int c, ret;
@@ -357,9 +379,8 @@ static int daemon_gc(struct ctl_ctx *ctx, int argc, char **argv)
 		json_decref(params);
 		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
 	}
-	static const struct ctl_col gc_cols[] = { { "released", "Released:" },
-						  { "skipped_busy", "Skipped (busy):" },
-						  { 0 } };
+	static const struct ctl_col gc_cols[] = {
+		{"released", "Released:"}, {"skipped_busy", "Skipped (busy):"}, {0}};
 
 	ret = ctl_daemon_call(ctx, "gc", params, &r, false);
 	json_decref(params);
@@ -374,9 +395,9 @@ static int daemon_gc(struct ctl_ctx *ctx, int argc, char **argv)
 int ctl_emit_findings(struct ctl_ctx *ctx, json_t *findings)
 {
 	static const struct ctl_col cols[] = {
-		{ "severity", "SEVERITY" }, { "kind", "KIND" },	  { "guid", "GUID" },
-		{ "pkey", "PKEY" },	    { "pci", "VF" },	  { "fixed", "FIXED" },
-		{ "fix", "FIX (--fix)" },   { "detail", "DETAIL" }, { 0 },
+		{"severity", "SEVERITY"}, {"kind", "KIND"},	{"guid", "GUID"},
+		{"pkey", "PKEY"},	  {"pci", "VF"},	{"fixed", "FIXED"},
+		{"fix", "FIX (--fix)"},	  {"detail", "DETAIL"}, {0},
 	};
 
 	if (!ctx->json && json_array_size(findings) == 0) {
@@ -390,7 +411,7 @@ int ctl_emit_findings(struct ctl_ctx *ctx, json_t *findings)
 
 static int daemon_audit(struct ctl_ctx *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = { { "fix", no_argument, NULL, 'f' }, { 0 } };
+	static const struct option opts[] = {{"fix", no_argument, NULL, 'f'}, {0}};
 	bool fix = false;
 	json_t *r, *params;
 	int c, ret, problems;
@@ -420,12 +441,12 @@ static int daemon_audit(struct ctl_ctx *ctx, int argc, char **argv)
  */
 int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *problems)
 {
-	struct ibvf_engine_opts o = { 0 };
+	struct ibvf_engine_opts o = {0};
 	struct ibvf_vf_manager *vfm = NULL;
 	struct ibvf_engine *e = NULL;
 	struct ibvf_loop *loop = NULL;
 	struct ibvf_pool *p = NULL;
-	struct ibvf_sm sm = { 0 };
+	struct ibvf_sm sm = {0};
 	char err[IBVF_ERR_LEN];
 	int ret;
 
@@ -486,21 +507,21 @@ out:
 }
 
 static const struct ctl_cmd daemon_cmds[] = {
-	{ "status", daemon_status, "", "readiness, SM backend, pool counts, SM call counters" },
-	{ "list", daemon_list, "[--network NAME]", "attachments the daemon holds" },
-	{ "prepare", daemon_prepare,
-	  "--owner CONTAINER_ID [--ifname IF] [--pod NS/NAME] [--network NAME] --pci ADDRESS "
-	  "--pkey PKEY... [--limited] [--guid GUID] [--link-state auto|enable|disable]",
-	  "attach a VF by hand (GUID, VF programming, SM membership, port wait)" },
-	{ "commit", daemon_commit, "--owner CONTAINER_ID [--ifname IF]",
-	  "mark a prepared attachment as handed over" },
-	{ "release", daemon_release, "--owner CONTAINER_ID [--ifname IF]",
-	  "detach: SM removal, VF GUID reset, GUID into quarantine (idempotent)" },
-	{ "gc", daemon_gc, "[--network NAME] [--valid CONTAINER_ID/IFNAME]...",
-	  "release every attachment (of NAME) not listed as valid (CNI GC)" },
-	{ "audit", daemon_audit, "[--fix]",
-	  "reconcile store, VFs and SM now and report (same as pool audit with a daemon)" },
-	{ 0 },
+	{"status", daemon_status, "", "readiness, SM backend, pool counts, SM call counters"},
+	{"list", daemon_list, "[--network NAME]", "attachments the daemon holds"},
+	{"prepare", daemon_prepare,
+	 "--owner CONTAINER_ID [--ifname IF] [--pod NS/NAME] [--network NAME] --pci ADDRESS "
+	 "--pkey PKEY... [--limited] [--guid GUID] [--link-state auto|enable|disable]",
+	 "attach a VF by hand (GUID, VF programming, SM membership, port wait)"},
+	{"commit", daemon_commit, "--owner CONTAINER_ID [--ifname IF]",
+	 "mark a prepared attachment as handed over"},
+	{"release", daemon_release, "--owner CONTAINER_ID [--ifname IF]",
+	 "detach: SM removal, VF GUID reset, GUID into quarantine (idempotent)"},
+	{"gc", daemon_gc, "[--network NAME] [--valid CONTAINER_ID/IFNAME]...",
+	 "release every attachment (of NAME) not listed as valid (CNI GC)"},
+	{"audit", daemon_audit, "[--fix]",
+	 "reconcile store, VFs and SM now and report (same as pool audit with a daemon)"},
+	{0},
 };
 
 const struct ctl_object ctl_daemon_object = {
