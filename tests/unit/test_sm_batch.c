@@ -344,7 +344,7 @@ static void test_expected_requests_hold(void **state)
 		nanosleep(&ts, NULL);
 	}
 	wait_done(4);
-	assert_true(f->ctl->add_calls >= 3);
+	assert_true(f->ctl->add_calls >= 2); /* 1 + at least one more: not held */
 	fx_free(f);
 }
 
