@@ -1,69 +1,471 @@
 // SPDX-License-Identifier: MIT
 /*
- * ibvfd - ibvf node daemon. This file holds option parsing and start-up;
- * the event loop and local API live in their own modules.
+ * ibvfd - ibvf node daemon: option parsing, start-up and shutdown. The
+ * modules are started in the order of the modules[] table and stopped in
+ * reverse; one epoll loop (evloop.c) runs everything else. Signals are read
+ * from a signalfd, never handled asynchronously:
+ *   SIGTERM, SIGINT  stop accepting, let requests in flight finish (at most
+ *                    daemon.stop_timeout_s), then roll back what is left at
+ *                    its next step; exit 0 (STOPPING=1 to systemd first)
+ *   SIGHUP           re-read the config and apply what can change safely
+ *                    (docs/operations.md lists what does and what does not)
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include <ibvf/sm_backend.h>
+
+#include "api_server.h"
+#include "attach.h"
 #include "config.h"
 #include "err.h"
+#include "evloop.h"
+#include "guid_pool.h"
 #include "log.h"
+#include "sd_notify.h"
+#include "sm_loader.h"
+#include "attach_port.h"
+#include "attach_vf.h"
+#include "vf_fake.h"
+#include "vf_manager.h"
 
 extern char **environ;
 
+struct daemon {
+	const char *config_path;
+	bool foreground, verbose;
+	struct ibvf_config cfg;
+	struct ibvf_loop *loop;
+	struct ibvf_pool *pool; /* until the engine takes it */
+	struct ibvf_sm smi;	/* sm_loader.h */
+	const struct ibvf_sm_ops *sm_ops;
+	struct ibvf_sm_backend *sm;
+	struct ibvf_vf_manager *vfm; /* netlink / ibsim drivers */
+	struct ibvf_vf_ops vf;
+	struct ibvf_port_ops port;
+	struct ibvf_engine *eng;
+	struct ibvf_api_server *api;
+	struct ibvf_timer *periodic, *startup, *stop_timer;
+	bool ready_sent, stopping, cancelled;
+	int64_t stop_started;
+	int exit_code;
+};
+
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ibvfd [OPTIONS]\n\n"
-		   "ibvf node daemon: GUID allocation, VF programming, SM membership and port\n"
-		   "readiness for InfiniBand SR-IOV VFs handed to Kubernetes Pods.\n\n"
-		   "Options:\n"
-		   "  -c, --config FILE    config file (default %s)\n"
-		   "  -f, --foreground     stay in the foreground, log to stderr\n"
-		   "  -p, --print-config   print the effective config (secrets masked) and exit\n"
-		   "  -v, --verbose        log level debug\n"
-		   "  -V, --version        print the version and exit\n"
-		   "  -h, --help           this help\n\n"
-		   "Environment overrides (ib-kubernetes compatible): GUID_POOL_RANGE_START,\n"
-		   "GUID_POOL_RANGE_END, DAEMON_SM_PLUGIN, DAEMON_PERIODIC_UPDATE, UFM_USERNAME,\n"
-		   "UFM_PASSWORD, UFM_ADDRESS, UFM_HTTP_SCHEMA, UFM_PORT, UFM_CERTIFICATE.\n"
-		   "See ibvfd(8) and docs/config.md.\n",
+	fprintf(f,
+		"Usage: ibvfd [OPTIONS]\n\n"
+		"ibvf node daemon: GUID allocation, VF programming, SM membership and port\n"
+		"readiness for InfiniBand SR-IOV VFs handed to Kubernetes Pods.\n\n"
+		"Options:\n"
+		"  -c, --config FILE    config file (default %s)\n"
+		"  -f, --foreground     log to stderr instead of syslog (ibvfd never forks)\n"
+		"  -p, --print-config   print the effective config (secrets masked) and exit\n"
+		"  -v, --verbose        log level debug\n"
+		"  -V, --version        print the version and exit\n"
+		"  -h, --help           this help\n\n"
+		"Signals: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the config.\n"
+		"Environment overrides (ib-kubernetes compatible): GUID_POOL_RANGE_START,\n"
+		"GUID_POOL_RANGE_END, DAEMON_SM_PLUGIN, DAEMON_PERIODIC_UPDATE, UFM_USERNAME,\n"
+		"UFM_PASSWORD, UFM_ADDRESS, UFM_HTTP_SCHEMA, UFM_PORT, UFM_CERTIFICATE.\n"
+		"See ibvfd(8), docs/config.md and docs/operations.md.\n",
 		IBVF_DEFAULT_CONFIG);
+}
+
+/* ----------------------------------------------------------- modules -- */
+
+static int mod_pool(struct daemon *d, char *err, size_t errlen)
+{
+	struct ibvf_pool_opts o = {
+		.state_dir = d->cfg.state_dir,
+		.ranges = d->cfg.pool.ranges,
+		.n_ranges = d->cfg.pool.n_ranges,
+		.quarantine_s = d->cfg.pool.quarantine_s,
+		.sync_full = d->cfg.pool.sync_full,
+	};
+
+	return ibvf_pool_open(&o, &d->pool, err, errlen);
+}
+
+static void mod_pool_fini(struct daemon *d)
+{
+	ibvf_pool_close(d->pool);
+	d->pool = NULL;
+}
+
+static int mod_sm(struct daemon *d, char *err, size_t errlen)
+{
+	int ret = ibvf_sm_open(d->cfg.sm.module_dir, d->cfg.sm.backend, d->cfg.sm.backend_json,
+			       &d->smi, err, errlen);
+
+	if (ret)
+		return ret;
+	d->sm_ops = d->smi.mod->ops;
+	d->sm = d->smi.b;
+	log_info("SM backend %s loaded from %s", d->sm_ops->name, d->smi.mod->path);
+	return 0;
+}
+
+static void mod_sm_fini(struct daemon *d)
+{
+	if (d->sm_ops)
+		ibvf_sm_close(&d->smi);
+	d->sm = NULL;
+	d->sm_ops = NULL;
+}
+
+/* The port seam: wait for ACTIVE + LID + PKeys (port_watch.h). */
+static int mod_port(struct daemon *d, char *err, size_t errlen)
+{
+	int ret = ibvf_attach_port_ops(&d->cfg.port_watch, &d->port, err, errlen);
+
+	if (!ret)
+		log_info("port watcher: %s source",
+			 d->cfg.port_watch.source ? "fabric (SMP/SA)" : "local (VF RDMA device)");
+	return ret;
+}
+
+static void mod_port_fini(struct daemon *d)
+{
+	if (strcmp(d->cfg.vf.driver, "fake"))
+		ibvf_attach_port_ops_free(&d->port);
+}
+
+static int mod_vf(struct daemon *d, char *err, size_t errlen)
+{
+	int ret;
+
+	if (!strcmp(d->cfg.vf.driver, "fake")) {
+		log_warn("VF driver \"fake\" (tests and benchmarks only): no VF is programmed, "
+			 "VF state lives in files under %s",
+			 d->cfg.vf.fake_dir);
+		return ibvf_vf_fake_init(d->cfg.vf.fake_dir, &d->vf, &d->port, err, errlen);
+	}
+	ret = ibvf_vf_manager_from_config(&d->cfg, &d->vfm, err, errlen);
+	if (ret)
+		return ret;
+	ret = ibvf_attach_vf_ops(d->vfm, d->cfg.sysfs_root, &d->vf);
+	if (ret)
+		return ibvf_errf(err, errlen, ret, "out of memory");
+	log_info("VF driver %s on %s", d->cfg.vf.driver, d->cfg.sysfs_root);
+	return mod_port(d, err, errlen);
+}
+
+static void mod_vf_fini(struct daemon *d)
+{
+	if (d->vf.ctx && !strcmp(d->cfg.vf.driver, "fake"))
+		ibvf_vf_fake_fini(&d->vf);
+	else if (d->vf.ctx)
+		ibvf_attach_vf_ops_free(&d->vf);
+	mod_port_fini(d);
+	ibvf_vf_manager_destroy(d->vfm);
+	d->vfm = NULL;
+}
+
+static int mod_engine(struct daemon *d, char *err, size_t errlen)
+{
+	struct ibvf_engine_opts o = {
+		.loop = d->loop,
+		.pool = d->pool,
+		.sm_ops = d->sm_ops,
+		.sm = d->sm,
+		.vf = d->vf,
+		.port = d->port,
+		.cfg = &d->cfg,
+		.seed = (unsigned)time(NULL) ^ (unsigned)getpid(),
+	};
+	int ret = ibvf_engine_new(&o, &d->eng, err, errlen);
+
+	if (!ret)
+		d->pool = NULL; /* the engine owns it now */
+	return ret;
+}
+
+static void mod_engine_fini(struct daemon *d)
+{
+	ibvf_engine_free(d->eng);
+	d->eng = NULL;
+}
+
+static void dispatch(void *ctx, const char *method, json_t *params, ibvf_reply_fn reply, void *rctx)
+{
+	struct daemon *d = ctx;
+
+	ibvf_engine_call(d->eng, method, params, reply, rctx);
+}
+
+static int mod_api(struct daemon *d, char *err, size_t errlen)
+{
+	struct ibvf_api_server_opts o = {
+		.loop = d->loop,
+		.socket_path = d->cfg.api.socket,
+		.allowed_uids = d->cfg.api.allowed_uids,
+		.n_allowed_uids = d->cfg.api.n_allowed_uids,
+		.dispatch = dispatch,
+		.dispatch_ctx = d,
+	};
+	int ret = ibvf_api_server_new(&o, &d->api, err, errlen);
+
+	if (!ret)
+		log_info("API listening on %s", d->cfg.api.socket);
+	return ret;
+}
+
+static void mod_api_fini(struct daemon *d)
+{
+	ibvf_api_server_free(d->api);
+	d->api = NULL;
+}
+
+static const struct module {
+	const char *name;
+	int (*init)(struct daemon *d, char *err, size_t errlen);
+	void (*fini)(struct daemon *d);
+} modules[] = {
+	{"pool", mod_pool, mod_pool_fini}, {"sm", mod_sm, mod_sm_fini},
+	{"vf", mod_vf, mod_vf_fini},	   {"engine", mod_engine, mod_engine_fini},
+	{"api", mod_api, mod_api_fini},
+};
+
+/* ------------------------------------------------------------ events -- */
+
+static void periodic(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)l;
+	(void)t;
+	if (!d->stopping)
+		ibvf_engine_reconcile_async(d->eng);
+}
+
+/* Until the start-up reconciliation is done: then READY=1. */
+static void startup_poll(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct daemon *d = arg;
+	char st[256];
+
+	(void)l;
+	if (d->ready_sent || !ibvf_engine_reconciled(d->eng))
+		return;
+	ibvf_timer_set(t, 0, 0);
+	d->ready_sent = true;
+	snprintf(st, sizeof(st), "READY=1\nSTATUS=%s\nMAINPID=%d",
+		 ibvf_engine_ready(d->eng) ? "ready" : "running; SM backend not validated yet",
+		 (int)getpid());
+	ibvf_sd_notify(st);
+	log_notice("ibvfd %s ready (SM backend %s: %s)", IBVF_VERSION, d->sm_ops->name,
+		   ibvf_engine_ready(d->eng) ? "validated" : "NOT validated, retrying");
+}
+
+static void stop_poll(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct daemon *d = arg;
+	int64_t waited = ibvf_mono_ms() - d->stop_started;
+	size_t n = ibvf_engine_inflight(d->eng);
+
+	(void)t;
+	if (!n) {
+		ibvf_loop_quit(l);
+		return;
+	}
+	if (!d->cancelled && waited >= (int64_t)d->cfg.daemon.stop_timeout_s * 1000) {
+		log_warn("%zu request(s) still running after %u s: rolling them back", n,
+			 d->cfg.daemon.stop_timeout_s);
+		d->cancelled = true;
+		ibvf_engine_cancel(d->eng);
+	}
+	if (waited >= (int64_t)d->cfg.daemon.stop_timeout_s * 1000 + 15000) {
+		log_err("%zu request(s) still running; exiting: start-up reconciliation of the "
+			"next start finishes them",
+			n);
+		/*
+		 * Worker threads are still inside those requests: tearing the
+		 * modules down under them would be unsafe. Every step is in the
+		 * store already, so leave without cleanup, like a crash would.
+		 */
+		_exit(0);
+	}
+}
+
+static void begin_stop(struct daemon *d, int signo)
+{
+	if (d->stopping) {
+		log_notice("signal %d: already stopping", signo);
+		return;
+	}
+	d->stopping = true;
+	d->stop_started = ibvf_mono_ms();
+	ibvf_sd_notify("STOPPING=1");
+	log_notice("signal %d: stopping (%zu request(s) in flight)", signo,
+		   ibvf_engine_inflight(d->eng));
+	ibvf_api_server_stop_accepting(d->api);
+	ibvf_engine_stop(d->eng);
+	d->stop_timer = ibvf_loop_timer(d->loop, 1, 50, stop_poll, d);
+	if (!d->stop_timer)
+		ibvf_loop_quit(d->loop);
+}
+
+static void reload(struct daemon *d)
+{
+	struct ibvf_config n;
+	char err[IBVF_ERR_LEN];
+	const char *restart = NULL;
+
+	ibvf_sd_notify("RELOADING=1");
+	if (ibvf_config_load(&n, d->config_path, d->config_path != NULL, environ, err,
+			     sizeof(err))) {
+		log_err("SIGHUP: config not reloaded: %s", err);
+		ibvf_sd_notify("READY=1");
+		return;
+	}
+	if (strcmp(n.state_dir, d->cfg.state_dir))
+		restart = "state_dir";
+	else if (strcmp(n.api.socket, d->cfg.api.socket))
+		restart = "api.socket";
+	else if (strcmp(n.sm.backend, d->cfg.sm.backend) ||
+		 strcmp(n.sm.backend_json ? n.sm.backend_json : "",
+			d->cfg.sm.backend_json ? d->cfg.sm.backend_json : ""))
+		restart = "sm.backend / sm.config";
+	else if (strcmp(n.vf.driver, d->cfg.vf.driver))
+		restart = "vf.driver";
+	else if (n.pool.n_ranges != d->cfg.pool.n_ranges ||
+		 memcmp(n.pool.ranges, d->cfg.pool.ranges,
+			n.pool.n_ranges * sizeof(*n.pool.ranges)) ||
+		 n.pool.quarantine_s != d->cfg.pool.quarantine_s)
+		restart = "pool";
+	else if (n.daemon.workers != d->cfg.daemon.workers)
+		restart = "daemon.workers";
+	if (restart)
+		log_warn("SIGHUP: %s changed: it takes effect only after a restart", restart);
+	if (!d->verbose)
+		ibvf_log_set_level(n.log_level);
+	ibvf_engine_reload(d->eng, &n);
+	ibvf_api_server_set_uids(d->api, n.api.allowed_uids, n.api.n_allowed_uids);
+	if (n.sm.periodic_update_s != d->cfg.sm.periodic_update_s)
+		ibvf_timer_set(d->periodic, (uint64_t)n.sm.periodic_update_s * 1000,
+			       (uint64_t)n.sm.periodic_update_s * 1000);
+	/* keep the values that need a restart as they are running */
+	d->cfg.log_level = n.log_level;
+	d->cfg.allow_default_pkey = n.allow_default_pkey;
+	d->cfg.sm.batch_window_ms = n.sm.batch_window_ms;
+	d->cfg.sm.batch_max = n.sm.batch_max;
+	d->cfg.sm.periodic_update_s = n.sm.periodic_update_s;
+	memcpy(d->cfg.api.allowed_uids, n.api.allowed_uids, sizeof(n.api.allowed_uids));
+	d->cfg.api.n_allowed_uids = n.api.n_allowed_uids;
+	d->cfg.daemon.prepare_timeout_s = n.daemon.prepare_timeout_s;
+	d->cfg.daemon.port_timeout_s = n.daemon.port_timeout_s;
+	d->cfg.daemon.stop_timeout_s = n.daemon.stop_timeout_s;
+	d->cfg.daemon.reconcile = n.daemon.reconcile;
+	d->cfg.daemon.parked_guid = n.daemon.parked_guid;
+	ibvf_config_free(&n);
+	log_notice("SIGHUP: configuration reloaded");
+	ibvf_sd_notify("READY=1");
+}
+
+static void on_signal(struct ibvf_loop *l, int signo, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)l;
+	if (signo == SIGHUP)
+		reload(d);
+	else
+		begin_stop(d, signo);
+}
+
+/* -------------------------------------------------------------- main -- */
+
+static int run(struct daemon *d)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+	char err[IBVF_ERR_LEN];
+	size_t started = 0;
+	int ret;
+
+	signal(SIGPIPE, SIG_IGN);
+	ret = ibvf_loop_new(&d->loop, err, sizeof(err));
+	/* block the signals before any thread starts: they all inherit the mask */
+	if (!ret)
+		ret = ibvf_loop_signals(d->loop, sigs, 3, on_signal, d);
+	if (ret) {
+		log_err("event loop: %s", err);
+		ibvf_loop_free(d->loop);
+		return 1;
+	}
+	for (; started < sizeof(modules) / sizeof(modules[0]); started++) {
+		err[0] = 0;
+		ret = modules[started].init(d, err, sizeof(err));
+		if (ret) {
+			log_err("start-up: %s: %s", modules[started].name,
+				err[0] ? err : strerror(-ret));
+			d->exit_code = 1;
+			goto out;
+		}
+		log_debug("start-up: %s ready", modules[started].name);
+	}
+	d->periodic = ibvf_loop_timer(d->loop, (uint64_t)d->cfg.sm.periodic_update_s * 1000,
+				      (uint64_t)d->cfg.sm.periodic_update_s * 1000, periodic, d);
+	d->startup = ibvf_loop_timer(d->loop, 1, 20, startup_poll, d);
+	if (!d->periodic || !d->startup) {
+		log_err("start-up: timers: %s", strerror(errno));
+		d->exit_code = 1;
+		goto out;
+	}
+	/* SM validation + reconciliation of what a previous run left, on a worker */
+	ibvf_engine_reconcile_async(d->eng);
+	ret = ibvf_loop_run(d->loop);
+	if (ret) {
+		log_err("event loop: %s", strerror(-ret));
+		d->exit_code = 1;
+	}
+out:
+	ibvf_timer_free(d->stop_timer);
+	ibvf_timer_free(d->startup);
+	ibvf_timer_free(d->periodic);
+	while (started-- > 0)
+		modules[started].fini(d);
+	ibvf_loop_free(d->loop);
+	log_notice("ibvfd stopped");
+	return d->exit_code;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "print-config", no_argument, NULL, 'p' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+		{"config", required_argument, NULL, 'c'},
+		{"foreground", no_argument, NULL, 'f'},
+		{"print-config", no_argument, NULL, 'p'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
 	};
-	const char *config = NULL;
-	bool print = false, verbose = false, foreground = false;
-	struct ibvf_config cfg;
+	struct daemon d = {0};
+	bool print = false;
 	char err[IBVF_ERR_LEN];
 	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "c:fpvVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			config = optarg;
+			d.config_path = optarg;
 			break;
 		case 'f':
-			foreground = true;
+			d.foreground = true;
 			break;
 		case 'p':
 			print = true;
 			break;
 		case 'v':
-			verbose = true;
+			d.verbose = true;
 			break;
 		case 'V':
 			printf("ibvfd %s\n", IBVF_VERSION);
@@ -80,22 +482,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ibvfd: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	ibvf_log_init("ibvfd", foreground || print ? IBVF_LOG_STDERR : IBVF_LOG_SYSLOG, LOG_INFO);
-	ret = ibvf_config_load(&cfg, config, config != NULL, environ, err, sizeof(err));
+	ibvf_log_init("ibvfd", d.foreground || print ? IBVF_LOG_STDERR : IBVF_LOG_SYSLOG, LOG_INFO);
+	ret = ibvf_config_load(&d.cfg, d.config_path, d.config_path != NULL, environ, err,
+			       sizeof(err));
 	if (ret) {
 		log_err("config: %s", err);
 		return 2;
 	}
-	ibvf_log_set_level(verbose ? LOG_DEBUG : cfg.log_level);
-	if (strcmp(cfg.vf.driver, "netlink"))	/* vf_driver.h: lab drivers never touch hardware */
-		log_warn("*** vf.driver is '%s' (LAB ONLY): VF GUIDs will not reach any hardware ***",
-			 cfg.vf.driver);
+	ibvf_log_set_level(d.verbose ? LOG_DEBUG : d.cfg.log_level);
+	if (strcmp(d.cfg.vf.driver, "netlink")) /* vf_driver.h: lab drivers never touch hardware */
+		log_warn(
+			"*** vf.driver is '%s' (LAB ONLY): VF GUIDs will not reach any hardware ***",
+			d.cfg.vf.driver);
 	if (print) {
-		ret = ibvf_config_print(&cfg, stdout);
-		ibvf_config_free(&cfg);
+		ret = ibvf_config_print(&d.cfg, stdout);
+		ibvf_config_free(&d.cfg);
 		return ret ? 1 : 0;
 	}
-	log_err("the daemon loop is not built yet (slice 7); only --print-config works");
-	ibvf_config_free(&cfg);
-	return 1;
+	ret = run(&d);
+	ibvf_config_free(&d.cfg);
+	return ret;
 }

@@ -44,6 +44,11 @@ static int set_defaults(struct ibvf_config *cfg)
 	cfg->vf.rebind_timeout_ms = 5000;
 	cfg->api.allowed_uids[0] = 0;
 	cfg->api.n_allowed_uids = 1;
+	cfg->daemon.prepare_timeout_s = 60;
+	cfg->daemon.port_timeout_s = 30;
+	cfg->daemon.stop_timeout_s = 20;
+	cfg->daemon.workers = 16;
+	cfg->daemon.reconcile = IBVF_RECONCILE_REPORT;
 	if (set_str(&cfg->state_dir, IBVF_DEFAULT_STATE_DIR) ||
 	    set_str(&cfg->run_dir, IBVF_DEFAULT_RUN_DIR) || set_str(&cfg->sysfs_root, "/sys") ||
 	    set_str(&cfg->sm.backend, "noop") || set_str(&cfg->sm.module_dir, IBVF_SM_MODULE_DIR) ||
@@ -240,7 +245,8 @@ static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 
 static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = { "driver", "rebind_timeout_ms", "ibsim", NULL };
+	static const char *const keys[] = { "driver", "rebind_timeout_ms", "ibsim", "fake_dir",
+					    NULL };
 	uint64_t t = cfg->vf.rebind_timeout_ms;
 	json_t *ib;
 	int ret;
@@ -252,15 +258,21 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 		ret = ibvf_json_uint(c, o, "vf", "rebind_timeout_ms", 1, 600000, &t);
 	if (!ret)
 		ret = ibvf_json_object(c, o, "vf", "ibsim", &ib);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "vf", "fake_dir", &cfg->vf.fake_dir);
 	if (ret)
 		return ret;
-	if (strcmp(cfg->vf.driver, "netlink") && strcmp(cfg->vf.driver, "ibsim"))
-		return ibvf_json_err(c, "vf", "driver", "expected \"netlink\" or \"ibsim\"");
+	if (strcmp(cfg->vf.driver, "netlink") && strcmp(cfg->vf.driver, "ibsim") &&
+	    strcmp(cfg->vf.driver, "fake"))
+		return ibvf_json_err(c, "vf", "driver",
+				     "expected \"netlink\", \"ibsim\" (labs) or \"fake\" (tests)");
 	/* the lab driver's own keys (vf_driver_ibsim.c, docs/config.md) */
 	if (ib && (ret = ibvf_vf_ibsim_config_check(c, "vf.ibsim", ib)))
 		return ret;
 	if (!ib && !strcmp(cfg->vf.driver, "ibsim"))
 		return ibvf_json_err(c, "vf", "ibsim", "required when vf.driver is \"ibsim\"");
+	if (!strcmp(cfg->vf.driver, "fake") && !cfg->vf.fake_dir)
+		return ibvf_json_err(c, "vf", "fake_dir", "required with driver \"fake\"");
 	if (ib && dump_json(ib, &cfg->vf.ibsim_json))
 		return -ENOMEM;
 	cfg->vf.rebind_timeout_ms = (uint32_t)t;
@@ -364,11 +376,60 @@ static json_t *port_watch_json(const struct ibvf_port_watch_config *pw)
 			 (int)pw->mad_retries);
 }
 
+static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
+{
+	static const char *const keys[] = { "prepare_timeout_s", "port_timeout_s",
+					    "stop_timeout_s", "workers", "reconcile",
+					    "parked_guid", NULL };
+	struct ibvf_daemon_config *d = &cfg->daemon;
+	uint64_t pt = d->prepare_timeout_s, po = d->port_timeout_s, st = d->stop_timeout_s,
+		 w = d->workers;
+	char *mode = NULL, *parked = NULL, e[IBVF_ERR_LEN];
+	int ret;
+
+	ret = ibvf_json_check_keys(c, o, "daemon", keys);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "daemon", "prepare_timeout_s", 1, 3600, &pt);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "daemon", "port_timeout_s", 1, 3600, &po);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "daemon", "stop_timeout_s", 0, 3600, &st);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "daemon", "workers", 1, 256, &w);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "daemon", "reconcile", &mode);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "daemon", "parked_guid", &parked);
+	if (!ret && mode) {
+		if (!strcmp(mode, "report"))
+			d->reconcile = IBVF_RECONCILE_REPORT;
+		else if (!strcmp(mode, "fix"))
+			d->reconcile = IBVF_RECONCILE_FIX;
+		else
+			ret = ibvf_json_err(c, "daemon", "reconcile", "expected \"report\" or \"fix\"");
+	}
+	if (!ret && parked) {
+		if (ibvf_guid_parse(parked, &d->parked_guid, e, sizeof(e)))
+			ret = ibvf_json_err(c, "daemon", "parked_guid", "%s", e);
+		else if (d->parked_guid == IBVF_GUID_ALL_ONES)
+			ret = ibvf_json_err(c, "daemon", "parked_guid", "all-ones is reserved");
+	}
+	free(mode);
+	free(parked);
+	if (ret)
+		return ret;
+	d->prepare_timeout_s = (uint32_t)pt;
+	d->port_timeout_s = (uint32_t)po;
+	d->stop_timeout_s = (uint32_t)st;
+	d->workers = (uint32_t)w;
+	return 0;
+}
+
 static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config *cfg)
 {
 	static const char *const keys[] = { "state_dir", "run_dir", "sysfs_root", "log_level",
 					    "allow_default_pkey", "pool", "sm", "vf", "api",
-					    "port_watch", NULL };
+					    "port_watch", "daemon", NULL };
 	char *level = NULL;
 	json_t *o;
 	int ret;
@@ -404,6 +465,8 @@ static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config
 		ret = parse_api(c, o, cfg);
 	if (!ret && !(ret = ibvf_json_object(c, root, "", "port_watch", &o)) && o)
 		ret = parse_port_watch(c, o, &cfg->port_watch);
+	if (!ret && !(ret = ibvf_json_object(c, root, "", "daemon", &o)) && o)
+		ret = parse_daemon(c, o, cfg);
 	return ret;
 }
 
@@ -575,6 +638,7 @@ void ibvf_config_free(struct ibvf_config *cfg)
 	free(cfg->sm.backend_json);
 	free(cfg->vf.driver);
 	free(cfg->vf.ibsim_json);
+	free(cfg->vf.fake_dir);
 	free(cfg->api.socket);
 	memset(cfg, 0, sizeof(*cfg));
 }
@@ -658,6 +722,21 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 	if (!root)
 		return -ENOMEM;
 	json_object_set_new(root, "port_watch", port_watch_json(&cfg->port_watch));
+	{
+		char pg[IBVF_GUID_STR_LEN];
+
+		json_object_set_new(
+			root, "daemon",
+			json_pack("{s:i,s:i,s:i,s:i,s:s,s:s}", "prepare_timeout_s",
+				  (int)cfg->daemon.prepare_timeout_s, "port_timeout_s",
+				  (int)cfg->daemon.port_timeout_s, "stop_timeout_s",
+				  (int)cfg->daemon.stop_timeout_s, "workers", (int)cfg->daemon.workers,
+				  "reconcile",
+				  cfg->daemon.reconcile == IBVF_RECONCILE_FIX ? "fix" : "report",
+				  "parked_guid",
+				  cfg->daemon.parked_guid ? ibvf_guid_format(cfg->daemon.parked_guid, pg)
+							  : "pre-attach"));
+	}
 	s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(root);
 	if (!s)

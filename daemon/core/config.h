@@ -44,6 +44,7 @@ struct ibvf_vf_config {
 	char *driver;			/* "netlink" (default) or "ibsim" (labs only) */
 	uint32_t rebind_timeout_ms;	/* wait for netdev/RDMA device after rebind; 5000 */
 	char *ibsim_json;		/* text of the "ibsim" lab driver object, or NULL */
+	char *fake_dir;			/* "fake" driver (tests, benchmarks): VF files */
 };
 
 /**
@@ -68,6 +69,21 @@ struct ibvf_api_config {
 	size_t n_allowed_uids;		/* default: {0} */
 };
 
+/** How reconciliation treats what nobody owns (docs/operations.md). */
+enum ibvf_reconcile_mode {
+	IBVF_RECONCILE_REPORT = 0,	/* log and report only */
+	IBVF_RECONCILE_FIX,		/* remove unowned SM memberships, reset unowned VFs */
+};
+
+struct ibvf_daemon_config {
+	uint32_t prepare_timeout_s;	/* overall deadline of one prepare; default 60 */
+	uint32_t port_timeout_s;	/* of those, at most this long waiting for the port; 30 */
+	uint32_t stop_timeout_s;	/* SIGTERM: wait this long for in-flight requests; 20 */
+	uint32_t workers;		/* worker threads; default 16 */
+	enum ibvf_reconcile_mode reconcile;	/* default report */
+	uint64_t parked_guid;		/* GUID given to a released VF; 0 = its pre-attach GUID */
+};
+
 struct ibvf_config {
 	char *path;			/* file it was read from; NULL when defaults only */
 	char *state_dir;
@@ -80,6 +96,7 @@ struct ibvf_config {
 	struct ibvf_vf_config vf;
 	struct ibvf_api_config api;
 	struct ibvf_port_watch_config port_watch;
+	struct ibvf_daemon_config daemon;
 };
 
 /**

@@ -27,7 +27,7 @@
 #include "log.h"
 #include "statedir.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define ST_Q		IBVF_ALLOC_QUARANTINED
 
 /* A prepared statement kept for reuse (see prep()). */
@@ -48,6 +48,7 @@ struct ibvf_pool {
 	size_t n_ranges;
 	uint32_t quarantine_s;
 	bool read_only;
+	int schema_version;	/* of the open store (read-only opens may see an old one) */
 	int64_t (*now_ms)(void *arg);
 	void *now_arg;
 };
@@ -237,8 +238,17 @@ static const char schema_v1[] =
  * Migrations: migrations[v] takes a store from version v to v + 1. Each runs
  * in its own transaction together with the user_version bump.
  */
+/* v2 (ibvfd): the VF's GUIDs and link state before the attach, restored on release. */
+static const char schema_v2[] =
+	"ALTER TABLE alloc ADD COLUMN prev_node_guid INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE alloc ADD COLUMN prev_port_guid INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE alloc ADD COLUMN prev_link_state TEXT NOT NULL DEFAULT '';"
+	"CREATE INDEX alloc_pci ON alloc(pci) WHERE state != 7 AND pci != '';"
+	"PRAGMA user_version = 2;";
+
 static const char *const migrations[SCHEMA_VERSION] = {
 	[0] = schema_v1,
+	[1] = schema_v2,
 };
 
 static void fsync_dir_of(const char *path)
@@ -281,6 +291,9 @@ static int create_store(struct ibvf_pool *p, char *err, size_t errlen)
 		rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, schema_v1, NULL, NULL, NULL);
+	/* a new store is born at the current schema: no migration ever runs on it */
+	for (int v = 1; rc == SQLITE_OK && v < SCHEMA_VERSION; v++)
+		rc = sqlite3_exec(db, migrations[v], NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
@@ -359,14 +372,30 @@ static int check_schema(struct ibvf_pool *p, char *err, size_t errlen)
 		if (!r || strcmp(buf, "ok"))
 			return corrupt(p, err, errlen, buf);
 	}
+	p->schema_version = (int)ver;
 	for (sqlite3_int64 v = ver; v < SCHEMA_VERSION && !p->read_only; v++) {
-		log_notice("migrating pool store %s from schema %lld to %lld", p->path,
-			   (long long)v, (long long)v + 1);
-		if (exec(p, "BEGIN IMMEDIATE", err, errlen) ||
-		    exec(p, migrations[v], err, errlen) || exec(p, "COMMIT", err, errlen)) {
+		sqlite3_int64 now = 0;
+
+		if (exec(p, "BEGIN IMMEDIATE", err, errlen))
+			return -EIO;
+		/* under the write lock: another process may have migrated it meanwhile */
+		if (scalar_i64(p, "PRAGMA user_version", 0, 0, &now, err, errlen) < 0) {
 			sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
 			return -EIO;
 		}
+		if (now > v) {
+			sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+			v = now - 1;
+			p->schema_version = (int)now;
+			continue;
+		}
+		log_notice("migrating pool store %s from schema %lld to %lld", p->path,
+			   (long long)v, (long long)v + 1);
+		if (exec(p, migrations[v], err, errlen) || exec(p, "COMMIT", err, errlen)) {
+			sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+			return -EIO;
+		}
+		p->schema_version = (int)v + 1;
 	}
 	return 0;
 }
@@ -710,9 +739,13 @@ void ibvf_pool_close(struct ibvf_pool *p)
 
 /* ----------------------------------------------------------- records -- */
 
-static const char row_cols[] =
-	"guid, state, container_id, ifname, pod_namespace, pod_name, pod_uid, network, pf, "
-	"vf_index, pci, pkeys, created_ms, updated_ms, released_ms";
+#define ROW_COLS_V1                                                                        \
+	"guid, state, container_id, ifname, pod_namespace, pod_name, pod_uid, network, pf, " \
+	"vf_index, pci, pkeys, created_ms, updated_ms, released_ms"
+/* a read-only open may see a v1 store that no writer has migrated yet */
+static const char row_cols_v2[] = ROW_COLS_V1 ", prev_node_guid, prev_port_guid, prev_link_state";
+static const char row_cols_v1[] = ROW_COLS_V1 ", 0, 0, ''";
+#define row_cols (p->schema_version >= 2 ? row_cols_v2 : row_cols_v1)
 
 static void col_text(sqlite3_stmt *st, int i, char *dst, size_t len)
 {
@@ -765,6 +798,9 @@ static void read_row(sqlite3_stmt *st, struct ibvf_alloc *a)
 	a->created_ms = sqlite3_column_int64(st, 12);
 	a->updated_ms = sqlite3_column_int64(st, 13);
 	a->released_ms = sqlite3_column_int64(st, 14);
+	a->prev_node_guid = (uint64_t)sqlite3_column_int64(st, 15);
+	a->prev_port_guid = (uint64_t)sqlite3_column_int64(st, 16);
+	col_text(st, 17, a->prev_link_state, sizeof(a->prev_link_state));
 }
 
 /* One record by a WHERE clause with up to two text/int64 binds: 0, -ENOENT, <0. */
@@ -819,6 +855,20 @@ int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const ch
 	return ret;
 }
 
+int ibvf_pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *out, char *err,
+		       size_t errlen)
+{
+	int ret;
+
+	if (!pci || !*pci)
+		return ibvf_errf(err, errlen, -EINVAL, "empty PCI address");
+	ret = get_one(p, "pci = ?1 AND ?2 = ?2 AND state != 7 AND pci != ''", pci, "", 0, out,
+		      err, errlen);
+	if (ret == -ENOENT)
+		ibvf_errf(err, errlen, ret, "no GUID recorded on VF %s", pci);
+	return ret;
+}
+
 static int insert_row(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
 {
 	char pk[128];
@@ -827,7 +877,8 @@ static int insert_row(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err
 	if (prep(p, &st,
 		 "INSERT INTO alloc(guid, state, container_id, ifname, pod_namespace, pod_name, "
 		 "pod_uid, network, pf, vf_index, pci, pkeys, created_ms, updated_ms, "
-		 "released_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+		 "released_ms, prev_node_guid, prev_port_guid, prev_link_state) "
+		 "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,?,?,?)",
 		 err, errlen))
 		return -EIO;
 	format_pkeys(a->pkeys, a->n_pkeys, pk, sizeof(pk));
@@ -845,6 +896,9 @@ static int insert_row(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err
 	sqlite3_bind_text(st, 12, pk, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 13, a->created_ms);
 	sqlite3_bind_int64(st, 14, a->updated_ms);
+	sqlite3_bind_int64(st, 15, (sqlite3_int64)a->prev_node_guid);
+	sqlite3_bind_int64(st, 16, (sqlite3_int64)a->prev_port_guid);
+	sqlite3_bind_text(st, 17, a->prev_link_state, -1, SQLITE_STATIC);
 	return run(p, st, err, errlen);
 }
 
@@ -1033,6 +1087,10 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 	a->n_pkeys = req->n_pkeys;
 	if (req->n_pkeys)
 		memcpy(a->pkeys, req->pkeys, req->n_pkeys * sizeof(*req->pkeys));
+	a->prev_node_guid = req->prev_node_guid;
+	a->prev_port_guid = req->prev_port_guid;
+	snprintf(a->prev_link_state, sizeof(a->prev_link_state), "%s",
+		 req->prev_link_state ? req->prev_link_state : "");
 	a->created_ms = a->updated_ms = now_ms(p);
 	return insert_row(p, a, err, errlen);
 }
@@ -1133,7 +1191,8 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 		return ret;
 	if (prep(p, &st,
 		 "UPDATE alloc SET state = ?, pf = ?, vf_index = ?, pci = ?, pkeys = ?, "
-		 "updated_ms = ? WHERE guid = ? AND state != 7",
+		 "updated_ms = ?, prev_node_guid = ?, prev_port_guid = ?, prev_link_state = ? "
+		 "WHERE guid = ?10 AND state != 7",
 		 err, errlen))
 		return finish(p, -EIO, err, errlen);
 	format_pkeys(a->pkeys, a->n_pkeys, pk, sizeof(pk));
@@ -1143,7 +1202,10 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 	sqlite3_bind_text(st, 4, a->pci, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 5, pk, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 6, now_ms(p));
-	sqlite3_bind_int64(st, 7, enc(a->guid));
+	sqlite3_bind_int64(st, 7, (sqlite3_int64)a->prev_node_guid);
+	sqlite3_bind_int64(st, 8, (sqlite3_int64)a->prev_port_guid);
+	sqlite3_bind_text(st, 9, a->prev_link_state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 10, enc(a->guid));
 	ret = run(p, st, err, errlen);
 	if (!ret && sqlite3_changes(p->db) == 0)
 		ret = ibvf_errf(err, errlen, -ENOENT, "GUID %s has no live record",
@@ -1178,7 +1240,7 @@ int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
 		   int (*cb)(void *arg, const struct ibvf_alloc *a), void *arg, char *err,
 		   size_t errlen)
 {
-	char sql[256];
+	char sql[512];
 	sqlite3_stmt *st;
 	int rc, ret = 0;
 

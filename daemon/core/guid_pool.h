@@ -60,6 +60,10 @@ struct ibvf_alloc {
 	int64_t created_ms;
 	int64_t updated_ms;
 	int64_t released_ms;	/* 0 unless quarantined */
+	/* the VF as it was before this attach (schema v2), restored on release */
+	uint64_t prev_node_guid;
+	uint64_t prev_port_guid;
+	char prev_link_state[8];	/* "auto", "enable", "disable" or "" (unknown) */
 };
 
 /** A request to allocate. */
@@ -71,6 +75,9 @@ struct ibvf_alloc_request {
 	const char *pci;	/* optional */
 	const uint16_t *pkeys;	/* optional, with membership bit */
 	size_t n_pkeys;
+	uint64_t prev_node_guid;	/* the VF's GUIDs before this attach, or 0 */
+	uint64_t prev_port_guid;
+	const char *prev_link_state;	/* optional */
 };
 
 struct ibvf_pool_stats {
@@ -135,7 +142,10 @@ int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_reques
  */
 int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen);
 
-/** ibvf_pool_update() - store state, PF/VF/PCI and PKeys of an existing live record. */
+/**
+ * ibvf_pool_update() - store state, PF/VF/PCI, PKeys and the pre-attach VF
+ * GUIDs/link state of an existing live record.
+ */
 int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen);
 
 /** ibvf_pool_get() - the record of @guid; -ENOENT when there is none. */
@@ -145,6 +155,13 @@ int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, ch
 /** ibvf_pool_find_owner() - the live record of (container_id, ifname); -ENOENT if none. */
 int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const char *ifname,
 			 struct ibvf_alloc *out, char *err, size_t errlen);
+
+/**
+ * ibvf_pool_find_pci() - the live record bound to the VF at PCI address @pci;
+ * -ENOENT if none.
+ */
+int ibvf_pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *out, char *err,
+		       size_t errlen);
 
 /** Filter for ibvf_pool_list(); empty/zero fields match everything. */
 struct ibvf_pool_filter {

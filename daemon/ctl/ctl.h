@@ -56,6 +56,28 @@ extern const struct ctl_object ctl_vf_object;
 extern const struct ctl_object ctl_port_object;
 extern const struct ctl_object ctl_rc_object;
 
+extern const struct ctl_object ctl_daemon_object;
+
+/**
+ * ctl_daemon_call() - one JSON-RPC call to ibvfd at api.socket (params
+ * borrowed). Errors are printed; with @quiet_if_down a daemon that is not
+ * running returns -ENOTCONN silently (callers fall back to offline checks).
+ * Return: CTL_OK, a CTL_* code, or -ENOTCONN.
+ */
+int ctl_daemon_call(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
+		    bool quiet_if_down);
+
+/**
+ * ctl_offline_audit() - with no daemon running: the daemon's reconciliation
+ * pass in this process (store, VFs through the configured driver, SM through
+ * the configured backend); a dry run unless @fix. *@findings: JSON array.
+ * Return: CTL_OK (then *@problems is set) or a CTL_* error (printed).
+ */
+int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *problems);
+
+/** ctl_emit_findings() - print reconciliation findings (steals @findings). */
+int ctl_emit_findings(struct ctl_ctx *ctx, json_t *findings);
+
 /** ctl_load_config() - load the config once (errors printed). Return CTL_* code. */
 int ctl_load_config(struct ctl_ctx *ctx);
 

@@ -407,6 +407,33 @@ static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
 	}
 	if (optind != argc)
 		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+	/* a running ibvfd checks store, VFs and SM together (reconciliation pass) */
+	{
+		json_t *r = NULL, *params = json_pack("{s:b}", "fix", fix);
+
+		ret = ctl_daemon_call(ctx, "audit", params, &r, true);
+		json_decref(params);
+		if (ret == CTL_OK) {
+			problems = (int)json_integer_value(json_object_get(r, "problems"));
+			ctl_emit_findings(ctx, json_incref(json_object_get(r, "findings")));
+			json_decref(r);
+			return problems ? CTL_PROBLEMS : CTL_OK;
+		}
+		if (ret != -ENOTCONN)
+			return ret;
+		/* no daemon: its reconciliation pass here (a dry run unless --fix) */
+		ret = ctl_offline_audit(ctx, fix, &r, &problems);
+		if (ret == CTL_OK) {
+			fprintf(stderr, "ibvfctl: ibvfd is not running (%s): checked store, VFs and SM "
+					"from here%s\n",
+				ctx->cfg.api.socket, fix ? "" : " (dry run: nothing changed)");
+			ctl_emit_findings(ctx, r);
+			return problems ? CTL_PROBLEMS : CTL_OK;
+		}
+		fprintf(stderr, "ibvfctl: ibvfd is not running (%s) and the VF or SM checks cannot "
+				"run here: store checks only\n",
+			ctx->cfg.api.socket);
+	}
 	ret = ctl_open_pool(ctx, fix, &p);
 	if (ret)
 		return ret;

@@ -21,6 +21,7 @@ static const struct ctl_object *const objects[] = {
 	&ctl_vf_object,
 	&ctl_port_object,
 	&ctl_rc_object,
+	&ctl_daemon_object,
 	NULL,
 };
 

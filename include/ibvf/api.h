@@ -20,13 +20,26 @@
  *            the port to be ACTIVE with the PKeys. Idempotent per owner.
  *   commit   {owner} → {guid, state: "handed"}
  *            The CNI moved the VF into the Pod and its checks passed.
- *   release  {owner} → {released: bool, guid?}
+ *   release  {owner} → {released: bool, guid?, sm_removal_pending?}
  *            Walks everything back; succeeds when nothing is held (idempotent).
+ *            sm_removal_pending: the VF is clean and free, the SM removal failed
+ *            and is retried by reconciliation.
  *   status   {} → {ready, version, backend: {name, ok, description, error?},
- *                  pool: {total, allocated, quarantined, free}}
- *   list     {network?} → {owners: [{owner, guid, state, pf, vf_index, pci, pkeys}]}
- *   gc       {network?, valid: [{container_id, ifname}]} → {released: [guid...]}
+ *                  pool: {total, allocated, quarantined, free},
+ *                  inflight, reconciled, stopping, sm: {batcher counters}}
+ *   list     {network?, limit?, offset?} →
+ *            {owners: [{owner, guid, state, pf, vf_index, pci, pkeys}], total}
+ *   gc       {network?, valid: [{container_id, ifname}]} →
+ *            {released: [guid...], skipped_busy: [guid...]}
  *            Releases every owner (of @network when given) not in @valid (CNI GC).
+ *   audit    {fix?} → {problems, findings: [{kind, severity, guid, pkey?, pci?,
+ *                                            detail, fix, fixed}]}
+ *            One reconciliation pass (store vs VFs vs SM) now; @fix applies the
+ *            fixes for orphans (docs/operations.md). Used by ibvfctl pool audit.
+ *
+ * Added by slice 7 (daemon): the audit method, list paging (an answer must fit
+ * the line limit with 10,000+ owners), and the extra result fields above.
+ * docs/api.md describes every method with examples.
  *
  * owner = {container_id, ifname, pod_namespace?, pod_name?, pod_uid?, network?}
  */

@@ -307,7 +307,7 @@ static const struct {
 	{ "{\"vf\": 1}", "%F: vf: expected an object" },
 	{ "{\"vf\": {\"driver\": 1}}", "%F: vf.driver: expected a string" },
 	{ "{\"vf\": {\"driver\": \"sysfs\"}}",
-	  "%F: vf.driver: expected \"netlink\" or \"ibsim\"" },
+	  "%F: vf.driver: expected \"netlink\", \"ibsim\" (labs) or \"fake\" (tests)" },
 	{ "{\"vf\": {\"rebind_timeout_ms\": 0}}",
 	  "%F: vf.rebind_timeout_ms: 0 is out of range 1..600000" },
 	{ "{\"vf\": {\"rebind_timeout_ms\": 600001}}",

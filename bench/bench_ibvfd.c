@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench_ibvfd - numbers for the ibvf node daemon, measured on the real
+ * ibvfd binary through its API (fake VF driver: no hardware):
+ *
+ *   1. attach throughput and prepare latency (p50/p99) with concurrent
+ *      clients doing prepare+release cycles, SM backend "noop" (or the
+ *      test "file" backend when noop is not built) and the UFM simulator
+ *      at 0 / 50 / 200 ms latency, with the SM calls it took;
+ *   2. daemon RSS with 10,000 recorded owners (and with none);
+ *   3. restart-to-ready: start to READY=1 (start-up reconciliation done)
+ *      with 64,000 allocations in the store and in the SM.
+ *
+ *   bench_ibvfd IBVFD SM_MODULE_DIR TEST_MODULE_DIR UFM_MODULE_DIR
+ *               [--quick] [--attach-only | --store-only]
+ *
+ * Prints numbers and ratios; asserts nothing (timings are not tests).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "evloop.h"
+#include "guid_pool.h"
+#include "ibvfd_lab.h"
+#include "log.h"
+#include "ufm_sim_harness.h"
+
+static const char *ibvfd, *sm_dir, *test_dir, *ufm_dir;
+static bool quick, only_attach, only_store;
+
+struct worker {
+	struct lab *l;
+	int id, cycles;
+	double *lat;	/* ms per prepare */
+	int fails;
+	pthread_barrier_t *bar;
+};
+
+static void *cycle_worker(void *p)
+{
+	struct worker *w = p;
+	char cid[32];
+
+	pthread_barrier_wait(w->bar);
+	for (int c = 0; c < w->cycles; c++) {
+		int64_t t0 = ibvf_mono_ms();
+
+		snprintf(cid, sizeof(cid), "b%02d-%04d", w->id, c);
+		if (lab_prepare(w->l, cid, w->id, "0x0012", NULL, NULL))
+			w->fails++;
+		w->lat[c] = (double)(ibvf_mono_ms() - t0);
+		if (lab_release(w->l, cid))
+			w->fails++;
+	}
+	return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct result {
+	double per_s, p50, p99;
+	long sm_calls;
+	int fails;
+};
+
+/* @conc clients x @cycles prepare+release cycles against a started daemon. */
+static struct result run_cycles(struct lab *l, int conc, int cycles)
+{
+	struct worker w[64];
+	pthread_t th[64];
+	pthread_barrier_t bar;
+	double *all = calloc((size_t)(conc * cycles), sizeof(double));
+	struct result r = { 0 };
+	int64_t t0;
+	size_t n = 0;
+
+	pthread_barrier_init(&bar, NULL, (unsigned)conc + 1);
+	for (int i = 0; i < conc; i++) {
+		w[i] = (struct worker){ l, i, cycles, calloc((size_t)cycles, sizeof(double)), 0,
+					&bar };
+		pthread_create(&th[i], NULL, cycle_worker, &w[i]);
+	}
+	pthread_barrier_wait(&bar);
+	t0 = ibvf_mono_ms();
+	for (int i = 0; i < conc; i++) {
+		pthread_join(th[i], NULL);
+		memcpy(all + n, w[i].lat, (size_t)cycles * sizeof(double));
+		n += (size_t)cycles;
+		r.fails += w[i].fails;
+		free(w[i].lat);
+	}
+	r.per_s = (double)n * 1000.0 / (double)(ibvf_mono_ms() - t0 + 1);
+	qsort(all, n, sizeof(double), cmp_d);
+	r.p50 = all[n / 2];
+	r.p99 = all[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1];
+	free(all);
+	pthread_barrier_destroy(&bar);
+	return r;
+}
+
+static long daemon_sm_calls(struct lab *l)
+{
+	json_t *st = NULL;
+	long n = -1;
+
+	if (!lab_api(l, "status", NULL, &st, NULL, 10000)) {
+		json_t *sm = json_object_get(st, "sm");
+
+		n = (long)(json_integer_value(json_object_get(sm, "add_calls")) +
+			   json_integer_value(json_object_get(sm, "remove_calls")));
+	}
+	json_decref(st);
+	return n;
+}
+
+static void print_row(const char *name, struct result *r, int prepares)
+{
+	printf("%-26s %9.0f %9.1f %9.1f %9ld %8.2f %6d\n", name, r->per_s, r->p50, r->p99,
+	       r->sm_calls, prepares ? (double)r->sm_calls / (2.0 * prepares) : 0, r->fails);
+	fflush(stdout);
+}
+
+static const char *noop_backend(const char **dir)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/noop/noop.so", sm_dir);
+	if (access(path, R_OK) == 0) {
+		static char d[4096];
+
+		snprintf(d, sizeof(d), "%s/noop", sm_dir);
+		*dir = d;
+		return "noop";
+	}
+	*dir = test_dir;
+	return "file";
+}
+
+static void bench_attach(void)
+{
+	const int conc = 32, cycles = quick ? 4 : 16;
+	const char *dir, *name = noop_backend(&dir);
+	struct result base = { 0 }, r;
+	struct lab l;
+	char label[64];
+
+	printf("\n== attach: %d clients x %d prepare+release cycles, fake VFs, window 20 ms\n",
+	       conc, cycles);
+	printf("%-26s %9s %9s %9s %9s %8s %6s\n", "SM backend", "prep/s", "p50 ms", "p99 ms",
+	       "SM calls", "calls/op", "fails");
+	if (lab_init(&l, ibvfd, conc, name, dir, strcmp(name, "noop") ? NULL : "{}") == 0) {
+		l.window_ms = 20;
+		lab_write_config(&l);
+		if (lab_start(&l, 30000) > 0) {
+			base = run_cycles(&l, conc, cycles);
+			base.sm_calls = daemon_sm_calls(&l);
+			snprintf(label, sizeof(label), "%s%s", name,
+				 strcmp(name, "noop") ? " (test file SM)" : "");
+			print_row(label, &base, conc * cycles);
+		}
+		lab_fini(&l);
+	}
+	{
+		struct ufm_sim_opts so = { .user = "admin", .password = "bench" };
+		struct ufm_sim sim;
+		char err[512], bj[PATH_MAX + 256];
+		const char *miss = ufm_sim_missing();
+		static const int lat[] = { 0, 50, 200 };
+
+		if (miss || ufm_sim_start(&so, &sim, err, sizeof(err))) {
+			printf("UFM simulator: not run (%s)\n", miss ? miss : err);
+			return;
+		}
+		for (size_t i = 0; i < 3; i++) {
+			char cfg[64];
+
+			snprintf(bj, sizeof(bj),
+				 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
+				 " \"username\": \"admin\", \"password_file\": \"%s\"}",
+				 sim.port, sim.password_file);
+			if (lab_init(&l, ibvfd, conc, "ufm", ufm_dir, bj))
+				break;
+			l.window_ms = 20;
+			lab_write_config(&l);
+			ufm_sim_reset(&sim);
+			if (lab_start(&l, 30000) > 0) {
+				snprintf(cfg, sizeof(cfg), "{\"latency_ms\": %d}", lat[i]);
+				ufm_sim_config(&sim, cfg);
+				r = run_cycles(&l, conc, lat[i] >= 200 && !quick ? cycles / 2 : cycles);
+				r.sm_calls = ufm_sim_calls(&sim, "add") + ufm_sim_calls(&sim, "remove");
+				snprintf(label, sizeof(label), "ufm sim %d ms", lat[i]);
+				print_row(label, &r,
+					  conc * (lat[i] >= 200 && !quick ? cycles / 2 : cycles));
+				if (base.per_s > 0)
+					printf("%-26s throughput %.2fx of %s\n", "", r.per_s / base.per_s,
+					       name);
+			}
+			lab_fini(&l);
+		}
+		ufm_sim_stop(&sim);
+	}
+}
+
+/* ------------------------------------------------------------ burst -- */
+
+#define N_BURST 256
+
+struct burst_arg {
+	struct lab *l;
+	int i;
+	bool release;
+	int ret;
+	pthread_barrier_t *bar;
+};
+
+static void *burst_one(void *p)
+{
+	struct burst_arg *a = p;
+	char cid[32];
+
+	snprintf(cid, sizeof(cid), "burst%03d", a->i);
+	pthread_barrier_wait(a->bar);
+	a->ret = a->release ? lab_release(a->l, cid) : lab_prepare(a->l, cid, a->i, "0x00a5",
+								    NULL, NULL);
+	return NULL;
+}
+
+static int64_t burst(struct lab *l, bool release, int *fails)
+{
+	static struct burst_arg a[N_BURST];
+	pthread_t th[N_BURST];
+	pthread_barrier_t bar;
+	pthread_attr_t attr;
+	int64_t t0;
+
+	pthread_barrier_init(&bar, NULL, N_BURST + 1);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	for (int i = 0; i < N_BURST; i++) {
+		a[i] = (struct burst_arg){ l, i, release, -1, &bar };
+		pthread_create(&th[i], &attr, burst_one, &a[i]);
+	}
+	pthread_attr_destroy(&attr);
+	pthread_barrier_wait(&bar);
+	t0 = ibvf_mono_ms();
+	*fails = 0;
+	for (int i = 0; i < N_BURST; i++) {
+		pthread_join(th[i], NULL);
+		*fails += a[i].ret != 0;
+	}
+	pthread_barrier_destroy(&bar);
+	return ibvf_mono_ms() - t0;
+}
+
+/* 256 Pods at once against a UFM answering in 200 ms (the batching case). */
+static void bench_burst(void)
+{
+	struct ufm_sim_opts so = { .user = "admin", .password = "bench" };
+	struct ufm_sim sim;
+	struct lab l;
+	char err[512], bj[PATH_MAX + 256];
+	const char *miss = ufm_sim_missing();
+
+	printf("\n== burst: %d concurrent prepares, then %d releases, UFM simulator at 200 ms\n",
+	       N_BURST, N_BURST);
+	if (miss || ufm_sim_start(&so, &sim, err, sizeof(err))) {
+		printf("UFM simulator: not run (%s)\n", miss ? miss : err);
+		return;
+	}
+	snprintf(bj, sizeof(bj),
+		 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
+		 " \"username\": \"admin\", \"password_file\": \"%s\"}",
+		 sim.port, sim.password_file);
+	if (!lab_init(&l, ibvfd, N_BURST, "ufm", ufm_dir, bj)) {
+		l.window_ms = 20;
+		lab_write_config(&l);
+		if (lab_start(&l, 30000) > 0) {
+			int fails;
+			int64_t ms;
+
+			ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
+			ufm_sim_config(&sim, "{\"latency_ms\": 200}");
+			ms = burst(&l, false, &fails);
+			printf("%-10s %8lld ms = %.1f SM round trips, %ld UFM add call(s), %d failed\n",
+			       "prepare", (long long)ms, (double)ms / 200.0,
+			       ufm_sim_calls(&sim, "add"), fails);
+			ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
+			ufm_sim_config(&sim, "{\"latency_ms\": 200}");
+			ms = burst(&l, true, &fails);
+			printf("%-10s %8lld ms = %.1f SM round trips, %ld UFM remove call(s), %d failed\n",
+			       "release", (long long)ms, (double)ms / 200.0,
+			       ufm_sim_calls(&sim, "remove"), fails);
+		}
+		lab_fini(&l);
+	}
+	ufm_sim_stop(&sim);
+}
+
+/* Fill the store of @l with @n handed owners (PKey 0x8012) and the SM file with them. */
+static int populate(struct lab *l, int n)
+{
+	struct ibvf_guid_range r = { LAB_RANGE_START, LAB_RANGE_END };
+	struct ibvf_pool_opts o = {
+		.state_dir = l->state, .ranges = &r, .n_ranges = 1, .quarantine_s = 1,
+	};
+	struct ibvf_alloc_request *req = calloc(1000, sizeof(*req));
+	struct ibvf_alloc *out = calloc(1000, sizeof(*out));
+	static const uint16_t pk = 0x8012;
+	struct ibvf_pool *p;
+	char err[512], path[256];
+	FILE *sm = fopen(l->smfile, "w");
+	sqlite3 *db;
+	int ret = ibvf_pool_open(&o, &p, err, sizeof(err));
+
+	for (int done = 0; !ret && done < n; done += 1000) {
+		int k = n - done < 1000 ? n - done : 1000;
+
+		for (int i = 0; i < k; i++) {
+			memset(&req[i], 0, sizeof(req[i]));
+			snprintf(req[i].owner.container_id, sizeof(req[i].owner.container_id),
+				 "pop%06d", done + i);
+			snprintf(req[i].owner.ifname, sizeof(req[i].owner.ifname), "net1");
+			snprintf(req[i].owner.network, sizeof(req[i].owner.network), "bench");
+			req[i].vf_index = -1;
+			req[i].pkeys = &pk;
+			req[i].n_pkeys = 1;
+		}
+		ret = ibvf_pool_allocate_batch(p, req, (size_t)k, out, err, sizeof(err));
+		for (int i = 0; !ret && i < k; i++)
+			fprintf(sm, "0x0012 %016llx full\n", (unsigned long long)out[i].guid);
+	}
+	if (!ret)
+		ibvf_pool_close(p);
+	fclose(sm);
+	free(req);
+	free(out);
+	if (ret) {
+		fprintf(stderr, "populate: %s\n", err);
+		return ret;
+	}
+	/* one statement instead of n updates: these owners are attached ("handed") */
+	snprintf(path, sizeof(path), "%s/pool.db", l->state);
+	if (sqlite3_open(path, &db) != SQLITE_OK ||
+	    sqlite3_exec(db, "UPDATE alloc SET state = 5 WHERE state = 0", NULL, NULL, NULL) !=
+		    SQLITE_OK) {
+		fprintf(stderr, "populate: %s\n", sqlite3_errmsg(db));
+		sqlite3_close(db);
+		return -EIO;
+	}
+	sqlite3_close(db);
+	return 0;
+}
+
+static void bench_rss_restart(void)
+{
+	static const int sizes[] = { 0, 10000, 64000 };
+	struct lab l;
+
+	printf("\n== store size: RSS and restart-to-ready (SM \"file\" backend holding every "
+	       "membership)\n");
+	printf("%-10s %12s %14s %16s\n", "owners", "RSS kB", "ready ms", "2nd start ms");
+	for (size_t i = 0; i < 3; i++) {
+		int64_t t0, t1, t2 = 0;
+		long rss = -1;
+
+		if (quick && sizes[i] > 10000)
+			continue;
+		if (lab_init(&l, ibvfd, 4, "file", test_dir, NULL))
+			return;
+		/* the pass over 64,000 owners takes a while: not every second */
+		snprintf(l.daemon_extra, sizeof(l.daemon_extra), "%s", "");
+		lab_write_config(&l);
+		if (sizes[i] && populate(&l, sizes[i])) {
+			lab_fini(&l);
+			return;
+		}
+		t0 = ibvf_mono_ms();
+		if (lab_start(&l, 120000) < 0) {
+			lab_fini(&l);
+			return;
+		}
+		t1 = ibvf_mono_ms();
+		rss = lab_rss_kb(l.pid);
+		if (!lab_api(&l, "list", json_pack("{s:i}", "limit", 100), NULL, NULL, 60000)) {
+			long r2 = lab_rss_kb(l.pid);
+
+			rss = r2 > rss ? r2 : rss;
+		}
+		lab_stop(&l, SIGTERM);
+		t2 = ibvf_mono_ms();
+		if (lab_start(&l, 120000) > 0)
+			t2 = ibvf_mono_ms() - t2;
+		else
+			t2 = -1;
+		printf("%-10d %12ld %14lld %16lld\n", sizes[i], rss, (long long)(t1 - t0),
+		       (long long)t2);
+		fflush(stdout);
+		lab_fini(&l);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 5) {
+		fprintf(stderr, "usage: bench_ibvfd IBVFD SM_MODULE_DIR TEST_MODULE_DIR "
+				"UFM_MODULE_DIR [--quick]\n");
+		return 2;
+	}
+	ibvfd = argv[1];
+	sm_dir = argv[2];
+	test_dir = argv[3];
+	ufm_dir = argv[4];
+	for (int i = 5; i < argc; i++) {
+		quick |= !strcmp(argv[i], "--quick");
+		only_attach |= !strcmp(argv[i], "--attach-only");
+		only_store |= !strcmp(argv[i], "--store-only");
+	}
+	signal(SIGPIPE, SIG_IGN);
+	ibvf_log_init("bench_ibvfd", IBVF_LOG_STDERR, LOG_ERR);
+	printf("bench_ibvfd: ibvfd %s on %ld CPUs, load average:", ibvfd,
+	       sysconf(_SC_NPROCESSORS_ONLN));
+	{
+		FILE *f = fopen("/proc/loadavg", "r");
+		char la[64] = "?";
+
+		if (f && fgets(la, sizeof(la), f))
+			printf(" %s", la);
+		if (f)
+			fclose(f);
+	}
+	if (!only_store) {
+		bench_attach();
+		bench_burst();
+	}
+	if (!only_attach)
+		bench_rss_restart();
+	return 0;
+}

@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: MIT
+/* ibvfd local API server: Unix socket, SO_PEERCRED, line-framed JSON-RPC 2.0. */
+#include "api_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <ibvf/api.h>
+
+#include "err.h"
+#include "log.h"
+#include "statedir.h"
+
+struct conn;
+
+/* One request being executed; outlives its connection if the client leaves. */
+struct req {
+	struct conn *c; /* NULL once the connection is gone */
+	json_t *id;
+	bool notification; /* no "id": the spec forbids an answer */
+};
+
+struct conn {
+	struct ibvf_api_server *s;
+	int fd;
+	struct ibvf_watch *w;
+	uid_t uid;
+	pid_t pid;
+	char *in; /* unparsed input */
+	size_t in_len, in_cap;
+	bool skipping; /* discarding the rest of an over-long line */
+	char *out;     /* unsent output */
+	size_t out_len, out_cap, out_off;
+	size_t inflight;
+	int busy;	/* inside a read/dispatch: replies must not close it */
+	bool rd_closed; /* peer shut down its write side */
+	bool dead;
+	struct req **reqs; /* executing requests (to detach on close) */
+	size_t n_reqs, cap_reqs;
+	struct conn *next;
+};
+
+struct ibvf_api_server {
+	struct ibvf_api_server_opts o;
+	char path[PATH_MAX];
+	int lfd;
+	struct ibvf_watch *lw;
+	uid_t uids[16];
+	size_t n_uids;
+	struct conn *conns;
+	size_t n_conns;
+};
+
+static void conn_update(struct conn *c);
+static void conn_close(struct conn *c);
+
+/* ------------------------------------------------------------ output -- */
+
+static int out_append(struct conn *c, const char *data, size_t len)
+{
+	if (c->out_len + len + 1 > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 4096;
+		char *p;
+
+		while (cap < c->out_len + len + 1)
+			cap *= 2;
+		p = realloc(c->out, cap);
+		if (!p)
+			return -ENOMEM;
+		c->out = p;
+		c->out_cap = cap;
+	}
+	memcpy(c->out + c->out_len, data, len);
+	c->out_len += len;
+	return 0;
+}
+
+static void flush_out(struct conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			c->out_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		log_debug("api: peer pid %d: send: %s", (int)c->pid, strerror(errno));
+		c->dead = true;
+		return;
+	}
+	c->out_off = c->out_len = 0;
+}
+
+/* Send one JSON-RPC response object (stolen). */
+static void send_msg(struct conn *c, json_t *msg)
+{
+	char *text = json_dumps(msg, JSON_COMPACT);
+	size_t len;
+
+	json_decref(msg);
+	if (!text) {
+		log_err("api: out of memory formatting a response");
+		c->dead = true;
+		return;
+	}
+	len = strlen(text);
+	if (len + 1 > c->s->o.max_line) {
+		free(text);
+		text = NULL;
+		msg = json_pack("{s:s,s:{s:i,s:s},s:n}", "jsonrpc", "2.0", "error", "code",
+				IBVF_RPC_INTERNAL_ERROR, "message",
+				"response larger than the line limit; narrow the request (e.g. "
+				"list with limit/offset)",
+				"id");
+		text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+		json_decref(msg);
+		if (!text) {
+			c->dead = true;
+			return;
+		}
+		len = strlen(text);
+	}
+	if (out_append(c, text, len) || out_append(c, "\n", 1))
+		c->dead = true;
+	free(text);
+	flush_out(c);
+}
+
+static void send_error(struct conn *c, json_t *id, int code, const char *msg, int err_no,
+		       const char *step)
+{
+	json_t *e = json_pack("{s:i,s:s}", "code", code, "message", msg ? msg : "");
+
+	if (err_no || (step && *step))
+		json_object_set_new(
+			e, "data",
+			json_pack("{s:i,s:s}", "errno", err_no, "step", step ? step : ""));
+	send_msg(c, json_pack("{s:s,s:o,s:O}", "jsonrpc", "2.0", "error", e, "id",
+			      id ? id : json_null()));
+}
+
+/* ----------------------------------------------------------- replies -- */
+
+static void detach_req(struct conn *c, struct req *r)
+{
+	for (size_t i = 0; i < c->n_reqs; i++)
+		if (c->reqs[i] == r) {
+			c->reqs[i] = c->reqs[--c->n_reqs];
+			break;
+		}
+	c->inflight--;
+}
+
+static bool on_reply(void *ctx, json_t *result, int code, const char *msg, int err_no,
+		     const char *step)
+{
+	struct req *r = ctx;
+	struct conn *c = r->c;
+	bool delivered = false;
+
+	if (c) {
+		detach_req(c, r);
+		if (!c->dead && !r->notification) {
+			if (result)
+				send_msg(c, json_pack("{s:s,s:O,s:O}", "jsonrpc", "2.0", "result",
+						      result, "id", r->id));
+			else
+				send_error(c, r->id, code, msg, err_no, step);
+			delivered = !c->dead;
+		}
+		if (!c->busy)
+			conn_update(c);
+	}
+	json_decref(result);
+	json_decref(r->id);
+	free(r);
+	return delivered;
+}
+
+/* ----------------------------------------------------------- requests -- */
+
+static void handle_line(struct conn *c, const char *line, size_t len)
+{
+	json_error_t je;
+	json_t *msg, *id, *method, *params, *ver;
+	struct req *r;
+
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+		len--;
+	if (!len)
+		return; /* blank lines are ignored */
+	msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+	if (!msg) {
+		char m[256];
+
+		snprintf(m, sizeof(m), "parse error at column %d: %s", je.column, je.text);
+		send_error(c, NULL, IBVF_RPC_PARSE_ERROR, m, EINVAL, "");
+		return;
+	}
+	if (!json_is_object(msg)) {
+		send_error(c, NULL, IBVF_RPC_INVALID_REQUEST,
+			   json_is_array(msg) ? "batch requests are not supported"
+					      : "a request must be a JSON object",
+			   EINVAL, "");
+		json_decref(msg);
+		return;
+	}
+	id = json_object_get(msg, "id");
+	if (id && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id)) {
+		send_error(c, NULL, IBVF_RPC_INVALID_REQUEST, "\"id\" must be a string or integer",
+			   EINVAL, "");
+		json_decref(msg);
+		return;
+	}
+	ver = json_object_get(msg, "jsonrpc");
+	method = json_object_get(msg, "method");
+	params = json_object_get(msg, "params");
+	if (!json_is_string(ver) || strcmp(json_string_value(ver), "2.0") ||
+	    !json_is_string(method) ||
+	    (params && !json_is_object(params) && !json_is_null(params))) {
+		send_error(c, id, IBVF_RPC_INVALID_REQUEST,
+			   "expected {\"jsonrpc\":\"2.0\",\"method\":STRING,\"params\":OBJECT,"
+			   "\"id\":ID}",
+			   EINVAL, "");
+		json_decref(msg);
+		return;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r || (c->n_reqs == c->cap_reqs &&
+		   !(c->reqs = realloc(c->reqs, (c->cap_reqs = c->cap_reqs ? c->cap_reqs * 2 : 8) *
+							sizeof(*c->reqs))))) {
+		free(r);
+		c->dead = true;
+		json_decref(msg);
+		return;
+	}
+	r->c = c;
+	r->id = json_incref(id ? id : json_null());
+	r->notification = id == NULL;
+	c->reqs[c->n_reqs++] = r;
+	c->inflight++;
+	log_debug("api: uid %u pid %d: %s", (unsigned)c->uid, (int)c->pid,
+		  json_string_value(method));
+	c->s->o.dispatch(c->s->o.dispatch_ctx, json_string_value(method),
+			 json_is_object(params) ? params : NULL, on_reply, r);
+	json_decref(msg);
+}
+
+/* Parse complete lines from the input buffer while the in-flight limit allows. */
+static void process_input(struct conn *c)
+{
+	size_t off = 0;
+
+	while (!c->dead && c->inflight < c->s->o.max_inflight && off < c->in_len) {
+		char *nl = memchr(c->in + off, '\n', c->in_len - off);
+		size_t len;
+
+		if (!nl)
+			break;
+		len = (size_t)(nl - (c->in + off));
+		if (c->skipping) {
+			c->skipping = false; /* end of the over-long line */
+		} else if (len + 1 > c->s->o.max_line) {
+			char m[128];
+
+			snprintf(m, sizeof(m), "request line longer than %zu bytes",
+				 c->s->o.max_line);
+			send_error(c, NULL, IBVF_RPC_INVALID_REQUEST, m, EMSGSIZE, "");
+		} else {
+			handle_line(c, c->in + off, len);
+		}
+		off += len + 1;
+	}
+	if (off) {
+		memmove(c->in, c->in + off, c->in_len - off);
+		c->in_len -= off;
+	}
+	/* EOF after a last line without '\n': take it as a request */
+	if (c->rd_closed && c->in_len && !c->skipping && c->inflight < c->s->o.max_inflight &&
+	    !memchr(c->in, '\n', c->in_len)) {
+		handle_line(c, c->in, c->in_len);
+		c->in_len = 0;
+	}
+}
+
+static void read_input(struct conn *c)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (c->in_cap - c->in_len < 4096) {
+			size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
+			char *p;
+
+			if (cap > c->s->o.max_line + 8192)
+				cap = c->s->o.max_line + 8192;
+			if (cap <= c->in_cap) {
+				/* a line longer than the limit: answer, discard to its end */
+				char m[128];
+
+				snprintf(m, sizeof(m), "request line longer than %zu bytes",
+					 c->s->o.max_line);
+				send_error(c, NULL, IBVF_RPC_INVALID_REQUEST, m, EMSGSIZE, "");
+				c->skipping = true;
+				c->in_len = 0;
+				continue;
+			}
+			p = realloc(c->in, cap);
+			if (!p) {
+				c->dead = true;
+				return;
+			}
+			c->in = p;
+			c->in_cap = cap;
+		}
+		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		if (n > 0) {
+			size_t old = c->in_len;
+
+			c->in_len += (size_t)n;
+			if (c->skipping) {
+				char *nl = memchr(c->in + old, '\n', c->in_len - old);
+
+				if (!nl) {
+					c->in_len = 0;
+					continue;
+				}
+				c->skipping = false;
+				memmove(c->in, nl + 1, (size_t)(c->in + c->in_len - nl - 1));
+				c->in_len = (size_t)(c->in + c->in_len - nl - 1);
+			}
+			process_input(c);
+			if (c->inflight >= c->s->o.max_inflight || c->dead)
+				return; /* paused: resume when replies come back */
+			continue;
+		}
+		if (n == 0) {
+			c->rd_closed = true;
+			process_input(c);
+			return;
+		}
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		log_debug("api: peer pid %d: recv: %s", (int)c->pid, strerror(errno));
+		c->dead = true;
+		return;
+	}
+}
+
+/* ------------------------------------------------------- connections -- */
+
+static void conn_event(struct ibvf_loop *l, int fd, uint32_t ev, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)l;
+	(void)fd;
+	c->busy++;
+	if (ev & EPOLLOUT)
+		flush_out(c);
+	if ((ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) && !c->rd_closed && !c->dead)
+		read_input(c);
+	c->busy--;
+	if ((ev & EPOLLERR) || ((ev & EPOLLHUP) && c->out_off < c->out_len))
+		c->dead = true;
+	conn_update(c);
+}
+
+/* Re-evaluate what to wait for; close when done. Safe to call any time. */
+static void conn_update(struct conn *c)
+{
+	uint32_t ev = 0;
+
+	c->busy++;
+	if (!c->dead && c->inflight < c->s->o.max_inflight && c->in_len)
+		process_input(c); /* lines that waited for the in-flight limit */
+	c->busy--;
+	if (c->dead || (c->rd_closed && !c->inflight && !c->in_len && c->out_off == c->out_len)) {
+		conn_close(c);
+		return;
+	}
+	if (!c->rd_closed && c->inflight < c->s->o.max_inflight)
+		ev |= EPOLLIN | EPOLLRDHUP;
+	if (c->out_off < c->out_len)
+		ev |= EPOLLOUT;
+	if (ibvf_watch_modify(c->w, ev))
+		log_debug("api: epoll_ctl: %s", strerror(errno));
+}
+
+static void conn_close(struct conn *c)
+{
+	struct ibvf_api_server *s = c->s;
+
+	for (size_t i = 0; i < c->n_reqs; i++)
+		c->reqs[i]->c = NULL; /* their replies find no connection: "not delivered" */
+	ibvf_watch_remove(c->w);
+	close(c->fd);
+	for (struct conn **pp = &s->conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	s->n_conns--;
+	free(c->reqs);
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+static bool uid_allowed(struct ibvf_api_server *s, uid_t uid)
+{
+	for (size_t i = 0; i < s->n_uids; i++)
+		if (s->uids[i] == uid)
+			return true;
+	return false;
+}
+
+static void refuse(int fd, int code, const char *msg)
+{
+	char line[256];
+	int n = snprintf(line, sizeof(line),
+			 "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":%d,\"message\":\"%s\"},"
+			 "\"id\":null}\n",
+			 code, msg);
+
+	if (send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("api: refusing a connection: %s", strerror(errno));
+	close(fd);
+}
+
+static void on_accept(struct ibvf_loop *l, int lfd, uint32_t ev, void *arg)
+{
+	struct ibvf_api_server *s = arg;
+
+	(void)ev;
+	for (;;) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		struct conn *c;
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("api: accept: %s", strerror(errno));
+			return;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) {
+			log_warn("api: SO_PEERCRED: %s", strerror(errno));
+			close(fd);
+			continue;
+		}
+		if (!uid_allowed(s, cred.uid)) {
+			log_warn("api: refused connection from uid %u pid %d: uid not in "
+				 "api.allowed_uids",
+				 (unsigned)cred.uid, (int)cred.pid);
+			refuse(fd, IBVF_RPC_DENIED, "peer uid not allowed (api.allowed_uids)");
+			continue;
+		}
+		if (s->n_conns >= s->o.max_conns) {
+			log_warn("api: refused connection from pid %d: %zu connections open",
+				 (int)cred.pid, s->n_conns);
+			refuse(fd, IBVF_RPC_BUSY, "too many connections");
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->s = s;
+		c->fd = fd;
+		c->uid = cred.uid;
+		c->pid = cred.pid;
+		c->w = ibvf_loop_watch(l, fd, EPOLLIN | EPOLLRDHUP, conn_event, c);
+		if (!c->w) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = s->conns;
+		s->conns = c;
+		s->n_conns++;
+	}
+}
+
+/* --------------------------------------------------------------- setup -- */
+
+static int make_listener(struct ibvf_api_server *s, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char dir[PATH_MAX];
+	struct stat st;
+	int fd, ret;
+
+	if (strlen(s->path) >= sizeof(sa.sun_path))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "api.socket %s: path too long",
+				 s->path);
+	snprintf(dir, sizeof(dir), "%s", s->path);
+	ret = ibvf_dir_prepare(dirname(dir), 0700, true, err, errlen);
+	if (ret)
+		return ret;
+	memcpy(sa.sun_path, s->path, strlen(s->path) + 1);
+	if (lstat(s->path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return ibvf_errf(err, errlen, -EEXIST,
+					 "api.socket %s exists and is not a socket", s->path);
+		/* is another ibvfd answering there? */
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(fd);
+			return ibvf_errf(err, errlen, -EADDRINUSE,
+					 "another process listens on %s (is ibvfd running?)",
+					 s->path);
+		}
+		if (fd >= 0)
+			close(fd);
+		unlink(s->path); /* stale, from a daemon that died */
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return ibvf_errf(err, errlen, -errno, "socket: %s", strerror(errno));
+	{
+		mode_t old = umask(0177); /* the socket is born 0600: no window */
+
+		ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+		umask(old);
+	}
+	if (ret || chmod(s->path, 0600) || listen(fd, 256)) {
+		ret = -errno;
+		close(fd);
+		return ibvf_errf(err, errlen, ret, "api socket %s: %s", s->path, strerror(-ret));
+	}
+	s->lfd = fd;
+	return 0;
+}
+
+int ibvf_api_server_new(const struct ibvf_api_server_opts *o, struct ibvf_api_server **out,
+			char *err, size_t errlen)
+{
+	struct ibvf_api_server *s = calloc(1, sizeof(*s));
+	int ret;
+
+	*out = NULL;
+	if (!s)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	s->o = *o;
+	s->lfd = -1;
+	if (!s->o.max_conns)
+		s->o.max_conns = 1024;
+	if (!s->o.max_inflight)
+		s->o.max_inflight = 64;
+	if (!s->o.max_line || s->o.max_line > IBVF_API_MAX_LINE)
+		s->o.max_line = IBVF_API_MAX_LINE;
+	snprintf(s->path, sizeof(s->path), "%s", o->socket_path);
+	ibvf_api_server_set_uids(s, o->allowed_uids, o->n_allowed_uids);
+	ret = make_listener(s, err, errlen);
+	if (ret) {
+		free(s);
+		return ret;
+	}
+	s->lw = ibvf_loop_watch(o->loop, s->lfd, EPOLLIN, on_accept, s);
+	if (!s->lw) {
+		ret = ibvf_errf(err, errlen, -errno, "epoll: %s", strerror(errno));
+		close(s->lfd);
+		unlink(s->path);
+		free(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+void ibvf_api_server_set_uids(struct ibvf_api_server *s, const uid_t *uids, size_t n)
+{
+	if (n > sizeof(s->uids) / sizeof(s->uids[0]))
+		n = sizeof(s->uids) / sizeof(s->uids[0]);
+	memcpy(s->uids, uids, n * sizeof(*uids));
+	s->n_uids = n;
+}
+
+void ibvf_api_server_stop_accepting(struct ibvf_api_server *s)
+{
+	if (!s || s->lfd < 0)
+		return;
+	ibvf_watch_remove(s->lw);
+	s->lw = NULL;
+	close(s->lfd);
+	s->lfd = -1;
+	unlink(s->path);
+}
+
+size_t ibvf_api_server_conns(struct ibvf_api_server *s)
+{
+	return s->n_conns;
+}
+
+void ibvf_api_server_free(struct ibvf_api_server *s)
+{
+	if (!s)
+		return;
+	ibvf_api_server_stop_accepting(s);
+	while (s->conns)
+		conn_close(s->conns);
+	free(s);
+}

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The attach engine of ibvfd: executes the JSON-RPC methods of
+ * include/ibvf/api.h (prepare, commit, release, status, list, gc, audit)
+ * and runs reconciliation. Each prepare walks the attach state machine,
+ * persisting every step in the GUID pool store before the next one starts:
+ *
+ *   allocated → programmed → sm_requested → sm_confirmed → port_ready → handed
+ *   (pool)      (VF GUIDs +   (persisted     (SM backend    (port ACTIVE,   (commit)
+ *                link + rebind) before the SM) confirmed)     PKeys present)
+ *
+ * and release walks it back: releasing → SM removal → VF GUIDs reset (to the
+ * VF's pre-attach GUIDs, or daemon.parked_guid) → pool release (quarantine).
+ * A failing step rolls back every earlier one and the caller gets one error.
+ *
+ * The engine reaches VFs and ports only through the two seams below, so the
+ * state machine is unit-tested with fakes and wired in ibvfd to the netlink /
+ * ibsim VF drivers and the port watcher. Blocking work runs on a worker pool;
+ * SM membership changes go through the batcher (sm_batch.h) without holding
+ * a worker while a batch is open. The GUID pool is used under one mutex.
+ */
+#ifndef IBVF_ATTACH_H
+#define IBVF_ATTACH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ibvf/sm_backend.h>
+
+#include "config.h"
+#include "evloop.h"
+#include "guid_pool.h"
+
+/** A VF as the engine sees it. */
+struct ibvf_attach_vf {
+	char pci[32]; /* "0000:03:00.2" */
+	char pf[16];  /* PF netdev */
+	int vf_index;
+	char netdev[32];    /* VF netdev, "" when none (e.g. moved into a Pod) */
+	char rdma_dev[32];  /* VF RDMA device, "" when none */
+	bool guids_known;   /* node/port GUID could be read back */
+	uint64_t node_guid; /* host order */
+	uint64_t port_guid;
+	char link_state[8]; /* "auto" / "enable" / "disable" / "" unknown */
+};
+
+/** VF seam: inventory and GUID programming (vf_netlink / lab ibsim driver, or fakes). */
+struct ibvf_vf_ops {
+	/** lookup() - the VF at PCI address @pci, current GUIDs read back if possible. */
+	int (*lookup)(void *ctx, const char *pci, struct ibvf_attach_vf *out, char *err,
+		      size_t errlen);
+	/**
+	 * program() - set node and port GUID (and link state unless NULL/""),
+	 * rebind the VF driver, then refresh @vf's netdev/RDMA device names.
+	 * On failure the VF is left as it was (the driver rolls back).
+	 */
+	int (*program)(void *ctx, struct ibvf_attach_vf *vf, uint64_t node_guid, uint64_t port_guid,
+		       const char *link_state, char *err, size_t errlen);
+	/** list() - every VF of the node (reconciliation); @cb's non-zero return stops. */
+	int (*list)(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *vf), void *arg,
+		    char *err, size_t errlen);
+	void *ctx;
+};
+
+/** What the port watcher saw. */
+struct ibvf_port_result {
+	uint16_t lid;
+	uint16_t sm_lid;
+	char state[16];			     /* "ACTIVE", "INIT", ... */
+	int pkey_index[IBVF_POOL_MAX_PKEYS]; /* per requested PKey, -1 if absent */
+};
+
+/** Port seam: wait for the VF port to be ACTIVE with every PKey in its P_Key table. */
+struct ibvf_port_ops {
+	/**
+	 * wait() - until @deadline_ms (CLOCK_MONOTONIC ms). @pkeys carry the
+	 * membership bit. On -ETIMEDOUT @out holds what was last seen and @err
+	 * says what was missing.
+	 */
+	int (*wait)(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid,
+		    const uint16_t *pkeys, size_t n, int64_t deadline_ms,
+		    struct ibvf_port_result *out, char *err, size_t errlen);
+	void *ctx;
+};
+
+struct ibvf_engine_opts {
+	struct ibvf_loop *loop;
+	struct ibvf_pool *pool; /* engine takes ownership (closes it) */
+	const struct ibvf_sm_ops *sm_ops;
+	struct ibvf_sm_backend *sm; /* not owned */
+	struct ibvf_vf_ops vf;
+	struct ibvf_port_ops port;
+	const struct ibvf_config *cfg; /* read at creation and at ibvf_engine_reload() */
+	unsigned int seed;	       /* SM retry jitter */
+	uint32_t sm_retry_base_ms;     /* 0: default 100 */
+	uint32_t sm_max_attempts;      /* 0: default 8 */
+};
+
+struct ibvf_engine;
+
+/**
+ * ibvf_reply_fn - completion of one API call, on the loop thread.
+ * @result: new reference to the JSON-RPC "result" (NULL on error).
+ * @code/@msg/@err_no/@step: the JSON-RPC error (IBVF_RPC_*) when @result is NULL.
+ * Return: true if the reply reached a connected client; false when the
+ * client went away (a prepare that created an attachment is then rolled back).
+ */
+typedef bool (*ibvf_reply_fn)(void *ctx, json_t *result, int code, const char *msg, int err_no,
+			      const char *step);
+
+int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, char *err,
+		    size_t errlen);
+
+/**
+ * ibvf_engine_call() - start method @method with @params (borrowed) on the
+ * loop thread; @reply is called exactly once (possibly before this returns
+ * for invalid params). Unknown methods are answered with
+ * IBVF_RPC_METHOD_NOT_FOUND.
+ */
+void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
+		      ibvf_reply_fn reply, void *ctx);
+
+/** What a reconciliation pass may change (docs/operations.md). */
+enum ibvf_reconcile_pass {
+	IBVF_PASS_DRY_RUN = 0, /* change nothing; report what would be done */
+	IBVF_PASS_REPAIR,      /* roll back mid-flight attaches, finish releases, re-push
+				* lost memberships; report orphans (daemon default) */
+	IBVF_PASS_FIX,	       /* REPAIR + remove orphan SM members, reset orphan VFs */
+};
+
+/**
+ * ibvf_engine_reconcile() - run one reconciliation pass now (blocking; not on
+ * the loop thread). @findings (optional) gets a JSON array of
+ * {kind, severity, guid, pkey?, pci?, detail, fix, fixed}.
+ * Return: number of problems left (found and not fixed), or -errno (-EBUSY:
+ * another pass is running).
+ */
+int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, json_t *findings,
+			  char *err, size_t errlen);
+
+/** ibvf_engine_reconcile_async() - queue a reconciliation pass on the workers (timer). */
+void ibvf_engine_reconcile_async(struct ibvf_engine *e);
+
+/** ibvf_engine_validate_sm() - call the backend's validate(); updates readiness. Blocking. */
+int ibvf_engine_validate_sm(struct ibvf_engine *e);
+
+/** ibvf_engine_ready() - SM validated and start-up reconciliation done. */
+bool ibvf_engine_ready(struct ibvf_engine *e);
+
+/** ibvf_engine_reconciled() - the first reconciliation pass has finished. */
+bool ibvf_engine_reconciled(struct ibvf_engine *e);
+
+/** ibvf_engine_inflight() - API calls not yet answered. */
+size_t ibvf_engine_inflight(struct ibvf_engine *e);
+
+/**
+ * ibvf_engine_stop() - refuse new calls (IBVF_RPC_BUSY); calls in flight go
+ * on. ibvf_engine_cancel() additionally makes them roll back at their next step.
+ */
+void ibvf_engine_stop(struct ibvf_engine *e);
+void ibvf_engine_cancel(struct ibvf_engine *e);
+
+/** ibvf_engine_reload() - take the reloadable settings from @cfg (SIGHUP). */
+void ibvf_engine_reload(struct ibvf_engine *e, const struct ibvf_config *cfg);
+
+/** ibvf_engine_sm_stats() - the batcher's counters as JSON (new reference). */
+json_t *ibvf_engine_sm_stats(struct ibvf_engine *e);
+
+/** ibvf_engine_free() - wait for workers, free everything it owns. NULL is a no-op. */
+void ibvf_engine_free(struct ibvf_engine *e);
+
+#endif /* IBVF_ATTACH_H */

@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Reconciliation of the three views of an attachment: the GUID pool store,
+ * the VFs (GUIDs read back) and the SM's partition membership
+ * (list_members). Runs at start-up (before prepare is accepted) and every
+ * sm.periodic_update_s seconds; `ibvfctl pool audit` asks for a pass too.
+ *
+ *  - store records in a transient state (allocated .. sm_confirmed) with no
+ *    running operation were cut short by a crash or kill: rolled back;
+ *  - records in "releasing" are finished (SM removal, VF reset, pool release);
+ *  - port_ready / handed records whose membership the SM lost are re-pushed;
+ *    a VF whose GUID differs from the record is reported (drift);
+ *  - SM members in the ibvf ranges that no record holds, and VFs carrying a
+ *    GUID of the ranges that no record holds, are reported, and removed /
+ *    reset when daemon.reconcile is "fix";
+ *  - the store's own audit (leaked or double-free GUIDs) is included.
+ *
+ * Order matters: the SM is listed BEFORE the store snapshot is read, so a
+ * GUID being attached right now (always recorded before the SM sees it) is
+ * never mistaken for an orphan.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ibvf/types.h>
+
+#include "attach_int.h"
+#include "err.h"
+#include "log.h"
+
+struct sm_entry {
+	uint16_t pkey;
+	uint64_t guid;
+	enum ibvf_membership membership;
+};
+
+struct rec_ctx {
+	struct sm_entry *sm;
+	size_t n_sm, cap_sm;
+	struct ibvf_alloc *recs;
+	size_t n_recs, cap_recs;
+	struct ibvf_attach_vf *vfs;
+	size_t n_vfs, cap_vfs;
+	struct ibvf_engine *e;
+	enum ibvf_reconcile_pass mode;
+	json_t *findings;
+	int problems;
+};
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	void *p;
+	size_t c;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? *cap * 2 : 64;
+	p = realloc(*arr, c * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
+static int sm_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool managed)
+{
+	struct rec_ctx *r = arg;
+
+	if (!managed || !eng_in_ranges(r->e, m->guid))
+		return 0;
+	if (grow((void **)&r->sm, &r->cap_sm, r->n_sm, sizeof(*r->sm)))
+		return -ENOMEM;
+	r->sm[r->n_sm++] = (struct sm_entry){ibvf_pkey_key(pkey), m->guid, m->membership};
+	return 0;
+}
+
+static int rec_cb(void *arg, const struct ibvf_alloc *a)
+{
+	struct rec_ctx *r = arg;
+
+	if (grow((void **)&r->recs, &r->cap_recs, r->n_recs, sizeof(*r->recs)))
+		return -ENOMEM;
+	r->recs[r->n_recs++] = *a;
+	return 0;
+}
+
+static int vf_cb(void *arg, const struct ibvf_attach_vf *vf)
+{
+	struct rec_ctx *r = arg;
+
+	if (grow((void **)&r->vfs, &r->cap_vfs, r->n_vfs, sizeof(*r->vfs)))
+		return -ENOMEM;
+	r->vfs[r->n_vfs++] = *vf;
+	return 0;
+}
+
+static void finding(struct rec_ctx *r, const char *kind, bool problem, uint64_t guid, int pkey,
+		    const char *pci, const char *fix, bool fixed, const char *fmt, ...)
+	__attribute__((format(printf, 9, 10)));
+
+static void finding(struct rec_ctx *r, const char *kind, bool problem, uint64_t guid, int pkey,
+		    const char *pci, const char *fix, bool fixed, const char *fmt, ...)
+{
+	char detail[512], g[IBVF_GUID_STR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (problem && !fixed)
+		r->problems++;
+	ibvf_log(problem && !fixed ? LOG_WARNING : LOG_INFO, "reconcile: %s: %s%s%s", kind, detail,
+		 fixed ? "; fixed: " : "", fixed ? fix : "");
+	if (!r->findings)
+		return;
+	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "kind", kind, "severity",
+			      problem ? "problem" : "notice", "guid",
+			      guid ? ibvf_guid_format(guid, g) : "", "detail", detail, "fix", fix,
+			      "fixed", fixed);
+
+	if (pkey >= 0) {
+		char p[8];
+
+		snprintf(p, sizeof(p), "0x%04x", pkey);
+		json_object_set_new(o, "pkey", json_string(p));
+	}
+	if (pci && *pci)
+		json_object_set_new(o, "pci", json_string(pci));
+	json_array_append_new(r->findings, o);
+}
+
+static int cmp_sm(const void *x, const void *y)
+{
+	const struct sm_entry *a = x, *b = y;
+
+	if (a->pkey != b->pkey)
+		return a->pkey < b->pkey ? -1 : 1;
+	return a->guid < b->guid ? -1 : a->guid > b->guid;
+}
+
+/* r->sm is sorted by (PKey, GUID) once listed. */
+static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
+{
+	struct sm_entry key = {.pkey = pkey, .guid = guid};
+
+	return r->n_sm && bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm);
+}
+
+static void owner_keyhold(const struct ibvf_alloc *a, struct keyhold *k)
+{
+	memset(k, 0, sizeof(*k));
+	snprintf(k->owner, sizeof(k->owner), "%.128s/%.16s", a->owner.container_id,
+		 a->owner.ifname);
+	snprintf(k->pci, sizeof(k->pci), "%s", a->pci);
+}
+
+/* One store record: resume/roll back, check VF and SM. */
+static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
+{
+	struct ibvf_engine *e = r->e;
+	struct ibvf_alloc a;
+	struct keyhold k;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	bool pending;
+	int ret;
+
+	/*
+	 * Decide on the snapshot first: a settled record whose memberships are
+	 * all there and that names no VF needs nothing, so a pass over tens of
+	 * thousands of owners does not re-read each of them.
+	 */
+	if (snap->state == IBVF_ALLOC_PORT_READY || snap->state == IBVF_ALLOC_HANDED) {
+		bool missing = false;
+
+		for (size_t i = 0; sm_listed && i < snap->n_pkeys; i++)
+			missing |= !sm_has(r, ibvf_pkey_key(snap->pkeys[i]), snap->guid);
+		if (!missing && !snap->pci[0])
+			return;
+	}
+	owner_keyhold(snap, &k);
+	if (!eng_try_keys(e, &k))
+		return; /* a running operation owns it */
+	eng_pool_lock(e);
+	ret = ibvf_pool_get(e->pool, snap->guid, &a, err, sizeof(err));
+	eng_pool_unlock(e);
+	*snap = a;
+	if (ret || a.state == IBVF_ALLOC_QUARANTINED)
+		goto out;
+	ibvf_guid_format(a.guid, s);
+	if (a.state < IBVF_ALLOC_PORT_READY || a.state == IBVF_ALLOC_RELEASING) {
+		bool mid = a.state != IBVF_ALLOC_RELEASING;
+		const char *st = ibvf_alloc_state_name(a.state);
+
+		if (r->mode == IBVF_PASS_DRY_RUN) {
+			finding(r, mid ? "mid-flight" : "releasing", true, a.guid, -1, a.pci,
+				mid ? "roll the attach back" : "finish the release", false,
+				"GUID %s of container %.12s ifname %s was left %s", s,
+				a.owner.container_id, a.owner.ifname, st);
+			snap->state = IBVF_ALLOC_RELEASING;
+			goto out;
+		}
+		ret = eng_undo(e, &a, mid ? a.state >= IBVF_ALLOC_SM_REQUESTED : true, &pending,
+			       err, sizeof(err));
+		finding(r, mid ? "mid-flight" : "releasing", true, a.guid, -1, snap->pci,
+			mid ? "roll the attach back" : "finish the release", !ret && !pending,
+			"GUID %s of container %.12s ifname %s was left %s%s%s", s,
+			a.owner.container_id, a.owner.ifname, st, ret ? ": " : "",
+			ret ? err : (pending ? " (SM removal still pending)" : ""));
+		snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
+		goto out;
+	}
+	/* port_ready / handed: the VF must carry the GUID ... */
+	if (a.pci[0]) {
+		struct ibvf_attach_vf vf;
+
+		ret = e->vf.lookup(e->vf.ctx, a.pci, &vf, err, sizeof(err));
+		if (ret)
+			finding(r, "vf-missing", true, a.guid, -1, a.pci, "none (report only)",
+				false, "GUID %s: VF %s of container %.12s: %s", s, a.pci,
+				a.owner.container_id, err);
+		else if (vf.guids_known && vf.port_guid != a.guid)
+			finding(r, "vf-drift", true, a.guid, -1, a.pci,
+				"none (re-attach the Pod's interface)", false,
+				"VF %s (PF %s VF %d) carries port GUID %016llx, the store says %s",
+				a.pci, a.pf, a.vf_index, (unsigned long long)vf.port_guid, s);
+	}
+	/* ... and the SM must still have it in every PKey */
+	for (size_t i = 0; sm_listed && i < a.n_pkeys; i++) {
+		uint16_t pk = ibvf_pkey_key(a.pkeys[i]);
+		struct ibvf_sm_member m = {
+			.guid = a.guid,
+			.membership = ibvf_pkey_is_full(a.pkeys[i]) ? IBVF_MEMBER_FULL
+								    : IBVF_MEMBER_LIMITED,
+		};
+		char e2[IBVF_ERR_LEN + 96];
+
+		if (sm_has(r, pk, a.guid))
+			continue;
+		if (r->mode == IBVF_PASS_DRY_RUN) {
+			finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership",
+				false, "the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x",
+				s, a.owner.container_id, ibvf_alloc_state_name(a.state), pk);
+			continue;
+		}
+		ret = ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_ADD, pk, &m, ibvf_mono_ms() + 30000,
+					 e2, sizeof(e2));
+		finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership", !ret,
+			"the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x%s%s", s,
+			a.owner.container_id, ibvf_alloc_state_name(a.state), pk, ret ? ": " : "",
+			ret ? e2 : "");
+	}
+out:
+	eng_drop_keys(e, &k);
+}
+
+/* r->recs comes from ibvf_pool_list() in GUID order: binary search. */
+static bool store_holds(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
+{
+	size_t lo = 0, hi = r->n_recs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->recs[mid].guid < guid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == r->n_recs || r->recs[lo].guid != guid ||
+	    r->recs[lo].state == IBVF_ALLOC_QUARANTINED)
+		return false;
+	for (size_t k = 0; k < r->recs[lo].n_pkeys; k++)
+		if (ibvf_pkey_key(r->recs[lo].pkeys[k]) == pkey)
+			return true;
+	return false;
+}
+
+static void check_sm_orphans(struct rec_ctx *r, bool fix)
+{
+	char s[IBVF_GUID_STR_LEN], e2[IBVF_ERR_LEN + 96];
+
+	for (size_t i = 0; i < r->n_sm; i++) {
+		struct sm_entry *m = &r->sm[i];
+		struct ibvf_sm_member mem = {.guid = m->guid};
+		int ret = 0;
+
+		if (store_holds(r, m->pkey, m->guid))
+			continue;
+		if (fix)
+			ret = ibvf_sm_batch_call(r->e->batch, IBVF_SM_REQ_REMOVE, m->pkey, &mem,
+						 ibvf_mono_ms() + 30000, e2, sizeof(e2));
+		finding(r, "sm-orphan", true, m->guid, m->pkey, NULL,
+			"remove the GUID from the PKey", fix && !ret,
+			"GUID %s is a member of PKey 0x%04x but no owner holds it%s%s",
+			ibvf_guid_format(m->guid, s), m->pkey, fix && ret ? ": " : "",
+			fix && ret ? e2 : "");
+	}
+}
+
+static void check_vf_orphans(struct rec_ctx *r, bool fix)
+{
+	struct ibvf_engine *e = r->e;
+	char s[IBVF_GUID_STR_LEN], err[IBVF_ERR_LEN];
+
+	for (size_t i = 0; i < r->n_vfs; i++) {
+		struct ibvf_attach_vf *vf = &r->vfs[i];
+		struct ibvf_alloc a;
+		struct keyhold k = {0};
+		int ret;
+
+		if (!vf->guids_known || !eng_in_ranges(e, vf->port_guid))
+			continue;
+		ibvf_guid_format(vf->port_guid, s);
+		for (size_t j = 0; j < i; j++)
+			if (r->vfs[j].guids_known && r->vfs[j].port_guid == vf->port_guid)
+				finding(r, "duplicate-guid", true, vf->port_guid, -1, vf->pci,
+					"none (release one of the attachments)", false,
+					"GUID %s is on VF %s and on VF %s", s, r->vfs[j].pci,
+					vf->pci);
+		snprintf(k.pci, sizeof(k.pci), "%s", vf->pci);
+		if (!eng_try_keys(e, &k))
+			continue; /* being attached or released right now */
+		eng_pool_lock(e);
+		ret = ibvf_pool_find_pci(e->pool, vf->pci, &a, err, sizeof(err));
+		eng_pool_unlock(e);
+		if (ret == 0 && a.guid == vf->port_guid && a.state != IBVF_ALLOC_RELEASING) {
+			eng_drop_keys(e, &k);
+			continue;
+		}
+		if (ret == 0 || ret == -ENOENT) {
+			int fret = 0;
+
+			if (fix) {
+				/* reset it as a release would: parked GUID or 0 */
+				memset(&a, 0, sizeof(a));
+				a.guid = vf->port_guid;
+				snprintf(a.pci, sizeof(a.pci), "%s", vf->pci);
+				snprintf(a.pf, sizeof(a.pf), "%s", vf->pf);
+				a.vf_index = vf->vf_index;
+				uint64_t parked;
+
+				pthread_mutex_lock(&e->lock);
+				parked = e->parked_guid;
+				pthread_mutex_unlock(&e->lock);
+				fret = e->vf.program(e->vf.ctx, vf, parked, parked, NULL, err,
+						     sizeof(err));
+			}
+			finding(r, "vf-orphan", true, vf->port_guid, -1, vf->pci,
+				"reset the VF's GUIDs to the parked value (or 0)", fix && !fret,
+				"VF %s (PF %s VF %d) carries GUID %s of the ibvf ranges but no owner "
+				"holds it there%s%s",
+				vf->pci, vf->pf, vf->vf_index, s, fix && fret ? ": " : "",
+				fix && fret ? err : "");
+		}
+		eng_drop_keys(e, &k);
+	}
+}
+
+static int store_audit_cb(void *arg, const struct ibvf_audit_finding *f)
+{
+	struct rec_ctx *r = arg;
+	char kind[48];
+
+	snprintf(kind, sizeof(kind), "store-%s", ibvf_audit_kind_name(f->kind));
+	finding(r, kind, f->problem, f->guid, -1, NULL,
+		f->kind == IBVF_AUDIT_EXPIRED_QUARANTINE ? "free the GUID (done every pass)"
+							 : "see ibvfctl pool audit",
+		false, "%s", f->detail);
+	return 0;
+}
+
+int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, json_t *findings,
+			  char *err, size_t errlen)
+{
+	struct rec_ctx r = {.e = e, .mode = mode, .findings = findings};
+	bool fix = mode == IBVF_PASS_FIX;
+	char e2[IBVF_ERR_LEN] = "";
+	bool sm_listed = false, sm_check;
+	int ret;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->reconcile_running) {
+		pthread_mutex_unlock(&e->lock);
+		return ibvf_errf(err, errlen, -EBUSY, "a reconciliation pass is running");
+	}
+	e->reconcile_running = true;
+	sm_check = e->sm_ok || !e->reconciled;
+	pthread_mutex_unlock(&e->lock);
+
+	/* 1. the SM's view first (see the comment at the top) */
+	if (sm_check) {
+		struct ibvf_sm_backend *b;
+		const struct ibvf_sm_ops *ops = ibvf_sm_batch_lock(e->batch, &b);
+
+		ret = ops->list_members(b, -1, sm_cb, &r, e2, sizeof(e2));
+		ibvf_sm_batch_unlock(e->batch);
+		sm_listed = ret >= 0;
+		if (sm_listed && r.n_sm)
+			qsort(r.sm, r.n_sm, sizeof(*r.sm), cmp_sm);
+		if (ret < 0) {
+			r.n_sm = 0;
+			finding(&r, "sm-unreachable", true, 0, -1, NULL,
+				"none (retried every pass)", false,
+				"listing SM membership failed: %s", e2[0] ? e2 : strerror(-ret));
+		}
+	}
+	/* the noop backend keeps no membership: nothing to compare */
+	if (!strcmp(e->sm_ops->name, "noop"))
+		sm_listed = false;
+
+	/* 2. the store */
+	eng_pool_lock(e);
+	ret = ibvf_pool_list(e->pool, NULL, rec_cb, &r, err, errlen);
+	eng_pool_unlock(e);
+	if (ret < 0)
+		goto out;
+	for (size_t i = 0; i < r.n_recs; i++)
+		check_record(&r, &r.recs[i], sm_listed);
+	if (sm_listed)
+		check_sm_orphans(&r, fix);
+
+	/* 3. the VFs */
+	if (e->vf.list) {
+		ret = e->vf.list(e->vf.ctx, vf_cb, &r, e2, sizeof(e2));
+		if (ret < 0)
+			finding(&r, "vf-list-failed", true, 0, -1, NULL, "none", false,
+				"listing VFs failed: %s", e2);
+		else
+			check_vf_orphans(&r, fix);
+	}
+
+	/* 4. the store's own consistency */
+	eng_pool_lock(e);
+	ret = ibvf_pool_audit(e->pool, store_audit_cb, &r, err, errlen);
+	eng_pool_unlock(e);
+	if (ret >= 0)
+		ret = 0;
+out:
+	pthread_mutex_lock(&e->lock);
+	e->reconcile_running = false;
+	if (ret >= 0)
+		e->reconciled = true;
+	pthread_mutex_unlock(&e->lock);
+	free(r.sm);
+	free(r.recs);
+	free(r.vfs);
+	if (ret < 0)
+		return ret;
+	log_debug("reconciliation: %zu records, %zu SM members, %zu VFs, %d problem(s)", r.n_recs,
+		  r.n_sm, r.n_vfs, r.problems);
+	return r.problems;
+}

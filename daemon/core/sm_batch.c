@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: MIT
+/* SM request batcher: per-PKey coalescing, window/size flush, retries with backoff. */
+#include "sm_batch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "err.h"
+#include "evloop.h"
+#include "log.h"
+
+struct req {
+	enum ibvf_sm_req_kind kind;
+	uint16_t pkey;
+	struct ibvf_sm_member member;
+	struct ibvf_sm_pkey_flags flags;
+	int64_t deadline_ms;
+	ibvf_sm_done_fn done;
+	void *arg;
+	bool finished;
+};
+
+struct ibvf_sm_batch {
+	struct ibvf_sm_batch_opts o;
+	pthread_mutex_t lock; /* queue, stats, options */
+	pthread_cond_t cond;
+	pthread_mutex_t be_lock; /* one backend call at a time */
+	struct req *q;		 /* queued, not yet sent */
+	size_t n, cap;
+	int64_t first_ms; /* when the oldest queued request arrived */
+	bool stop, flush_now;
+	long expected; /* requests announced, not yet submitted */
+	pthread_t thread;
+	struct ibvf_sm_batch_stats st;
+	unsigned int rnd;
+};
+
+bool ibvf_sm_retryable(int e)
+{
+	switch (e) {
+	case -EINVAL:
+	case -EPERM:
+	case -EACCES:
+	case -EOPNOTSUPP:
+	case -ENOSPC:
+	case -ERANGE:
+	case -E2BIG:
+	case -ENOMEM:
+		return false;
+	default:
+		return true;
+	}
+}
+
+static void finish(struct ibvf_sm_batch *b, struct req *r, int status, const char *msg)
+{
+	if (r->finished)
+		return;
+	r->finished = true;
+	if (status) {
+		pthread_mutex_lock(&b->lock);
+		b->st.failures++;
+		pthread_mutex_unlock(&b->lock);
+	}
+	r->done(r->arg, status, msg ? msg : "");
+}
+
+static int cmp_req(const void *x, const void *y)
+{
+	const struct req *a = x, *b = y;
+
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1; /* removes first */
+	if (a->pkey != b->pkey)
+		return a->pkey < b->pkey ? -1 : 1;
+	return a->member.guid < b->member.guid ? -1 : a->member.guid > b->member.guid;
+}
+
+/* One backend call for @n requests of one kind and PKey. */
+static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *err, size_t errlen)
+{
+	int64_t t0 = ibvf_mono_ms();
+	int ret;
+
+	pthread_mutex_lock(&b->be_lock);
+	if (r[0].kind == IBVF_SM_REQ_ADD) {
+		struct ibvf_sm_member *m = malloc(n * sizeof(*m));
+
+		if (!m) {
+			pthread_mutex_unlock(&b->be_lock);
+			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; i < n; i++)
+			m[i] = r[i].member;
+		ret = b->o.ops->add_members(b->o.backend, r[0].pkey, m, n, &r[0].flags, err,
+					    errlen);
+		free(m);
+	} else {
+		uint64_t *g = malloc(n * sizeof(*g));
+
+		if (!g) {
+			pthread_mutex_unlock(&b->be_lock);
+			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; i < n; i++)
+			g[i] = r[i].member.guid;
+		ret = b->o.ops->remove_members(b->o.backend, r[0].pkey, g, n, err, errlen);
+		free(g);
+	}
+	pthread_mutex_unlock(&b->be_lock);
+	pthread_mutex_lock(&b->lock);
+	b->st.call_ms_total += (uint64_t)(ibvf_mono_ms() - t0);
+	if (r[0].kind == IBVF_SM_REQ_ADD)
+		b->st.add_calls++;
+	else
+		b->st.remove_calls++;
+	if (ret < 0)
+		b->st.last_error = ret;
+	pthread_mutex_unlock(&b->lock);
+	return ret < 0 ? ret : 0;
+}
+
+static void sleep_ms(int64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+
+	while (ms > 0 && nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* Backoff before attempt @attempt (1-based retries): base * 2^(attempt-1), capped, jittered. */
+static int64_t backoff_ms(struct ibvf_sm_batch *b, unsigned attempt)
+{
+	uint64_t d = b->o.retry_base_ms;
+
+	for (unsigned i = 1; i < attempt && d < b->o.retry_max_ms; i++)
+		d *= 2;
+	if (d > b->o.retry_max_ms)
+		d = b->o.retry_max_ms;
+	/* "equal jitter": half fixed, half random, so retries of many daemons spread */
+	return (int64_t)(d / 2 + (uint64_t)rand_r(&b->rnd) % (d / 2 + 1));
+}
+
+/* Send @n requests (same kind, PKey) with retries; split on a non-retryable error. */
+static void send_group(struct ibvf_sm_batch *b, struct req *r, size_t n, bool shutting_down)
+{
+	char err[IBVF_ERR_LEN] = "", msg[IBVF_ERR_LEN + 96];
+	unsigned attempt = 0;
+	int ret;
+
+	for (;;) {
+		int64_t now, latest = 0;
+		size_t live = 0;
+
+		err[0] = 0;
+		ret = backend_call(b, r, n, err, sizeof(err));
+		attempt++;
+		if (!ret) {
+			for (size_t i = 0; i < n; i++)
+				finish(b, &r[i], 0, NULL);
+			return;
+		}
+		if (!ibvf_sm_retryable(ret) && n > 1) {
+			send_group(b, r, n / 2, shutting_down);
+			send_group(b, r + n / 2, n - n / 2, shutting_down);
+			return;
+		}
+		now = ibvf_mono_ms();
+		snprintf(msg, sizeof(msg), "SM %s %s PKey 0x%04x (%zu GUIDs, attempt %u): %s",
+			 b->o.ops->name, r[0].kind == IBVF_SM_REQ_ADD ? "add to" : "remove from",
+			 r[0].pkey, n, attempt, err[0] ? err : strerror(-ret));
+		for (size_t i = 0; i < n; i++) {
+			if (r[i].finished)
+				continue;
+			if (r[i].deadline_ms && r[i].deadline_ms <= now) {
+				finish(b, &r[i], -ETIMEDOUT, msg);
+				continue;
+			}
+			live++;
+			if (!r[i].deadline_ms || latest == 0 || r[i].deadline_ms > latest)
+				latest = r[i].deadline_ms ? r[i].deadline_ms : INT64_MAX;
+		}
+		if (!live)
+			return;
+		if (!ibvf_sm_retryable(ret) || attempt >= b->o.max_attempts || shutting_down) {
+			log_warn("%s; giving up", msg);
+			for (size_t i = 0; i < n; i++)
+				finish(b, &r[i], ret, msg);
+			return;
+		}
+		{
+			int64_t d = backoff_ms(b, attempt);
+
+			if (latest != INT64_MAX && now + d > latest)
+				d = latest - now;
+			log_warn("%s; retrying in %lld ms", msg, (long long)d);
+			pthread_mutex_lock(&b->lock);
+			b->st.retries++;
+			pthread_mutex_unlock(&b->lock);
+			sleep_ms(d);
+		}
+	}
+}
+
+static void flush(struct ibvf_sm_batch *b, struct req *r, size_t n, uint32_t batch_max,
+		  bool shutting_down)
+{
+	size_t i = 0;
+
+	qsort(r, n, sizeof(*r), cmp_req);
+	while (i < n) {
+		size_t j = i;
+
+		while (j < n && j - i < batch_max && r[j].kind == r[i].kind &&
+		       r[j].pkey == r[i].pkey)
+			j++;
+		log_debug("SM %s: %s %zu GUID(s) %s PKey 0x%04x", b->o.ops->name,
+			  r[i].kind == IBVF_SM_REQ_ADD ? "adding" : "removing", j - i,
+			  r[i].kind == IBVF_SM_REQ_ADD ? "to" : "from", r[i].pkey);
+		send_group(b, r + i, j - i, shutting_down);
+		i = j;
+	}
+}
+
+static void *sm_thread(void *arg)
+{
+	struct ibvf_sm_batch *b = arg;
+
+	pthread_mutex_lock(&b->lock);
+	for (;;) {
+		int64_t now = ibvf_mono_ms();
+		struct req *r;
+		size_t n;
+		uint32_t bmax;
+		bool stop;
+
+		if (!b->n) {
+			if (b->stop)
+				break;
+			pthread_cond_wait(&b->cond, &b->lock);
+			continue;
+		}
+		/*
+		 * A closed window stays open while announced requests are on their
+		 * way (bounded by hold_max_ms): concurrent attaches share a call. In
+		 * a closed loop everybody ends up waiting on the batch, so the
+		 * announced count drains and the hold ends early.
+		 */
+		int64_t hold = (int64_t)b->o.hold_max_ms;
+
+		if (!b->stop && !b->flush_now && b->n < b->o.batch_max &&
+		    (now < b->first_ms + b->o.window_ms ||
+		     (b->expected > 0 && now < b->first_ms + b->o.window_ms + hold))) {
+			int64_t until = b->first_ms + b->o.window_ms;
+			struct timespec ts;
+
+			if (now >= until)
+				until += hold;
+
+			/* condvar uses CLOCK_MONOTONIC (set in ibvf_sm_batch_new) */
+			ts.tv_sec = (time_t)(until / 1000);
+			ts.tv_nsec = (long)(until % 1000) * 1000000;
+			pthread_cond_timedwait(&b->cond, &b->lock, &ts);
+			continue;
+		}
+		r = b->q;
+		n = b->n;
+		b->q = NULL;
+		b->n = b->cap = 0;
+		b->flush_now = false;
+		b->st.flushes++;
+		bmax = b->o.batch_max;
+		stop = b->stop;
+		pthread_mutex_unlock(&b->lock);
+		flush(b, r, n, bmax, stop);
+		free(r);
+		pthread_mutex_lock(&b->lock);
+	}
+	pthread_mutex_unlock(&b->lock);
+	return NULL;
+}
+
+int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch **out, char *err,
+		      size_t errlen)
+{
+	struct ibvf_sm_batch *b = calloc(1, sizeof(*b));
+	pthread_condattr_t ca;
+	int ret;
+
+	*out = NULL;
+	if (!b)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	b->o = *o;
+	if (!b->o.batch_max)
+		b->o.batch_max = 1024;
+	if (!b->o.retry_base_ms)
+		b->o.retry_base_ms = 100;
+	if (!b->o.retry_max_ms)
+		b->o.retry_max_ms = 5000;
+	if (!b->o.max_attempts)
+		b->o.max_attempts = 8;
+	if (!b->o.hold_max_ms)
+		b->o.hold_max_ms = 1000;
+	b->rnd = o->seed;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->be_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = -pthread_create(&b->thread, NULL, sm_thread, b);
+	if (ret) {
+		pthread_mutex_destroy(&b->lock);
+		pthread_mutex_destroy(&b->be_lock);
+		pthread_cond_destroy(&b->cond);
+		free(b);
+		return ibvf_errf(err, errlen, ret, "pthread_create: %s", strerror(-ret));
+	}
+	*out = b;
+	return 0;
+}
+
+int ibvf_sm_batch_submit(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint16_t pkey,
+			 const struct ibvf_sm_member *member,
+			 const struct ibvf_sm_pkey_flags *flags, int64_t deadline_ms,
+			 ibvf_sm_done_fn done, void *arg)
+{
+	struct req nr = {
+		.kind = kind,
+		.pkey = pkey & IBVF_PKEY_KEY_MASK,
+		.member = *member,
+		.flags = flags ? *flags : (struct ibvf_sm_pkey_flags){.ipoib = true},
+		.deadline_ms = deadline_ms,
+		.done = done,
+		.arg = arg,
+	};
+	struct req old = {0};
+	bool replaced = false;
+
+	pthread_mutex_lock(&b->lock);
+	if (b->stop) {
+		pthread_mutex_unlock(&b->lock);
+		return -ESHUTDOWN;
+	}
+	b->st.requests++;
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->q[i].pkey == nr.pkey && b->q[i].member.guid == nr.member.guid) {
+			old = b->q[i];
+			b->q[i] = nr;
+			replaced = true;
+			b->st.coalesced++;
+			break;
+		}
+	}
+	if (!replaced) {
+		if (b->n == b->cap) {
+			size_t cap = b->cap ? b->cap * 2 : 64;
+			struct req *q = realloc(b->q, cap * sizeof(*q));
+
+			if (!q) {
+				b->st.requests--;
+				pthread_mutex_unlock(&b->lock);
+				return -ENOMEM;
+			}
+			b->q = q;
+			b->cap = cap;
+		}
+		if (!b->n)
+			b->first_ms = ibvf_mono_ms();
+		b->q[b->n++] = nr;
+	}
+	pthread_cond_signal(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	if (replaced)
+		old.done(old.arg, old.kind == IBVF_SM_REQ_ADD ? -ECANCELED : 0,
+			 "replaced by a later request for the same GUID and PKey");
+	return 0;
+}
+
+struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int status;
+	char msg[IBVF_ERR_LEN + 96];
+};
+
+static void wake_waiter(void *arg, int status, const char *msg)
+{
+	struct waiter *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->status = status;
+	snprintf(w->msg, sizeof(w->msg), "%s", msg);
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int ibvf_sm_batch_call(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint16_t pkey,
+		       const struct ibvf_sm_member *member, int64_t deadline_ms, char *msg,
+		       size_t msglen)
+{
+	struct waiter w = {.done = false};
+	int ret;
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	ret = ibvf_sm_batch_submit(b, kind, pkey, member, NULL, deadline_ms, wake_waiter, &w);
+	if (!ret) {
+		pthread_mutex_lock(&w.lock);
+		while (!w.done)
+			pthread_cond_wait(&w.cond, &w.lock);
+		pthread_mutex_unlock(&w.lock);
+		ret = w.status;
+		if (ret)
+			ibvf_errf(msg, msglen, ret, "%s", w.msg);
+	} else {
+		ibvf_errf(msg, msglen, ret, "SM batcher: %s", strerror(-ret));
+	}
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	return ret;
+}
+
+const struct ibvf_sm_ops *ibvf_sm_batch_lock(struct ibvf_sm_batch *b,
+					     struct ibvf_sm_backend **backend)
+{
+	pthread_mutex_lock(&b->be_lock);
+	*backend = b->o.backend;
+	return b->o.ops;
+}
+
+void ibvf_sm_batch_unlock(struct ibvf_sm_batch *b)
+{
+	pthread_mutex_unlock(&b->be_lock);
+}
+
+void ibvf_sm_batch_expect(struct ibvf_sm_batch *b, int delta)
+{
+	pthread_mutex_lock(&b->lock);
+	b->expected += delta;
+	if (b->expected < 0)
+		b->expected = 0;
+	if (b->expected == 0)
+		pthread_cond_signal(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+void ibvf_sm_batch_flush_now(struct ibvf_sm_batch *b)
+{
+	pthread_mutex_lock(&b->lock);
+	b->flush_now = true;
+	pthread_cond_signal(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+void ibvf_sm_batch_set_window(struct ibvf_sm_batch *b, uint32_t window_ms, uint32_t batch_max)
+{
+	pthread_mutex_lock(&b->lock);
+	b->o.window_ms = window_ms;
+	b->o.batch_max = batch_max ? batch_max : b->o.batch_max;
+	pthread_cond_signal(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+void ibvf_sm_batch_get_stats(struct ibvf_sm_batch *b, struct ibvf_sm_batch_stats *st)
+{
+	pthread_mutex_lock(&b->lock);
+	*st = b->st;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void ibvf_sm_batch_free(struct ibvf_sm_batch *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->lock);
+	b->stop = true;
+	pthread_cond_signal(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	pthread_join(b->thread, NULL);
+	free(b->q);
+	pthread_mutex_destroy(&b->lock);
+	pthread_mutex_destroy(&b->be_lock);
+	pthread_cond_destroy(&b->cond);
+	free(b);
+}

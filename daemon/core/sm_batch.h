@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SM request batcher: coalesces PKey membership adds and removes from many
+ * concurrent attaches into few SM backend calls (include/ibvf/sm_backend.h).
+ *
+ * Requests are queued per (PKey, GUID); a later request for the same pair
+ * replaces an earlier one that has not been sent yet (the last word wins,
+ * the replaced waiter is told -ECANCELED for an add, 0 for a remove). A
+ * batch is flushed by one SM thread when its window (ms since the first
+ * queued request) closes or when batch_max requests are queued; each PKey
+ * then costs one remove_members() and one add_members() call per batch_max
+ * GUIDs. Failed calls are retried with exponential backoff and jitter
+ * (bounded attempts, never past the latest waiter's deadline); a call
+ * refused for a reason retrying cannot fix (-EINVAL, -EPERM ...) is split in
+ * halves so one bad GUID does not fail its neighbours.
+ *
+ * Every backend call (also list/validate through ibvf_sm_batch_lock()) is
+ * made under one mutex: the ABI allows one call at a time per instance.
+ */
+#ifndef IBVF_SM_BATCH_H
+#define IBVF_SM_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ibvf/sm_backend.h>
+
+struct ibvf_sm_batch;
+
+enum ibvf_sm_req_kind {
+	IBVF_SM_REQ_REMOVE = 0,
+	IBVF_SM_REQ_ADD = 1,
+};
+
+struct ibvf_sm_batch_opts {
+	const struct ibvf_sm_ops *ops;
+	struct ibvf_sm_backend *backend;
+	uint32_t window_ms;	/* coalescing window, ms (0: flush at once) */
+	uint32_t batch_max;	/* flush at this many queued requests; max GUIDs per call */
+	uint32_t retry_base_ms; /* first backoff, ms (default 100) */
+	uint32_t retry_max_ms;	/* backoff cap, ms (default 5000) */
+	uint32_t max_attempts;	/* per call, >= 1 (default 8) */
+	uint32_t hold_max_ms;	/* cap of the hold (ibvf_sm_batch_expect), ms after the
+				 * window closed; default 1000 */
+	unsigned int seed;	/* jitter seed (tests: reproducible) */
+};
+
+/**
+ * ibvf_sm_done_fn - completion of one request, called on the SM thread.
+ * @status: 0, or the negative errno of the last failed attempt; -ETIMEDOUT
+ *          when @deadline passed first; -ECANCELED when a later request for
+ *          the same (PKey, GUID) replaced it; -ESHUTDOWN at shutdown.
+ * @msg:    one-line reason when @status != 0 (valid during the call).
+ */
+typedef void (*ibvf_sm_done_fn)(void *arg, int status, const char *msg);
+
+/** Counters (monotonic since creation). */
+struct ibvf_sm_batch_stats {
+	uint64_t requests;     /* submitted */
+	uint64_t coalesced;    /* replaced by a later request before sending */
+	uint64_t flushes;      /* batches sent */
+	uint64_t add_calls;    /* add_members() calls, retries included */
+	uint64_t remove_calls; /* remove_members() calls, retries included */
+	uint64_t retries;
+	uint64_t failures;	/* requests completed with an error */
+	uint64_t call_ms_total; /* time spent in add/remove calls, ms */
+	int last_error;		/* negative errno of the last failed call, 0 if none */
+};
+
+/** ibvf_sm_batch_new() - start the SM thread. Return: 0 or -errno. */
+int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch **out, char *err,
+		      size_t errlen);
+
+/**
+ * ibvf_sm_batch_submit() - queue one membership change. @member->guid is a
+ * port GUID (host order), @pkey the 15-bit key. @flags is used when the
+ * batch creates the partition (adds only; NULL: {index0 false, ipoib true}).
+ * @deadline_ms: CLOCK_MONOTONIC ms after which the request fails with
+ * -ETIMEDOUT (0: only the attempt bound applies). @done is called exactly
+ * once, on the SM thread, unless this returns an error.
+ * Return: 0, -ENOMEM, -ESHUTDOWN.
+ */
+int ibvf_sm_batch_submit(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint16_t pkey,
+			 const struct ibvf_sm_member *member,
+			 const struct ibvf_sm_pkey_flags *flags, int64_t deadline_ms,
+			 ibvf_sm_done_fn done, void *arg);
+
+/**
+ * ibvf_sm_batch_call() - submit and wait (for worker threads). Return the
+ * request's status; @msg gets the reason.
+ */
+int ibvf_sm_batch_call(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint16_t pkey,
+		       const struct ibvf_sm_member *member, int64_t deadline_ms, char *msg,
+		       size_t msglen);
+
+/**
+ * ibvf_sm_batch_lock()/unlock() - exclusive use of the backend for calls
+ * that are not batched (validate, list_members). Return of lock: the ops.
+ */
+const struct ibvf_sm_ops *ibvf_sm_batch_lock(struct ibvf_sm_batch *b,
+					     struct ibvf_sm_backend **backend);
+void ibvf_sm_batch_unlock(struct ibvf_sm_batch *b);
+
+/**
+ * ibvf_sm_batch_expect() - @delta requests are on their way (+) or arrived /
+ * gave up (-). While any are expected, a batch whose window has closed is
+ * held open (up to hold_max_ms after its first request), so a burst of
+ * attaches whose earlier steps finish at different times still shares one
+ * SM call. Without expected requests the window alone decides.
+ */
+void ibvf_sm_batch_expect(struct ibvf_sm_batch *b, int delta);
+
+/** ibvf_sm_batch_flush_now() - close the current window at once (shutdown, tests). */
+void ibvf_sm_batch_flush_now(struct ibvf_sm_batch *b);
+
+/** ibvf_sm_batch_set_window() - change window and batch_max (SIGHUP reload). */
+void ibvf_sm_batch_set_window(struct ibvf_sm_batch *b, uint32_t window_ms, uint32_t batch_max);
+
+/** ibvf_sm_batch_get_stats() - a snapshot of the counters. */
+void ibvf_sm_batch_get_stats(struct ibvf_sm_batch *b, struct ibvf_sm_batch_stats *st);
+
+/**
+ * ibvf_sm_batch_free() - send what is queued (one attempt each, no retries),
+ * complete every waiter, stop the thread. NULL is a no-op.
+ */
+void ibvf_sm_batch_free(struct ibvf_sm_batch *b);
+
+/** ibvf_sm_retryable() - false for errors retrying cannot fix (-EINVAL, -EPERM, ...). */
+bool ibvf_sm_retryable(int err);
+
+#endif /* IBVF_SM_BATCH_H */

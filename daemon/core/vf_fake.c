@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+/* File-backed fake VF driver and port seam (tests, benchmarks, crash tests). */
+#include "vf_fake.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+
+struct fake {
+	char dir[PATH_MAX];
+	unsigned delay_ms;
+	char fail_pci[32];
+};
+
+static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, unsigned *gen,
+		   char *err, size_t errlen)
+{
+	char path[PATH_MAX + 40], pf[16];
+	unsigned long long node, port;
+	char link[8];
+	int idx, n;
+	FILE *fp;
+
+	if (strchr(pci, '/') || pci[0] == '.')
+		return ibvf_errf(err, errlen, -EINVAL, "bad PCI address %s", pci);
+	snprintf(path, sizeof(path), "%s/%s", f->dir, pci);
+	fp = fopen(path, "re");
+	if (!fp)
+		return ibvf_errf(err, errlen, errno == ENOENT ? -ENODEV : -errno,
+				 "no VF at PCI address %s (%s)", pci, strerror(errno));
+	n = fscanf(fp, "pf=%15s vf=%d node=%llx port=%llx link=%7s gen=%u", pf, &idx, &node, &port,
+		   link, gen);
+	fclose(fp);
+	if (n != 6)
+		return ibvf_errf(err, errlen, -EIO, "fake VF file %s is malformed", path);
+	memset(out, 0, sizeof(*out));
+	snprintf(out->pci, sizeof(out->pci), "%s", pci);
+	memcpy(out->pf, pf, sizeof(pf));
+	out->vf_index = idx;
+	snprintf(out->netdev, sizeof(out->netdev), "%.12sv%ug%u", pf, (unsigned)idx & 0xffff,
+		 *gen % 100000);
+	snprintf(out->rdma_dev, sizeof(out->rdma_dev), "fake_%.8s_%d", pf, idx);
+	out->guids_known = true;
+	out->node_guid = node;
+	out->port_guid = port;
+	memcpy(out->link_state, link, sizeof(link));
+	return 0;
+}
+
+static int write_vf(const char *dir, const char *pci, const char *pf, int idx, uint64_t node,
+		    uint64_t port, const char *link, unsigned gen, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 40], tmp[PATH_MAX + 64], line[160];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, pci);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, pci, (int)gettid());
+	n = snprintf(line, sizeof(line), "pf=%s vf=%d node=%016llx port=%016llx link=%s gen=%u\n",
+		     pf, idx, (unsigned long long)node, (unsigned long long)port, link, gen);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ibvf_errf(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
+	/* rename() makes the change atomic for readers and kill -9; no fsync: a fake VF
+	 * need not survive a power loss, and fsync would dominate benchmarks */
+	if (write(fd, line, (size_t)n) != n || close(fd) || rename(tmp, path)) {
+		int e = errno;
+
+		unlink(tmp);
+		return ibvf_errf(err, errlen, -e, "writing %s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+static int fake_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char *err,
+		       size_t errlen)
+{
+	unsigned gen;
+
+	return read_vf(ctx, pci, out, &gen, err, errlen);
+}
+
+static int fake_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uint64_t port,
+			const char *link, char *err, size_t errlen)
+{
+	struct fake *f = ctx;
+	struct ibvf_attach_vf cur;
+	char pci[sizeof(vf->pci)];
+	unsigned gen;
+	int ret;
+
+	memcpy(pci, vf->pci, sizeof(pci)); /* read_vf() below rewrites *vf */
+	ret = read_vf(f, pci, &cur, &gen, err, errlen);
+	if (ret)
+		return ret;
+	if (f->fail_pci[0] && !strcmp(f->fail_pci, vf->pci))
+		return ibvf_errf(err, errlen, -EIO, "fake VF %s: injected failure", vf->pci);
+	if (f->delay_ms) {
+		struct timespec ts = {f->delay_ms / 1000, (long)(f->delay_ms % 1000) * 1000000};
+
+		nanosleep(&ts, NULL);
+	}
+	ret = write_vf(f->dir, pci, cur.pf, cur.vf_index, node, port,
+		       link && *link ? link : cur.link_state, gen + 1, err, errlen);
+	if (ret)
+		return ret;
+	return read_vf(f, pci, vf, &gen, err, errlen);
+}
+
+static int fake_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *vf), void *arg,
+		     char *err, size_t errlen)
+{
+	struct fake *f = ctx;
+	struct dirent *de;
+	DIR *d = opendir(f->dir);
+	int ret = 0;
+
+	if (!d)
+		return ibvf_errf(err, errlen, -errno, "%s: %s", f->dir, strerror(errno));
+	while (!ret && (de = readdir(d))) {
+		struct ibvf_attach_vf vf;
+		unsigned gen;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (read_vf(f, de->d_name, &vf, &gen, NULL, 0))
+			continue;
+		ret = cb(arg, &vf);
+	}
+	closedir(d);
+	return ret;
+}
+
+static int fake_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid,
+			  const uint16_t *pkeys, size_t n, int64_t deadline_ms,
+			  struct ibvf_port_result *out, char *err, size_t errlen)
+{
+	struct ibvf_attach_vf cur;
+	unsigned gen;
+	int ret = read_vf(ctx, vf->pci, &cur, &gen, err, errlen);
+
+	(void)pkeys;
+	(void)deadline_ms;
+	if (ret)
+		return ret;
+	if (cur.port_guid != port_guid)
+		return ibvf_errf(err, errlen, -EIO,
+				 "fake VF %s port GUID %016llx, expected %016llx", vf->pci,
+				 (unsigned long long)cur.port_guid, (unsigned long long)port_guid);
+	out->lid = (uint16_t)(0x100 + cur.vf_index);
+	out->sm_lid = 1;
+	snprintf(out->state, sizeof(out->state), "ACTIVE");
+	for (size_t i = 0; i < n && i < IBVF_POOL_MAX_PKEYS; i++)
+		out->pkey_index[i] = (int)i + 1;
+	return 0;
+}
+
+int ibvf_vf_fake_init(const char *dir, struct ibvf_vf_ops *vf, struct ibvf_port_ops *port,
+		      char *err, size_t errlen)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+	const char *s;
+
+	if (!f)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (access(dir, R_OK | W_OK | X_OK)) {
+		free(f);
+		return ibvf_errf(err, errlen, -errno, "fake VF directory %s: %s", dir,
+				 strerror(errno));
+	}
+	snprintf(f->dir, sizeof(f->dir), "%s", dir);
+	if ((s = getenv("IBVF_FAKE_VF_DELAY_MS")))
+		f->delay_ms = (unsigned)strtoul(s, NULL, 10);
+	if ((s = getenv("IBVF_FAKE_VF_FAIL")))
+		snprintf(f->fail_pci, sizeof(f->fail_pci), "%s", s);
+	*vf = (struct ibvf_vf_ops){fake_lookup, fake_program, fake_list, f};
+	*port = (struct ibvf_port_ops){fake_port_wait, f};
+	return 0;
+}
+
+void ibvf_vf_fake_fini(struct ibvf_vf_ops *vf)
+{
+	free(vf->ctx);
+	vf->ctx = NULL;
+}
+
+int ibvf_vf_fake_create(const char *dir, const char *pci, const char *pf, int vf_index,
+			uint64_t guid, char *err, size_t errlen)
+{
+	return write_vf(dir, pci, pf, vf_index, guid, guid, "auto", 0, err, errlen);
+}

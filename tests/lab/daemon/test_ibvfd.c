@@ -1,0 +1,660 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Whole-daemon tests of ibvfd: the real binary with the "fake" VF driver
+ * (VF state in files) and the test-only "file" SM backend (membership in a
+ * file that survives kill -9), driven through the real API client.
+ *
+ *   test_ibvfd smoke IBVFD SM_MODULE_DIR
+ *       sd_notify READY/RELOADING/STOPPING, not-ready SM at start-up and
+ *       recovery, SIGHUP reload, SIGTERM with a request in flight (it is
+ *       answered, exit 0, socket removed).
+ *   test_ibvfd crash IBVFD SM_MODULE_DIR [CYCLES] [SEED]
+ *       CYCLES (200) prepare/release cycles; before about one in four
+ *       requests a thread kill -9s the daemon after a seeded random delay.
+ *       After each restart (start-up reconciliation) the store, the VFs and
+ *       the SM must agree: no attach left mid-flight, no duplicate or leaked
+ *       GUID, SM membership == store.
+ *
+ * Prints TAP lines and "N passed, N failed"; exit 0 when all passed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include <ibvf/api.h>
+#include <ibvf/types.h>
+
+#include "api_client.h"
+#include "config.h"
+#include "evloop.h"
+#include "guid_pool.h"
+#include "log.h"
+#include "ibvfd_lab.h"
+#include "ufm_sim_harness.h"
+#include "vf_fake.h"
+
+#define N_VFS	    8
+#define RANGE_START LAB_RANGE_START
+#define RANGE_END   LAB_RANGE_END
+
+static int n_ok, n_fail;
+
+static void result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void result(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s %d - ", ok ? "ok" : "not ok", n_ok + n_fail + 1);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (ok)
+		n_ok++;
+	else
+		n_fail++;
+}
+
+/* ------------------------------------------------------- invariants -- */
+
+struct member {
+	unsigned pkey;
+	unsigned long long guid;
+};
+
+static size_t read_sm(struct lab *l, struct member *m, size_t max)
+{
+	FILE *f = fopen(l->smfile, "r");
+	char mb[16];
+	size_t n = 0;
+
+	if (!f)
+		return 0;
+	while (n < max && fscanf(f, "%x %llx %15s", &m[n].pkey, &m[n].guid, mb) == 3)
+		n++;
+	fclose(f);
+	return n;
+}
+
+struct live {
+	struct ibvf_alloc a[64];
+	size_t n;
+	bool overflow;
+};
+
+static int live_cb(void *arg, const struct ibvf_alloc *a)
+{
+	struct live *lv = arg;
+
+	if (lv->n == 64) {
+		lv->overflow = true;
+		return 1;
+	}
+	lv->a[lv->n++] = *a;
+	return 0;
+}
+
+static int audit_cb(void *arg, const struct ibvf_audit_finding *f)
+{
+	char *why = arg;
+
+	if (f->problem && !why[0])
+		snprintf(why, 256, "%.20s: %.200s", ibvf_audit_kind_name(f->kind), f->detail);
+	return 0;
+}
+
+/* The three views agree; @why gets the first disagreement. */
+static bool consistent(struct lab *l, char *why, size_t len)
+{
+	struct ibvf_guid_range r = { RANGE_START, RANGE_END };
+	struct ibvf_pool_opts o = {
+		.state_dir = l->state,
+		.ranges = &r,
+		.n_ranges = 1,
+		.quarantine_s = 1,
+		.read_only = true,
+	};
+	struct ibvf_pool *p;
+	static struct live lv;
+	struct member sm[256];
+	size_t nsm;
+	char err[512], audit[256] = "";
+	bool ok = false;
+	int ret;
+
+	memset(&lv, 0, sizeof(lv));
+	if (ibvf_pool_open(&o, &p, err, sizeof(err))) {
+		snprintf(why, len, "open store: %.400s", err);
+		return false;
+	}
+	ret = ibvf_pool_list(p, NULL, live_cb, &lv, err, sizeof(err));
+	if (ret >= 0)
+		ret = ibvf_pool_audit(p, audit_cb, audit, err, sizeof(err));
+	ibvf_pool_close(p);
+	if (ret < 0) {
+		snprintf(why, len, "store: %.400s", err);
+		return false;
+	}
+	if (ret > 0) {
+		snprintf(why, len, "store audit: %s", audit);
+		return false;
+	}
+	nsm = read_sm(l, sm, 256);
+	/* store -> SM, VF; no transient state */
+	for (size_t i = 0; i < lv.n; i++) {
+		struct ibvf_alloc *a = &lv.a[i];
+		struct ibvf_attach_vf vf;
+		struct ibvf_vf_ops ops;
+		struct ibvf_port_ops port;
+		bool in_sm = false;
+
+		if (a->state != IBVF_ALLOC_PORT_READY && a->state != IBVF_ALLOC_HANDED) {
+			snprintf(why, len, "GUID %016llx left %s", (unsigned long long)a->guid,
+				 ibvf_alloc_state_name(a->state));
+			return false;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(lv.a[j].pci, a->pci)) {
+				snprintf(why, len, "two records on VF %s", a->pci);
+				return false;
+			}
+		for (size_t k = 0; k < nsm; k++)
+			in_sm |= sm[k].guid == a->guid && sm[k].pkey == 0x12;
+		if (!in_sm) {
+			snprintf(why, len, "GUID %016llx (%s) not in the SM", (unsigned long long)a->guid,
+				 a->owner.container_id);
+			return false;
+		}
+		ibvf_vf_fake_init(l->vfdir, &ops, &port, err, sizeof(err));
+		ret = ops.lookup(ops.ctx, a->pci, &vf, err, sizeof(err));
+		ibvf_vf_fake_fini(&ops);
+		if (ret || vf.port_guid != a->guid) {
+			snprintf(why, len, "VF %s does not carry GUID %016llx", a->pci,
+				 (unsigned long long)a->guid);
+			return false;
+		}
+	}
+	/* SM -> store */
+	for (size_t k = 0; k < nsm; k++) {
+		bool held = false;
+
+		for (size_t i = 0; i < lv.n; i++)
+			held |= lv.a[i].guid == sm[k].guid;
+		if (!held) {
+			snprintf(why, len, "SM has GUID %016llx in PKey 0x%04x, no owner holds it",
+				 sm[k].guid, sm[k].pkey);
+			return false;
+		}
+	}
+	/* VF -> store */
+	for (int i = 0; i < N_VFS; i++) {
+		struct ibvf_vf_ops ops;
+		struct ibvf_port_ops port;
+		struct ibvf_attach_vf vf;
+		char pci[16];
+		bool held = false;
+
+		lab_pci(i, pci);
+		ibvf_vf_fake_init(l->vfdir, &ops, &port, err, sizeof(err));
+		ret = ops.lookup(ops.ctx, pci, &vf, err, sizeof(err));
+		ibvf_vf_fake_fini(&ops);
+		if (ret)
+			continue;
+		for (size_t j = 0; j < lv.n; j++)
+			held |= !strcmp(lv.a[j].pci, pci);
+		if (!held && vf.port_guid) {
+			snprintf(why, len, "free VF %s still carries GUID %016llx", pci,
+				 (unsigned long long)vf.port_guid);
+			return false;
+		}
+	}
+	ok = true;
+	return ok;
+}
+
+/* ----------------------------------------------------------- killer -- */
+
+struct killer {
+	pid_t pid;
+	unsigned delay_us;
+	pthread_t th;
+};
+
+static void *killer_run(void *arg)
+{
+	struct killer *k = arg;
+
+	usleep(k->delay_us);
+	kill(k->pid, SIGKILL);
+	return NULL;
+}
+
+static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned seed)
+{
+	struct lab l;
+	unsigned rnd = seed;
+	int kills = 0, prepared = 0, failed_checks = 0;
+	int64_t t0 = ibvf_mono_ms();
+	char why[512];
+
+	if (lab_init(&l, ibvfd, N_VFS, "file", moddir, NULL)) {
+		result(false, "lab set-up");
+		return 1;
+	}
+	l.delay_ms = "3"; /* a window inside the VF step for the killer */
+	printf("# crash test: %d cycles, seed %u, lab %s\n", cycles, seed, l.dir);
+	if (lab_start(&l, 15000) < 0) {
+		result(false, "ibvfd starts and reports READY=1");
+		lab_fini(&l);
+		return 1;
+	}
+	for (int c = 0; c < cycles; c++) {
+		char cid[32];
+		int vf = rand_r(&rnd) % N_VFS;
+		bool kill_prep = rand_r(&rnd) % 4 == 0, kill_rel = rand_r(&rnd) % 5 == 0;
+		struct killer k = { .pid = l.pid };
+		json_t *res = NULL;
+		int ret;
+
+		snprintf(cid, sizeof(cid), "crash%03d", c);
+		if (kill_prep) {
+			k.delay_us = (unsigned)(rand_r(&rnd) % 40000);
+			pthread_create(&k.th, NULL, killer_run, &k);
+		}
+		ret = lab_prepare(&l, cid, vf, NULL, &res, NULL);
+		json_decref(res);
+		if (!ret)
+			prepared++;
+		if (!kill_prep && kill_rel) {
+			k.delay_us = (unsigned)(rand_r(&rnd) % 30000);
+			pthread_create(&k.th, NULL, killer_run, &k);
+		}
+		if (!ret || kill_prep)
+			lab_release(&l, cid);
+		if (kill_prep || kill_rel) {
+			int st;
+
+			pthread_join(k.th, NULL);
+			waitpid(l.pid, &st, 0);
+			l.pid = 0;
+			kills++;
+			if (lab_start(&l, 15000) < 0) {
+				result(false, "cycle %d: ibvfd restarts after kill -9", c);
+				lab_fini(&l);
+				return 1;
+			}
+			/* READY=1 comes after the start-up reconciliation pass */
+			if (!consistent(&l, why, sizeof(why))) {
+				result(false, "cycle %d: consistent after kill -9 + restart: %s", c,
+				       why);
+				failed_checks++;
+				break;
+			}
+			/* the interrupted owner can always be released */
+			if (lab_release(&l, cid)) {
+				result(false, "cycle %d: release after restart", c);
+				failed_checks++;
+				break;
+			}
+		}
+	}
+	result(failed_checks == 0, "%d cycles, %d kill -9 + restarts: store, VFs and SM agree after "
+				   "every restart (%d prepares succeeded, %.1f s)",
+	       cycles, kills, prepared, (double)(ibvf_mono_ms() - t0) / 1000);
+	result(consistent(&l, why, sizeof(why)), "consistent at the end%s%s",
+	       n_fail ? ": " : "", n_fail ? why : "");
+	{
+		struct member sm[8];
+
+		result(read_sm(&l, sm, 8) == 0, "every owner released: SM membership empty");
+	}
+	result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
+	lab_fini(&l);
+	return 0;
+}
+
+/* ------------------------------------------------------------ smoke -- */
+
+/* Run "ibvfctl -c CFG ARGS..." with stdout into @out (<= @len bytes); exit status. */
+static int run_ctl(struct lab *l, const char *ibvfctl, char *out, size_t len, ...)
+{
+	char *argv[16] = { (char *)"ibvfctl", (char *)"-c", l->cfg };
+	int n = 3, pfd[2], st;
+	size_t got = 0;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, len);
+	while (n < 15 && (argv[n] = va_arg(ap, char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	if (pipe(pfd))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		execv(ibvfctl, argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	for (;;) {
+		ssize_t r = read(pfd[0], out + got, len - 1 - got);
+
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got >= len - 1)
+			break;
+	}
+	out[got] = 0;
+	close(pfd[0]);
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void ctl_checks(struct lab *l, const char *ibvfctl)
+{
+	char out[8192];
+	int rc;
+
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "status", NULL);
+	result(rc == 0 && strstr(out, "Ready:") && strstr(out, "yes"),
+	       "ibvfctl daemon status (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "--json", "daemon", "list", NULL);
+	result(rc == 0 && strstr(out, "\"guid\""), "ibvfctl --json daemon list (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "byhand",
+		     "--pci", "0000:05:00.6", "--pkey", "0x12", NULL);
+	result(rc == 0 && strstr(out, "ACTIVE"), "ibvfctl daemon prepare (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "other",
+		     "--pci", "0000:05:00.6", "--pkey", "0x12", NULL);
+	result(rc == 3, "ibvfctl daemon prepare of a held VF fails with 3 (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "release", "--owner", "byhand", NULL);
+	result(rc == 0 && strstr(out, "yes"), "ibvfctl daemon release (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
+	result(rc == 0 && strstr(out, "audit clean"), "ibvfctl pool audit via the daemon (rc %d)",
+	       rc);
+	/* an SM member of the ibvf ranges nobody holds: found, then fixed */
+	{
+		FILE *f = fopen(l->smfile, "a");
+
+		fprintf(f, "0x0012 %016llx full\n", (unsigned long long)LAB_RANGE_START + 0x999);
+		fclose(f);
+	}
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "--json", "pool", "audit", NULL);
+	result(rc == 1 && strstr(out, "sm-orphan") && strstr(out, "remove the GUID"),
+	       "pool audit reports an SM orphan with its fix, exit 1 (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "audit", "--fix", NULL);
+	result(rc == 0, "daemon audit --fix fixes it (rc %d)", rc);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "frobnicate", NULL);
+	result(rc == 2, "unknown command: exit 2 (rc %d)", rc);
+}
+
+struct bg_call {
+	struct lab *l;
+	int ret;
+	pthread_t th;
+};
+
+static void *bg_prepare(void *arg)
+{
+	struct bg_call *b = arg;
+
+	b->ret = lab_prepare(b->l, "slow", 3, NULL, NULL, NULL);
+	return NULL;
+}
+
+static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
+{
+	struct ibvf_rpc_error re;
+	struct lab l;
+	struct bg_call bg;
+	json_t *r = NULL;
+	struct stat st;
+	int ret, status;
+	bool ready = false;
+
+	if (lab_init(&l, ibvfd, N_VFS, "file", moddir, NULL)) {
+		result(false, "lab set-up");
+		return 1;
+	}
+	/* the SM is unreachable at start-up: the daemon starts anyway */
+	close(open(l.failfile, O_CREAT | O_WRONLY, 0600));
+	result(lab_start(&l, 15000) > 0, "starts with the SM unreachable, sends READY=1");
+	result(stat(l.sock, &st) == 0 && (st.st_mode & 0777) == 0600, "socket mode 0600");
+	ret = lab_api(&l, "status", NULL, &r, NULL, 5000);
+	result(!ret && json_is_false(json_object_get(r, "ready")) &&
+		       json_is_false(json_object_get(json_object_get(r, "backend"), "ok")),
+	       "status: not ready, backend not ok");
+	json_decref(r);
+	ret = lab_prepare(&l, "early", 0, NULL, NULL, &re);
+	result(ret == -EREMOTEIO && re.code == IBVF_RPC_NOT_READY, "prepare: NOT_READY (%s)",
+	       re.message);
+	/* the SM comes back: the periodic pass (1 s) notices */
+	unlink(l.failfile);
+	for (int i = 0; i < 60 && !ready; i++) {
+		usleep(100000);
+		if (!lab_api(&l, "status", NULL, &r, NULL, 5000))
+			ready = json_is_true(json_object_get(r, "ready"));
+		json_decref(r);
+	}
+	result(ready, "ready once the SM answers");
+	ret = lab_prepare(&l, "first", 0, NULL, &r, &re);
+	result(!ret && json_is_string(json_object_get(r, "guid")), "prepare succeeds%s%s",
+	       ret ? ": " : "", ret ? re.message : "");
+	json_decref(r);
+	ret = lab_api(&l, "commit", json_pack("{s:o}", "owner", lab_owner("first")), NULL, NULL, 5000);
+	result(!ret, "commit");
+	ret = lab_api(&l, "list", NULL, &r, NULL, 5000);
+	result(!ret && json_array_size(json_object_get(r, "owners")) == 1, "list shows it");
+	json_decref(r);
+	if (ibvfctl)
+		ctl_checks(&l, ibvfctl);
+
+	/* SIGHUP: reload */
+	snprintf(l.daemon_extra, sizeof(l.daemon_extra), ", \"prepare_timeout_s\": 30");
+	lab_write_config(&l);
+	lab_drain_notify(&l);
+	kill(l.pid, SIGHUP);
+	result(lab_wait_notify(&l, "RELOADING=1", 5000), "SIGHUP: RELOADING=1");
+	ret = lab_api(&l, "status", NULL, &r, NULL, 5000);
+	result(!ret && json_is_true(json_object_get(r, "ready")), "still serving after SIGHUP");
+	json_decref(r);
+
+	/* SIGTERM with a prepare in flight: it is answered, then exit 0 */
+	lab_stop(&l, SIGTERM);
+	l.delay_ms = "600";
+	lab_start(&l, 15000);
+	bg.l = &l;
+	pthread_create(&bg.th, NULL, bg_prepare, &bg);
+	usleep(200000);
+	lab_drain_notify(&l);
+	kill(l.pid, SIGTERM);
+	result(lab_wait_notify(&l, "STOPPING=1", 5000), "SIGTERM: STOPPING=1");
+	pthread_join(bg.th, NULL);
+	result(bg.ret == 0, "the in-flight prepare was finished and answered");
+	waitpid(l.pid, &status, 0);
+	l.pid = 0;
+	result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0");
+	result(stat(l.sock, &st) && errno == ENOENT, "socket removed");
+	if (ibvfctl) {
+		char out[4096];
+		int rc = run_ctl(&l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
+
+		/* expired quarantine shows up as a notice (quarantine_s is 1): not a problem */
+		result(rc == 0 && !strstr(out, "problem"),
+		       "pool audit without a daemon: store checks, no problem (rc %d)", rc);
+		rc = run_ctl(&l, ibvfctl, out, sizeof(out), "daemon", "status", NULL);
+		result(rc == 3, "daemon status without a daemon: exit 3 (rc %d)", rc);
+	}
+	lab_fini(&l);
+	return 0;
+}
+
+/* --------------------------------------------------------- ufm-batch -- */
+
+#define N_BATCH 256
+
+struct batch_arg {
+	struct lab *l;
+	int i;
+	int ret;
+	pthread_barrier_t *bar;
+	bool release;
+};
+
+static void *batch_one(void *p)
+{
+	struct batch_arg *a = p;
+	char cid[32];
+
+	snprintf(cid, sizeof(cid), "batch%03d", a->i);
+	pthread_barrier_wait(a->bar);
+	if (a->release)
+		a->ret = lab_release(a->l, cid);
+	else
+		a->ret = lab_prepare(a->l, cid, a->i, "0x0a5", NULL, NULL);
+	return NULL;
+}
+
+/* Run N_BATCH concurrent prepares (or releases); return the wall time in ms. */
+static int64_t run_batch(struct lab *l, bool release, int *failures)
+{
+	static struct batch_arg a[N_BATCH];
+	pthread_t th[N_BATCH];
+	pthread_barrier_t bar;
+	pthread_attr_t attr;
+	int64_t t0;
+
+	pthread_barrier_init(&bar, NULL, N_BATCH + 1);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	for (int i = 0; i < N_BATCH; i++) {
+		a[i] = (struct batch_arg){ l, i, -1, &bar, release };
+		pthread_create(&th[i], &attr, batch_one, &a[i]);
+	}
+	pthread_attr_destroy(&attr);
+	pthread_barrier_wait(&bar);
+	t0 = ibvf_mono_ms();
+	*failures = 0;
+	for (int i = 0; i < N_BATCH; i++) {
+		pthread_join(th[i], NULL);
+		*failures += a[i].ret != 0;
+	}
+	pthread_barrier_destroy(&bar);
+	return ibvf_mono_ms() - t0;
+}
+
+static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
+{
+	struct ufm_sim_opts so = { .user = "admin", .password = "lab-secret" };
+	struct ufm_sim sim;
+	struct lab l;
+	char err[512], bj[PATH_MAX + 256];
+	const char *miss = ufm_sim_missing();
+	long adds, removes;
+	int64_t ms;
+	int fails;
+
+	if (miss)
+		return ufm_sim_skip(miss);
+	if (ufm_sim_start(&so, &sim, err, sizeof(err))) {
+		result(false, "UFM simulator starts: %s", err);
+		return 1;
+	}
+	snprintf(bj, sizeof(bj),
+		 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
+		 " \"username\": \"admin\", \"password_file\": \"%s\"}",
+		 sim.port, sim.password_file);
+	if (lab_init(&l, ibvfd, N_BATCH, "ufm", moddir, bj)) {
+		result(false, "lab set-up");
+		ufm_sim_stop(&sim);
+		return 1;
+	}
+	l.window_ms = 20;
+	lab_write_config(&l);
+	if (lab_start(&l, 20000) < 0) {
+		result(false, "ibvfd starts with the ufm backend");
+		lab_fini(&l);
+		ufm_sim_stop(&sim);
+		return 1;
+	}
+	ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
+	ufm_sim_config(&sim, "{\"latency_ms\": 200}");
+	ms = run_batch(&l, false, &fails);
+	adds = ufm_sim_calls(&sim, "add");
+	result(fails == 0, "%d concurrent prepares with 200 ms UFM latency succeed", N_BATCH);
+	result(adds >= 1 && adds <= 3,
+	       "they cost %ld UFM add call(s): at most 3 SM round trips (<= 8 calls)", adds);
+	printf("# %d prepares: %lld ms wall time (%.1f UFM round trips of 200 ms)\n", N_BATCH,
+	       (long long)ms, (double)ms / 200);
+	{
+		json_t *st = NULL, *pk;
+
+		ufm_sim_ctl(&sim, "GET", "/_sim/state", NULL, &st);
+		pk = json_object_get(json_object_get(st, "0xa5"), "guids");
+		result(json_array_size(pk) == N_BATCH, "UFM holds all %d GUIDs in PKey 0xa5 (%zu)",
+		       N_BATCH, json_array_size(pk));
+		json_decref(st);
+	}
+	ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
+	ufm_sim_config(&sim, "{\"latency_ms\": 200}");
+	ms = run_batch(&l, true, &fails);
+	removes = ufm_sim_calls(&sim, "remove");
+	result(fails == 0 && removes >= 1 && removes <= 8,
+	       "%d concurrent releases: %ld UFM remove call(s)", N_BATCH, removes);
+	printf("# %d releases: %lld ms wall time\n", N_BATCH, (long long)ms);
+	{
+		json_t *st = NULL;
+
+		ufm_sim_ctl(&sim, "GET", "/_sim/state", NULL, &st);
+		result(json_array_size(json_object_get(json_object_get(st, "0xa5"), "guids")) == 0,
+		       "UFM PKey 0xa5 empty after the releases");
+		json_decref(st);
+	}
+	result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
+	lab_fini(&l);
+	ufm_sim_stop(&sim);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: test_ibvfd smoke|crash|ufm-batch IBVFD SM_MODULE_DIR [CYCLES] [SEED]\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	ibvf_log_init("test_ibvfd", IBVF_LOG_STDERR, LOG_ERR);
+	if (!strcmp(argv[1], "smoke"))
+		cmd_smoke(argv[2], argv[3], argc > 4 ? argv[4] : NULL);
+	else if (!strcmp(argv[1], "ufm-batch")) {
+		int r = cmd_ufm_batch(argv[2], argv[3]);
+
+		if (r == 77 || (r && !n_ok && !n_fail))
+			return r;
+	} else if (!strcmp(argv[1], "crash"))
+		cmd_crash(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 200,
+			  argc > 5 ? (unsigned)strtoul(argv[5], NULL, 0) : 20261130u);
+	else
+		return 2;
+	printf("1..%d\n%d passed, %d failed\n", n_ok + n_fail, n_ok, n_fail);
+	return n_fail ? 1 : 0;
+}

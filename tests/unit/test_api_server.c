@@ -1,0 +1,487 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests of the ibvfd API server (daemon/core/api_server.c): socket
+ * permissions, SO_PEERCRED (a child that drops to uid 65534), framing abuse
+ * (garbage, over-long lines, invalid requests), pipelining, half-closed and
+ * vanishing clients, the in-flight limit; plus the client library against it.
+ * The server's loop runs in its own thread; the test thread is the client.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include <ibvf/api.h>
+
+#include "api_client.h"
+#include "api_server.h"
+#include "evloop.h"
+#include "log.h"
+
+#define MAX_LINE 65536
+
+struct fx {
+	char dir[64];
+	char sock[128];
+	struct ibvf_loop *loop;
+	struct ibvf_api_server *srv;
+	pthread_t th;
+	pthread_mutex_t lock;
+	int undelivered, delivered;
+};
+
+struct slow {
+	struct fx *f;
+	ibvf_reply_fn reply;
+	void *ctx;
+	json_t *result;
+	struct ibvf_timer *t;
+};
+
+static void slow_fire(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct slow *s = arg;
+	bool ok;
+
+	(void)l;
+	(void)t;
+	ok = s->reply(s->ctx, s->result, 0, NULL, 0, NULL);
+	pthread_mutex_lock(&s->f->lock);
+	if (ok)
+		s->f->delivered++;
+	else
+		s->f->undelivered++;
+	pthread_mutex_unlock(&s->f->lock);
+	ibvf_timer_free(s->t);
+	free(s);
+}
+
+/* echo: answer at once; slow: after params.ms; stop: quit the loop */
+static void dispatch(void *ctx, const char *method, json_t *params, ibvf_reply_fn reply,
+		     void *rctx)
+{
+	struct fx *f = ctx;
+
+	if (!strcmp(method, "echo")) {
+		reply(rctx, json_pack("{s:O?}", "params", params), 0, NULL, 0, NULL);
+	} else if (!strcmp(method, "slow")) {
+		struct slow *s = calloc(1, sizeof(*s));
+		json_int_t ms = json_integer_value(json_object_get(params, "ms"));
+
+		s->f = f;
+		s->reply = reply;
+		s->ctx = rctx;
+		s->result = json_pack("{s:I}", "slept", ms);
+		s->t = ibvf_loop_timer(f->loop, ms > 0 ? (uint64_t)ms : 1, 0, slow_fire, s);
+	} else if (!strcmp(method, "stop")) {
+		reply(rctx, json_object(), 0, NULL, 0, NULL);
+		ibvf_loop_quit(f->loop);
+	} else {
+		reply(rctx, NULL, IBVF_RPC_METHOD_NOT_FOUND, "method not found", 0, "");
+	}
+}
+
+static void *loop_thread(void *arg)
+{
+	struct fx *f = arg;
+
+	ibvf_loop_run(f->loop);
+	return NULL;
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	uid_t root = 0;
+	struct ibvf_api_server_opts o = {
+		.allowed_uids = &root,
+		.n_allowed_uids = 1,
+		.dispatch = dispatch,
+		.max_inflight = 4,
+		.max_line = MAX_LINE,
+	};
+	char err[256];
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/ibvf-api-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->sock, sizeof(f->sock), "%s/run/ibvfd.sock", f->dir);
+	pthread_mutex_init(&f->lock, NULL);
+	assert_int_equal(ibvf_loop_new(&f->loop, err, sizeof(err)), 0);
+	o.loop = f->loop;
+	o.socket_path = f->sock;
+	o.dispatch_ctx = f;
+	if (ibvf_api_server_new(&o, &f->srv, err, sizeof(err)))
+		fail_msg("%s", err);
+	assert_int_equal(pthread_create(&f->th, NULL, loop_thread, f), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	json_t *r = NULL;
+	char cmd[128], err[256];
+
+	/* ask the loop thread to stop itself */
+	assert_int_equal(ibvf_api_call(f->sock, "stop", NULL, 5000, &r, NULL, err, sizeof(err)),
+			 0);
+	json_decref(r);
+	pthread_join(f->th, NULL);
+	ibvf_api_server_free(f->srv);
+	ibvf_loop_free(f->loop);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+	return 0;
+}
+
+static int connect_to(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct timeval tv = { 10, 0 };
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static void send_str(int fd, const char *s)
+{
+	size_t len = strlen(s);
+
+	while (len) {
+		ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
+
+		assert_true(n > 0);
+		s += n;
+		len -= (size_t)n;
+	}
+}
+
+/* One reply line (parsed); NULL on EOF. */
+static json_t *read_reply(int fd)
+{
+	char buf[8192];
+	size_t len = 0;
+
+	while (len < sizeof(buf) - 1) {
+		ssize_t n = recv(fd, buf + len, 1, 0);
+
+		if (n <= 0)
+			return NULL;
+		if (buf[len] == '\n') {
+			buf[len] = 0;
+			return json_loads(buf, 0, NULL);
+		}
+		len++;
+	}
+	return NULL;
+}
+
+static int err_code(json_t *r)
+{
+	return (int)json_integer_value(json_object_get(json_object_get(r, "error"), "code"));
+}
+
+static void test_socket_modes(void **state)
+{
+	struct fx *f = *state;
+	struct stat st;
+	char dir[128];
+
+	assert_int_equal(stat(f->sock, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0600);
+	snprintf(dir, sizeof(dir), "%s/run", f->dir);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+}
+
+static void test_client_library(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_rpc_error re;
+	json_t *r = NULL, *p = json_pack("{s:s}", "x", "y");
+	char err[256];
+
+	assert_int_equal(ibvf_api_call(f->sock, "echo", p, 5000, &r, &re, err, sizeof(err)), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "params"), "x")),
+			    "y");
+	json_decref(r);
+	assert_int_equal(ibvf_api_call(f->sock, "nope", p, 5000, &r, &re, err, sizeof(err)),
+			 -EREMOTEIO);
+	assert_int_equal(re.code, IBVF_RPC_METHOD_NOT_FOUND);
+	json_decref(p);
+	/* no daemon: a clear error callers can fall back on */
+	assert_int_equal(ibvf_api_call("/nonexistent/ibvfd.sock", "echo", NULL, 1000, &r, NULL,
+				       err, sizeof(err)),
+			 -ENOENT);
+}
+
+static void test_garbage_keeps_connection(void **state)
+{
+	struct fx *f = *state;
+	int fd = connect_to(f->sock);
+	json_t *r;
+
+	send_str(fd, "this is not json\n");
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_PARSE_ERROR);
+	assert_true(json_is_null(json_object_get(r, "id")));
+	json_decref(r);
+	send_str(fd, "\x01\xff\xfe{{{\n[1,2]\n{\"jsonrpc\":\"1.0\",\"method\":\"echo\",\"id\":3}\n");
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_PARSE_ERROR);
+	json_decref(r);
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_INVALID_REQUEST);
+	json_decref(r);
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_INVALID_REQUEST);
+	assert_int_equal(json_integer_value(json_object_get(r, "id")), 3);
+	json_decref(r);
+	/* duplicate keys, wrong params type, unknown method, blank line, CRLF */
+	send_str(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"method\":\"x\",\"id\":4}\n"
+		     "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1],\"id\":5}\n"
+		     "\n\n"
+		     "{\"jsonrpc\":\"2.0\",\"method\":\"nope\",\"id\":6}\r\n"
+		     "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{},\"id\":\"seven\"}\r\n");
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_PARSE_ERROR);
+	json_decref(r);
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_INVALID_REQUEST);
+	json_decref(r);
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_METHOD_NOT_FOUND);
+	json_decref(r);
+	r = read_reply(fd);
+	assert_non_null(json_object_get(r, "result"));
+	assert_string_equal(json_string_value(json_object_get(r, "id")), "seven");
+	json_decref(r);
+	close(fd);
+}
+
+static void test_huge_line(void **state)
+{
+	struct fx *f = *state;
+	int fd = connect_to(f->sock);
+	size_t n = MAX_LINE * 3;
+	char *big = malloc(n + 2);
+	json_t *r;
+
+	memset(big, 'A', n);
+	big[n] = '\n';
+	big[n + 1] = 0;
+	send_str(fd, big);
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_INVALID_REQUEST);
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "error"),
+								 "message")),
+			       "longer than"));
+	json_decref(r);
+	/* a line just over the limit, in a JSON string */
+	memcpy(big, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{\"s\":\"", 48);
+	big[MAX_LINE + 10] = 0;
+	big[MAX_LINE + 9] = '\n';
+	send_str(fd, big);
+	r = read_reply(fd);
+	assert_int_equal(err_code(r), IBVF_RPC_INVALID_REQUEST);
+	json_decref(r);
+	free(big);
+	/* still usable */
+	send_str(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":9}\n");
+	r = read_reply(fd);
+	assert_int_equal(json_integer_value(json_object_get(r, "id")), 9);
+	assert_non_null(json_object_get(r, "result"));
+	json_decref(r);
+	close(fd);
+}
+
+/* 10 pipelined requests (more than max_inflight 4), slow ones answered later. */
+static void test_pipelining(void **state)
+{
+	struct fx *f = *state;
+	int fd = connect_to(f->sock), seen = 0;
+	char buf[4096] = "";
+
+	for (int i = 1; i <= 10; i++) {
+		size_t l = strlen(buf);
+
+		snprintf(buf + l, sizeof(buf) - l,
+			 "{\"jsonrpc\":\"2.0\",\"method\":\"%s\",\"params\":{\"ms\":%d},\"id\":%d}\n",
+			 i % 2 ? "slow" : "echo", 50 - 4 * i, i);
+	}
+	send_str(fd, buf);
+	for (int i = 0; i < 10; i++) {
+		json_t *r = read_reply(fd);
+		int id = (int)json_integer_value(json_object_get(r, "id"));
+
+		assert_non_null(json_object_get(r, "result"));
+		assert_true(id >= 1 && id <= 10);
+		seen |= 1 << id;
+		json_decref(r);
+	}
+	assert_int_equal(seen, 0x7fe);
+	close(fd);
+}
+
+/* The client shuts down its write side: every answer still arrives, then EOF. */
+static void test_half_closed(void **state)
+{
+	struct fx *f = *state;
+	int fd = connect_to(f->sock);
+	json_t *r;
+
+	send_str(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"params\":{\"ms\":100},\"id\":1}\n"
+		     "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":2}\n"
+		     "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":3}");
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 3; i++) {
+		r = read_reply(fd);
+		assert_non_null(r);
+		assert_non_null(json_object_get(r, "result"));
+		json_decref(r);
+	}
+	assert_null(read_reply(fd)); /* EOF */
+	close(fd);
+}
+
+/* The client leaves mid-request: the reply reports "not delivered". */
+static void test_disconnect_mid_request(void **state)
+{
+	struct fx *f = *state;
+	int fd = connect_to(f->sock);
+
+	send_str(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"params\":{\"ms\":200},\"id\":1}\n");
+	usleep(50000);
+	close(fd);
+	for (int i = 0; i < 100; i++) {
+		int n;
+
+		pthread_mutex_lock(&f->lock);
+		n = f->undelivered;
+		pthread_mutex_unlock(&f->lock);
+		if (n)
+			break;
+		usleep(20000);
+	}
+	pthread_mutex_lock(&f->lock);
+	assert_int_equal(f->undelivered, 1);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* A peer whose uid is not allowed gets IBVF_RPC_DENIED and EOF. */
+static void test_wrong_uid(void **state)
+{
+	struct fx *f = *state;
+	char dir[128];
+	pid_t pid;
+	int st;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP part: not root, cannot drop privileges\n");
+		skip();
+	}
+	/* open the way (the file modes are the first defence; SO_PEERCRED the second) */
+	snprintf(dir, sizeof(dir), "%s/run", f->dir);
+	assert_int_equal(chmod(f->dir, 0711), 0);
+	assert_int_equal(chmod(dir, 0711), 0);
+	assert_int_equal(chmod(f->sock, 0666), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		json_t *r;
+		int fd, code;
+
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534) || getuid() != 65534)
+			_exit(10);
+		fd = connect_to(f->sock);
+		if (fd < 0)
+			_exit(11);
+		/* no cmocka asserts in the child; the server may have closed already */
+		if (send(fd, "{}\n", 3, MSG_NOSIGNAL) < 0 && errno != EPIPE &&
+		    errno != ECONNRESET)
+			_exit(14);
+		r = read_reply(fd);
+		code = err_code(r);
+		json_decref(r);
+		if (code != IBVF_RPC_DENIED)
+			_exit(12);
+		r = read_reply(fd);
+		_exit(r ? 13 : 0); /* closed after the refusal */
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void test_listener_rules(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_api_server *s2 = NULL;
+	uid_t root = 0;
+	struct ibvf_api_server_opts o = {
+		.loop = f->loop,
+		.socket_path = f->sock,
+		.allowed_uids = &root,
+		.n_allowed_uids = 1,
+		.dispatch = dispatch,
+		.dispatch_ctx = f,
+	};
+	char err[256], path[160];
+	int fd;
+
+	/* a live daemon answers there: refuse to steal its socket */
+	assert_int_equal(ibvf_api_server_new(&o, &s2, err, sizeof(err)), -EADDRINUSE);
+	/* a regular file where the socket should be */
+	snprintf(path, sizeof(path), "%s/run/file.sock", f->dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	close(fd);
+	o.socket_path = path;
+	assert_int_equal(ibvf_api_server_new(&o, &s2, err, sizeof(err)), -EEXIST);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_socket_modes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_client_library, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_garbage_keeps_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_huge_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pipelining, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_half_closed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disconnect_mid_request, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wrong_uid, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_listener_rules, setup, teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	ibvf_log_init("test_api_server", IBVF_LOG_STDERR,
+		      getenv("IBVF_TEST_DEBUG") ? LOG_DEBUG : LOG_ERR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,891 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Unit tests of the attach engine (daemon/core/attach.c, reconcile.c): the
+ * state machine, rollback at each step, release, gc, undelivered replies,
+ * batching of concurrent prepares and reconciliation, with fake VF and port
+ * seams, the in-memory fake SM backend and a real GUID pool store.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include <ibvf/api.h>
+
+#include "attach.h"
+#include "config.h"
+#include "evloop.h"
+#include "fake_sm.h"
+#include "guid_pool.h"
+#include "log.h"
+
+#define RANGE_START 0x0002c90300a00001ull
+#define RANGE_END   0x0002c90300a0ffffull
+#define N_VFS	    80
+
+/* ------------------------------------------------------ fake VF / port -- */
+
+struct fvf {
+	char pci[32];
+	uint64_t node, port;
+	char link[8];
+	unsigned gen;
+};
+
+struct fake_vfs {
+	pthread_mutex_t lock;
+	struct fvf vf[N_VFS];
+	char fail_program_pci[32];
+	int fail_program;	/* next N program calls fail */
+	int fail_port;		/* next N port waits fail */
+	unsigned program_calls;
+};
+
+static struct fake_vfs fv;
+
+static struct fvf *fv_find(const char *pci)
+{
+	for (int i = 0; i < N_VFS; i++)
+		if (!strcmp(fv.vf[i].pci, pci))
+			return &fv.vf[i];
+	return NULL;
+}
+
+static void fill(const struct fvf *v, struct ibvf_attach_vf *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->pci, sizeof(out->pci), "%s", v->pci);
+	snprintf(out->pf, sizeof(out->pf), "ib0");
+	out->vf_index = (int)(v - fv.vf);
+	snprintf(out->netdev, sizeof(out->netdev), "ib0v%dg%u", out->vf_index, v->gen);
+	snprintf(out->rdma_dev, sizeof(out->rdma_dev), "mlx5_%d", out->vf_index + 2);
+	out->guids_known = true;
+	out->node_guid = v->node;
+	out->port_guid = v->port;
+	snprintf(out->link_state, sizeof(out->link_state), "%s", v->link);
+}
+
+static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char *err,
+		    size_t errlen)
+{
+	struct fvf *v;
+
+	(void)ctx;
+	pthread_mutex_lock(&fv.lock);
+	v = fv_find(pci);
+	if (v)
+		fill(v, out);
+	pthread_mutex_unlock(&fv.lock);
+	if (!v) {
+		snprintf(err, errlen, "no VF at %s", pci);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static int f_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uint64_t port,
+		     const char *link, char *err, size_t errlen)
+{
+	struct fvf *v;
+	int ret = 0;
+
+	(void)ctx;
+	pthread_mutex_lock(&fv.lock);
+	fv.program_calls++;
+	v = fv_find(vf->pci);
+	if (!v) {
+		ret = -ENODEV;
+	} else if (fv.fail_program ||
+		   (fv.fail_program_pci[0] && !strcmp(fv.fail_program_pci, vf->pci))) {
+		if (fv.fail_program)
+			fv.fail_program--;
+		ret = -EOPNOTSUPP;
+		snprintf(err, errlen, "driver does not support VF GUIDs (injected)");
+	} else {
+		v->node = node;
+		v->port = port;
+		if (link && *link)
+			snprintf(v->link, sizeof(v->link), "%s", link);
+		v->gen++;
+		fill(v, vf);
+	}
+	pthread_mutex_unlock(&fv.lock);
+	return ret;
+}
+
+static int f_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *vf), void *arg,
+		  char *err, size_t errlen)
+{
+	struct ibvf_attach_vf all[N_VFS];
+
+	(void)ctx;
+	(void)err;
+	(void)errlen;
+	pthread_mutex_lock(&fv.lock);
+	for (int i = 0; i < N_VFS; i++)
+		fill(&fv.vf[i], &all[i]);
+	pthread_mutex_unlock(&fv.lock);
+	for (int i = 0; i < N_VFS; i++)
+		if (cb(arg, &all[i]))
+			break;
+	return 0;
+}
+
+static int f_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid,
+		       const uint16_t *pkeys, size_t n, int64_t deadline_ms,
+		       struct ibvf_port_result *out, char *err, size_t errlen)
+{
+	int fail;
+
+	(void)ctx;
+	(void)pkeys;
+	(void)deadline_ms;
+	pthread_mutex_lock(&fv.lock);
+	fail = fv.fail_port;
+	if (fail)
+		fv.fail_port--;
+	pthread_mutex_unlock(&fv.lock);
+	snprintf(out->state, sizeof(out->state), fail ? "INIT" : "ACTIVE");
+	if (fail) {
+		snprintf(err, errlen, "port INIT, LID 0 (injected)");
+		return -ETIMEDOUT;
+	}
+	out->lid = (uint16_t)(0x10 + vf->vf_index);
+	out->sm_lid = 1;
+	for (size_t i = 0; i < n; i++)
+		out->pkey_index[i] = (int)i + 1;
+	(void)port_guid;
+	return 0;
+}
+
+/* ------------------------------------------------------------ fixture -- */
+
+struct fx {
+	char dir[64];
+	struct ibvf_config cfg;
+	struct ibvf_loop *loop;
+	struct ibvf_pool *pool;	/* owned by the engine; used by tests when idle */
+	struct ibvf_sm_backend *sm;
+	struct fake_sm_ctl *ctl;
+	struct ibvf_engine *e;
+	int replies, want;
+	bool deliver;
+	json_t *result[256];
+	int code[256];
+	char step[256][32];
+	char msg[256][256];
+};
+
+struct rctx {
+	struct fx *f;
+	int slot;
+};
+
+static bool on_reply(void *ctx, json_t *result, int code, const char *msg, int err_no,
+		     const char *step)
+{
+	struct rctx *r = ctx;
+	struct fx *f = r->f;
+
+	(void)err_no;
+	f->result[r->slot] = result;
+	f->code[r->slot] = code;
+	snprintf(f->step[r->slot], 32, "%s", step ? step : "");
+	snprintf(f->msg[r->slot], 256, "%s", msg ? msg : "");
+	if (++f->replies >= f->want)
+		ibvf_loop_quit(f->loop);
+	free(r);
+	return f->deliver;
+}
+
+static void start(struct fx *f, int slot, const char *method, json_t *params)
+{
+	struct rctx *r = calloc(1, sizeof(*r));
+
+	r->f = f;
+	r->slot = slot;
+	ibvf_engine_call(f->e, method, params, on_reply, r);
+	json_decref(params);
+}
+
+static void clear(struct fx *f)
+{
+	for (int i = 0; i < 256; i++) {
+		json_decref(f->result[i]);
+		f->result[i] = NULL;
+		f->code[i] = 0;
+	}
+	f->replies = 0;
+}
+
+/* Run the loop until @n replies arrived (bounded by a 20 s watchdog timer). */
+static void timeout_cb(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	fail_msg("no reply within 20 s");
+	ibvf_loop_quit(l);
+}
+
+static void run_until(struct fx *f, int n)
+{
+	struct ibvf_timer *t = ibvf_loop_timer(f->loop, 20000, 0, timeout_cb, f);
+
+	f->want = n;
+	if (f->replies < n)
+		ibvf_loop_run(f->loop);
+	ibvf_timer_free(t);
+}
+
+/* Let posted work (undo after an undelivered reply) finish. */
+static void drain(struct fx *f)
+{
+	for (int i = 0; i < 200 && ibvf_engine_inflight(f->e); i++) {
+		struct ibvf_timer *t = ibvf_loop_timer(f->loop, 10, 0,
+						       (ibvf_timer_cb)(void (*)(void))ibvf_loop_quit,
+						       NULL);
+		(void)t;
+		ibvf_loop_run(f->loop);
+		ibvf_timer_free(t);
+	}
+}
+
+static json_t *call(struct fx *f, const char *method, json_t *params)
+{
+	clear(f);
+	start(f, 0, method, params);
+	run_until(f, 1);
+	return f->result[0];
+}
+
+static json_t *owner(const char *cid, const char *ifname)
+{
+	return json_pack("{s:s,s:s,s:s,s:s,s:s}", "container_id", cid, "ifname", ifname,
+			 "pod_namespace", "ns", "pod_name", "pod", "network", "net-a");
+}
+
+static json_t *prep_params(const char *cid, const char *pci, const char *pkey)
+{
+	return json_pack("{s:o,s:s,s:[{s:s,s:s}],s:s}", "owner", owner(cid, "net1"), "pci", pci,
+			 "pkeys", "pkey", pkey, "membership", "full", "link_state", "enable");
+}
+
+static const char *pci_of(int i)
+{
+	static char buf[N_VFS][16];
+
+	snprintf(buf[i], sizeof(buf[i]), "0000:03:%02x.%d", 1 + i / 8, i % 8);
+	return buf[i];
+}
+
+static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct ibvf_engine_opts o = { 0 };
+	struct ibvf_pool_opts po = { 0 };
+	char path[128], err[512], cfgtext[1024];
+	FILE *fp;
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/ibvf-attach-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(path, sizeof(path), "%s/ibvfd.json", f->dir);
+	snprintf(cfgtext, sizeof(cfgtext),
+		 "{\"state_dir\": \"%s/state\", \"pool\": {\"ranges\": [{\"start\": "
+		 "\"0x%016llx\", \"end\": \"0x%016llx\"}], \"quarantine_s\": 60, \"sync\": \"normal\"},"
+		 " \"sm\": {\"batch_window_ms\": 20}%s}",
+		 f->dir, RANGE_START, RANGE_END, extra ? extra : "");
+	fp = fopen(path, "w");
+	fputs(cfgtext, fp);
+	fclose(fp);
+	assert_int_equal(ibvf_config_load(&f->cfg, path, true, NULL, err, sizeof(err)), 0);
+
+	memset(&fv, 0, sizeof(fv));
+	pthread_mutex_init(&fv.lock, NULL);
+	for (int i = 0; i < N_VFS; i++) {
+		snprintf(fv.vf[i].pci, sizeof(fv.vf[i].pci), "%s", pci_of(i));
+		/* a pre-attach GUID outside the ranges, to check release restores it */
+		fv.vf[i].node = fv.vf[i].port = i == 0 ? 0x1122334455667700ull : 0;
+		snprintf(fv.vf[i].link, sizeof(fv.vf[i].link), "auto");
+	}
+	assert_int_equal(ibvf_loop_new(&f->loop, err, sizeof(err)), 0);
+	po.state_dir = f->cfg.state_dir;
+	po.ranges = f->cfg.pool.ranges;
+	po.n_ranges = f->cfg.pool.n_ranges;
+	po.quarantine_s = f->cfg.pool.quarantine_s;
+	assert_int_equal(ibvf_pool_open(&po, &f->pool, err, sizeof(err)), 0);
+	assert_int_equal(fake_sm_ops.init("{}", &f->sm, err, sizeof(err)), 0);
+	f->ctl = fake_sm_ctl(f->sm);
+	o.loop = f->loop;
+	o.pool = f->pool;
+	o.sm_ops = &fake_sm_ops;
+	o.sm = f->sm;
+	o.vf = (struct ibvf_vf_ops){ f_lookup, f_program, f_list, NULL };
+	o.port = (struct ibvf_port_ops){ f_port_wait, NULL };
+	o.cfg = &f->cfg;
+	o.seed = 7;
+	o.sm_retry_base_ms = 10;
+	o.sm_max_attempts = sm_attempts;
+	assert_int_equal(ibvf_engine_new(&o, &f->e, err, sizeof(err)), 0);
+	f->deliver = true;
+	*state = f;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	struct fx *f;
+
+	setup_opts(state, NULL, 3);
+	f = *state;
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_true(ibvf_engine_ready(f->e));
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+
+	clear(f);
+	ibvf_engine_free(f->e);
+	fake_sm_ops.fini(f->sm);
+	ibvf_loop_free(f->loop);
+	ibvf_config_free(&f->cfg);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static uint64_t guid_of(json_t *r)
+{
+	uint64_t g = 0;
+
+	assert_non_null(r);
+	assert_int_equal(ibvf_guid_parse(json_string_value(json_object_get(r, "guid")), &g, NULL,
+					 0),
+			 0);
+	return g;
+}
+
+static int store_state(struct fx *f, uint64_t g)
+{
+	struct ibvf_alloc a;
+
+	if (ibvf_pool_get(f->pool, g, &a, NULL, 0))
+		return -1;
+	return (int)a.state;
+}
+
+/* -------------------------------------------------------------- tests -- */
+
+static void test_prepare_commit_release(void **state)
+{
+	struct fx *f = *state;
+	json_t *r = call(f, "prepare", prep_params("c1", pci_of(0), "0x0012"));
+	uint64_t g;
+	struct ibvf_alloc a;
+
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	assert_true(g >= RANGE_START && g <= RANGE_END);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "port_ready");
+	assert_string_equal(json_string_value(json_object_get(r, "pci")), pci_of(0));
+	assert_string_equal(json_string_value(json_object_get(r, "netdev")), "ib0v0g1");
+	assert_string_equal(json_string_value(json_object_get(r, "port_state")), "ACTIVE");
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_array_get(json_object_get(r, "pkeys"), 0), "index")),
+			 1);
+	/* the VF carries it, the SM has it, the store says port_ready with pre-attach GUIDs */
+	assert_int_equal(fv.vf[0].port, g);
+	assert_int_equal(fv.vf[0].node, g);
+	assert_string_equal(fv.vf[0].link, "enable");
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_FULL);
+	assert_int_equal(ibvf_pool_get(f->pool, g, &a, NULL, 0), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_PORT_READY);
+	assert_int_equal(a.prev_port_guid, 0x1122334455667700ull);
+	assert_string_equal(a.prev_link_state, "auto");
+
+	/* idempotent: same owner, same answer, no second programming */
+	r = call(f, "prepare", prep_params("c1", pci_of(0), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), g);
+	assert_int_equal(fv.program_calls, 1);
+
+	r = call(f, "commit", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "handed");
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
+	/* a retried ADD after commit: same answer, the port in the Pod is not read */
+	r = call(f, "prepare", prep_params("c1", pci_of(0), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), g);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "handed");
+
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_int_equal(guid_of(r), g);
+	/* walked back: SM, VF (pre-attach GUID and link state), store quarantine */
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+	assert_int_equal(fv.vf[0].port, 0x1122334455667700ull);
+	assert_string_equal(fv.vf[0].link, "auto");
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+
+	/* idempotent release */
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_false(json_is_true(json_object_get(r, "released")));
+}
+
+static void expect_error(struct fx *f, int code, const char *step)
+{
+	assert_null(f->result[0]);
+	if (f->code[0] != code)
+		fail_msg("code %d, expected %d (%s)", f->code[0], code, f->msg[0]);
+	if (step)
+		assert_string_equal(f->step[0], step);
+}
+
+/* Nothing held by anybody: store, VF and SM are as before. */
+static void assert_clean(struct fx *f, int vf)
+{
+	struct ibvf_pool_stats st;
+
+	assert_int_equal(ibvf_pool_stats(f->pool, &st, NULL, 0), 0);
+	assert_int_equal(st.allocated, 0);
+	assert_int_equal(fake_sm_count(f->sm), 0);
+	assert_int_equal(fv.vf[vf].port, vf == 0 ? 0x1122334455667700ull : 0);
+}
+
+static void test_rollback_program(void **state)
+{
+	struct fx *f = *state;
+
+	fv.fail_program = 1;
+	call(f, "prepare", prep_params("c2", pci_of(1), "0x0012"));
+	expect_error(f, IBVF_RPC_VF_ERROR, "program");
+	assert_non_null(strstr(f->msg[0], "does not support VF GUIDs"));
+	assert_clean(f, 1);
+}
+
+static void test_rollback_sm(void **state)
+{
+	struct fx *f = *state;
+
+	f->ctl->fail_add = 1;
+	f->ctl->fail_errno = -EINVAL; /* not retryable */
+	call(f, "prepare", prep_params("c3", pci_of(2), "0x0012"));
+	expect_error(f, IBVF_RPC_SM_ERROR, "sm_add");
+	assert_clean(f, 2);
+	assert_true(fv.program_calls >= 2); /* programmed, then reset */
+}
+
+static void test_rollback_port(void **state)
+{
+	struct fx *f = *state;
+
+	fv.fail_port = 1;
+	call(f, "prepare", prep_params("c4", pci_of(3), "0x0012"));
+	expect_error(f, IBVF_RPC_PORT_NOT_READY, "port_wait");
+	assert_non_null(strstr(f->msg[0], "port INIT"));
+	assert_clean(f, 3);
+	assert_true(f->ctl->remove_calls >= 1);
+}
+
+static void test_rollback_deadline(void **state)
+{
+	struct fx *f;
+
+	setup_opts(state, ", \"daemon\": {\"prepare_timeout_s\": 1}", 1000);
+	f = *state;
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	f->ctl->fail_add = 1000000; /* retryable (-ECONNREFUSED) forever */
+	call(f, "prepare", prep_params("c5", pci_of(4), "0x0012"));
+	expect_error(f, IBVF_RPC_DEADLINE, "sm_add");
+	f->ctl->fail_add = 0;
+	assert_clean(f, 4);
+	teardown(state);
+}
+
+static void test_vf_busy_and_params(void **state)
+{
+	struct fx *f = *state;
+
+	call(f, "prepare", prep_params("c6", pci_of(5), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	call(f, "prepare", prep_params("c7", pci_of(5), "0x0012"));
+	expect_error(f, IBVF_RPC_BUSY, "allocate");
+	assert_non_null(strstr(f->msg[0], "c6"));
+	/* same owner on another VF: conflict */
+	call(f, "prepare", prep_params("c6", pci_of(6), "0x0012"));
+	expect_error(f, IBVF_RPC_GUID_CONFLICT, "allocate");
+
+	call(f, "prepare", prep_params("c8", "03:00.1", "0x0012"));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+	call(f, "prepare", prep_params("c8", pci_of(7), "0x0000"));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+	call(f, "prepare", prep_params("c8", pci_of(7), "0x7fff"));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+	call(f, "prepare", json_pack("{s:s}", "pci", pci_of(7)));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+	call(f, "prepare", prep_params("c8", "0000:09:00.1", "0x0012"));
+	expect_error(f, IBVF_RPC_VF_ERROR, "lookup");
+	call(f, "frobnicate", json_object());
+	expect_error(f, IBVF_RPC_METHOD_NOT_FOUND, NULL);
+	call(f, "commit", json_pack("{s:o}", "owner", owner("nobody", "net1")));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "commit");
+	/* requested GUID outside the ranges */
+	call(f, "prepare",
+	     json_pack("{s:o,s:s,s:[{s:s}],s:s}", "owner", owner("c9", "net1"), "pci", pci_of(8),
+		       "pkeys", "pkey", "0x12", "guid", "00:00:00:00:00:00:00:07"));
+	expect_error(f, IBVF_RPC_GUID_CONFLICT, "allocate");
+	assert_int_equal(fv.vf[8].port, 0);
+}
+
+static void test_requested_guid(void **state)
+{
+	struct fx *f = *state;
+	json_t *r = call(f, "prepare",
+			 json_pack("{s:o,s:s,s:[{s:s,s:s}],s:s}", "owner", owner("c10", "net1"),
+				   "pci", pci_of(9), "pkeys", "pkey", "0x0013", "membership",
+				   "limited", "guid", "0x0002c90300a00100"));
+
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), 0x0002c90300a00100ull);
+	assert_int_equal(fake_sm_has(f->sm, 0x13, 0x0002c90300a00100ull), IBVF_MEMBER_LIMITED);
+}
+
+static void test_not_ready(void **state)
+{
+	struct fx *f;
+
+	setup_opts(state, NULL, 3);
+	f = *state;
+	f->ctl->fail_validate = 1;
+	assert_true(ibvf_engine_validate_sm(f->e) < 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	expect_error(f, IBVF_RPC_NOT_READY, "validate");
+	json_t *r = call(f, "status", NULL);
+	assert_false(json_is_true(json_object_get(r, "ready")));
+	assert_false(json_is_true(json_object_get(json_object_get(r, "backend"), "ok")));
+	/* SM comes back: ready */
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	teardown(state);
+}
+
+static void test_undelivered_rolls_back(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_pool_stats st;
+
+	f->deliver = false; /* the client went away */
+	call(f, "prepare", prep_params("c12", pci_of(11), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	drain(f);
+	f->deliver = true;
+	assert_int_equal(ibvf_pool_stats(f->pool, &st, NULL, 0), 0);
+	assert_int_equal(st.allocated, 0);
+	assert_int_equal(fake_sm_count(f->sm), 0);
+	assert_int_equal(fv.vf[11].port, 0);
+}
+
+static void test_gc_list_status(void **state)
+{
+	struct fx *f = *state;
+	json_t *r, *rel;
+	char cid[16];
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(cid, sizeof(cid), "gc%d", i);
+		call(f, "prepare", prep_params(cid, pci_of(20 + i), "0x0014"));
+		assert_int_equal(f->code[0], 0);
+	}
+	r = call(f, "list", json_pack("{s:s}", "network", "net-a"));
+	assert_int_equal(json_array_size(json_object_get(r, "owners")), 3);
+	r = call(f, "list", json_pack("{s:i,s:i}", "limit", 1, "offset", 1));
+	assert_int_equal(json_array_size(json_object_get(r, "owners")), 1);
+	assert_int_equal(json_integer_value(json_object_get(r, "total")), 3);
+	r = call(f, "gc", json_pack("{s:s,s:[{s:s,s:s}]}", "network", "net-a", "valid",
+				    "container_id", "gc1", "ifname", "net1"));
+	assert_int_equal(f->code[0], 0);
+	rel = json_object_get(r, "released");
+	assert_int_equal(json_array_size(rel), 2);
+	r = call(f, "list", NULL);
+	assert_int_equal(json_array_size(json_object_get(r, "owners")), 1);
+	assert_string_equal(json_string_value(json_object_get(
+				    json_object_get(json_array_get(json_object_get(r, "owners"), 0),
+						    "owner"),
+				    "container_id")),
+			    "gc1");
+	r = call(f, "status", NULL);
+	assert_true(json_is_true(json_object_get(r, "ready")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "pool"),
+							    "allocated")),
+			 1);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "backend"),
+							      "name")),
+			    "fake");
+	call(f, "gc", json_pack("{s:s}", "network", "x"));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+}
+
+/* 64 concurrent prepares on 64 VFs, 50 ms SM latency: a handful of SM calls. */
+static void test_concurrent_prepares_batch(void **state)
+{
+	struct fx *f = *state;
+	uint64_t seen[64];
+
+	f->ctl->latency_ms = 50;
+	/* a window that covers the 64 store commits even under ASan */
+	f->cfg.sm.batch_window_ms = 300;
+	ibvf_engine_reload(f->e, &f->cfg);
+	clear(f);
+	for (int i = 0; i < 64; i++) {
+		char cid[16];
+
+		snprintf(cid, sizeof(cid), "cc%d", i);
+		start(f, i, "prepare", prep_params(cid, pci_of(i), "0x0015"));
+	}
+	run_until(f, 64);
+	for (int i = 0; i < 64; i++) {
+		if (f->code[i])
+			fail_msg("prepare %d: %s", i, f->msg[i]);
+		seen[i] = guid_of(f->result[i]);
+		for (int j = 0; j < i; j++)
+			assert_true(seen[j] != seen[i]);
+	}
+	assert_true(f->ctl->add_calls <= 4);
+	assert_false(f->ctl->concurrent_call_seen);
+	assert_int_equal(fake_sm_count(f->sm), 64);
+}
+
+/* Same owner twice at once: serialized; the second gets the first's answer. */
+static void test_same_owner_serialized(void **state)
+{
+	struct fx *f = *state;
+
+	clear(f);
+	start(f, 0, "prepare", prep_params("dup", pci_of(30), "0x0012"));
+	start(f, 1, "prepare", prep_params("dup", pci_of(30), "0x0012"));
+	run_until(f, 2);
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(f->code[1], 0);
+	assert_int_equal(guid_of(f->result[0]), guid_of(f->result[1]));
+	assert_int_equal(fv.program_calls, 1);
+}
+
+/* SM removal fails: release still succeeds (VF clean), reconciliation finishes it. */
+static void test_release_sm_pending(void **state)
+{
+	struct fx *f = *state;
+	json_t *r = call(f, "prepare", prep_params("c13", pci_of(12), "0x0012"));
+	uint64_t g = guid_of(r);
+	struct ibvf_alloc a;
+
+	f->ctl->fail_remove = 100;
+	f->ctl->fail_errno = -EINVAL;
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c13", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "sm_removal_pending")));
+	assert_int_equal(fv.vf[12].port, 0);
+	assert_int_equal(ibvf_pool_get(f->pool, g, &a, NULL, 0), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_RELEASING);
+	assert_string_equal(a.pci, "");
+	/* the VF is free again for someone else */
+	call(f, "prepare", prep_params("c14", pci_of(12), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	f->ctl->fail_remove = 0;
+	{
+		json_t *fnd = json_array();
+		int n = ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
+		char *t = json_dumps(fnd, 0);
+
+		if (n)
+			fail_msg("findings: %s", t);
+		free(t);
+		json_decref(fnd);
+	}
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+}
+
+/* Crash leftovers and drift are found and handled by reconciliation. */
+static void test_reconcile(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_alloc_request req = { .vf_index = 40 };
+	uint16_t pk = 0x8016;
+	struct ibvf_alloc mid, handed;
+	json_t *fnd = json_array(), *r;
+	uint64_t orphan = RANGE_START + 0x500, vforphan = RANGE_START + 0x600;
+	int n;
+
+	/* 1: an attach cut short at sm_requested: VF programmed, SM has it */
+	snprintf(req.owner.container_id, sizeof(req.owner.container_id), "crashed");
+	snprintf(req.owner.ifname, sizeof(req.owner.ifname), "net1");
+	req.pci = pci_of(40);
+	req.pkeys = &pk;
+	req.n_pkeys = 1;
+	assert_int_equal(ibvf_pool_allocate(f->pool, &req, &mid, NULL, 0), 0);
+	mid.state = IBVF_ALLOC_SM_REQUESTED;
+	assert_int_equal(ibvf_pool_update(f->pool, &mid, NULL, 0), 0);
+	fv.vf[40].port = fv.vf[40].node = mid.guid;
+	fake_sm_put(f->sm, 0x16, mid.guid, true);
+
+	/* 2: a handed attach whose membership the SM lost */
+	r = call(f, "prepare", prep_params("alive", pci_of(41), "0x0016"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(ibvf_pool_get(f->pool, guid_of(r), &handed, NULL, 0), 0);
+	call(f, "commit", json_pack("{s:o}", "owner", owner("alive", "net1")));
+	clear(f);
+	fake_sm_drop(f->sm, 0x16, handed.guid);
+
+	/* 3: an SM member of the ranges nobody holds; 4: a VF carrying one */
+	fake_sm_put(f->sm, 0x16, orphan, true);
+	fv.vf[42].port = fv.vf[42].node = vforphan;
+	/* not managed by ibvf: left alone */
+	fake_sm_put(f->sm, 0x16, RANGE_START + 0x700, false);
+
+	/* dry run (offline audit without --fix): everything reported, nothing touched */
+	{
+		json_t *dry = json_array();
+
+		n = ibvf_engine_reconcile(f->e, IBVF_PASS_DRY_RUN, dry, NULL, 0);
+		assert_int_equal(n, 4);
+		assert_int_equal(store_state(f, mid.guid), IBVF_ALLOC_SM_REQUESTED);
+		assert_int_equal(fake_sm_has(f->sm, 0x16, mid.guid), IBVF_MEMBER_FULL);
+		assert_int_equal(fake_sm_has(f->sm, 0x16, handed.guid), -1);
+		assert_int_equal(fv.vf[40].port, mid.guid);
+		json_decref(dry);
+	}
+	/* report mode: fixes the crash and the lost membership, reports orphans */
+	n = ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(store_state(f, mid.guid), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[40].port, 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, mid.guid), -1);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, handed.guid), IBVF_MEMBER_FULL);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, orphan), IBVF_MEMBER_FULL);
+	assert_int_equal(fv.vf[42].port, vforphan);
+	{
+		size_t i;
+		json_t *it;
+		int kinds = 0;
+
+		json_array_foreach(fnd, i, it) {
+			const char *k = json_string_value(json_object_get(it, "kind"));
+
+			kinds |= !strcmp(k, "mid-flight") << 0 | !strcmp(k, "sm-missing") << 1 |
+				 !strcmp(k, "sm-orphan") << 2 | !strcmp(k, "vf-orphan") << 3;
+			assert_non_null(json_object_get(it, "fix"));
+		}
+		assert_int_equal(kinds, 0xf);
+	}
+	json_decref(fnd);
+
+	/* fix mode: orphans go */
+	n = ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, NULL, NULL, 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, orphan), -1);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, RANGE_START + 0x700), IBVF_MEMBER_FULL);
+	assert_int_equal(fv.vf[42].port, 0);
+	/* and a clean pass finds nothing */
+	fnd = json_array();
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0), 0);
+	json_decref(fnd);
+	/* the audit method runs the same pass */
+	r = call(f, "audit", json_object());
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(json_integer_value(json_object_get(r, "problems")), 0);
+}
+
+/* Start-up with the SM down and a crash leftover: the VF is freed at once, the
+ * SM removal waits for the SM. */
+static void test_reconcile_sm_down(void **state)
+{
+	struct fx *f;
+	struct ibvf_alloc_request req = { .vf_index = 50 };
+	uint16_t pk = 0x8017;
+	struct ibvf_alloc mid, a;
+	int64_t t0;
+
+	setup_opts(state, NULL, 3);
+	f = *state;
+	snprintf(req.owner.container_id, sizeof(req.owner.container_id), "crashed2");
+	snprintf(req.owner.ifname, sizeof(req.owner.ifname), "net1");
+	req.pci = pci_of(50);
+	req.pkeys = &pk;
+	req.n_pkeys = 1;
+	assert_int_equal(ibvf_pool_allocate(f->pool, &req, &mid, NULL, 0), 0);
+	mid.state = IBVF_ALLOC_SM_CONFIRMED;
+	assert_int_equal(ibvf_pool_update(f->pool, &mid, NULL, 0), 0);
+	fv.vf[50].port = fv.vf[50].node = mid.guid;
+	fake_sm_put(f->sm, 0x17, mid.guid, true);
+	f->ctl->fail_validate = 1;
+	f->ctl->fail_list = 1;
+	assert_true(ibvf_engine_validate_sm(f->e) < 0);
+	t0 = ibvf_mono_ms();
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_true(ibvf_mono_ms() - t0 < 2000); /* no SM retries during start-up */
+	assert_int_equal(fv.vf[50].port, 0);
+	assert_int_equal(ibvf_pool_get(f->pool, mid.guid, &a, NULL, 0), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_RELEASING);
+	assert_string_equal(a.pci, "");
+	/* the SM is back: the next pass removes the membership and frees the GUID */
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0), 0);
+	assert_int_equal(store_state(f, mid.guid), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x17, mid.guid), -1);
+	teardown(state);
+}
+
+/* Stop: new calls are refused with BUSY. */
+static void test_stop(void **state)
+{
+	struct fx *f = *state;
+
+	ibvf_engine_stop(f->e);
+	call(f, "status", NULL);
+	expect_error(f, IBVF_RPC_BUSY, NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_prepare_commit_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rollback_program, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rollback_sm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rollback_port, setup, teardown),
+		cmocka_unit_test(test_rollback_deadline),
+		cmocka_unit_test_setup_teardown(test_vf_busy_and_params, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_requested_guid, setup, teardown),
+		cmocka_unit_test(test_not_ready),
+		cmocka_unit_test_setup_teardown(test_undelivered_rolls_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gc_list_status, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_prepares_batch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_owner_serialized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_pending, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
+		cmocka_unit_test(test_reconcile_sm_down),
+	};
+
+	ibvf_log_init("test_attach", IBVF_LOG_STDERR, getenv("IBVF_TEST_DEBUG") ? LOG_DEBUG : LOG_ERR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of the event loop, worker pool and sd_notify (daemon/core). */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "evloop.h"
+#include "sd_notify.h"
+#include "workq.h"
+
+struct ctx {
+	struct ibvf_loop *l;
+	int ticks, posts, sig, jobs_done;
+	int64_t t0, t_first;
+	pthread_t loop_thread;
+	bool on_loop;
+};
+
+static void tick(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct ctx *c = arg;
+
+	(void)t;
+	if (!c->ticks++)
+		c->t_first = ibvf_mono_ms();
+	if (c->ticks == 3)
+		ibvf_loop_quit(l);
+}
+
+/* One-shot after 30 ms, then every 10 ms: three ticks, the first not early. */
+static void test_timer(void **state)
+{
+	struct ctx c = { 0 };
+	struct ibvf_timer *t;
+
+	(void)state;
+	assert_int_equal(ibvf_loop_new(&c.l, NULL, 0), 0);
+	c.t0 = ibvf_mono_ms();
+	t = ibvf_loop_timer(c.l, 30, 10, tick, &c);
+	assert_non_null(t);
+	assert_int_equal(ibvf_loop_run(c.l), 0);
+	assert_int_equal(c.ticks, 3);
+	assert_true(c.t_first - c.t0 >= 29);
+	ibvf_timer_free(t);
+	ibvf_loop_free(c.l);
+}
+
+static void posted(void *arg)
+{
+	struct ctx *c = arg;
+
+	c->on_loop = pthread_equal(pthread_self(), c->loop_thread);
+	if (++c->posts == 100)
+		ibvf_loop_quit(c->l);
+}
+
+static void *poster(void *arg)
+{
+	struct ctx *c = arg;
+
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(ibvf_loop_post(c->l, posted, c), 0);
+	return NULL;
+}
+
+/* Posts from other threads run on the loop thread, none lost. */
+static void test_post_from_threads(void **state)
+{
+	struct ctx c = { 0 };
+	pthread_t a, b;
+
+	(void)state;
+	assert_int_equal(ibvf_loop_new(&c.l, NULL, 0), 0);
+	c.loop_thread = pthread_self();
+	pthread_create(&a, NULL, poster, &c);
+	pthread_create(&b, NULL, poster, &c);
+	assert_int_equal(ibvf_loop_run(c.l), 0);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	assert_int_equal(c.posts, 100);
+	assert_true(c.on_loop);
+	ibvf_loop_free(c.l);
+}
+
+static void on_sig(struct ibvf_loop *l, int signo, void *arg)
+{
+	struct ctx *c = arg;
+
+	c->sig = signo;
+	ibvf_loop_quit(l);
+}
+
+/* Signals arrive through the signalfd, no handler runs. */
+static void test_signal(void **state)
+{
+	static const int sigs[] = { SIGUSR1 };
+	struct ctx c = { 0 };
+	sigset_t set;
+
+	(void)state;
+	assert_int_equal(ibvf_loop_new(&c.l, NULL, 0), 0);
+	assert_int_equal(ibvf_loop_signals(c.l, sigs, 1, on_sig, &c), 0);
+	kill(getpid(), SIGUSR1);
+	assert_int_equal(ibvf_loop_run(c.l), 0);
+	assert_int_equal(c.sig, SIGUSR1);
+	ibvf_loop_free(c.l);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+static void job(void *arg)
+{
+	(void)arg;
+	usleep(1000);
+}
+
+static void job_done(void *arg)
+{
+	struct ctx *c = arg;
+
+	if (++c->jobs_done == 64)
+		ibvf_loop_quit(c->l);
+}
+
+/* 64 jobs on 4 workers, every completion on the loop. */
+static void test_workq(void **state)
+{
+	struct ctx c = { 0 };
+	struct ibvf_workq *q;
+
+	(void)state;
+	assert_int_equal(ibvf_loop_new(&c.l, NULL, 0), 0);
+	assert_int_equal(ibvf_workq_new(c.l, 4, &q, NULL, 0), 0);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(ibvf_workq_submit(q, job, job_done, &c), 0);
+	assert_int_equal(ibvf_loop_run(c.l), 0);
+	assert_int_equal(c.jobs_done, 64);
+	ibvf_workq_free(q);
+	assert_int_equal(ibvf_workq_new(c.l, 0, &q, NULL, 0), -EINVAL);
+	ibvf_loop_free(c.l);
+}
+
+/* READY=1 reaches $NOTIFY_SOCKET (path and abstract); unset: nothing, 0. */
+static void test_sd_notify(void **state)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[64], buf[64], env[80];
+	int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+	ssize_t n;
+
+	(void)state;
+	unsetenv("NOTIFY_SOCKET");
+	assert_int_equal(ibvf_sd_notify("READY=1"), 0);
+	snprintf(path, sizeof(path), "/tmp/ibvf-notify-%d", (int)getpid());
+	unlink(path);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setenv("NOTIFY_SOCKET", path, 1);
+	assert_int_equal(ibvf_sd_notify("READY=1\nSTATUS=ok"), 1);
+	n = recv(fd, buf, sizeof(buf) - 1, 0);
+	assert_true(n > 0);
+	buf[n] = 0;
+	assert_string_equal(buf, "READY=1\nSTATUS=ok");
+	close(fd);
+	unlink(path);
+	/* abstract namespace: "@name" */
+	fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(env, sizeof(env), "@ibvf-notify-%d", (int)getpid());
+	memcpy(sa.sun_path + 1, env + 1, strlen(env) - 1);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa,
+			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(env))),
+			 0);
+	setenv("NOTIFY_SOCKET", env, 1);
+	assert_int_equal(ibvf_sd_notify("STOPPING=1"), 1);
+	n = recv(fd, buf, sizeof(buf) - 1, 0);
+	assert_true(n > 0);
+	buf[n] = 0;
+	assert_string_equal(buf, "STOPPING=1");
+	close(fd);
+	setenv("NOTIFY_SOCKET", "relative/path", 1);
+	assert_int_equal(ibvf_sd_notify("READY=1"), -EINVAL);
+	unsetenv("NOTIFY_SOCKET");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_timer),
+		cmocka_unit_test(test_post_from_threads),
+		cmocka_unit_test(test_signal),
+		cmocka_unit_test(test_workq),
+		cmocka_unit_test(test_sd_notify),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of the SM batcher (daemon/core/sm_batch.c) over the fake SM backend. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "evloop.h"
+#include "fake_sm.h"
+#include "sm_batch.h"
+
+struct done_rec {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int n, expect;
+	int status[1024];
+	int64_t t[1024];
+};
+
+static struct done_rec rec;
+
+static void rec_reset(int expect)
+{
+	memset(&rec.status, 0, sizeof(rec.status));
+	rec.n = 0;
+	rec.expect = expect;
+}
+
+static void on_done(void *arg, int status, const char *msg)
+{
+	int i = (int)(intptr_t)arg;
+
+	(void)msg;
+	pthread_mutex_lock(&rec.lock);
+	rec.status[i] = status;
+	rec.t[i] = ibvf_mono_ms();
+	rec.n++;
+	pthread_cond_broadcast(&rec.cond);
+	pthread_mutex_unlock(&rec.lock);
+}
+
+static void wait_done(int n)
+{
+	pthread_mutex_lock(&rec.lock);
+	while (rec.n < n)
+		pthread_cond_wait(&rec.cond, &rec.lock);
+	pthread_mutex_unlock(&rec.lock);
+}
+
+struct fx {
+	struct ibvf_sm_backend *be;
+	struct fake_sm_ctl *ctl;
+	struct ibvf_sm_batch *b;
+};
+
+static struct fx *fx_new(uint32_t window, uint32_t bmax, uint32_t attempts)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct ibvf_sm_batch_opts o = {
+		.ops = &fake_sm_ops,
+		.window_ms = window,
+		.batch_max = bmax,
+		.retry_base_ms = 10,
+		.retry_max_ms = 40,
+		.max_attempts = attempts,
+		.seed = 42,
+	};
+	char err[256];
+
+	f->be = fake_sm_new();
+	f->ctl = fake_sm_ctl(f->be);
+	o.backend = f->be;
+	assert_int_equal(ibvf_sm_batch_new(&o, &f->b, err, sizeof(err)), 0);
+	return f;
+}
+
+static void fx_free(struct fx *f)
+{
+	ibvf_sm_batch_free(f->b);
+	fake_sm_ops.fini(f->be);
+	free(f);
+}
+
+static void submit(struct fx *f, enum ibvf_sm_req_kind k, uint16_t pkey, uint64_t guid, int i,
+		   int64_t deadline)
+{
+	struct ibvf_sm_member m = { .guid = guid, .membership = IBVF_MEMBER_FULL };
+
+	assert_int_equal(ibvf_sm_batch_submit(f->b, k, pkey, &m, NULL, deadline, on_done,
+					      (void *)(intptr_t)i),
+			 0);
+}
+
+/* 200 adds to one PKey inside one window: one add_members call with all of them. */
+static void test_coalesce_one_pkey(void **state)
+{
+	struct fx *f = fx_new(50, 1024, 3);
+	struct ibvf_sm_batch_stats st;
+
+	(void)state;
+	rec_reset(200);
+	for (int i = 0; i < 200; i++)
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0x1000 + (uint64_t)i, i, 0);
+	wait_done(200);
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(rec.status[i], 0);
+	assert_int_equal(f->ctl->add_calls, 1);
+	assert_int_equal(f->ctl->max_batch, 200);
+	assert_int_equal(fake_sm_count(f->be), 200);
+	ibvf_sm_batch_get_stats(f->b, &st);
+	assert_int_equal(st.flushes, 1);
+	assert_int_equal(st.requests, 200);
+	assert_false(f->ctl->concurrent_call_seen);
+	fx_free(f);
+}
+
+/* Three PKeys, adds and removes: one call per (kind, PKey). */
+static void test_coalesce_per_pkey(void **state)
+{
+	struct fx *f = fx_new(50, 1024, 3);
+
+	(void)state;
+	fake_sm_put(f->be, 0x30, 0x9000, true);
+	fake_sm_put(f->be, 0x30, 0x9001, true);
+	rec_reset(32);
+	for (int i = 0; i < 30; i++)
+		submit(f, IBVF_SM_REQ_ADD, (uint16_t)(0x10 + i % 3), 0x2000 + (uint64_t)i, i, 0);
+	submit(f, IBVF_SM_REQ_REMOVE, 0x30, 0x9000, 30, 0);
+	submit(f, IBVF_SM_REQ_REMOVE, 0x30, 0x9001, 31, 0);
+	wait_done(32);
+	assert_int_equal(f->ctl->add_calls, 3);
+	assert_int_equal(f->ctl->remove_calls, 1);
+	assert_int_equal(fake_sm_has(f->be, 0x30, 0x9000), -1);
+	assert_int_equal(fake_sm_has(f->be, 0x11, 0x2001), IBVF_MEMBER_FULL);
+	fx_free(f);
+}
+
+/* batch_max flushes before the window closes, and caps each call. */
+static void test_flush_on_size(void **state)
+{
+	struct fx *f = fx_new(10000, 8, 3);
+	int64_t t0 = ibvf_mono_ms();
+
+	(void)state;
+	rec_reset(16);
+	for (int i = 0; i < 16; i++)
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0x3000 + (uint64_t)i, i, 0);
+	wait_done(16);
+	assert_true(ibvf_mono_ms() - t0 < 5000); /* did not wait for the 10 s window */
+	assert_true(f->ctl->max_batch <= 8);
+	assert_int_equal(f->ctl->add_calls, 2);
+	fx_free(f);
+}
+
+/* The window: a lone request waits about window_ms, not more, not much less. */
+static void test_flush_on_window(void **state)
+{
+	struct fx *f = fx_new(100, 1024, 3);
+	int64_t t0 = ibvf_mono_ms(), dt;
+
+	(void)state;
+	rec_reset(1);
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0x4000, 0, 0);
+	wait_done(1);
+	dt = rec.t[0] - t0;
+	assert_true(dt >= 90);
+	assert_true(dt < 2000);
+	fx_free(f);
+}
+
+/* Transient failures are retried (with backoff) until they succeed. */
+static void test_retry_then_success(void **state)
+{
+	struct fx *f = fx_new(5, 1024, 5);
+	struct ibvf_sm_batch_stats st;
+
+	(void)state;
+	f->ctl->fail_add = 2;
+	rec_reset(4);
+	for (int i = 0; i < 4; i++)
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0x5000 + (uint64_t)i, i, 0);
+	wait_done(4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(rec.status[i], 0);
+	assert_int_equal(f->ctl->add_calls, 3);
+	ibvf_sm_batch_get_stats(f->b, &st);
+	assert_int_equal(st.retries, 2);
+	assert_int_equal(fake_sm_count(f->be), 4);
+	fx_free(f);
+}
+
+/* Bounded: after max_attempts the waiters get the last error. */
+static void test_retry_bounded(void **state)
+{
+	struct fx *f = fx_new(5, 1024, 3);
+
+	(void)state;
+	f->ctl->fail_add = 100;
+	rec_reset(2);
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0x6000, 0, 0);
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0x6001, 1, 0);
+	wait_done(2);
+	assert_int_equal(rec.status[0], -ECONNREFUSED);
+	assert_int_equal(rec.status[1], -ECONNREFUSED);
+	assert_int_equal(f->ctl->add_calls, 3);
+	fx_free(f);
+}
+
+/* The deadline wins over retries: -ETIMEDOUT, no more calls after it. */
+static void test_deadline(void **state)
+{
+	struct fx *f = fx_new(5, 1024, 1000);
+	int64_t t0 = ibvf_mono_ms();
+
+	(void)state;
+	f->ctl->fail_add = 1000000;
+	rec_reset(1);
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0x7000, 0, t0 + 300);
+	wait_done(1);
+	assert_int_equal(rec.status[0], -ETIMEDOUT);
+	assert_true(rec.t[0] - t0 >= 290);
+	assert_true(rec.t[0] - t0 < 3000);
+	fx_free(f);
+}
+
+/* One bad GUID (non-retryable -EINVAL) fails alone; its batch neighbours succeed. */
+static void test_split_on_bad_guid(void **state)
+{
+	struct fx *f = fx_new(20, 1024, 3);
+
+	(void)state;
+	f->ctl->bad_guid = 0x8003;
+	rec_reset(8);
+	for (int i = 0; i < 8; i++)
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0x8000 + (uint64_t)i, i, 0);
+	wait_done(8);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(rec.status[i], i == 3 ? -EINVAL : 0);
+	assert_int_equal(fake_sm_count(f->be), 7);
+	/* 1 + 2 halves + 2 quarters + 2 eighths = 7 calls, not 8 x retries */
+	assert_true(f->ctl->add_calls <= 7);
+	fx_free(f);
+}
+
+/* Add then remove of the same (PKey, GUID) before the flush: the last word wins. */
+static void test_last_request_wins(void **state)
+{
+	struct fx *f = fx_new(100, 1024, 3);
+
+	(void)state;
+	rec_reset(2);
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0x9100, 0, 0);
+	submit(f, IBVF_SM_REQ_REMOVE, 0x12, 0x9100, 1, 0);
+	wait_done(2);
+	assert_int_equal(rec.status[0], -ECANCELED);
+	assert_int_equal(rec.status[1], 0);
+	assert_int_equal(fake_sm_has(f->be, 0x12, 0x9100), -1);
+	assert_int_equal(f->ctl->add_calls, 0);
+	fx_free(f);
+}
+
+/* Synchronous call from many threads: still one batch, no overlapping backend calls. */
+struct th_arg {
+	struct fx *f;
+	int i;
+	int ret;
+};
+
+static void *th_call(void *p)
+{
+	struct th_arg *a = p;
+	struct ibvf_sm_member m = { .guid = 0xa000 + (uint64_t)a->i };
+	char msg[256];
+
+	a->ret = ibvf_sm_batch_call(a->f->b, IBVF_SM_REQ_ADD, 0x22, &m, 0, msg, sizeof(msg));
+	return NULL;
+}
+
+static void test_concurrent_callers(void **state)
+{
+	struct fx *f = fx_new(500, 1024, 3); /* generous: thread start-up is slow under ASan */
+	pthread_t th[32];
+	struct th_arg a[32];
+
+	(void)state;
+	f->ctl->latency_ms = 20;
+	for (int i = 0; i < 32; i++) {
+		a[i] = (struct th_arg){ f, i, -1 };
+		pthread_create(&th[i], NULL, th_call, &a[i]);
+	}
+	for (int i = 0; i < 32; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(a[i].ret, 0);
+	}
+	assert_true(f->ctl->add_calls <= 2);
+	assert_false(f->ctl->concurrent_call_seen);
+	fx_free(f);
+}
+
+/* Shutdown sends what is queued (one attempt) and completes every waiter. */
+static void test_shutdown_flushes(void **state)
+{
+	struct fx *f = fx_new(60000, 1024, 3);
+
+	(void)state;
+	rec_reset(3);
+	for (int i = 0; i < 3; i++)
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0xb000 + (uint64_t)i, i, 0);
+	ibvf_sm_batch_free(f->b);
+	f->b = NULL;
+	assert_int_equal(rec.n, 3);
+	assert_int_equal(fake_sm_count(f->be), 3);
+	fake_sm_ops.fini(f->be);
+	free(f);
+}
+
+/* Announced requests hold a closed window open: a spread-out burst shares one call. */
+static void test_expected_requests_hold(void **state)
+{
+	struct fx *f = fx_new(10, 1024, 3);
+	struct timespec ts = { 0, 30 * 1000000 };
+
+	(void)state;
+	rec_reset(6);
+	ibvf_sm_batch_expect(f->b, 6);
+	for (int i = 0; i < 6; i++) {
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0xc000 + (uint64_t)i, i, 0);
+		ibvf_sm_batch_expect(f->b, -1);
+		nanosleep(&ts, NULL); /* 30 ms apart, window 10 ms */
+	}
+	wait_done(6);
+	assert_int_equal(f->ctl->add_calls, 1);
+	/* without announcements the same spread costs one call per window */
+	unsigned before = f->ctl->add_calls;
+
+	rec_reset(4);
+	for (int i = 0; i < 4; i++) {
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0xd000 + (uint64_t)i, i, 0);
+		nanosleep(&ts, NULL);
+	}
+	wait_done(4);
+	assert_true(f->ctl->add_calls - before >= 2); /* not held into one call */
+	fx_free(f);
+}
+
+static void test_retryable(void **state)
+{
+	(void)state;
+	assert_false(ibvf_sm_retryable(-EINVAL));
+	assert_false(ibvf_sm_retryable(-EACCES));
+	assert_true(ibvf_sm_retryable(-ETIMEDOUT));
+	assert_true(ibvf_sm_retryable(-ECONNREFUSED));
+	assert_true(ibvf_sm_retryable(-EIO));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_coalesce_one_pkey),
+		cmocka_unit_test(test_coalesce_per_pkey),
+		cmocka_unit_test(test_flush_on_size),
+		cmocka_unit_test(test_flush_on_window),
+		cmocka_unit_test(test_retry_then_success),
+		cmocka_unit_test(test_retry_bounded),
+		cmocka_unit_test(test_deadline),
+		cmocka_unit_test(test_split_on_bad_guid),
+		cmocka_unit_test(test_last_request_wins),
+		cmocka_unit_test(test_concurrent_callers),
+		cmocka_unit_test(test_shutdown_flushes),
+		cmocka_unit_test(test_expected_requests_hold),
+		cmocka_unit_test(test_retryable),
+	};
+
+	pthread_mutex_init(&rec.lock, NULL);
+	pthread_cond_init(&rec.cond, NULL);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
