@@ -272,21 +272,6 @@ int cni_vf_restore(const struct cni_cache *c, char *err, size_t errlen)
 
 /* ---------------------------------------------------------- port check -- */
 
-static int read_small(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "re");
-	size_t n;
-
-	if (!f)
-		return -errno;
-	n = fread(buf, 1, len - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = 0;
-	return 0;
-}
-
 /* The check itself, in whatever netns/mount namespace we are in. */
 static int port_check_here(const char *root, const char *dev, const struct cni_pkey *pkeys,
 			   size_t n_pkeys, char *err, size_t errlen)
@@ -299,7 +284,7 @@ static int port_check_here(const char *root, const char *dev, const struct cni_p
 
 	ret = pathf(path, sizeof(path), "%s/class/infiniband/%s/ports/1/state", root, dev);
 	if (!ret)
-		ret = read_small(path, buf, sizeof(buf));
+		ret = ibvf_sysfs_read_str(path, buf, sizeof(buf));
 	if (ret)
 		return ibvf_errf(err, errlen, ret, "RDMA device %s: reading %s: %s", dev, path,
 				 strerror(-ret));
@@ -319,7 +304,7 @@ static int port_check_here(const char *root, const char *dev, const struct cni_p
 		char *end;
 
 		if (de->d_name[0] == '.' || pathf(f, sizeof(f), "%s/%s", path, de->d_name) ||
-		    read_small(f, buf, sizeof(buf)))
+		    ibvf_sysfs_read_str(f, buf, sizeof(buf)))
 			continue;
 		v = strtoul(buf, &end, 0);
 		if (end == buf || v > 0xffff)

@@ -360,16 +360,9 @@ static int read_sriov(const struct ibvf_vf_driver *d, const struct ibvf_vf_info 
 		      const char *name, char *buf, size_t len)
 {
 	char p[PATH_MAX];
-	FILE *f;
-	size_t n;
 
-	if (sriov_file(d, vf, name, p, sizeof(p)) || !(f = fopen(p, "re")))
+	if (sriov_file(d, vf, name, p, sizeof(p)) || ibvf_sysfs_read_str(p, buf, len))
 		return -ENOENT;
-	n = fread(buf, 1, len - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = 0;
 	return 0;
 }
 

@@ -58,8 +58,7 @@ int ibvf_pci_addr_valid(const char *pci, char *err, size_t errlen)
 	return 0;
 }
 
-/* Read a small sysfs file into @buf without the trailing newline. */
-static int read_str(const char *path, char *buf, size_t len)
+int ibvf_sysfs_read_str(const char *path, char *buf, size_t len)
 {
 	FILE *f = fopen(path, "re");
 	size_t n;
@@ -78,7 +77,7 @@ static int read_int(const char *path, int *out)
 {
 	char buf[32], *end;
 	long v;
-	int ret = read_str(path, buf, sizeof(buf));
+	int ret = ibvf_sysfs_read_str(path, buf, sizeof(buf));
 
 	if (ret)
 		return ret;

@@ -135,6 +135,13 @@ int ibvf_vf_lookup_index(const char *sysfs_root, const char *pf, int index,
 int ibvf_pci_dev_path(const char *sysfs_root, const char *pci, const char *sub, char *buf,
 		      size_t len);
 
+/**
+ * ibvf_sysfs_read_str() - read a small sysfs attribute file into @buf (@len
+ * bytes, NUL-terminated), without trailing newline or blanks.
+ * Return: 0, or the negative errno of fopen(3).
+ */
+int ibvf_sysfs_read_str(const char *path, char *buf, size_t len);
+
 /** ibvf_pci_dev_exists() - the PCI device directory of @pci exists. */
 bool ibvf_pci_dev_exists(const char *sysfs_root, const char *pci);
 
