@@ -1,0 +1,593 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ib-sriov CNI plugin: ADD (docs/cni.md "ADD").
+ *
+ *   validate -> lock -> prepare (ibvfd) | apply (compatibility mode)
+ *   -> RDMA device into the Pod netns (rdmaIsolation) -> netdev into the Pod
+ *   -> IPAM -> RC check -> cache -> commit (ibvfd) -> result
+ *
+ * Any failure after the prepare/apply step undoes every step done so far, in
+ * reverse order (IPAM DEL, netdev back under its host name, RDMA device back,
+ * ibvfd release or GUID/link-state restore, cache removed).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cni_cmd.h"
+#include "cni_daemon.h"
+#include "cni_ipam.h"
+#include "cni_netns.h"
+#include "cni_rdma.h"
+#include "cni_result.h"
+#include "cni_vf.h"
+#include "log.h"
+#include "rc_check.h"
+
+/** How long to wait for the netdev an RDMA device move re-creates, ms. */
+#define CNI_NETDEV_WAIT_MS 3000
+
+struct add {
+	struct cni_ctx *ctx;
+	enum cni_mode mode;
+	const char *socket;
+	json_t *owner;
+	struct cni_vf vf;
+	bool vfio;
+	struct cni_ns host, pod;
+	int locks[2];
+	struct cni_cache c;
+	struct cni_prepared prep;
+	struct cni_moved moved;
+	json_t *ipam_res;
+	char rdma_dev[64];
+	char what[256]; /* "PF ib0 VF 2, GUID ..., PKey 0x8010" */
+	/* what has been done, for the rollback */
+	bool prepared, applied, rdma_moved, netdev_moved, ipam_added, cache_written;
+};
+
+/* Refresh a->what: the VF, its GUID and PKeys, for every message about it. */
+static void describe(struct add *a)
+{
+	const struct cni_netconf *nc = &a->ctx->nc;
+	char g[IBVF_GUID_STR_LEN] = "none";
+	size_t off;
+
+	if (a->c.guid)
+		ibvf_guid_format(a->c.guid, g);
+	else if (nc->guid_source)
+		ibvf_guid_format(nc->guid, g);
+	off = (size_t)snprintf(a->what, sizeof(a->what), "PF %s VF %d, GUID %s, PKey",
+			       a->vf.pf_netdev[0] ? a->vf.pf_netdev : "?", a->vf.vf_index, g);
+	if (!nc->n_pkeys)
+		snprintf(a->what + off, sizeof(a->what) - off, " none");
+	for (size_t i = 0; i < nc->n_pkeys && off < sizeof(a->what); i++)
+		off += (size_t)snprintf(a->what + off, sizeof(a->what) - off, " 0x%04x (%s)",
+					nc->pkeys[i].key | (nc->pkeys[i].membership ? 0x8000 : 0),
+					ibvf_membership_name(nc->pkeys[i].membership));
+}
+
+static int validate(struct add *a)
+{
+	struct cni_ctx *ctx = a->ctx;
+	struct cni_netconf *nc = &ctx->nc;
+	char err[IBVF_ERR_LEN];
+	bool excl = false;
+	int ret;
+
+	a->mode = cni_mode_select(nc, &a->socket);
+	if (nc->ib_kubernetes_enabled &&
+	    (!nc->ib_app_state || strcmp(nc->ib_app_state, "configured")))
+		return cni_failf(ctx, CNI_ERR_TRY_AGAIN, "InfiniBand GUID not configured yet",
+				 "ibKubernetesEnabled is true and args.cni[\"mellanox.infiniband."
+				 "app\"] is \"%s\", not \"configured\": ib-kubernetes has not "
+				 "assigned this Pod's GUID yet",
+				 nc->ib_app_state ? nc->ib_app_state : "");
+	ret = cni_vf_lookup(nc->device_id, &a->vf, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx, CNI_ERR_VF, "VF not found", "%s", err);
+	a->vfio = !strcmp(a->vf.driver, "vfio-pci");
+	if (nc->vfio_pci_mode && !a->vfio)
+		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "invalid vfioPciMode",
+				 "vfioPciMode is true but %s is bound to \"%s\", not vfio-pci",
+				 nc->device_id, a->vf.driver);
+	if (!a->vf.is_vf && !a->vfio)
+		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "deviceID is not a VF",
+				 "%s is a PF (no physfn); a PF can only be passed through in "
+				 "vfioPciMode (bound to vfio-pci)",
+				 nc->device_id);
+	if (a->mode == CNI_MODE_COMPAT && nc->ib_kubernetes_enabled && a->vf.is_vf &&
+	    !nc->guid_source)
+		return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "no GUID from ib-kubernetes",
+				 "ibKubernetesEnabled is true but neither runtimeConfig."
+				 "infinibandGUID nor args.cni.guid holds a GUID");
+	describe(a);
+	if (nc->rdma_isolation && !a->vfio) {
+		ret = cni_rdma_netns_exclusive(&excl, err, sizeof(err));
+		if (ret)
+			return cni_failf(ctx, CNI_ERR_VF, "cannot read the RDMA netns mode", "%s",
+					 err);
+		if (!excl)
+			return cni_failf(
+				ctx, CNI_ERR_INVALID_CONFIG,
+				"rdmaIsolation needs RDMA netns exclusive mode",
+				"the RDMA subsystem is in shared netns mode; run `rdma "
+				"system set netns exclusive` (before any Pod netns exists) "
+				"or load ib_core with netns_mode=0");
+	}
+	ret = cni_ns_open(&a->pod, ctx->env.netns, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx, ret == -ENOENT ? CNI_ERR_UNKNOWN_CONTAINER : CNI_ERR_VF,
+				 "cannot open the Pod netns", "%s", err);
+	ret = cni_ns_open(&a->host, NULL, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx, CNI_ERR_VF, "cannot open the host netns", "%s", err);
+	if (!a->vfio) {
+		struct cni_link l;
+
+		ret = cni_link_get(&a->pod, ctx->env.ifname, 0, &l, err, sizeof(err));
+		if (!ret)
+			return cni_failf(ctx, CNI_ERR_VF, "interface exists in the Pod",
+					 "netns %s already has an interface %s", ctx->env.netns,
+					 ctx->env.ifname);
+	}
+	return 0;
+}
+
+/* Compatibility mode without a GUID to set: the VF must already have a usable one. */
+static int check_present_guid(struct add *a)
+{
+	char err[IBVF_ERR_LEN], name[CNI_IFNAME_LEN];
+	unsigned long long guid;
+	struct cni_link l;
+	int ret;
+
+	ret = cni_vf_netdev(a->vf.pci, name, err, sizeof(err));
+	if (!ret)
+		ret = cni_link_get(&a->host, name, 0, &l, err, sizeof(err));
+	if (ret)
+		return cni_failf(a->ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
+	if (cni_link_guid(&l, &guid)) {
+		log_warn("VF %s: netdev %s is not IPoIB (%u-byte hardware address); GUID check "
+			 "skipped",
+			 a->vf.pci, name, l.addr_len);
+		return 0;
+	}
+	if (!ibvf_guid_is_assignable(guid))
+		return cni_failf(a->ctx, CNI_ERR_VF, "VF has no valid GUID",
+				 "%s: netdev %s has GUID %016llx and no GUID was given "
+				 "(runtimeConfig.infinibandGUID / args.cni.guid)",
+				 a->what, name, guid);
+	a->c.guid = guid;
+	return 0;
+}
+
+/* The GUID in the VF netdev's IPoIB address now (what ib-sriov-cni saves), or 0. */
+static uint64_t present_guid(struct add *a)
+{
+	unsigned long long guid = 0;
+	struct cni_link l;
+
+	if (a->vf.netdev[0] && !cni_link_get(&a->host, a->vf.netdev, 0, &l, NULL, 0) &&
+	    !cni_link_guid(&l, &guid))
+		return guid;
+	return 0;
+}
+
+static int step_prepare(struct add *a)
+{
+	struct cni_ctx *ctx = a->ctx;
+	struct cni_netconf *nc = &ctx->nc;
+	struct cni_daemon_error de;
+	char err[IBVF_ERR_LEN];
+	int ret;
+
+	if (a->mode == CNI_MODE_DAEMON) {
+		ret = cni_daemon_prepare(a->socket, nc, a->owner, nc->device_id, &a->prep, &de, err,
+					 sizeof(err));
+		if (ret && ret != -EREMOTEIO && ret != -ENOENT && ret != -ECONNREFUSED) {
+			/*
+			 * No answer (timeout, reset): ibvfd may still finish the prepare.
+			 * Release is idempotent, so ask for it rather than leak the GUID.
+			 */
+			struct cni_daemon_error de2;
+			char e2[IBVF_ERR_LEN];
+
+			if (cni_daemon_release(a->socket, nc->ibvfd_timeout_ms, a->owner, NULL,
+					       &de2, e2, sizeof(e2)))
+				log_warn("VF %s: release after a prepare without answer: %s",
+					 nc->device_id, e2);
+		}
+		if (ret)
+			return cni_failf(ctx, de.cni_code, "ibvfd could not prepare the VF",
+					 "%s: %s%s%s%s", a->what, err,
+					 de.rpc.step[0] ? " (step " : "", de.rpc.step,
+					 de.rpc.step[0] ? ")" : "");
+		a->prepared = true;
+		a->c.guid = a->prep.guid;
+		if (a->prep.vf_index >= 0)
+			a->vf.vf_index = a->prep.vf_index;
+		if (a->prep.pf[0])
+			snprintf(a->vf.pf_netdev, sizeof(a->vf.pf_netdev), "%s", a->prep.pf);
+		describe(a);
+		log_info("VF %s: prepared by ibvfd: %s, port %s", nc->device_id, a->what,
+			 a->prep.port_state[0] ? a->prep.port_state : "?");
+		return 0;
+	}
+	ret = cni_vf_compat_apply(&a->vf, nc->link_state, nc->guid_source != NULL, nc->guid,
+				  present_guid(a), a->c.prev_guid, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx, CNI_ERR_VF, "failed to configure the VF", "%s: %s", a->what,
+				 err);
+	a->applied = true;
+	if (nc->guid_source) {
+		a->c.guid = nc->guid;
+		return 0;
+	}
+	return a->vfio ? 0 : check_present_guid(a);
+}
+
+/* The VF's RDMA device: what ibvfd reported after its rebind, else sysfs. */
+static void find_rdma_dev(struct add *a)
+{
+	if (a->prep.rdma_dev[0])
+		snprintf(a->rdma_dev, sizeof(a->rdma_dev), "%s", a->prep.rdma_dev);
+	else if (cni_vf_rdma_dev(a->vf.pci, a->rdma_dev, sizeof(a->rdma_dev), NULL, 0))
+		a->rdma_dev[0] = 0;
+}
+
+static int step_rdma(struct add *a)
+{
+	char err[IBVF_ERR_LEN];
+	int ret;
+
+	if (!a->rdma_dev[0])
+		return cni_failf(a->ctx, CNI_ERR_VF, "VF has no RDMA device",
+				 "%s: rdmaIsolation is set but no RDMA device belongs to it",
+				 a->what);
+	ret = cni_rdma_dev_move(&a->host, a->rdma_dev, &a->pod, err, sizeof(err));
+	if (ret)
+		return cni_failf(a->ctx, CNI_ERR_VF, "failed to move the RDMA device", "%s: %s",
+				 a->what, err);
+	a->rdma_moved = true;
+	snprintf(a->c.rdma_dev, sizeof(a->c.rdma_dev), "%s", a->rdma_dev);
+	return 0;
+}
+
+/*
+ * The VF's netdev by PCI address. After an RDMA device move the kernel
+ * re-creates the IPoIB netdev (and udev may rename it): wait for it, bounded.
+ */
+static int wait_netdev(struct add *a, char *err, size_t errlen)
+{
+	int ret;
+
+	for (int i = 0;; i++) {
+		ret = cni_vf_netdev(a->vf.pci, a->c.host_ifname, err, errlen);
+		if (ret != -ENODEV || !a->rdma_moved || i >= CNI_NETDEV_WAIT_MS / 20)
+			return ret;
+		usleep(20 * 1000);
+	}
+}
+
+static int step_netdev(struct add *a)
+{
+	struct cni_ctx *ctx = a->ctx;
+	char err[IBVF_ERR_LEN], alias[64];
+	int ret;
+
+	/*
+	 * By PCI address, now: a rebind (ibvfd) or an RDMA device move re-creates
+	 * the netdev and udev may have renamed it.
+	 */
+	ret = wait_netdev(a, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
+	snprintf(alias, sizeof(alias), CNI_ALIAS_PREFIX "%s %s", a->vf.pci, a->c.host_ifname);
+	ret = cni_netdev_to_pod(&a->host, &a->pod, a->c.host_ifname, ctx->env.ifname, alias,
+				&a->moved, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx, CNI_ERR_VF, "failed to move the VF netdev into the Pod",
+				 "%s: netdev %s: %s", a->what, a->c.host_ifname, err);
+	a->netdev_moved = true;
+	snprintf(a->c.temp_ifname, sizeof(a->c.temp_ifname), "%s", a->moved.temp_name);
+	cni_link_hwaddr(&a->moved.link, a->c.mac, sizeof(a->c.mac));
+	return 0;
+}
+
+static int step_ipam(struct add *a)
+{
+	struct cni_ctx *ctx = a->ctx;
+	struct cni_ipam_call call = {
+		.type = ctx->nc.ipam_type,
+		.cni_path = ctx->env.path,
+		.command = "ADD",
+		.conf = ctx->conf_text,
+		.conf_len = ctx->conf_len,
+	};
+	char err[IBVF_ERR_LEN];
+	json_t *raw = NULL;
+	int ret;
+
+	ret = cni_ipam_exec(&call, &raw, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx,
+				 call.remote_code == CNI_ERR_TRY_AGAIN ? CNI_ERR_TRY_AGAIN
+								       : CNI_ERR_IPAM,
+				 "IPAM failed", "%s: %s", a->what, err);
+	a->ipam_added = true;
+	ret = cni_result_normalize(raw, ctx->nc.cni_version, &a->ipam_res, err, sizeof(err));
+	json_decref(raw);
+	if (ret)
+		return cni_failf(ctx, CNI_ERR_IPAM, "IPAM returned a bad result",
+				 "%s: IPAM plugin "
+				 "%s: %s",
+				 a->what, ctx->nc.ipam_type, err);
+	if (!json_array_size(json_object_get(a->ipam_res, "ips")))
+		return cni_failf(ctx, CNI_ERR_IPAM, "IPAM returned no IP",
+				 "%s: IPAM plugin %s "
+				 "returned no IP address",
+				 a->what, ctx->nc.ipam_type);
+	ret = cni_ipam_apply(&a->pod, a->moved.pod_ifindex, a->ipam_res, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx, CNI_ERR_IPAM, "failed to configure IP addresses", "%s: %s",
+				 a->what, err);
+	return 0;
+}
+
+/* The P_Key the check uses: the first configured, with its membership bit. */
+static void rc_pkey(const struct cni_netconf *nc, struct ibvf_rc_opts *o)
+{
+	if (!nc->n_pkeys)
+		return; /* P_Key index 0, as rc_pingpong does (the default partition) */
+	o->use_pkey = true;
+	o->pkey = nc->pkeys[0].key |
+		  (nc->pkeys[0].membership == IBVF_MEMBER_FULL ? IBVF_PKEY_FULL_BIT : 0);
+}
+
+static int step_rc_check(struct add *a)
+{
+	const struct cni_netconf *nc = &a->ctx->nc;
+	struct cni_ns *ns = nc->rdma_isolation ? &a->pod : &a->host;
+	struct ibvf_rc_result res;
+	struct ibvf_rc_opts o;
+	char err[IBVF_ERR_LEN];
+	int vis = 0, ret;
+
+	if (nc->rc_check == 0)
+		return 0;
+	/* "present" means the RDMA core knows the device in its netns, not just sysfs */
+	if (a->rdma_dev[0]) {
+		vis = cni_rdma_dev_visible(ns, a->rdma_dev, err, sizeof(err));
+		if (vis < 0)
+			log_info("VF %s: RDMA device %s: %s", a->vf.pci, a->rdma_dev, err);
+	}
+	if (vis <= 0) {
+		if (nc->rc_check == 1)
+			return cni_failf(
+				a->ctx, CNI_ERR_RC_CHECK, "RC check impossible",
+				"%s: rcCheck.enabled is true but the VF has no RDMA device "
+				"the RDMA core knows%s%s",
+				a->what, a->rdma_dev[0] ? " (sysfs names " : "",
+				a->rdma_dev[0] ? a->rdma_dev : "");
+		log_info("VF %s: no RDMA device, RC check not applicable", a->vf.pci);
+		return 0;
+	}
+	ibvf_rc_opts_init(&o);
+	o.dev = a->rdma_dev;
+	o.port = 1;
+	o.iterations = nc->rc_iterations;
+	o.p99_max_us = nc->rc_p99_max_us;
+	o.netns = nc->rdma_isolation ? a->ctx->env.netns : NULL;
+	rc_pkey(nc, &o);
+	ret = ibvf_rc_check(&o, &res, err, sizeof(err));
+	if (ret == -EOPNOTSUPP) {
+		/* limited-only membership: two limited members cannot talk (IBTA 10.9.3) */
+		log_warn("VF %s: RC check not possible with limited-only membership (%s); "
+			 "handing the VF over unchecked: %s",
+			 a->vf.pci, a->what, err);
+		return 0;
+	}
+	if (ret)
+		return cni_failf(a->ctx, CNI_ERR_RC_CHECK, "RC check failed: VF not handed over",
+				 "%s: RDMA device %s port 1: %s (%s%s%s)", a->what, a->rdma_dev,
+				 err, ibvf_rc_status_name(res.status), res.verb[0] ? ", at " : "",
+				 res.verb);
+	log_info("VF %s: RC check passed on %s port 1 (P_Key index %d): %u round trips, "
+		 "p50 %.1f us, p99 %.1f us, max %.1f us",
+		 a->vf.pci, a->rdma_dev, res.pkey_index, res.iterations, res.p50_us, res.p99_us,
+		 res.max_us);
+	return 0;
+}
+
+static int step_cache(struct add *a)
+{
+	struct cni_ctx *ctx = a->ctx;
+	char err[IBVF_ERR_LEN];
+	int ret;
+
+	ret = cni_cache_write(ctx->cache_dir, &a->c, ctx->nc.root, err, sizeof(err));
+	if (ret)
+		return cni_failf(ctx, CNI_ERR_STATE, "failed to write the plugin cache", "%s: %s",
+				 a->what, err);
+	a->cache_written = true;
+	return 0;
+}
+
+static int step_commit(struct add *a)
+{
+	struct cni_daemon_error de;
+	char err[IBVF_ERR_LEN];
+	int ret;
+
+	ret = cni_daemon_commit(a->socket, a->ctx->nc.ibvfd_timeout_ms, a->owner, &de, err,
+				sizeof(err));
+	if (ret)
+		return cni_failf(a->ctx, de.cni_code, "ibvfd did not accept the hand-over",
+				 "%s: %s", a->what, err);
+	return 0;
+}
+
+/* Append " rollback: ..." to the failure's details. */
+__attribute__((format(printf, 2, 3))) static void rollback_note(struct add *a, const char *fmt, ...)
+{
+	char *d = a->ctx->fail.details;
+	size_t n = strlen(d), len = sizeof(a->ctx->fail.details);
+	va_list ap;
+
+	if (n + 16 >= len)
+		return;
+	n += (size_t)snprintf(d + n, len - n, "; rollback: ");
+	va_start(ap, fmt);
+	vsnprintf(d + n, len - n, fmt, ap);
+	va_end(ap);
+	log_err("VF %s: rollback: %s", a->vf.pci, d + n);
+}
+
+static void rollback(struct add *a)
+{
+	struct cni_ctx *ctx = a->ctx;
+	struct cni_daemon_error de;
+	char err[IBVF_ERR_LEN];
+
+	if (a->cache_written && cni_cache_remove(ctx->cache_dir, ctx->env.container_id,
+						 ctx->env.ifname, err, sizeof(err)))
+		rollback_note(a, "%s", err);
+	if (a->ipam_added) {
+		struct cni_ipam_call call = {
+			.type = ctx->nc.ipam_type,
+			.cni_path = ctx->env.path,
+			.command = "DEL",
+			.conf = ctx->conf_text,
+			.conf_len = ctx->conf_len,
+		};
+
+		if (cni_ipam_exec(&call, NULL, err, sizeof(err)))
+			rollback_note(a, "%s", err);
+	}
+	if (a->netdev_moved && cni_netdev_to_host(&a->pod, &a->host, ctx->env.ifname,
+						  a->c.host_ifname, NULL, err, sizeof(err)))
+		rollback_note(a, "netdev back to the host: %s", err);
+	if (a->rdma_moved && cni_rdma_dev_move(&a->pod, a->rdma_dev, &a->host, err, sizeof(err)))
+		rollback_note(a, "%s", err);
+	if (a->prepared && cni_daemon_release(a->socket, ctx->nc.ibvfd_timeout_ms, a->owner, NULL,
+					      &de, err, sizeof(err)))
+		rollback_note(a, "ibvfd release: %s", err);
+	if (a->applied) {
+		a->c.link_state = ctx->nc.link_state;
+		snprintf(a->c.device_id, sizeof(a->c.device_id), "%s", a->vf.pci);
+		if (cni_vf_restore(&a->c, err, sizeof(err)))
+			rollback_note(a, "%s", err);
+	}
+}
+
+/* The ADD result: our interface, IPAM's addresses; chained onto prevResult when given. */
+static int build_result(struct add *a)
+{
+	struct cni_ctx *ctx = a->ctx;
+	char err[IBVF_ERR_LEN];
+	json_t *res = NULL;
+	int idx, ret;
+
+	if (ctx->nc.prev_result) {
+		ret = cni_result_normalize(ctx->nc.prev_result, ctx->nc.cni_version, &res, err,
+					   sizeof(err));
+		if (ret)
+			return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "bad prevResult", "%s", err);
+	} else {
+		res = cni_result_new();
+	}
+	if (!res)
+		return cni_failf(ctx, CNI_ERR_IO, "out of memory", "building the result");
+	idx = cni_result_add_interface(res, ctx->env.ifname, a->vfio ? NULL : a->c.mac,
+				       a->vfio ? 0 : a->moved.link.mtu, ctx->env.netns, a->vf.pci);
+	if (idx < 0 || (a->ipam_res && cni_result_merge_ipam(res, a->ipam_res, idx))) {
+		json_decref(res);
+		return cni_failf(ctx, CNI_ERR_IO, "out of memory", "building the result");
+	}
+	if (!json_object_get(res, "dns") && ctx->nc.dns && json_object_size(ctx->nc.dns))
+		json_object_set(res, "dns", ctx->nc.dns);
+	ctx->result = res;
+	return 0;
+}
+
+static void fill_cache(struct add *a)
+{
+	struct cni_ctx *ctx = a->ctx;
+	struct cni_cache *c = &a->c;
+
+	c->format = CNI_CACHE_VERSION;
+	c->mode = a->mode;
+	snprintf(c->container_id, sizeof(c->container_id), "%s", ctx->env.container_id);
+	snprintf(c->ifname, sizeof(c->ifname), "%s", ctx->env.ifname);
+	snprintf(c->netns, sizeof(c->netns), "%s", ctx->env.netns);
+	snprintf(c->network, sizeof(c->network), "%s", ctx->nc.name);
+	snprintf(c->device_id, sizeof(c->device_id), "%s", a->vf.pci);
+	snprintf(c->pf, sizeof(c->pf), "%s", a->vf.pf_netdev);
+	c->vf_index = a->vf.vf_index;
+	c->rdma_isolation = ctx->nc.rdma_isolation;
+	c->vfio = a->vfio;
+	c->link_state = ctx->nc.link_state;
+	c->ib_kubernetes_enabled = ctx->nc.ib_kubernetes_enabled;
+	c->ipam = ctx->nc.ipam_type && !a->vfio;
+}
+
+int cni_cmd_add(struct cni_ctx *ctx)
+{
+	struct add a = {.ctx = ctx, .host = {.fd = -1}, .pod = {.fd = -1}, .locks = {-1, -1}};
+	char err[IBVF_ERR_LEN];
+	int ret;
+
+	cni_cache_init(&a.c);
+	ret = validate(&a);
+	if (ret)
+		goto out;
+	a.owner = cni_owner_new(ctx->env.container_id, ctx->env.ifname, ctx->env.pod_namespace,
+				ctx->env.pod_name, ctx->env.pod_uid, ctx->nc.name);
+	if (!a.owner) {
+		ret = cni_failf(ctx, CNI_ERR_IO, "out of memory", "owner");
+		goto out;
+	}
+	ret = cni_lock(a.vf.pci, a.mode == CNI_MODE_COMPAT, a.locks, err, sizeof(err));
+	if (ret) {
+		ret = cni_failf(ctx, CNI_ERR_IO, "cannot take the plugin lock", "%s", err);
+		goto out;
+	}
+	fill_cache(&a);
+	ret = step_prepare(&a);
+	if (ret)
+		goto out; /* prepare and apply undo their own partial work */
+	fill_cache(&a);
+	if (!a.vfio)
+		find_rdma_dev(&a);
+	if (ctx->nc.rdma_isolation && !a.vfio)
+		ret = step_rdma(&a);
+	if (!ret && !a.vfio)
+		ret = step_netdev(&a);
+	if (!ret && ctx->nc.ipam_type && !a.vfio)
+		ret = step_ipam(&a);
+	if (!ret && !a.vfio)
+		ret = step_rc_check(&a);
+	if (!ret)
+		ret = step_cache(&a);
+	if (!ret && a.mode == CNI_MODE_DAEMON)
+		ret = step_commit(&a);
+	if (!ret)
+		ret = build_result(&a);
+	if (ret)
+		rollback(&a);
+	else
+		log_info("VF %s: attached as %s in %s (%s)", a.vf.pci, ctx->env.ifname,
+			 ctx->env.netns, a.what);
+out:
+	cni_unlock(a.locks);
+	json_decref(a.ipam_res);
+	json_decref(a.owner);
+	cni_ns_close(&a.pod);
+	cni_ns_close(&a.host);
+	cni_cache_free(&a.c);
+	return ret;
+}

@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: MIT
+/* ib-sriov CNI plugin: failure reporting, locks and the teardown DEL and GC share. */
+#include "cni_cmd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "cni_daemon.h"
+#include "cni_ipam.h"
+#include "cni_netns.h"
+#include "cni_rdma.h"
+#include "cni_result.h"
+#include "cni_vf.h"
+#include "log.h"
+#include "statedir.h"
+
+int cni_failf(struct cni_ctx *ctx, int code, const char *msg, const char *fmt, ...)
+{
+	struct cni_fail *f = &ctx->fail;
+	char body[sizeof(f->details)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	f->code = code;
+	snprintf(f->msg, sizeof(f->msg), "%s", msg);
+	if (ctx->env.container_id && ctx->env.ifname)
+		snprintf(f->details, sizeof(f->details),
+			 "container %.64s ifname %.15s%s%.31s: %.1900s", ctx->env.container_id,
+			 ctx->env.ifname, ctx->nc.device_id ? " VF " : "",
+			 ctx->nc.device_id ? ctx->nc.device_id : "", body);
+	else
+		snprintf(f->details, sizeof(f->details), "%.2000s", body);
+	log_err("%s: %s", f->msg, f->details);
+	return -1;
+}
+
+const char *cni_lock_dir(void)
+{
+	const char *d = getenv("IBVF_CNI_LOCK_DIR");
+
+	return d && *d ? d : "/var/run/cni/ib-sriov";
+}
+
+static int lock_file(const char *path, int op, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return ibvf_errf(err, errlen, -errno, "lock %s: %s", path, strerror(errno));
+	while (flock(fd, op)) {
+		if (errno == EINTR)
+			continue;
+		ibvf_errf(err, errlen, -errno, "lock %s: %s", path, strerror(errno));
+		close(fd);
+		return -EIO;
+	}
+	return fd;
+}
+
+int cni_lock(const char *pci, bool exclusive_global, int fds[2], char *err, size_t errlen)
+{
+	const char *dir = cni_lock_dir();
+	char path[PATH_MAX];
+	int ret;
+
+	fds[0] = fds[1] = -1;
+	ret = ibvf_dir_prepare(dir, 0700, true, err, errlen);
+	if (ret)
+		return ret;
+	snprintf(path, sizeof(path), "%s/cni.lock", dir);
+	fds[0] = lock_file(path, exclusive_global ? LOCK_EX : LOCK_SH, err, errlen);
+	if (fds[0] < 0)
+		return fds[0];
+	if (pci) {
+		snprintf(path, sizeof(path), "%s/vf-%s.lock", dir, pci);
+		fds[1] = lock_file(path, LOCK_EX, err, errlen);
+		if (fds[1] < 0) {
+			ret = fds[1];
+			cni_unlock(fds);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+void cni_unlock(int fds[2])
+{
+	for (int i = 1; i >= 0; i--) {
+		if (fds[i] >= 0)
+			close(fds[i]); /* closing the last fd drops the flock */
+		fds[i] = -1;
+	}
+}
+
+/* ------------------------------------------------------------ teardown -- */
+
+struct td {
+	struct cni_ctx *ctx;
+	const struct cni_cache *c;
+	int code;
+	char first[IBVF_ERR_LEN * 2];
+};
+
+__attribute__((format(printf, 3, 4))) static void td_fail(struct td *t, int code, const char *fmt,
+							  ...)
+{
+	char msg[IBVF_ERR_LEN * 2];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_err("container %s ifname %s VF %s: %s", t->c->container_id, t->c->ifname,
+		t->c->device_id, msg);
+	if (!t->code) {
+		t->code = code;
+		snprintf(t->first, sizeof(t->first), "%s", msg);
+	}
+}
+
+static void td_ipam(struct td *t, const char *conf_text, size_t conf_len, bool is_gc)
+{
+	struct cni_ctx *ctx = t->ctx;
+	const struct cni_cache *c = t->c;
+	char *own = NULL, err[IBVF_ERR_LEN];
+	const char *type;
+	json_t *conf = NULL;
+	int ret;
+
+	if (conf_text)
+		conf = json_loadb(conf_text, conf_len, 0, NULL);
+	else
+		conf = json_incref(c->conf);
+	type = json_string_value(json_object_get(json_object_get(conf, "ipam"), "type"));
+	if (!type || !*type)
+		goto out;
+	if (!conf_text) {
+		own = json_dumps(conf, JSON_COMPACT);
+		if (!own) {
+			td_fail(t, CNI_ERR_IPAM, "IPAM %s DEL: out of memory", type);
+			goto out;
+		}
+	}
+	{
+		struct cni_ipam_call call = {
+			.type = type,
+			.cni_path = ctx->env.path,
+			.command = "DEL",
+			.container_id = is_gc ? c->container_id : NULL,
+			.ifname = is_gc ? c->ifname : NULL,
+			.netns = is_gc ? "" : NULL,
+			.conf = own ? own : conf_text,
+			.conf_len = own ? strlen(own) : conf_len,
+		};
+
+		ret = cni_ipam_exec(&call, NULL, err, sizeof(err));
+		if (ret)
+			td_fail(t, CNI_ERR_IPAM, "releasing the IP address: %s", err);
+	}
+out:
+	free(own);
+	json_decref(conf);
+}
+
+/* Is the netdev @l in the Pod the one @c describes? Fills @host_name from its alias if needed. */
+static bool netdev_is_ours(const struct cni_cache *c, const struct cni_link *l, char *host_name)
+{
+	char pci[64] = "", host[CNI_IFNAME_LEN] = "";
+
+	if (!strncmp(l->alias, CNI_ALIAS_PREFIX, strlen(CNI_ALIAS_PREFIX)))
+		sscanf(l->alias + strlen(CNI_ALIAS_PREFIX), "%63s %15s", pci, host);
+	if (!host_name[0])
+		snprintf(host_name, CNI_IFNAME_LEN, "%s", host);
+	if (pci[0])
+		return !strcmp(pci, c->device_id);
+	/* no mark: trust a cache entry (ib-sriov-cni's own trust rule), never a guess */
+	return c->format >= 0;
+}
+
+static void td_netdev(struct td *t, struct cni_ns *host, struct cni_ns *pod)
+{
+	const struct cni_cache *c = t->c;
+	char err[IBVF_ERR_LEN], host_name[CNI_IFNAME_LEN], final[CNI_IFNAME_LEN];
+	struct cni_link l;
+	int ret;
+
+	ret = cni_link_get(pod, c->ifname, 0, &l, err, sizeof(err));
+	if (ret == -ENODEV) {
+		log_info("VF %s: no netdev %s in netns %s: nothing to move back", c->device_id,
+			 c->ifname, pod->path);
+		return;
+	}
+	if (ret) {
+		td_fail(t, CNI_ERR_VF, "%s", err);
+		return;
+	}
+	snprintf(host_name, sizeof(host_name), "%s", c->host_ifname);
+	if (!netdev_is_ours(c, &l, host_name)) {
+		log_warn("netdev %s in netns %s is not marked as VF %s (ifalias \"%s\"); left "
+			 "alone",
+			 c->ifname, pod->path, c->device_id, l.alias);
+		return;
+	}
+	ret = cni_netdev_to_host(pod, host, c->ifname, host_name, final, err, sizeof(err));
+	if (ret)
+		td_fail(t, CNI_ERR_VF, "moving netdev %s back to the host netns: %s", c->ifname,
+			err);
+	else
+		log_info("VF %s: netdev %s back in the host netns as %s", c->device_id, c->ifname,
+			 final);
+}
+
+static void td_rdma(struct td *t, struct cni_ns *host, struct cni_ns *pod)
+{
+	const struct cni_cache *c = t->c;
+	char err[IBVF_ERR_LEN];
+	int ret = cni_rdma_dev_visible(pod, c->rdma_dev, err, sizeof(err));
+
+	if (ret == 0) {
+		log_info("VF %s: RDMA device %s is not in netns %s: nothing to move back",
+			 c->device_id, c->rdma_dev, pod->path);
+		return;
+	}
+	if (ret > 0)
+		ret = cni_rdma_dev_move(pod, c->rdma_dev, host, err, sizeof(err));
+	if (ret)
+		td_fail(t, CNI_ERR_VF, "moving RDMA device %s back: %s", c->rdma_dev, err);
+}
+
+static void td_owner(struct td *t)
+{
+	struct cni_ctx *ctx = t->ctx;
+	const struct cni_cache *c = t->c;
+	const char *socket;
+	char err[IBVF_ERR_LEN], g[IBVF_GUID_STR_LEN];
+	struct cni_daemon_error de;
+	bool released = false;
+	json_t *owner;
+	int ret;
+
+	if (c->mode == CNI_MODE_COMPAT) {
+		ret = cni_vf_restore(c, err, sizeof(err));
+		if (ret)
+			td_fail(t, CNI_ERR_VF, "restoring the VF: %s", err);
+		return;
+	}
+	cni_mode_select(&ctx->nc, &socket);
+	owner = cni_owner_new(c->container_id, c->ifname, NULL, NULL, NULL, c->network);
+	ret = owner ? cni_daemon_release(socket, ctx->nc.ibvfd_timeout_ms, owner, &released, &de,
+					 err, sizeof(err))
+		    : -ENOMEM;
+	json_decref(owner);
+	if (ret)
+		td_fail(t, ret == -ENOMEM ? CNI_ERR_DAEMON : de.cni_code,
+			"releasing GUID %s in ibvfd: %s",
+			c->guid ? ibvf_guid_format(c->guid, g) : "(unknown)", err);
+	else
+		log_info("VF %s: ibvfd released owner %s/%s%s", c->device_id, c->container_id,
+			 c->ifname, released ? "" : " (it held nothing)");
+}
+
+int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_path,
+		 const char *conf_text, size_t conf_len, bool is_gc)
+{
+	struct td t = {.ctx = ctx, .c = c};
+	struct cni_ns host = {.fd = -1}, pod = {.fd = -1};
+	char err[IBVF_ERR_LEN];
+	bool have_pod = false;
+	int ret;
+
+	td_ipam(&t, conf_text, conf_len, is_gc);
+	if (netns_path && *netns_path) {
+		ret = cni_ns_open(&pod, netns_path, err, sizeof(err));
+		if (ret == -ENOENT || ret == -EINVAL)
+			log_info("VF %s: netns %s is gone (%s): the kernel has returned its "
+				 "devices to the host netns",
+				 c->device_id, netns_path, err);
+		else if (ret)
+			td_fail(&t, CNI_ERR_VF, "%s", err);
+		else
+			have_pod = true;
+	}
+	if (have_pod) {
+		ret = cni_ns_open(&host, NULL, err, sizeof(err));
+		if (ret) {
+			td_fail(&t, CNI_ERR_VF, "%s", err);
+		} else {
+			if (!c->vfio && c->ifname[0])
+				td_netdev(&t, &host, &pod);
+			if (c->rdma_isolation && c->rdma_dev[0])
+				td_rdma(&t, &host, &pod);
+		}
+	}
+	cni_ns_close(&pod);
+	cni_ns_close(&host);
+	td_owner(&t);
+	if (t.code)
+		return cni_failf(ctx, t.code, "failed to release the attachment", "%s", t.first);
+	return 0;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ib-sriov CNI plugin: the calls it makes to ibvfd (include/ibvf/api.h,
+ * through daemon/core/api_client.h), and the choice between daemon-backed
+ * and compatibility mode.
+ */
+#ifndef IBVF_CNI_DAEMON_H
+#define IBVF_CNI_DAEMON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api_client.h"
+#include "cni_cache.h"
+#include "cni_config.h"
+
+/**
+ * cni_mode_select() - compatibility mode when "ibKubernetesEnabled" is true
+ * (ib-kubernetes owns the GUIDs); else daemon mode when "ibvfd.socket" is
+ * configured or a socket exists at the default path ($IBVF_CNI_SOCKET, else
+ * IBVF_API_DEFAULT_SOCKET); else compatibility mode. *@socket gets the path.
+ */
+enum cni_mode cni_mode_select(const struct cni_netconf *nc, const char **socket);
+
+/** An owner as the API names it: {container_id, ifname, pod_*?, network?}. */
+json_t *cni_owner_new(const char *container_id, const char *ifname, const char *pod_namespace,
+		      const char *pod_name, const char *pod_uid, const char *network);
+
+/** What prepare returned that the plugin uses. */
+struct cni_prepared {
+	uint64_t guid;
+	char pf[CNI_IFNAME_LEN];
+	int vf_index;
+	char netdev[CNI_IFNAME_LEN];
+	char rdma_dev[64];
+	char port_state[32];
+	int pkey_index[CNI_MAX_PKEYS]; /* per nc->pkeys[i]; -1 unknown */
+};
+
+/** A failed call: negative errno, the daemon's error (code 0 if none), and the CNI code it maps to.
+ */
+struct cni_daemon_error {
+	int ret;
+	struct ibvf_rpc_error rpc;
+	int cni_code;
+};
+
+/**
+ * cni_daemon_prepare() - prepare the VF @pci for @owner with the PKeys, GUID
+ * and link state of @nc. Return: 0, or -errno with @de and @err filled.
+ */
+int cni_daemon_prepare(const char *socket, const struct cni_netconf *nc, json_t *owner,
+		       const char *pci, struct cni_prepared *out, struct cni_daemon_error *de,
+		       char *err, size_t errlen);
+
+/** cni_daemon_commit() - the VF is in the Pod and checked. */
+int cni_daemon_commit(const char *socket, unsigned timeout_ms, json_t *owner,
+		      struct cni_daemon_error *de, char *err, size_t errlen);
+
+/** cni_daemon_release() - walk @owner back; idempotent. *@released (may be NULL) tells if it held
+ * anything. */
+int cni_daemon_release(const char *socket, unsigned timeout_ms, json_t *owner, bool *released,
+		       struct cni_daemon_error *de, char *err, size_t errlen);
+
+/**
+ * cni_daemon_owner() - the daemon's record of @owner from "list": *@guid and
+ * @state (32 bytes). Return: 0; -ENOENT when it has none; other -errno.
+ */
+int cni_daemon_owner(const char *socket, unsigned timeout_ms, const char *network,
+		     const char *container_id, const char *ifname, uint64_t *guid, char *state,
+		     struct cni_daemon_error *de, char *err, size_t errlen);
+
+/**
+ * cni_daemon_gc() - release every owner of @network not in @valid (the
+ * "cni.dev/valid-attachments" list: [{containerID, ifname}]).
+ * *@n_released (may be NULL) gets how many GUIDs were released.
+ */
+int cni_daemon_gc(const char *socket, unsigned timeout_ms, const char *network, json_t *valid,
+		  size_t *n_released, struct cni_daemon_error *de, char *err, size_t errlen);
+
+/**
+ * cni_daemon_status() - 0 when ibvfd answers "status" with ready and its SM
+ * backend validated; -EAGAIN with the reason in @err when it is up but not
+ * ready; other -errno when it cannot be reached.
+ */
+int cni_daemon_status(const char *socket, unsigned timeout_ms, struct cni_daemon_error *de,
+		      char *err, size_t errlen);
+
+#endif /* IBVF_CNI_DAEMON_H */

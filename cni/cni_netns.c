@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: MIT
+/* ib-sriov CNI plugin: netns handles and the VF netdev's moves (libnl-route-3). */
+#include "cni_netns.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_link.h>
+#include <linux/nsfs.h>
+#include <linux/rtnetlink.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+#include <netlink/route/link.h>
+
+#include "cni_nl.h"
+#include "err.h"
+#include "log.h"
+
+int cni_ns_open(struct cni_ns *ns, const char *path, char *err, size_t errlen)
+{
+	const char *p = path ? path : "/proc/thread-self/ns/net";
+	int type;
+
+	memset(ns, 0, sizeof(*ns));
+	ns->fd = -1;
+	snprintf(ns->path, sizeof(ns->path), "%s", path ? path : "host");
+	ns->fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (ns->fd < 0)
+		return ibvf_errf(err, errlen, -errno, "network namespace %s: %s", ns->path,
+				 strerror(errno));
+	/* NS_GET_NSTYPE (linux/nsfs.h, 4.11+): is it a network namespace? */
+	type = ioctl(ns->fd, NS_GET_NSTYPE);
+	if (type != CLONE_NEWNET) {
+		cni_ns_close(ns);
+		return ibvf_errf(err, errlen, -EINVAL, "%s is not a network namespace", p);
+	}
+	ns->sk = cni_nl_socket(NETLINK_ROUTE, path ? ns->fd : -1, err, errlen);
+	if (!ns->sk) {
+		cni_ns_close(ns);
+		return -EIO;
+	}
+	return 0;
+}
+
+void cni_ns_close(struct cni_ns *ns)
+{
+	if (ns->sk)
+		nl_socket_free(ns->sk);
+	ns->sk = NULL;
+	if (ns->fd >= 0)
+		close(ns->fd);
+	ns->fd = -1;
+}
+
+/* --------------------------------------------------------------- links -- */
+
+static int parse_link(struct nl_msg *m, void *arg)
+{
+	static struct nla_policy policy[IFLA_MAX + 1] = {
+		[IFLA_IFNAME] = {.type = NLA_STRING, .maxlen = IFNAMSIZ},
+		[IFLA_MTU] = {.type = NLA_U32},
+		[IFLA_IFALIAS] = {.type = NLA_STRING, .maxlen = 256},
+		[IFLA_PROP_LIST] = {.type = NLA_NESTED},
+	};
+	struct nlmsghdr *h = nlmsg_hdr(m);
+	struct nlattr *tb[IFLA_MAX + 1], *a;
+	struct cni_link *l = arg;
+	struct ifinfomsg *ifi;
+	int ret, rem;
+
+	if (h->nlmsg_type != RTM_NEWLINK)
+		return 0;
+	ret = nlmsg_parse(h, sizeof(*ifi), tb, IFLA_MAX, policy);
+	if (ret < 0)
+		return cni_nlerr_to_errno(ret);
+	if (!tb[IFLA_IFNAME])
+		return -EPROTO; /* every RTM_NEWLINK names its device */
+	ifi = nlmsg_data(h);
+	memset(l, 0, sizeof(*l));
+	l->ifindex = ifi->ifi_index;
+	l->flags = ifi->ifi_flags;
+	nla_strlcpy(l->name, tb[IFLA_IFNAME], sizeof(l->name));
+	if (tb[IFLA_MTU])
+		l->mtu = nla_get_u32(tb[IFLA_MTU]);
+	if (tb[IFLA_ADDRESS] && (size_t)nla_len(tb[IFLA_ADDRESS]) <= sizeof(l->addr)) {
+		l->addr_len = (unsigned)nla_len(tb[IFLA_ADDRESS]);
+		memcpy(l->addr, nla_data(tb[IFLA_ADDRESS]), l->addr_len);
+	}
+	if (tb[IFLA_IFALIAS])
+		nla_strlcpy(l->alias, tb[IFLA_IFALIAS], sizeof(l->alias));
+	if (tb[IFLA_PROP_LIST]) {
+		nla_for_each_nested(a, tb[IFLA_PROP_LIST], rem)
+		{
+			if (nla_type(a) != IFLA_ALT_IFNAME || l->n_altnames >= CNI_MAX_ALTNAMES)
+				continue;
+			nla_strlcpy(l->altnames[l->n_altnames++], a, CNI_ALTNAME_LEN);
+		}
+	}
+	return 0;
+}
+
+int cni_link_get(struct cni_ns *ns, const char *name, int ifindex, struct cni_link *l, char *err,
+		 size_t errlen)
+{
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = name ? 0 : ifindex};
+	uint32_t mask = RTEXT_FILTER_SKIP_STATS;
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_REQUEST);
+	int ret;
+
+	if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
+	    (name && nla_put_string(msg, IFLA_IFNAME, name) < 0) ||
+	    nla_put_u32(msg, IFLA_EXT_MASK, mask) < 0) {
+		nlmsg_free(msg);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	l->ifindex = 0;
+	ret = cni_nl_talk(ns->sk, msg, parse_link, l);
+	nlmsg_free(msg);
+	if (!ret && !l->ifindex)
+		ret = -ENODEV;
+	if (ret == -ENODEV || ret == -ENOENT)
+		return ibvf_errf(err, errlen, -ENODEV, "no netdev %s%.0d in netns %s",
+				 name ? name : "with ifindex ", name ? 0 : ifindex, ns->path);
+	if (ret)
+		return ibvf_errf(err, errlen, ret, "reading netdev %s in netns %s: %s",
+				 name ? name : "?", ns->path, strerror(-ret));
+	return 0;
+}
+
+/* Send the change request libnl builds for @changes against a link known only by index. */
+static int link_change(struct cni_ns *ns, int ifindex, struct rtnl_link *changes, bool clear_alias)
+{
+	struct rtnl_link *orig = rtnl_link_alloc();
+	struct nl_msg *msg = NULL;
+	int ret;
+
+	if (!orig)
+		return -ENOMEM;
+	rtnl_link_set_ifindex(orig, ifindex);
+	ret = rtnl_link_build_change_request(orig, changes, 0, &msg);
+	rtnl_link_put(orig);
+	if (ret < 0)
+		return cni_nlerr_to_errno(ret);
+	/* A zero-length IFLA_IFALIAS clears the alias (rtnetlink do_setlink -> dev_set_alias). */
+	if (clear_alias && nla_put(msg, IFLA_IFALIAS, 0, NULL) < 0)
+		ret = -ENOMEM;
+	if (!ret)
+		ret = cni_nl_talk(ns->sk, msg, NULL, NULL);
+	if (ret == -EOPNOTSUPP && nlmsg_hdr(msg)->nlmsg_type == RTM_NEWLINK) {
+		/* what rtnl_link_change() does for old kernels */
+		nlmsg_hdr(msg)->nlmsg_type = RTM_SETLINK;
+		nlmsg_hdr(msg)->nlmsg_seq = NL_AUTO_SEQ;
+		ret = cni_nl_talk(ns->sk, msg, NULL, NULL);
+	}
+	nlmsg_free(msg);
+	return ret;
+}
+
+int cni_link_set(struct cni_ns *ns, int ifindex, const char *name, int up, const char *alias,
+		 char *err, size_t errlen)
+{
+	struct rtnl_link *chg = rtnl_link_alloc();
+	int ret;
+
+	if (!chg)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (name)
+		rtnl_link_set_name(chg, name);
+	if (up == 1)
+		rtnl_link_set_flags(chg, IFF_UP);
+	else if (up == 0)
+		rtnl_link_unset_flags(chg, IFF_UP);
+	if (alias && *alias)
+		rtnl_link_set_ifalias(chg, alias);
+	ret = link_change(ns, ifindex, chg, alias && !*alias);
+	rtnl_link_put(chg);
+	if (ret)
+		return ibvf_errf(err, errlen, ret, "changing netdev %d in netns %s%s%s%s: %s",
+				 ifindex, ns->path, name ? " (rename to " : "", name ? name : "",
+				 name ? ")" : "", strerror(-ret));
+	return 0;
+}
+
+static int link_move(struct cni_ns *ns, int ifindex, const struct cni_ns *to, char *err,
+		     size_t errlen)
+{
+	struct rtnl_link *chg = rtnl_link_alloc();
+	int ret;
+
+	if (!chg)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	rtnl_link_set_ns_fd(chg, to->fd);
+	ret = link_change(ns, ifindex, chg, false);
+	rtnl_link_put(chg);
+	if (ret)
+		return ibvf_errf(err, errlen, ret, "moving netdev %d from netns %s to %s: %s",
+				 ifindex, ns->path, to->path, strerror(-ret));
+	return 0;
+}
+
+int cni_link_del_altname(struct cni_ns *ns, int ifindex, const char *altname, char *err,
+			 size_t errlen)
+{
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_DELLINKPROP, NLM_F_REQUEST);
+	struct nlattr *nest;
+	int ret = -ENOMEM;
+
+	if (msg && nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) >= 0 &&
+	    (nest = nla_nest_start(msg, IFLA_PROP_LIST)) &&
+	    nla_put_string(msg, IFLA_ALT_IFNAME, altname) >= 0) {
+		nla_nest_end(msg, nest);
+		ret = cni_nl_talk(ns->sk, msg, NULL, NULL);
+	}
+	nlmsg_free(msg);
+	if (ret)
+		return ibvf_errf(err, errlen, ret,
+				 "removing altname %s of netdev %d in netns %s: %s", altname,
+				 ifindex, ns->path, strerror(-ret));
+	return 0;
+}
+
+char *cni_link_hwaddr(const struct cni_link *l, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (unsigned i = 0; i < l->addr_len && off + 3 < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%02x", i ? ":" : "", l->addr[i]);
+	return buf;
+}
+
+int cni_link_guid(const struct cni_link *l, unsigned long long *guid)
+{
+	if (l->addr_len != 20)
+		return -EINVAL;
+	*guid = 0;
+	for (int i = 12; i < 20; i++)
+		*guid = (*guid << 8) | l->addr[i];
+	return 0;
+}
+
+/* Drop the altnames of @l equal to one of @names (NULL-terminated). */
+static int drop_altnames(struct cni_ns *ns, const struct cni_link *l, const char *const *names,
+			 char *err, size_t errlen)
+{
+	for (int i = 0; i < l->n_altnames; i++) {
+		for (const char *const *n = names; *n; n++) {
+			int ret;
+
+			if (!**n || strcmp(l->altnames[i], *n))
+				continue;
+			ret = cni_link_del_altname(ns, l->ifindex, l->altnames[i], err, errlen);
+			if (ret)
+				return ret;
+			log_debug("netdev %s: removed stale altname %s", l->name, l->altnames[i]);
+			break;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Set the netdev down, then rename it to a fresh temporary name
+ * "<prefix><hex>" (and set @alias). Two messages: before Linux 6.2 a netdev
+ * that is up cannot be renamed (dev_change_name() answers EBUSY), and
+ * do_setlink() renames before it applies IFF_UP changes.
+ */
+static int temp_rename(struct cni_ns *ns, int ifindex, const char *prefix, const char *alias,
+		       char name[CNI_IFNAME_LEN], char *err, size_t errlen)
+{
+	int ret = cni_link_set(ns, ifindex, NULL, 0, NULL, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = -EEXIST;
+
+	for (int tries = 0; tries < 4 && ret == -EEXIST; tries++) {
+		unsigned r = (unsigned)ifindex;
+
+		if (tries && getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+			r = (unsigned)getpid() * 2654435761u + (unsigned)tries;
+		snprintf(name, CNI_IFNAME_LEN, "%s%x", prefix, r);
+		ret = cni_link_set(ns, ifindex, name, -1, alias, err, errlen);
+	}
+	return ret;
+}
+
+int cni_netdev_to_pod(struct cni_ns *host, struct cni_ns *pod, const char *host_name,
+		      const char *pod_name, const char *alias, struct cni_moved *out, char *err,
+		      size_t errlen)
+{
+	const char *stale[] = {host_name, pod_name, NULL};
+	char e2[IBVF_ERR_LEN];
+	struct cni_link l;
+	int ret, idx;
+
+	memset(out, 0, sizeof(*out));
+	ret = cni_link_get(pod, pod_name, 0, &l, e2, sizeof(e2));
+	if (!ret)
+		return ibvf_errf(err, errlen, -EEXIST, "netns %s already has a netdev %s",
+				 pod->path, pod_name);
+	ret = cni_link_get(host, host_name, 0, &l, err, errlen);
+	if (ret)
+		return ret;
+	idx = l.ifindex;
+	out->was_up = l.flags & IFF_UP;
+
+	/* 1. down, temporary name, alias */
+	ret = temp_rename(host, idx, "ibvf", alias, out->temp_name, err, errlen);
+	if (ret)
+		goto undo_up;
+	/* 2. stale altnames that would collide in the host later or in the Pod */
+	ret = cni_link_get(host, NULL, idx, &l, err, errlen);
+	if (!ret)
+		ret = drop_altnames(host, &l, stale, err, errlen);
+	/* 3. move */
+	if (!ret)
+		ret = link_move(host, idx, pod, err, errlen);
+	if (ret)
+		goto undo_name;
+	/* 4. in the Pod: its ifindex may differ when the old one is taken there */
+	ret = cni_link_get(pod, out->temp_name, 0, &l, err, errlen);
+	if (!ret)
+		ret = cni_link_set(pod, l.ifindex, pod_name, 1, NULL, err, errlen);
+	if (!ret)
+		ret = cni_link_get(pod, NULL, l.ifindex, &out->link, err, errlen);
+	if (!ret) {
+		out->pod_ifindex = l.ifindex;
+		return 0;
+	}
+	/* undo: back to the host under the temporary name, then as below */
+	if (!cni_link_get(pod, NULL, l.ifindex, &l, e2, sizeof(e2))) {
+		if (cni_link_set(pod, l.ifindex, NULL, 0, NULL, e2, sizeof(e2)) ||
+		    cni_link_set(pod, l.ifindex, out->temp_name, -1, NULL, e2, sizeof(e2)) ||
+		    link_move(pod, l.ifindex, host, e2, sizeof(e2)))
+			goto undo_failed;
+		if (cni_link_get(host, out->temp_name, 0, &l, e2, sizeof(e2)))
+			goto undo_failed;
+		idx = l.ifindex;
+	}
+undo_name:
+	if (cni_link_set(host, idx, host_name, -1, "", e2, sizeof(e2)))
+		goto undo_failed;
+undo_up:
+	if (out->was_up && cni_link_set(host, idx, NULL, 1, NULL, e2, sizeof(e2)))
+		goto undo_failed;
+	return ret;
+undo_failed:
+	log_err("undoing the move of netdev %s failed: %s", host_name, e2);
+	if (err && strlen(err) + 1 < errlen)
+		snprintf(err + strlen(err), errlen - strlen(err), "; undoing it failed too: %s",
+			 e2);
+	return ret;
+}
+
+int cni_netdev_to_host(struct cni_ns *pod, struct cni_ns *host, const char *pod_name,
+		       const char *host_name, char *final_name, char *err, size_t errlen)
+{
+	char temp[CNI_IFNAME_LEN], e2[IBVF_ERR_LEN];
+	const char *stale[] = {pod_name, host_name, NULL};
+	struct cni_link l;
+	int ret;
+
+	ret = cni_link_get(pod, pod_name, 0, &l, err, errlen);
+	if (ret)
+		return ret;
+	ret = temp_rename(pod, l.ifindex, "ibvr", NULL, temp, err, errlen);
+	if (!ret)
+		ret = cni_link_get(pod, NULL, l.ifindex, &l, err, errlen);
+	if (!ret)
+		ret = drop_altnames(pod, &l, stale, err, errlen);
+	if (!ret)
+		ret = link_move(pod, l.ifindex, host, err, errlen);
+	if (ret)
+		return ret;
+	ret = cni_link_get(host, temp, 0, &l, err, errlen);
+	if (ret)
+		return ret;
+	if (final_name)
+		snprintf(final_name, CNI_IFNAME_LEN, "%s", temp);
+	ret = host_name && *host_name
+		      ? cni_link_set(host, l.ifindex, host_name, -1, "", e2, sizeof(e2))
+		      : -ENOENT;
+	if (ret) {
+		log_warn("netdev %s is back in the host netns as %s: %s", pod_name, temp,
+			 ret == -ENOENT ? "its host name is unknown" : e2);
+		if (cni_link_set(host, l.ifindex, NULL, -1, "", e2, sizeof(e2)))
+			log_warn("clearing the ifalias of %s: %s", temp, e2);
+		return 0;
+	}
+	if (final_name)
+		snprintf(final_name, CNI_IFNAME_LEN, "%s", host_name);
+	return 0;
+}
