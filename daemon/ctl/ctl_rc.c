@@ -92,6 +92,8 @@ static json_t *result_json(const struct ibvf_rc_opts *o, const struct ibvf_rc_re
 	json_object_set_new(j, "peer_pkey", pkey_json(pk, r->peer_pkey));
 	json_object_set_new(j, "peer_pkey_index",
 			    num_or_null(pk, json_integer(r->peer_pkey_index)));
+	/* RoCE port without SM-managed P_Keys: the default P_Key was checked */
+	json_object_set_new(j, "pkey_roce_default", json_boolean(r->pkey_roce_default));
 	json_object_set_new(j, "gid_index",
 			    num_or_null(r->gid_index >= 0, json_integer(r->gid_index)));
 	json_object_set_new(j, "gid", json_string(r->gid));
@@ -126,6 +128,7 @@ static const struct ctl_col rc_fields[] = {
 	{"pkey_index", "PKey index:"},
 	{"peer_pkey", "Peer PKey:"},
 	{"peer_pkey_index", "Peer PKey index:"},
+	{"pkey_roce_default", "RoCE default PKey:"},
 	{"gid_index", "GID index:"},
 	{"gid", "GID:"},
 	{"gid_netdev", "GID netdev:"},
