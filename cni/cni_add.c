@@ -382,6 +382,7 @@ static int step_rc_check(struct add *a)
 	o.iterations = nc->rc_iterations;
 	o.p99_max_us = nc->rc_p99_max_us;
 	o.netns = nc->rdma_isolation ? a->ctx->env.netns : NULL;
+	o.roce_default_pkey = nc->rc_roce_default;
 	rc_pkey(nc, &o);
 	ret = ibvf_rc_check(&o, &res, err, sizeof(err));
 	if (ret == -EOPNOTSUPP) {

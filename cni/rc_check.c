@@ -613,7 +613,8 @@ static int rc_pkey(struct rc_run *r)
 				       ibvf_rc_pkey_table_format(r->pkeys, len, tb, sizeof(tb)));
 		pick = (struct ibvf_rc_pkey_pick){0, 0, r->pkeys[0], r->pkeys[0]};
 	} else {
-		ret = ibvf_rc_pkey_pick_port(r->pkeys, len, r->o->pkey, r->res->ethernet, &pick,
+		ret = ibvf_rc_pkey_pick_port(r->pkeys, len, r->o->pkey,
+					     r->res->ethernet && r->o->roce_default_pkey, &pick,
 					     msg, sizeof(msg));
 		if (ret)
 			return rc_fail(r,

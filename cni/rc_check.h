@@ -91,6 +91,7 @@ struct ibvf_rc_opts {
 	unsigned int spin_us;	    /* busy-poll this long before sleeping; default 100 */
 	double p99_max_us;	    /* > 0: IBVF_RC_SLOW when p99 exceeds it; 0 = off */
 	const char *netns;	    /* NULL, a name (/run/netns/NAME) or a path */
+	bool roce_default_pkey;	    /* RoCE rule of ibvf_rc_pkey_pick_port(); default off */
 };
 
 /**
@@ -200,10 +201,11 @@ int ibvf_rc_pkey_pick(const uint16_t *table, size_t len, uint16_t pkey,
 		      struct ibvf_rc_pkey_pick *out, char *err, size_t errlen);
 
 /**
- * ibvf_rc_pkey_pick_port() - ibvf_rc_pkey_pick() for a port of either link
- * layer. @ethernet: the port's link layer is Ethernet (RoCE).
+ * ibvf_rc_pkey_pick_port() - ibvf_rc_pkey_pick() with the RoCE rule.
+ * @ethernet: the port's link layer is Ethernet (RoCE) and the caller asked
+ *            for the rule (opts.roce_default_pkey); false: strict.
  *
- * On InfiniBand it is ibvf_rc_pkey_pick(), strictly. On RoCE no SM manages
+ * Without @ethernet it is ibvf_rc_pkey_pick(). On RoCE no SM manages
  * P_Keys (IBTA vol. 1 annex A16/A17: RoCE has no subnet manager; RoCE HCAs
  * and rdma_rxe report a table holding only the default P_Key 0xffff), so a
  * tenant P_Key can never be there: when ibvf_rc_pkey_pick() says -ENOENT and
