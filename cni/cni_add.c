@@ -382,6 +382,7 @@ static int step_rc_check(struct add *a)
 	o.iterations = nc->rc_iterations;
 	o.p99_max_us = nc->rc_p99_max_us;
 	o.netns = nc->rdma_isolation ? a->ctx->env.netns : NULL;
+	o.roce_default_pkey = nc->rc_roce_default;
 	rc_pkey(nc, &o);
 	ret = ibvf_rc_check(&o, &res, err, sizeof(err));
 	if (ret == -EOPNOTSUPP) {
@@ -396,10 +397,18 @@ static int step_rc_check(struct add *a)
 				 "%s: RDMA device %s port 1: %s (%s%s%s)", a->what, a->rdma_dev,
 				 err, ibvf_rc_status_name(res.status), res.verb[0] ? ", at " : "",
 				 res.verb);
-	log_info("VF %s: RC check passed on %s port 1 (P_Key index %d): %u round trips, "
-		 "p50 %.1f us, p99 %.1f us, max %.1f us",
-		 a->vf.pci, a->rdma_dev, res.pkey_index, res.iterations, res.p50_us, res.p99_us,
-		 res.max_us);
+	if (res.pkey_roce_default)
+		/* say exactly what was checked: not the tenant's P_Key (ibvf_rc_pkey_pick_port) */
+		snprintf(err, sizeof(err),
+			 "; RoCE port: no SM-managed P_Keys, PKey 0x%04x is not in its table, so "
+			 "the default P_Key 0x%04x at index %d was checked",
+			 o.pkey, res.pkey, res.pkey_index);
+	else
+		err[0] = 0;
+	log_info("VF %s: RC check passed on %s port 1 (P_Key index %d = 0x%04x, peer index %d = "
+		 "0x%04x%s): %u round trips, p50 %.1f us, p99 %.1f us, max %.1f us",
+		 a->vf.pci, a->rdma_dev, res.pkey_index, res.pkey, res.peer_pkey_index,
+		 res.peer_pkey, err, res.iterations, res.p50_us, res.p99_us, res.max_us);
 	return 0;
 }
 

@@ -491,7 +491,8 @@ static int parse_ibvfd(struct pctx *p, json_t *root)
 
 static int parse_rc_check(struct pctx *p, json_t *root)
 {
-	static const char *const keys[] = {"enabled", "iterations", "p99MaxUs", NULL};
+	static const char *const keys[] = {"enabled", "iterations", "p99MaxUs", "roceDefaultPKey",
+					   NULL};
 	struct cni_netconf *nc = p->nc;
 	json_t *o;
 	bool en;
@@ -507,6 +508,11 @@ static int parse_rc_check(struct pctx *p, json_t *root)
 		if ((ret = get_bool(p, o, "rcCheck.", "enabled", &en)))
 			return ret;
 		nc->rc_check = en;
+	}
+	if (json_object_get(o, "roceDefaultPKey")) {
+		if ((ret = get_bool(p, o, "rcCheck.", "roceDefaultPKey", &en)))
+			return ret;
+		nc->rc_roce_default = en;
 	}
 	if ((ret = get_uint(p, o, "rcCheck.", "iterations", 1, 1000000, &nc->rc_iterations)) ||
 	    (ret = get_uint(p, o, "rcCheck.", "p99MaxUs", 0, 60000000, &nc->rc_p99_max_us)))

@@ -133,6 +133,7 @@ struct cni_netconf {
 	int rc_check;		/* "rcCheck.enabled": -1 default (when RDMA dev), 0, 1 */
 	unsigned rc_iterations; /* "rcCheck.iterations" */
 	unsigned rc_p99_max_us; /* "rcCheck.p99MaxUs"; 0 = report only */
+	bool rc_roce_default;	/* "rcCheck.roceDefaultPKey": RoCE rule of the check */
 
 	int log_level;	      /* "logLevel" as syslog level; -1 when absent */
 	const char *log_file; /* "logFile" or NULL */

@@ -279,6 +279,31 @@ int ibvf_rc_pkey_pick(const uint16_t *table, size_t len, uint16_t pkey,
 			 pkey, want, key, tb);
 }
 
+int ibvf_rc_pkey_pick_port(const uint16_t *table, size_t len, uint16_t pkey, bool ethernet,
+			   struct ibvf_rc_pkey_pick *out, char *err, size_t errlen)
+{
+	int ret = ibvf_rc_pkey_pick(table, len, pkey, out, err, errlen);
+	int def = -1;
+
+	if (ret != -ENOENT || !ethernet)
+		return ret;
+	for (size_t i = 0; i < len; i++) {
+		if (!pkey_valid(table[i]))
+			continue;
+		if (table[i] != IBVF_RC_DEFAULT_PKEY)
+			return ret; /* P_Keys configured on this RoCE port: strict */
+		if (def < 0)
+			def = (int)i;
+	}
+	if (def < 0)
+		return ret;
+	*out = (struct ibvf_rc_pkey_pick){(uint16_t)def, (uint16_t)def, IBVF_RC_DEFAULT_PKEY,
+					  IBVF_RC_DEFAULT_PKEY, true};
+	if (errlen)
+		err[0] = 0;
+	return 0;
+}
+
 /* ---------------------------------------------------------- GID table -- */
 
 static bool gid_is_zero(const union ibv_gid *g)
@@ -588,7 +613,9 @@ static int rc_pkey(struct rc_run *r)
 				       ibvf_rc_pkey_table_format(r->pkeys, len, tb, sizeof(tb)));
 		pick = (struct ibvf_rc_pkey_pick){0, 0, r->pkeys[0], r->pkeys[0]};
 	} else {
-		ret = ibvf_rc_pkey_pick(r->pkeys, len, r->o->pkey, &pick, msg, sizeof(msg));
+		ret = ibvf_rc_pkey_pick_port(r->pkeys, len, r->o->pkey,
+					     r->res->ethernet && r->o->roce_default_pkey, &pick,
+					     msg, sizeof(msg));
 		if (ret)
 			return rc_fail(r,
 				       ret == -EOPNOTSUPP ? IBVF_RC_NOT_CHECKABLE
@@ -600,6 +627,7 @@ static int rc_pkey(struct rc_run *r)
 	r->res->peer_pkey_index = pick.peer_index;
 	r->res->pkey = pick.pkey;
 	r->res->peer_pkey = pick.peer_pkey;
+	r->res->pkey_roce_default = pick.roce_default;
 	return 0;
 }
 

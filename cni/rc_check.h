@@ -52,6 +52,8 @@
 
 /** Length of the device name buffers (libibverbs' IBV_SYSFS_NAME_MAX). */
 #define IBVF_RC_DEV_LEN 64
+/* The default P_Key, full member of the default partition (IBTA 10.9.1.1). */
+#define IBVF_RC_DEFAULT_PKEY 0xffffu
 
 /** What a check concluded; the caller acts on this. */
 enum ibvf_rc_status {
@@ -89,6 +91,7 @@ struct ibvf_rc_opts {
 	unsigned int spin_us;	    /* busy-poll this long before sleeping; default 100 */
 	double p99_max_us;	    /* > 0: IBVF_RC_SLOW when p99 exceeds it; 0 = off */
 	const char *netns;	    /* NULL, a name (/run/netns/NAME) or a path */
+	bool roce_default_pkey;	    /* RoCE rule of ibvf_rc_pkey_pick_port(); default off */
 };
 
 /**
@@ -110,6 +113,7 @@ struct ibvf_rc_result {
 	int peer_pkey_index;	      /* P_Key index of QP B (differs for limited+full) */
 	uint16_t pkey;		      /* P_Key value at @pkey_index, host order */
 	uint16_t peer_pkey;	      /* P_Key value at @peer_pkey_index */
+	bool pkey_roce_default;	      /* RoCE: requested P_Key absent, default 0xffff checked */
 	int gid_index;		      /* SGID index in the GRH; -1 = no GRH (IB: LID) */
 	char gid[INET6_ADDRSTRLEN];   /* that GID as an IPv6 address text */
 	char gid_netdev[IF_NAMESIZE]; /* netdev of that GID entry (RoCE), "" if none */
@@ -166,6 +170,7 @@ struct ibvf_rc_pkey_pick {
 	uint16_t peer_index; /* QP B: same entry, or the full-member entry (see below) */
 	uint16_t pkey;	     /* table value at @index */
 	uint16_t peer_pkey;  /* table value at @peer_index */
+	bool roce_default;   /* RoCE rule: requested P_Key absent, default used (see below) */
 };
 
 /**
@@ -194,6 +199,25 @@ struct ibvf_rc_pkey_pick {
  */
 int ibvf_rc_pkey_pick(const uint16_t *table, size_t len, uint16_t pkey,
 		      struct ibvf_rc_pkey_pick *out, char *err, size_t errlen);
+
+/**
+ * ibvf_rc_pkey_pick_port() - ibvf_rc_pkey_pick() with the RoCE rule.
+ * @ethernet: the port's link layer is Ethernet (RoCE) and the caller asked
+ *            for the rule (opts.roce_default_pkey); false: strict.
+ *
+ * Without @ethernet it is ibvf_rc_pkey_pick(). On RoCE no SM manages
+ * P_Keys (IBTA vol. 1 annex A16/A17: RoCE has no subnet manager; RoCE HCAs
+ * and rdma_rxe report a table holding only the default P_Key 0xffff), so a
+ * tenant P_Key can never be there: when ibvf_rc_pkey_pick() says -ENOENT and
+ * every valid entry of the table is 0xffff, both QPs use the first 0xffff
+ * entry and @out->roce_default is set -- the caller must say that the
+ * default P_Key, not the requested one, was checked. Any other RoCE table
+ * (an administrator configured P_Keys) keeps the strict rule.
+ *
+ * Return: as ibvf_rc_pkey_pick().
+ */
+int ibvf_rc_pkey_pick_port(const uint16_t *table, size_t len, uint16_t pkey, bool ethernet,
+			   struct ibvf_rc_pkey_pick *out, char *err, size_t errlen);
 
 /**
  * ibvf_rc_pkey_table_format() - "[0]=0xffff [3]=0x8001", valid entries only,

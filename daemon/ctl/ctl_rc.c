@@ -92,6 +92,8 @@ static json_t *result_json(const struct ibvf_rc_opts *o, const struct ibvf_rc_re
 	json_object_set_new(j, "peer_pkey", pkey_json(pk, r->peer_pkey));
 	json_object_set_new(j, "peer_pkey_index",
 			    num_or_null(pk, json_integer(r->peer_pkey_index)));
+	/* RoCE port without SM-managed P_Keys: the default P_Key was checked */
+	json_object_set_new(j, "pkey_roce_default", json_boolean(r->pkey_roce_default));
 	json_object_set_new(j, "gid_index",
 			    num_or_null(r->gid_index >= 0, json_integer(r->gid_index)));
 	json_object_set_new(j, "gid", json_string(r->gid));
@@ -126,6 +128,7 @@ static const struct ctl_col rc_fields[] = {
 	{"pkey_index", "PKey index:"},
 	{"peer_pkey", "Peer PKey:"},
 	{"peer_pkey_index", "Peer PKey index:"},
+	{"pkey_roce_default", "RoCE default PKey:"},
 	{"gid_index", "GID index:"},
 	{"gid", "GID:"},
 	{"gid_netdev", "GID netdev:"},
@@ -171,6 +174,7 @@ enum {
 	OPT_TIMEOUT,
 	OPT_OP_TIMEOUT,
 	OPT_P99,
+	OPT_ROCE_DEFAULT,
 	OPT_MR,
 	OPT_SPIN,
 };
@@ -238,6 +242,9 @@ static int rc_option(int c, struct ibvf_rc_opts *o, int *member, bool *have_pkey
 	case 'N':
 		o->netns = optarg;
 		return CTL_OK;
+	case OPT_ROCE_DEFAULT:
+		o->roce_default_pkey = true;
+		return CTL_OK;
 	case 'h':
 		return rc_usage(stdout, -1);
 	}
@@ -260,6 +267,7 @@ static int rc_run(struct ctl_ctx *ctx, int argc, char **argv)
 		{"mr-size", required_argument, NULL, OPT_MR},
 		{"p99-max", required_argument, NULL, OPT_P99},
 		{"netns", required_argument, NULL, 'N'},
+		{"roce-default-pkey", no_argument, NULL, OPT_ROCE_DEFAULT},
 		{0},
 	};
 	struct ibvf_rc_opts o;
@@ -314,7 +322,7 @@ static const struct ctl_cmd rc_cmds[] = {
 	{"run", rc_run,
 	 "DEV[:PORT] [--pkey PKEY [--full|--limited]] [--iterations N] [--size BYTES] "
 	 "[--warmup N] [--gid-index N] [--timeout MS] [--op-timeout MS] [--spin US] "
-	 "[--mr-size BYTES] [--p99-max US] [--netns NAME|PATH]",
+	 "[--mr-size BYTES] [--p99-max US] [--netns NAME|PATH] [--roce-default-pkey]",
 	 "RC QP ping-pong between two QPs of one port; exit 1 when the check fails"},
 	{0},
 };

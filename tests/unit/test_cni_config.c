@@ -137,6 +137,7 @@ static void full_ib_sriov_cni_config(void **state)
 	assert_string_equal(nc.ib_app_state, "configured");
 	assert_string_equal(nc.ipam_type, "host-local");
 	assert_int_equal(nc.rc_check, -1);
+	assert_false(nc.rc_roce_default);
 	assert_int_equal(nc.ibvfd_timeout_ms, CNI_DEFAULT_IBVFD_TIMEOUT_MS);
 	assert_null(nc.ibvfd_socket);
 	cni_netconf_free(&nc);
@@ -165,7 +166,8 @@ static void new_keys(void **state)
 		"\"membership\":\"limited\",\"pkeys\":[\"0x8020\",{\"pkey\":\"0x30\","
 		"\"membership\":\"limited\"},{\"pkey\":\"16\",\"membership\":\"limited\"}],"
 		"\"ibvfd\":{\"socket\":\"/run/x.sock\",\"timeout\":2.5},"
-		"\"rcCheck\":{\"enabled\":false,\"iterations\":50,\"p99MaxUs\":900},"
+		"\"rcCheck\":{\"enabled\":false,\"iterations\":50,\"p99MaxUs\":900,"
+		"\"roceDefaultPKey\":true},"
 		"\"logLevel\":\"panic\",\"logFile\":\"/var/log/ib.log\",\"ipam\":{}}";
 	struct cni_netconf nc;
 	enum cni_conf_error kind;
@@ -183,6 +185,7 @@ static void new_keys(void **state)
 	assert_int_equal(nc.ibvfd_timeout_ms, 2500);
 	assert_int_equal(nc.rc_check, 0);
 	assert_int_equal(nc.rc_iterations, 50);
+	assert_true(nc.rc_roce_default);
 	assert_int_equal(nc.rc_p99_max_us, 900);
 	assert_int_equal(nc.log_level, LOG_ERR);
 	assert_string_equal(nc.log_file, "/var/log/ib.log");

@@ -139,6 +139,58 @@ static void test_pkey_key_zero_invalid(void **state)
 	assert_non_null(strstr(err, "reserved"));
 }
 
+/*
+ * RoCE rule (ibvf_rc_pkey_pick_port): a table holding only the default P_Key
+ * (soft-RoCE: [0]=0xffff) checks with it when the requested P_Key is absent,
+ * and says so; an InfiniBand port with the same table keeps the strict rule,
+ * and so does a RoCE port whose table holds anything else.
+ */
+static void test_pkey_roce_default(void **state)
+{
+	const uint16_t rxe[] = {0xffff};
+	const uint16_t sparse[] = {0x0000, 0xffff, 0x0000};
+	const uint16_t admin[] = {0xffff, 0x8002};
+	const uint16_t lim[] = {0xffff, 0x0001};
+	const uint16_t empty[] = {0x0000, 0x8000};
+	struct ibvf_rc_pkey_pick p;
+	char err[IBVF_ERR_LEN];
+
+	(void)state;
+	/* full and limited tenant keys: not in the table, default checked */
+	for (int i = 0; i < 2; i++) {
+		uint16_t want = i ? 0x0001 : 0x8001;
+
+		memset(&p, 0xa5, sizeof(p));
+		assert_int_equal(ibvf_rc_pkey_pick_port(rxe, 1, want, true, &p, err, sizeof(err)),
+				 0);
+		assert_true(p.roce_default);
+		assert_int_equal(p.index, 0);
+		assert_int_equal(p.peer_index, 0);
+		assert_int_equal(p.pkey, 0xffff);
+		assert_int_equal(p.peer_pkey, 0xffff);
+	}
+	assert_int_equal(ibvf_rc_pkey_pick_port(sparse, 3, 0x8001, true, &p, err, sizeof(err)), 0);
+	assert_true(p.roce_default);
+	assert_int_equal(p.index, 1);
+	/* the requested key present: the normal rule, no fallback */
+	assert_int_equal(ibvf_rc_pkey_pick_port(rxe, 1, 0xffff, true, &p, err, sizeof(err)), 0);
+	assert_false(p.roce_default);
+	/* InfiniBand: strict, whatever the table */
+	assert_int_equal(ibvf_rc_pkey_pick_port(rxe, 1, 0x8001, false, &p, err, sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "PKey 0x8001"));
+	/* RoCE with configured P_Keys: strict */
+	assert_int_equal(ibvf_rc_pkey_pick_port(admin, 2, 0x8001, true, &p, err, sizeof(err)),
+			 -ENOENT);
+	/* limited-only stays not checkable, key 0 stays invalid, empty table a miss */
+	assert_int_equal(ibvf_rc_pkey_pick_port(lim, 2, 0x0001, true, &p, err, sizeof(err)),
+			 -EOPNOTSUPP);
+	assert_int_equal(ibvf_rc_pkey_pick_port(rxe, 1, 0x8000, true, &p, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(ibvf_rc_pkey_pick_port(empty, 2, 0x8001, true, &p, err, sizeof(err)),
+			 -ENOENT);
+}
+
 static void test_pkey_table_format_long(void **state)
 {
 	uint16_t t[128] = {0};
@@ -477,6 +529,7 @@ int main(void)
 		cmocka_unit_test(test_pkey_limited_with_full_peer),
 		cmocka_unit_test(test_pkey_key_zero_invalid),
 		cmocka_unit_test(test_pkey_table_format_long),
+		cmocka_unit_test(test_pkey_roce_default),
 		cmocka_unit_test(test_gid_prefers_ipv4_roce_v2),
 		cmocka_unit_test(test_gid_explicit),
 		cmocka_unit_test(test_gid_infiniband),

@@ -5,7 +5,8 @@
  *
  *   ibvf-fakesysfs ROOT add-pf --pci PCI [--netdev NAME] [--ifindex N]
  *                  [--rdma NAME] [--driver NAME] [--vfs N] [--total N]
- *                  [--vf-netdev-prefix P] [--vf-rdma-base N] [--veth PREFIX]
+ *                  [--vf-netdev-prefix P] [--vf-rdma-prefix P] [--vf-rdma-base N]
+ *                  [--veth PREFIX]
  *   ibvf-fakesysfs ROOT unbind PCI
  *   ibvf-fakesysfs ROOT bind PCI DRIVER [NETDEV IFINDEX [RDMA]]
  *   ibvf-fakesysfs ROOT remove PCI
@@ -16,6 +17,9 @@
  * a "p" suffix), so a CNI can move them into Pods; their ifindexes go into
  * the tree and ROOT/veths lists them for 'veth-down' (which deletes them by
  * ifindex, so a rename by the ibsim VF driver does not matter).
+ * VF i's RDMA device is named P<base+i> (--vf-rdma-prefix, default "mlx5_";
+ * --vf-rdma-base, default 2): "--vf-rdma-prefix rxe --vf-rdma-base 0" names
+ * them after soft-RoCE devices, so a verbs user finds a real device by them.
  * Exit codes: 0 ok, 1 failure, 2 usage.
  */
 #include <errno.h>
@@ -41,7 +45,7 @@ static int usage(void)
 		"[--rdma NAME]\n"
 		"                      [--driver NAME] [--vfs N] [--total N] "
 		"[--vf-netdev-prefix P]\n"
-		"                      [--vf-rdma-base N] [--veth PREFIX]\n"
+		"                      [--vf-rdma-prefix P] [--vf-rdma-base N] [--veth PREFIX]\n"
 		"       ibvf-fakesysfs ROOT unbind PCI | remove PCI | veth-down\n"
 		"       ibvf-fakesysfs ROOT bind PCI DRIVER [NETDEV IFINDEX [RDMA]]\n");
 	return 2;
@@ -91,11 +95,12 @@ static int add_pf(const char *root, int argc, char **argv)
 		{ "total", required_argument, NULL, 't' },
 		{ "vf-netdev-prefix", required_argument, NULL, 'N' },
 		{ "vf-rdma-base", required_argument, NULL, 'R' },
+		{ "vf-rdma-prefix", required_argument, NULL, 'P' },
 		{ "veth", required_argument, NULL, 'e' },
 		{ 0 },
 	};
 	struct ibvf_fake_pf pf = { .driver = "mlx5_core", .num_vfs = 4 };
-	const char *vf_prefix = NULL, *veth = NULL;
+	const char *vf_prefix = NULL, *veth = NULL, *rdma_prefix = "mlx5_";
 	char names[256][IF_NAMESIZE + 8], rdma[256][32], pfname[IF_NAMESIZE + 8];
 	struct ibvf_fake_vf vfs[256];
 	struct nl_sock *sk = NULL;
@@ -113,11 +118,13 @@ static int add_pf(const char *root, int argc, char **argv)
 		case 't': pf.total_vfs = atoi(optarg); break;
 		case 'N': vf_prefix = optarg; break;
 		case 'R': rdma_base = atoi(optarg); break;
+		case 'P': rdma_prefix = optarg; break;
 		case 'e': veth = optarg; break;
 		default: return usage();
 		}
 	}
-	if (!pf.pci || optind != argc || pf.num_vfs < 0 || pf.num_vfs > 255)
+	if (!pf.pci || optind != argc || pf.num_vfs < 0 || pf.num_vfs > 255 ||
+	    strlen(rdma_prefix) > 20)
 		return usage();
 	if (veth && strlen(veth) > IF_NAMESIZE - 1 - 5) {
 		fprintf(stderr, "ibvf-fakesysfs: --veth prefix '%s' longer than %d characters\n",
@@ -148,7 +155,7 @@ static int add_pf(const char *root, int argc, char **argv)
 			snprintf(names[i], sizeof(names[i]), "%sv%d", veth, i);
 		else
 			snprintf(names[i], sizeof(names[i]), "%sv%d", vf_prefix, i);
-		snprintf(rdma[i], sizeof(rdma[i]), "mlx5_%d", rdma_base + i);
+		snprintf(rdma[i], sizeof(rdma[i]), "%s%d", rdma_prefix, rdma_base + i);
 		vfs[i].netdev = names[i];
 		vfs[i].rdma_dev = rdma[i];
 		vfs[i].ifindex = veth ? make_veth(sk, root, names[i]) : pf.ifindex + 1 + i;

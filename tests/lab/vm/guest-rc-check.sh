@@ -186,6 +186,11 @@ pass_json "rxe0 --pkey 0xffff (default partition, full)" \
 	".pkey == \"0xffff\" and .pkey_index == 0 and .peer_pkey_index == 0" -- rxe0 --pkey 0xffff
 pass_json "rxe0 --pkey 0x7fff --full, 4 KiB messages" \
 	".pkey == \"0xffff\" and .msg_size == 4096" -- rxe0 --pkey 0x7fff --full --size 4096 --iterations 300
+pass_json "rxe0 --pkey 0x8005 --roce-default-pkey: RoCE port, default P_Key checked and said" \
+	".pkey == \"0xffff\" and .pkey_index == 0 and .pkey_roce_default == true" -- \
+	rxe0 --pkey 0x8005 --roce-default-pkey --iterations 200
+pass_json "rxe0 --pkey 0xffff --roce-default-pkey: present, so not the RoCE rule" \
+	".pkey_roce_default == false" -- rxe0 --pkey 0xffff --roce-default-pkey --iterations 200
 
 sec "checks that must fail with a clear error"
 expect 1 'PKey 0x8005 \(full member of partition 0x0005\) is not in the P_Key table \(\[0\]=0xffff\)' \
