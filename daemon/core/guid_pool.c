@@ -495,15 +495,24 @@ static int extent_give(struct ibvf_pool *p, uint64_t g, char *err, size_t errlen
 	return extent_insert(p, a, b, err, errlen);
 }
 
-static void ranges_text(const struct ibvf_pool *p, char *buf, size_t len)
+/*
+ * The ranges as stored in meta 'ranges' ("start-end,start-end", 16 hex digits
+ * each): malloc'd, NULL when out of memory. Never truncated: the store's free
+ * list is rebuilt whenever this text differs, so every range must count.
+ */
+static char *ranges_text(const struct ibvf_pool *p)
 {
-	size_t off = 0;
+	size_t len = p->n_ranges * 34 + 1, off = 0;
+	char *buf = malloc(len);
 
+	if (!buf)
+		return NULL;
 	buf[0] = 0;
-	for (size_t i = 0; i < p->n_ranges && off < len; i++)
+	for (size_t i = 0; i < p->n_ranges; i++)
 		off += (size_t)snprintf(buf + off, len - off, "%s%016llx-%016llx", i ? "," : "",
 					(unsigned long long)p->ranges[i].start,
 					(unsigned long long)p->ranges[i].end);
+	return buf;
 }
 
 /* Rebuild the free list from the ranges and the records: O(records). */
@@ -545,42 +554,52 @@ static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
  */
 static int free_list_matches(struct ibvf_pool *p, char *err, size_t errlen)
 {
-	char want[4096], have[4096] = "";
+	char *want = ranges_text(p);
+	const unsigned char *have = NULL;
 	sqlite3_stmt *st;
-	int rc;
+	int rc, same;
 
-	ranges_text(p, want, sizeof(want));
-	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen))
+	if (!want)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen)) {
+		free(want);
 		return -EIO;
+	}
 	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW && sqlite3_column_text(st, 0))
-		snprintf(have, sizeof(have), "%s", (const char *)sqlite3_column_text(st, 0));
+	if (rc == SQLITE_ROW)
+		have = sqlite3_column_text(st, 0);
+	same = have && !strcmp(want, (const char *)have);
 	stmt_done(p, st);
+	free(want);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return db_err(p, err, errlen, "reading the ranges");
-	return !strcmp(want, have);
+	return same;
 }
 
 /* Make the free list match our ranges; inside a write transaction. */
 static int ensure_free_list_locked(struct ibvf_pool *p, char *err, size_t errlen)
 {
-	char want[4096];
 	sqlite3_stmt *st;
+	char *want;
 	int ret = free_list_matches(p, err, errlen);
 
 	if (ret)
 		return ret < 0 ? ret : 0;
-	ranges_text(p, want, sizeof(want));
-	log_notice("GUID ranges of %s differ from the configured ones (%s): rebuilding its free "
-		   "list",
-		   p->path, want);
+	want = ranges_text(p);
+	if (!want)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	log_notice("GUID ranges of %s differ from the configured ones (%zu ranges: %.200s%s): "
+		   "rebuilding its free list",
+		   p->path, p->n_ranges, want, strlen(want) > 200 ? "..." : "");
 	ret = rebuild_free(p, err, errlen);
-	if (ret)
-		return ret;
-	if (prep(p, &st, "UPDATE meta SET value = ? WHERE key = 'ranges'", err, errlen))
-		return -EIO;
-	sqlite3_bind_text(st, 1, want, -1, SQLITE_TRANSIENT);
-	return run(p, st, err, errlen);
+	if (!ret && prep(p, &st, "UPDATE meta SET value = ? WHERE key = 'ranges'", err, errlen))
+		ret = -EIO;
+	if (!ret) {
+		sqlite3_bind_text(st, 1, want, -1, SQLITE_TRANSIENT);
+		ret = run(p, st, err, errlen);
+	}
+	free(want);
+	return ret;
 }
 
 /* At a read-write open: bring the free list to our ranges (one transaction). */
@@ -933,16 +952,19 @@ static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, 
 static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	struct ibvf_pool_stats st;
-	char r[4096];
+	char *r = ranges_text(p);
+	int ret;
 
-	ranges_text(p, r, sizeof(r));
 	if (ibvf_pool_stats(p, &st, NULL, 0))
 		memset(&st, 0, sizeof(st));
-	return ibvf_errf(err, errlen, -ENOSPC,
-			 "GUID pool exhausted: ranges %s hold %llu assignable GUIDs, %llu "
-			 "allocated, %llu quarantined",
-			 r, (unsigned long long)st.total, (unsigned long long)st.allocated,
-			 (unsigned long long)st.quarantined);
+	ret = ibvf_errf(err, errlen, -ENOSPC,
+			"GUID pool exhausted: %zu range(s) %.100s%s hold %llu assignable GUIDs, "
+			"%llu allocated, %llu quarantined",
+			p->n_ranges, r ? r : "", r && strlen(r) > 100 ? "..." : "",
+			(unsigned long long)st.total, (unsigned long long)st.allocated,
+			(unsigned long long)st.quarantined);
+	free(r);
+	return ret;
 }
 
 static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o,

@@ -828,6 +828,57 @@ static void test_range_change_rebuilds_and_audits(void **state)
 }
 
 /*
+ * Many ranges: the ranges text the store keeps to notice a range change is
+ * 34 bytes per range. It was cut at 4 KiB (120 ranges), so a change to a
+ * later range went unnoticed: GUIDs added to range 130 were "neither held
+ * nor free", and GUIDs removed from it stayed in the free list, to be handed
+ * out although outside the configured ranges.
+ */
+#define MANY_RANGES 130
+
+static void many_ranges(struct ibvf_guid_range *r, uint64_t last_len)
+{
+	for (size_t i = 0; i < MANY_RANGES; i++) {
+		r[i].start = 0x0200000000000001ull + i * 0x100;
+		r[i].end = r[i].start + (i == MANY_RANGES - 1 ? last_len : 1);
+	}
+}
+
+static void test_range_change_after_many_ranges(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_guid_range small[MANY_RANGES], big[MANY_RANGES];
+	uint64_t last = 0x0200000000000001ull + (MANY_RANGES - 1) * 0x100, g;
+	struct ibvf_pool_stats st;
+	struct fx_findings fs;
+
+	many_ranges(small, 1);	/* 2 GUIDs per range */
+	many_ranges(big, 9);	/* the last range grows to 10 */
+	assert_int_equal(fx_open(f, small, MANY_RANGES, 0), 0);
+	fx_alloc_ok(f, "first");
+	/* grow the last range: its new GUIDs are free */
+	assert_int_equal(fx_open(f, big, MANY_RANGES, 0), 0);
+	assert_int_equal(fx_alloc(f, "grown", last + 5, &g), 0);
+	assert_true(g == last + 5);
+	assert_int_equal(fx_audit(f, &fs), 0);
+	assert_int_equal(fs.n, 0);
+	assert_int_equal(fx_release(f, g), 0);
+	/* shrink it back: never hand out last + 2..9 again */
+	assert_int_equal(fx_open(f, small, MANY_RANGES, 0), 0);
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_true(st.total == 2 * MANY_RANGES && st.allocated == 1);
+	for (size_t i = 1; i < 2 * MANY_RANGES; i++) {
+		char cid[32];
+
+		snprintf(cid, sizeof(cid), "c%zu", i);
+		assert_int_equal(fx_alloc(f, cid, 0, &g), 0);
+		assert_true(g < last + 2);
+	}
+	assert_int_equal(fx_alloc(f, "one-too-many", 0, &g), -ENOSPC);
+	assert_int_equal(fx_audit(f, &fs), 0);
+}
+
+/*
  * Two processes with different ranges on one store (an admin's ibvfctl with
  * another config while ibvfd runs): each only ever hands out GUIDs of its
  * own ranges, whatever the other did to the free list in between.
@@ -1117,6 +1168,7 @@ int main(void)
 		T(test_list_callback_reenters),
 		T(test_persistence_across_reopen),
 		T(test_range_change_rebuilds_and_audits),
+		T(test_range_change_after_many_ranges),
 		T(test_other_writer_with_other_ranges),
 		T(test_audit_expired_quarantine_is_notice),
 		T(test_audit_detects_corruption),
