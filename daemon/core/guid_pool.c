@@ -622,6 +622,56 @@ static int sync_ranges(struct ibvf_pool *p, char *err, size_t errlen)
 
 /* --------------------------------------------------------------- open -- */
 
+static const char *file_type_name(mode_t m)
+{
+	if (S_ISLNK(m))
+		return "a symbolic link";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISCHR(m) || S_ISBLK(m))
+		return "a device";
+	return "not a regular file";
+}
+
+/*
+ * pool.db and SQLite's companion files must be regular files when present.
+ * SQLite would block for ever opening a FIFO read-only, follow a symbolic
+ * link to some other file, or fail with a misleading "disk I/O error" on a
+ * directory. Only the owner can create them in the private state directory,
+ * so this is about mistakes (a restore gone wrong), not attacks.
+ * Return: 0, -ENOENT (no pool.db), or -EIO with the file named.
+ */
+static int check_store_files(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	static const char *const suffix[] = { "", "-wal", "-shm", "-journal" };
+	bool have_db = true;
+
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		char f[PATH_MAX + 16];
+		struct stat st;
+
+		snprintf(f, sizeof(f), "%s%s", p->path, suffix[i]);
+		if (lstat(f, &st)) {
+			if (errno != ENOENT)
+				return ibvf_errf(err, errlen, -errno, "pool store %s: %s", f,
+						 strerror(errno));
+			have_db &= i != 0;
+			continue;
+		}
+		if (!S_ISREG(st.st_mode))
+			return ibvf_errf(err, errlen, -EIO,
+					 "pool store file %s is %s, not a regular file; ibvf "
+					 "does not open it: move it aside (restore pool.db from a "
+					 "backup if needed)",
+					 f, file_type_name(st.st_mode));
+	}
+	return have_db ? 0 : -ENOENT;
+}
+
 int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char *err,
 		   size_t errlen)
 {
@@ -654,7 +704,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "state dir path too long");
 		goto fail;
 	}
-	if (o->read_only && access(p->path, F_OK)) {
+	if (o->read_only && lstat(p->path, &st)) {
 		ret = ibvf_errf(err, errlen, -ENOENT,
 				"no GUID pool store at %s (has ibvfd or a write command run with "
 				"this state directory?)",
@@ -664,7 +714,10 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 	ret = ibvf_dir_prepare(o->state_dir, 0700, !o->read_only, err, errlen);
 	if (ret)
 		goto fail;
-	if (stat(p->path, &st)) {
+	ret = check_store_files(p, err, errlen);
+	if (ret && ret != -ENOENT)
+		goto fail;
+	if (ret == -ENOENT) {
 		if (o->read_only) {
 			ret = ibvf_errf(err, errlen, -ENOENT,
 					"no GUID pool store at %s (has ibvfd or a write command "
