@@ -25,7 +25,8 @@ int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *e
 	int fd;
 
 	*text = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO put in the file's place must not wait for a writer */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0 && errno == ENOENT)
 		return ibvf_errf(err, errlen, -ENOENT, "%s does not exist; ibvf never creates "
 				 "OpenSM's partition file (an absent file means Default=0x7fff "
@@ -46,6 +47,7 @@ int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *e
 		return ibvf_errf(err, errlen, ret, "%s: %s", path,
 				 ret == -EFBIG ? "larger than 64 MiB" : "not a regular file");
 	}
+	fcntl(fd, F_SETFL, 0);	/* a regular file: back to plain blocking reads */
 	buf = malloc((size_t)st->st_size + 1);
 	if (!buf) {
 		close(fd);

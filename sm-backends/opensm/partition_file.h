@@ -22,8 +22,8 @@
  * @text: malloc'd, NUL-terminated, @len bytes (the NUL not counted).
  * @st:   the file's stat (mode and owner are kept by pf_install()).
  * Return: 0; -ENOENT (the message says ibvf never creates the file),
- * -EFBIG (over PF_MAX_SIZE), -EINVAL (not a regular file), or the errno of
- * open/read.
+ * -EFBIG (over PF_MAX_SIZE), -EINVAL (not a regular file: a FIFO is refused
+ * at once, never waited on), or the errno of open/read.
  */
 int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *err,
 	    size_t errlen);

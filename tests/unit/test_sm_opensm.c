@@ -635,6 +635,52 @@ static void test_refusals_touch_nothing(void **state)
 	opensm_ops.fini(b);
 }
 
+/*
+ * A FIFO in place of the partition file or the pid file: the backend used to
+ * block for ever in open(2) (holding the writers' lock), waiting for a
+ * writer. It must refuse at once. alarm() turns a regression into a failure.
+ */
+static void test_special_files(void **state)
+{
+	struct lab *l = *state;
+	const struct ibvf_sm_member m = { G(0x0002c90300100001), IBVF_MEMBER_FULL };
+	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
+	char err[IBVF_ERR_LEN] = "", keep[160];
+	struct stat st;
+	size_t len;
+	pid_t pid;
+	char *t;
+
+	snprintf(keep, sizeof(keep), "%s.keep", l->parts);
+	assert_int_equal(rename(l->parts, keep), 0);
+	assert_int_equal(mkfifo(l->parts, 0600), 0);
+	alarm(20);
+	assert_int_equal(pf_read(l->parts, &t, &len, &st, err, sizeof(err)), -EINVAL);
+	assert_has(err, "not a regular file");
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "not a regular file");
+	alarm(0);
+	assert_int_equal(unlink(l->parts), 0);
+	assert_int_equal(rename(keep, l->parts), 0);
+
+	assert_int_equal(unlink(l->pidf), 0);
+	assert_int_equal(mkfifo(l->pidf, 0600), 0);
+	alarm(20);
+	assert_int_equal(opensm_find(l->pidf, &pid, err, sizeof(err)), -EINVAL);
+	assert_has(err, "is not a regular file");
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	alarm(0);
+	assert_int_equal(unlink(l->pidf), 0);
+	write_pidfile(l, l->osm);
+	t = slurp(l->parts, NULL);
+	assert_string_equal(t, admin_text);
+	free(t);
+	expect_hups(l, 0);
+	opensm_ops.fini(b);
+}
+
 static void test_validate(void **state)
 {
 	struct lab *l = *state;
@@ -755,6 +801,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_bad_requests, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_refusals_touch_nothing, lab_setup,
 						lab_teardown),
+		cmocka_unit_test_setup_teardown(test_special_files, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_validate, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_fabric, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_all, lab_setup, lab_teardown),
