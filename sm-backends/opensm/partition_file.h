@@ -48,6 +48,9 @@ void pf_unlock(int fd);
  * The new file gets @old_st's mode and, when running as root, its owner.
  * Just before the rename the file is read again: if it no longer holds
  * @old (an administrator saved it meanwhile), nothing is replaced.
+ * Call with the pf_lock() held: temp files that writers killed during an
+ * install left behind (".<name>.ibvf-XXXXXX", "<backup>.tmp.PID") are
+ * removed first.
  *
  * Return: 0; -EAGAIN (the file changed underneath), or the errno of the
  * failing step (the message names the file). On error @path is unchanged.

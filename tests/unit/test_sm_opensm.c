@@ -681,6 +681,92 @@ static void test_special_files(void **state)
 	opensm_ops.fini(b);
 }
 
+/* Entries of @dir whose name starts with @prefix. */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+	char cmd[512];
+	FILE *p;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls -A '%s' | grep -c '^%s'", dir, prefix);
+	p = popen(cmd, "r");
+	if (p) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
+	return n;
+}
+
+/*
+ * Writers SIGKILLed at random points of add_members(): the partition file is
+ * never partly written and the admin's part never changes; the temp files
+ * the killed writers left (".partitions.conf.ibvf-XXXXXX",
+ * "partitions.conf.ibvf-prev.tmp.PID") used to pile up in /etc/opensm for
+ * ever. The next write removes them, and nothing else.
+ */
+static void test_killed_writers(void **state)
+{
+	struct lab *l = *state;
+	char err[IBVF_ERR_LEN] = "", path[256];
+	struct ibvf_sm_backend *b;
+	unsigned seed = 12345;
+	struct stat st;
+	char *t;
+
+	for (int round = 0; round < 25; round++) {
+		pid_t pid = fork();
+
+		assert_true(pid >= 0);
+		if (!pid) {
+			b = open_backend(l, NULL, NULL, NULL);
+			for (uint64_t i = 0;; i++) {
+				struct ibvf_sm_member m = { G(0x0002c90300200000) + (uint64_t)round *
+								    1000 + i, IBVF_MEMBER_FULL };
+
+				opensm_ops.add_members(b, 0x0a10 + (uint16_t)(i % 3), &m, 1, NULL,
+						       err, sizeof(err));
+			}
+		}
+		usleep(1000 + rand_r(&seed) % 20000);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		t = slurp(l->parts, NULL);
+		assert_non_null(t);
+		assert_memory_equal(t, admin_text, strlen(admin_text));
+		free(t);
+	}
+	/* leftovers of the kind a killed writer leaves, and look-alikes that must stay */
+	snprintf(path, sizeof(path), "%s/.partitions.conf.ibvf-AbC123", l->dir);
+	spit(path, "stale");
+	snprintf(path, sizeof(path), "%s.tmp.4242", l->bak);
+	spit(path, "stale");
+	snprintf(path, sizeof(path), "%s/.partitions.conf.ibvf-admin-notes", l->dir);
+	spit(path, "keep");
+	snprintf(path, sizeof(path), "%s.tmp.mine", l->bak);
+	spit(path, "keep");
+	snprintf(path, sizeof(path), "%s/.partitions.conf.ibvf-Dir123", l->dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	b = open_backend(l, NULL, NULL, NULL);
+	{
+		const struct ibvf_sm_member m = { G(0x0002c90300300001), IBVF_MEMBER_FULL };
+
+		assert_int_equal(opensm_ops.add_members(b, 0x0a20, &m, 1, NULL, err, sizeof(err)),
+				 0);
+	}
+	opensm_ops.fini(b);
+	assert_int_equal(count_prefixed(l->dir, "[.]partitions[.]conf[.]ibvf-"), 2);
+	assert_int_equal(count_prefixed(l->dir, "partitions[.]conf[.]ibvf-prev[.]tmp[.]"), 1);
+	snprintf(path, sizeof(path), "%s/.partitions.conf.ibvf-admin-notes", l->dir);
+	assert_int_equal(stat(path, &st), 0);
+	snprintf(path, sizeof(path), "%s.tmp.mine", l->bak);
+	assert_int_equal(stat(path, &st), 0);
+	t = slurp(l->parts, NULL);
+	assert_memory_equal(t, admin_text, strlen(admin_text));
+	assert_has(t, "0x0002c90300300001=full");
+	free(t);
+}
+
 static void test_validate(void **state)
 {
 	struct lab *l = *state;
@@ -802,6 +888,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_refusals_touch_nothing, lab_setup,
 						lab_teardown),
 		cmocka_unit_test_setup_teardown(test_special_files, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_killed_writers, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_validate, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_fabric, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_all, lab_setup, lab_teardown),
