@@ -992,6 +992,8 @@ static int split_doc(struct pc_doc *d, const char *name, char *err, size_t errle
 		if (!d->has_section || pt->last_line < d->begin_line ||
 		    pt->pos.line > d->end_line) {
 			d->admin[d->n_admin++] = i;
+			if (pt->has_pkey)
+				d->admin_pkeys[pt->pkey / 64] |= UINT64_C(1) << (pt->pkey % 64);
 			continue;
 		}
 		if (pt->pos.line < d->begin_line || pt->last_line > d->end_line)
@@ -1049,13 +1051,7 @@ int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **
 
 bool pc_admin_defines(const struct pc_doc *d, uint16_t pkey)
 {
-	for (size_t i = 0; i < d->n_admin; i++) {
-		const struct pc_partition *pt = &d->file->parts[d->admin[i]];
-
-		if (pt->has_pkey && pt->pkey == pkey)
-			return true;
-	}
-	return false;
+	return pkey < 0x8000 && (d->admin_pkeys[pkey / 64] >> (pkey % 64) & 1);
 }
 
 const struct pc_port *pc_admin_find_guid(const struct pc_doc *d, uint16_t pkey, uint64_t guid)
