@@ -10,6 +10,7 @@
  */
 #include "guid_pool.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -965,12 +966,104 @@ static int expire_locked(struct ibvf_pool *p, char *err, size_t errlen)
 	}
 }
 
+/* Length of a valid UTF-8 sequence at @s (1..4), or 0 (RFC 3629, 4). */
+static size_t utf8_seq(const unsigned char *s)
+{
+	unsigned c = s[0];
+	size_t n, i;
+	uint32_t cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, cp = c & 0x07;
+	else
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+/*
+ * A text field of a record: NUL-terminated inside its @size bytes, valid
+ * UTF-8, no control characters. Records are shown by ibvfctl (tables on a
+ * terminal, JSON) and in logs; a byte that is not text there would make
+ * the record unprintable (JSON needs UTF-8) or inject escape sequences.
+ */
+static int check_text(const char *what, const char *s, size_t size, char *err, size_t errlen)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t len = strnlen(s, size), i = 0;
+
+	if (len == size)
+		return ibvf_errf(err, errlen, -EINVAL, "%s is longer than %zu bytes", what,
+				 size - 1);
+	while (i < len) {
+		size_t n = utf8_seq(u + i);
+
+		if (!n || u[i] < 0x20 || u[i] == 0x7f)
+			return ibvf_errf(err, errlen, -EINVAL, "%s has %s at byte %zu", what,
+					 n ? "a control character" : "a byte that is not UTF-8",
+					 i);
+		i += n;
+	}
+	return 0;
+}
+
+/*
+ * The owner of an allocation (CNI spec 1.x, "Parameters"): CNI_CONTAINERID
+ * starts with an alphanumeric character followed by alphanumerics, '_',
+ * '.' or '-'; CNI_IFNAME is not empty, "." or "..", and has no '/', ':' or
+ * white space; the other fields are text.
+ */
 static int check_owner(const struct ibvf_owner *o, char *err, size_t errlen)
 {
+	const char *c = o->container_id;
+	int ret;
+
 	if (!o->container_id[0] || !o->ifname[0])
 		return ibvf_errf(err, errlen, -EINVAL,
 				 "an owner needs a container ID and an interface name");
+	if ((ret = check_text("container ID", c, sizeof(o->container_id), err, errlen)) ||
+	    (ret = check_text("interface name", o->ifname, sizeof(o->ifname), err, errlen)) ||
+	    (ret = check_text("pod namespace", o->pod_namespace, sizeof(o->pod_namespace), err,
+			      errlen)) ||
+	    (ret = check_text("pod name", o->pod_name, sizeof(o->pod_name), err, errlen)) ||
+	    (ret = check_text("pod UID", o->pod_uid, sizeof(o->pod_uid), err, errlen)) ||
+	    (ret = check_text("network name", o->network, sizeof(o->network), err, errlen)))
+		return ret;
+	if (!isalnum((unsigned char)c[0]) ||
+	    strspn(c, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+		    strlen(c))
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "container ID '%.64s' is not a CNI container ID (an alphanumeric "
+				 "character, then alphanumerics, '_', '.' or '-')",
+				 c);
+	if (!strcmp(o->ifname, ".") || !strcmp(o->ifname, "..") || strpbrk(o->ifname, "/: \t"))
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "interface name '%s' is not valid (CNI: not '.' or '..', no "
+				 "'/', ':' or white space)",
+				 o->ifname);
 	return 0;
+}
+
+/* The PF netdev and VF PCI address a record names: text, as owner fields. */
+static int check_place(const char *pf, const char *pci, char *err, size_t errlen)
+{
+	const struct ibvf_alloc *a = NULL;
+	int ret = check_text("PF name", pf, sizeof(a->pf), err, errlen);
+
+	return ret ? ret : check_text("PCI address", pci, sizeof(a->pci), err, errlen);
 }
 
 /*
@@ -1069,6 +1162,8 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 	int ret;
 
 	ret = check_owner(&req->owner, err, errlen);
+	if (!ret)
+		ret = check_place(req->pf ? req->pf : "", req->pci ? req->pci : "", err, errlen);
 	if (ret)
 		return ret;
 	if (req->n_pkeys > IBVF_POOL_MAX_PKEYS)
@@ -1203,6 +1298,9 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 		return ibvf_errf(err, errlen, -EINVAL, "use ibvf_pool_release() to quarantine");
 	if (a->n_pkeys > IBVF_POOL_MAX_PKEYS)
 		return ibvf_errf(err, errlen, -EINVAL, "too many PKeys");
+	ret = check_place(a->pf, a->pci, err, errlen);
+	if (ret)
+		return ret;
 	ret = begin(p, err, errlen);
 	if (ret)
 		return ret;
