@@ -320,7 +320,7 @@ static json_t *info_json(const struct ibvf_port_src *src, const struct port_args
 	if (!o)
 		return NULL;
 	if (!i->reachable) {
-		json_object_set_new(o, "error", json_string(i->error));
+		json_object_set_new(o, "error", ctl_json_text(i->error));
 		return o;
 	}
 	json_object_set_new(o, "state", json_string(ibvf_port_state_name(i->state)));
