@@ -352,7 +352,7 @@ static void test_config(void **state)
 	assert_false(c.index0);
 	assert_null(c.umad_ca);
 	opensm_cfg_free(&c);
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"partition_file\": "
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"partition_file\": "
 					  "\"/x/p.conf\", \"verify\": \"all\", \"umad_ca\": "
 					  "\"mlx5_0\", \"umad_port\": 1, \"defaults\": "
 					  "{\"ipoib\": false, \"indx0\": true, \"mtu\": 5, "
@@ -367,17 +367,27 @@ static void test_config(void **state)
 	assert_int_equal(c.props.rate, 7);
 	assert_int_equal(c.props.sl, 3);
 	opensm_cfg_free(&c);
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"reload_timeout\": 5}", &c, err,
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"reload_timeout\": 5}", &c, err,
 					  sizeof(err)), -EINVAL);
 	assert_has(err, "reload_timeout: unknown key");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"\"}", &c, err, sizeof(err)), -EINVAL);
 	assert_has(err, "pid_file: must not be empty");
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"defaults\": {\"sl\": 16}}", &c,
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"defaults\": {\"sl\": 16}}", &c,
 					  err, sizeof(err)), -EINVAL);
 	assert_has(err, "defaults.sl: 16 is out of range 0..15");
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"poll_min_ms\": 100, "
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"poll_min_ms\": 100, "
 					  "\"poll_max_ms\": 20}", &c, err, sizeof(err)), -EINVAL);
 	assert_has(err, "poll_max_ms: must not be below poll_min_ms");
+	/* relative paths would follow the cwd of each process (ibvfd, ibvfctl) */
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"opensm.pid\"}", &c, err,
+					  sizeof(err)), -EINVAL);
+	assert_has(err, "pid_file: 'opensm.pid' is not an absolute path");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"partition_file\": "
+					  "\"etc/p.conf\"}", &c, err, sizeof(err)), -EINVAL);
+	assert_has(err, "partition_file: 'etc/p.conf' is not an absolute path");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"lock_file\": "
+					  "\"./l\"}", &c, err, sizeof(err)), -EINVAL);
+	assert_has(err, "lock_file: './l' is not an absolute path");
 }
 
 /* ------------------------------------------------------------ write path -- */
