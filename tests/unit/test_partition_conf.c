@@ -540,7 +540,53 @@ static const struct doc_error doc_errors[] = {
 	  "no partition definition outside the ibvf section" },
 	{ "unparsable admin part", "Default=0x7fff : ALL=full ;\nbroken 0x0a02 ALL ;\n",
 	  "p.conf:2:1: no ':'" },
+	/*
+	 * A damaged marker pair used to turn the section into admin text: its
+	 * members were then never removed (remove_members reported success),
+	 * and a second section was appended.
+	 */
+	{ "both markers indented",
+	  "Default=0x7fff : ALL=full ;\n  " PC_BEGIN_MARKER "\nibvf_0x0a10=0x0a10 :\n"
+	  "\t0x0002c90300100001=full ;\n  " PC_END_MARKER "\n",
+	  "p.conf:2:1: this line looks like an ibvf section marker but is not one" },
+	{ "marker text changed",
+	  "Default=0x7fff : ALL=full ;\n# BEGIN ibvf managed partitions\nibvf_0x0a10=0x0a10 :\n"
+	  "\t0x0002c90300100001=full ;\n# END ibvf managed partitions (old)\n",
+	  "p.conf:2:1: this line looks like an ibvf section marker" },
+	{ "markers deleted, section left",
+	  "Default=0x7fff : ALL=full ;\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n",
+	  "p.conf:2:1: partition 'ibvf_0x0a10' is outside ibvf's section but named like ibvf's" },
+	{ "an ibvf definition copied into the tail",
+	  "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n" PC_END_MARKER
+	  "\nibvf_0x0a11=0x0a11 : 0x0002c90300100001=full ;\n",
+	  "p.conf:4:1: partition 'ibvf_0x0a11' is outside ibvf's section" },
 };
+
+/* Marker lines with trailing blanks or a CR are still the markers. */
+static void test_marker_trailing_blanks(void **state)
+{
+	const char *text = "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER " \t\r\n"
+			   "ibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n" PC_END_MARKER
+			   "  \n# tail\n";
+	struct pc_doc *d = doc_ok(text, strlen(text));
+	uint64_t g = G(0x0002c90300100001);
+	struct pc_managed m = { 0 };
+	size_t len, changed = 0;
+	char *out;
+
+	(void)state;
+	assert_true(d->has_section);
+	assert_int_equal(d->managed.n, 1);
+	assert_int_equal(pc_managed_copy(&m, &d->managed), 0);
+	assert_int_equal(pc_managed_remove(&m, 0x0a10, &g, 1, &changed), 0);
+	assert_int_equal(changed, 1);
+	out = render_ok(d, &m, &len);
+	assert_string_equal(out, "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n"
+				 PC_END_MARKER "\n# tail\n");
+	free(out);
+	pc_managed_free(&m);
+	pc_doc_free(d);
+}
 
 static void test_doc_errors(void **state)
 {
@@ -747,6 +793,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_admin_defines),
 		cmocka_unit_test(test_no_trailing_newline),
 		cmocka_unit_test(test_doc_errors),
+		cmocka_unit_test(test_marker_trailing_blanks),
 		cmocka_unit_test(test_unterminated_admin_refused_on_render),
 		cmocka_unit_test(test_check_detects_tampering),
 		cmocka_unit_test(test_managed_add_remove),

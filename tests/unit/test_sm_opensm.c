@@ -777,6 +777,34 @@ static void test_killed_writers(void **state)
 	free(t);
 }
 
+/*
+ * The section's markers damaged (both indented, as a template engine might
+ * do): remove_members() used to report success without removing anything,
+ * the GUID staying a full member for its next owner, and add_members()
+ * appended a second section. Both must refuse and touch nothing.
+ */
+static void test_damaged_markers(void **state)
+{
+	struct lab *l = *state;
+	const struct ibvf_sm_member m = { G(0x0002c90300100002), IBVF_MEMBER_FULL };
+	const uint64_t g = G(0x0002c90300100001);
+	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
+	char err[IBVF_ERR_LEN] = "", text[2048], *t;
+
+	snprintf(text, sizeof(text), "%s  %s\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n"
+		 "  %s\n", admin_text, PC_BEGIN_MARKER, PC_END_MARKER);
+	spit(l->parts, text);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &g, 1, err, sizeof(err)), -EINVAL);
+	assert_has(err, "nothing was changed");
+	assert_has(err, "looks like an ibvf section marker");
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
+	t = slurp(l->parts, NULL);
+	assert_string_equal(t, text);
+	free(t);
+	expect_hups(l, 0);
+	opensm_ops.fini(b);
+}
+
 static void test_validate(void **state)
 {
 	struct lab *l = *state;
@@ -899,6 +927,7 @@ int main(int argc, char **argv)
 						lab_teardown),
 		cmocka_unit_test_setup_teardown(test_special_files, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_killed_writers, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_damaged_markers, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_validate, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_fabric, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_all, lab_setup, lab_teardown),
