@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* ibvfctl pool: status, list, show, allocate, release, audit. */
 #include <errno.h>
+#include <stdint.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,21 @@ static json_t *guid_str(uint64_t g)
 	char s[IBVF_GUID_STR_LEN];
 
 	return json_string(ibvf_guid_format(g, s));
+}
+
+/*
+ * A count as a JSON integer; above INT64_MAX (jansson's integers are
+ * signed), as its exact decimal string. Ranges may hold up to 2^64 - 2
+ * GUIDs: a cast printed "Total: -2".
+ */
+static json_t *count_json(uint64_t v)
+{
+	char s[24];
+
+	if (v <= INT64_MAX)
+		return json_integer((json_int_t)v);
+	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+	return json_string(s);
 }
 
 static json_t *pkeys_json(const struct ibvf_alloc *a)
@@ -110,11 +126,11 @@ static int pool_status(struct ctl_ctx *ctx, int argc, char **argv)
 		json_array_append_new(ranges, json_string(r));
 	}
 	ctl_emit_object(ctx,
-			json_pack("{s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:i}", "store",
+			json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:i}", "store",
 				  ctl_json_text(ibvf_pool_db_path(p)), "ranges", ranges, "total",
-				  (json_int_t)st.total, "allocated", (json_int_t)st.allocated,
-				  "quarantined", (json_int_t)st.quarantined, "free",
-				  (json_int_t)st.free, "outside_ranges", (json_int_t)st.outside,
+				  count_json(st.total), "allocated", count_json(st.allocated),
+				  "quarantined", count_json(st.quarantined), "free",
+				  count_json(st.free), "outside_ranges", count_json(st.outside),
 				  "quarantine_s", (int)ctx->cfg.pool.quarantine_s),
 			cols);
 	ibvf_pool_close(p);
@@ -381,10 +397,10 @@ static int audit_cb(void *arg, const struct ibvf_audit_finding *f)
 	char s[IBVF_GUID_STR_LEN];
 
 	return json_array_append_new(
-		arg, json_pack("{s:s,s:s,s:s,s:I,s:o}", "kind", ibvf_audit_kind_name(f->kind),
+		arg, json_pack("{s:s,s:s,s:s,s:o,s:o}", "kind", ibvf_audit_kind_name(f->kind),
 			       "severity", f->problem ? "problem" : "notice", "guid",
 			       f->guid ? ibvf_guid_format(f->guid, s) : "", "count",
-			       (json_int_t)f->count, "detail", ctl_json_text(f->detail)));
+			       count_json(f->count), "detail", ctl_json_text(f->detail)));
 }
 
 static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
