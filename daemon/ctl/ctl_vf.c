@@ -114,8 +114,9 @@ static json_t *vf_json(const struct ibvf_vf_info *vf, const struct ibvf_vf_state
 {
 	return json_pack("{s:o,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "pf",
 			 str_or_null(vf->pf_netdev), "pf_pci", ctl_json_text(vf->pf_pci), "vf",
-			 vf->index, "pci", ctl_json_text(vf->pci), "netdev", str_or_null(vf->netdev), "rdma_dev",
-			 str_or_null(vf->rdma_dev), "driver", str_or_null(vf->driver), "node_guid",
+			 vf->index, "pci", ctl_json_text(vf->pci), "netdev",
+			 str_or_null(vf->netdev), "rdma_dev", str_or_null(vf->rdma_dev), "driver",
+			 str_or_null(vf->driver), "node_guid",
 			 guid_json(st->node_guid_known, st->node_guid), "port_guid",
 			 guid_json(st->port_guid_known, st->port_guid), "link_state",
 			 st->link_state_known ? json_string(ibvf_vf_link_state_name(st->link_state))

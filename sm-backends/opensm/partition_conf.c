@@ -902,8 +902,9 @@ static bool has_text(const char *s, size_t n, const char *needle)
  * Find the marker lines; fills begin/end line numbers and offsets. A marker
  * line may end in white space or '\r' (an editor or a template may add
  * them; the section, markers included, is rewritten exactly). Any other line
- * holding "BEGIN/END ibvf managed partitions" is refused: the section would silently become the administrator's text (its
- * members never removed again) and a second one would be appended.
+ * holding "BEGIN/END ibvf managed partitions" is refused: the section would
+ * silently become the administrator's text (its members never removed
+ * again) and a second one would be appended.
  */
 static int find_markers(struct pc_doc *d, const char *name, char *err, size_t errlen)
 {
@@ -1020,11 +1021,12 @@ static int split_doc(struct pc_doc *d, const char *name, char *err, size_t errle
 		if (!d->has_section || pt->last_line < d->begin_line ||
 		    pt->pos.line > d->end_line) {
 			if (!strncmp(pt->name, PC_NAME_PREFIX, strlen(PC_NAME_PREFIX)))
-				return ibvf_errf(err, errlen, -EINVAL, "%s:%u:%u: partition '%.40s' "
-						 "is outside ibvf's section but named like ibvf's "
-						 "(the prefix %s is reserved): a section whose "
-						 "markers were removed? Remove the definition, or "
-						 "restore the markers around it",
+				return ibvf_errf(err, errlen, -EINVAL,
+						 "%s:%u:%u: partition '%.40s' is outside ibvf's "
+						 "section but named like ibvf's (the prefix %s is "
+						 "reserved): a section whose markers were removed? "
+						 "Remove the definition, or restore the markers "
+						 "around it",
 						 name, pt->pos.line, pt->pos.col, pt->name,
 						 PC_NAME_PREFIX);
 			d->admin[d->n_admin++] = i;

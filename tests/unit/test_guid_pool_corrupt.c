@@ -233,8 +233,8 @@ static void expect_special_refused(struct pool_fx *f, const char *file, const ch
 		ret = fx_open_opts(f, ranges, 1, 60, ro, true);
 		alarm(0);
 		if (ret != -EIO)
-			print_error("%s: %s open: ret %d: %s\n", file, ro ? "read-only" : "read-write",
-				    ret, f->err);
+			print_error("%s: %s open: ret %d: %s\n", file,
+				    ro ? "read-only" : "read-write", ret, f->err);
 		assert_int_equal(ret, -EIO);
 		assert_null(f->p);
 		assert_contains(f->err, file);

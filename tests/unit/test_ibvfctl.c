@@ -723,7 +723,8 @@ static void test_owner_text(void **state)
 	o = json_array_get(j, 0);
 	assert_string_equal(json_string_value(json_object_get(o, "container_id")),
 			    "bad\n\xef\xbf\xbd");
-	assert_string_equal(json_string_value(json_object_get(o, "pf")), "\xef\xbf\xbd\xef\xbf\xbd");
+	assert_string_equal(json_string_value(json_object_get(o, "pf")),
+			    "\xef\xbf\xbd\xef\xbf\xbd");
 	assert_string_equal(json_string_value(json_object_get(o, "pod")), "ns/evil\x1b[31m");
 	json_decref(j);
 	assert_int_equal(ctl(f, "pool", "show", G1), 0);

@@ -367,13 +367,14 @@ static void test_config(void **state)
 	assert_int_equal(c.props.rate, 7);
 	assert_int_equal(c.props.sl, 3);
 	opensm_cfg_free(&c);
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"reload_timeout\": 5}", &c, err,
-					  sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"reload_timeout\": 5}", &c,
+					  err, sizeof(err)), -EINVAL);
 	assert_has(err, "reload_timeout: unknown key");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"\"}", &c, err, sizeof(err)), -EINVAL);
 	assert_has(err, "pid_file: must not be empty");
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"defaults\": {\"sl\": 16}}", &c,
-					  err, sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", "
+					  "\"defaults\": {\"sl\": 16}}", &c, err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "defaults.sl: 16 is out of range 0..15");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"poll_min_ms\": 100, "
 					  "\"poll_max_ms\": 20}", &c, err, sizeof(err)), -EINVAL);
@@ -731,8 +732,8 @@ static void test_killed_writers(void **state)
 		if (!pid) {
 			b = open_backend(l, NULL, NULL, NULL);
 			for (uint64_t i = 0;; i++) {
-				struct ibvf_sm_member m = { G(0x0002c90300200000) + (uint64_t)round *
-								    1000 + i, IBVF_MEMBER_FULL };
+				uint64_t g = G(0x0002c90300200000) + (uint64_t)round * 1000 + i;
+				struct ibvf_sm_member m = { g, IBVF_MEMBER_FULL };
 
 				opensm_ops.add_members(b, 0x0a10 + (uint16_t)(i % 3), &m, 1, NULL,
 						       err, sizeof(err));
