@@ -253,8 +253,16 @@ static int check_reply(struct ibsim_priv *p, off_t off, const char *node, const 
 	ssize_t n = 0;
 
 	for (int waited = 0; waited < IBSIM_REPLY_TIMEOUT_MS; waited += 20) {
-		int fd = open(p->output, O_RDONLY | O_CLOEXEC);
+		/* O_NONBLOCK: a FIFO named as "output" must not block the open */
+		int fd = open(p->output, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		struct stat st;
 
+		if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+			close(fd);
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "ibsim output %s is not a regular file (ibsim's stdout "
+					 "redirected to a file)", p->output);
+		}
 		if (fd >= 0) {
 			n = pread(fd, buf, sizeof(buf) - 1, off);
 			close(fd);
