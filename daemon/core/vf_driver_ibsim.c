@@ -349,16 +349,21 @@ static int write_sriov(const struct ibvf_vf_driver *d, const struct ibvf_vf_info
 {
 	char p[PATH_MAX], dir[PATH_MAX];
 	FILE *f;
+	int fd;
 
 	if (sriov_file(d, vf, name, p, sizeof(p)))
 		return ibvf_errf(err, errlen, -ENAMETOOLONG, "sysfs path too long");
 	snprintf(dir, sizeof(dir), "%s", p);
 	*strrchr(dir, '/') = 0;
 	mkdir(dir, 0755);
-	f = fopen(p, "we");
+	/* O_NONBLOCK: a FIFO in the fake tree fails (ENXIO) instead of blocking */
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f)) {
 		int e = errno;
 
+		if (!f && fd >= 0)
+			close(fd);
 		return ibvf_errf(err, errlen, -e, "writing %s: %s", p, strerror(e));
 	}
 	return 0;
@@ -368,13 +373,17 @@ static int read_sriov(const struct ibvf_vf_driver *d, const struct ibvf_vf_info 
 		      const char *name, char *buf, size_t len)
 {
 	char p[PATH_MAX];
-	FILE *f;
+	ssize_t r;
 	size_t n;
+	int fd;
 
-	if (sriov_file(d, vf, name, p, sizeof(p)) || !(f = fopen(p, "re")))
+	/* O_NONBLOCK: a FIFO in the fake tree reads as empty instead of blocking */
+	if (sriov_file(d, vf, name, p, sizeof(p)) ||
+	    (fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
 		return -ENOENT;
-	n = fread(buf, 1, len - 1, f);
-	fclose(f);
+	r = read(fd, buf, len - 1);
+	close(fd);
+	n = r > 0 ? (size_t)r : 0;
 	buf[n] = 0;
 	while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		buf[--n] = 0;

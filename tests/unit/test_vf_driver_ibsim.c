@@ -340,6 +340,30 @@ static void test_output_fifo(void **state)
 	close(keep);
 }
 
+/*
+ * The legacy per-VF GUID files (<pf>/sriov/N/node) as a FIFO in the fake
+ * tree: writing one used to block for ever in fopen(); now ENXIO at once.
+ */
+static void test_sriov_file_fifo(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_vf_info vf;
+	char p[PATH_MAX + 64], err[IBVF_ERR_LEN];
+
+	vf_of(f, 2, &vf);
+	snprintf(p, sizeof(p), "%s/devices/pci0000:00/0000:03:00.0/sriov/2", f->root);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/devices/pci0000:00/0000:03:00.0/sriov/2/node", f->root);
+	unlink(p);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	alarm(20);
+	assert_int_equal(f->d->ops->set_guid(f->d, &vf, IBVF_GUID_NODE, 0x0002c90300001001ull,
+					     err, sizeof(err)),
+			 -ENXIO);
+	alarm(0);
+	assert_non_null(strstr(err, "sriov/2/node"));
+}
+
 /* ------------------------------------------------------------- config -- */
 
 static int check_cfg(const char *text, char *err, size_t errlen)
@@ -431,6 +455,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rebind_same_name_and_vanish, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_console_not_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_output_fifo, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sriov_file_fifo, setup, teardown),
 		cmocka_unit_test(test_config_keys),
 		cmocka_unit_test_setup_teardown(test_config_file, setup, teardown),
 	};

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "err.h"
+#include "vf_driver.h"
 #include "vf_inventory.h"
 #include "vf_test_util.h"
 
@@ -324,6 +325,35 @@ static void test_hostile_tree(void **state)
 	alarm(0);
 }
 
+/*
+ * The driver's unbind/bind files as FIFOs nobody reads (a fake tree whose
+ * "kernel" is gone): writing them used to block for ever in open(2). Now
+ * the rebind fails at once with ENXIO, naming the file.
+ */
+static void test_rebind_fifo(void **state)
+{
+	const char *root = *state;
+	struct ibvf_vf_info vf;
+	char err[IBVF_ERR_LEN], p[640];
+
+	assert_int_equal(vt_add_pf(root, "0000:03:00.0", "ib0", 4, "mlx5_0", 2, NULL), 0);
+	assert_int_equal(ibvf_vf_lookup(root, "0000:03:00.2", &vf, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/bus/pci/drivers/mlx5_core/unbind", root);
+	unlink(p);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	alarm(20);
+	assert_int_equal(ibvf_vf_sysfs_rebind(root, &vf, NULL, 500, err, sizeof(err)), -ENXIO);
+	assert_non_null(strstr(err, "unbinding VF 0000:03:00.2"));
+	assert_int_equal(ibvf_fake_vf_unbind(root, "0000:03:00.2"), 0);
+	snprintf(p, sizeof(p), "%s/bus/pci/drivers/mlx5_core/bind", root);
+	unlink(p);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	assert_int_equal(ibvf_vf_sysfs_rebind(root, &vf, "mlx5_core", 500, err, sizeof(err)),
+			 -ENXIO);
+	assert_non_null(strstr(err, "binding VF 0000:03:00.2 to mlx5_core"));
+	alarm(0);
+}
+
 static void test_fake_unbind_bind_remove(void **state)
 {
 	const char *root = *state;
@@ -369,6 +399,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_a_vf_and_not_sriov, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fake_unbind_bind_remove, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rebind_fifo, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
