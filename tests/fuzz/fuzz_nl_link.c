@@ -27,8 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void must(int cond, const char *what, const char *err)
 {
 	if (!cond) {
-		fprintf(stderr, "fuzz_nl_link: invariant broken: %s (%s)\n", what,
-			err ? err : "");
+		fprintf(stderr, "fuzz_nl_link: invariant broken: %s (%s)\n", what, err ? err : "");
 		abort();
 	}
 }

@@ -73,8 +73,8 @@ static bool change(const struct pc_doc *d, struct pc_managed *m, const uint8_t *
 {
 	uint16_t pkey = (uint16_t)((op[1] | op[2] << 8) & 0x7fff);
 	uint64_t guid = le64(op + 3);
-	struct pc_member mem = { guid, op[11] & 1, op[11] & 2 };
-	struct pc_props props = { op[11] & 4, (op[11] & 8) ? 4 : -1, -1, (op[11] & 16) ? 3 : -1 };
+	struct pc_member mem = {guid, op[11] & 1, op[11] & 2};
+	struct pc_props props = {op[11] & 4, (op[11] & 8) ? 4 : -1, -1, (op[11] & 16) ? 3 : -1};
 	size_t changed = 0;
 
 	if (!pkey || guid == 0 || guid == UINT64_MAX)
@@ -87,7 +87,7 @@ static bool change(const struct pc_doc *d, struct pc_managed *m, const uint8_t *
 		return false;
 	for (size_t i = 0; i < m->n; i++)
 		if (pc_admin_defines(d, m->pkeys[i].pkey))
-			m->pkeys[i].props = (struct pc_props){ false, -1, -1, -1 };
+			m->pkeys[i].props = (struct pc_props){false, -1, -1, -1};
 	return true;
 }
 
@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[IBVF_ERR_LEN] = "";
 	struct pc_file *f = NULL;
 	struct pc_doc *d = NULL;
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	const char *text = (const char *)data;
 	int rp, rd;
 

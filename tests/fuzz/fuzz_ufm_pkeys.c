@@ -50,7 +50,7 @@ static int on_member(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, b
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char err[IBVF_ERR_LEN] = "";
-	struct seen s = { -1, 0 };
+	struct seen s = {-1, 0};
 	int ret;
 
 	if (size < 1 || size > (1u << 20))
