@@ -18,6 +18,10 @@
  *       that opens the umad port); then again with 10,000 members in the
  *       file.
  *
+ *   bench_opensm --wide
+ *       Offline: a file with 100,000 admin definitions and 32,765 managed
+ *       PKeys; time the parse and the admin check over all managed PKeys.
+ *
  * Prints numbers and ratios; asserts nothing about time.
  */
 #include <errno.h>
@@ -316,6 +320,51 @@ static int lab(const char *dir, const char *cfg, const char *guid_s, int rounds)
 	return 0;
 }
 
+/* ------------------------------------------------------------------- wide -- */
+
+/*
+ * A wide file: 100,000 admin definitions (all of one PKey) and a section
+ * with 32,765 managed PKeys. Every change asks, for each managed PKey,
+ * whether the admin defines it (sm_opensm.c drop_admin_props()): that was a
+ * scan of all admin definitions per PKey, 5.7 s for one add_members().
+ */
+static int wide(void)
+{
+	char err[IBVF_ERR_LEN];
+	struct pc_doc *doc;
+	FILE *o;
+	char *text = NULL;
+	size_t len = 0, hits = 0;
+	double t0, t1;
+
+	o = open_memstream(&text, &len);
+	if (!o)
+		die("wide", "out of memory");
+	fputs("Default=0x7fff, ipoib : ALL=full ;\n", o);
+	for (unsigned i = 0; i < 100000; i++)
+		fprintf(o, "p%u=0x0001 : 0x%016llx=full ;\n", i, 0x0002c90300000001ull + i);
+	fputs(PC_BEGIN_MARKER "\n", o);
+	for (unsigned k = 2; k < 0x7fff; k++)
+		fprintf(o, "ibvf_0x%04x=0x%04x :\n\t0x%016llx=full ;\n", k, k,
+			0x0002c90320000000ull + k);
+	fputs(PC_END_MARKER "\n", o);
+	fclose(o);
+	t0 = now_ms();
+	if (pc_doc_load(text, len, "wide.conf", &doc, err, sizeof(err)))
+		die("wide: load", err);
+	t1 = now_ms();
+	for (size_t i = 0; i < doc->managed.n; i++)
+		hits += pc_admin_defines(doc, doc->managed.pkeys[i].pkey);
+	printf("wide file: %zu bytes, %zu admin definitions, %zu managed PKeys\n", len,
+	       doc->n_admin, doc->managed.n);
+	printf("  parse and split        %8.1f ms\n", t1 - t0);
+	printf("  admin check, all PKeys %8.3f ms (%zu defined by the admin)\n", now_ms() - t1,
+	       hits);
+	pc_doc_free(doc);
+	free(text);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (!strcmp(basename(argv[0]), "opensm")) {
@@ -323,6 +372,8 @@ int main(int argc, char **argv)
 		for (;;)
 			pause();
 	}
+	if (argc >= 2 && !strcmp(argv[1], "--wide"))
+		return wide();
 	if (argc >= 5 && !strcmp(argv[1], "--lab"))
 		return lab(argv[2], argv[3], argv[4], argc > 5 ? atoi(argv[5]) : 10);
 	return offline(argc > 1 ? strtoul(argv[1], NULL, 10) : 10000);

@@ -57,6 +57,22 @@ static int set_defaults(struct ibvf_config *cfg)
 	return 0;
 }
 
+/*
+ * A path key must be absolute: ibvfd (started from /) and ibvfctl (run from
+ * any directory) would otherwise resolve it differently, e.g. two GUID pool
+ * stores handing out the same GUIDs.
+ */
+static int check_abs_path(const struct ibvf_jctx *c, const char *path, const char *key,
+			  const char *v)
+{
+	if (v && v[0] != '/')
+		return ibvf_json_err(c, path, key,
+				     "'%.64s' is not an absolute path (ibvfd and ibvfctl run in "
+				     "different directories)",
+				     v);
+	return 0;
+}
+
 static int range_cmp(const void *a, const void *b)
 {
 	const struct ibvf_guid_range *x = a, *y = b;
@@ -229,6 +245,8 @@ static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 		ret = ibvf_json_uint(c, o, "sm", "batch_max", 1, 1000000, &bmax);
 	if (!ret)
 		ret = ibvf_json_object(c, o, "sm", "config", &bc);
+	if (!ret)
+		ret = check_abs_path(c, "sm", "module_dir", cfg->sm.module_dir);
 	if (ret)
 		return ret;
 	if (!backend_name_ok(cfg->sm.backend))
@@ -288,6 +306,8 @@ static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *c
 	ret = ibvf_json_check_keys(c, o, "api", keys);
 	if (!ret)
 		ret = ibvf_json_string(c, o, "api", "socket", &cfg->api.socket);
+	if (!ret)
+		ret = check_abs_path(c, "api", "socket", cfg->api.socket);
 	if (ret)
 		return ret;
 	u = json_object_get(o, "allowed_uids");
@@ -441,6 +461,12 @@ static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config
 		ret = ibvf_json_string(c, root, "", "run_dir", &cfg->run_dir);
 	if (!ret)
 		ret = ibvf_json_string(c, root, "", "sysfs_root", &cfg->sysfs_root);
+	if (!ret)
+		ret = check_abs_path(c, "", "state_dir", cfg->state_dir);
+	if (!ret)
+		ret = check_abs_path(c, "", "run_dir", cfg->run_dir);
+	if (!ret)
+		ret = check_abs_path(c, "", "sysfs_root", cfg->sysfs_root);
 	if (!ret)
 		ret = ibvf_json_bool(c, root, "", "allow_default_pkey", &cfg->allow_default_pkey);
 	if (!ret)

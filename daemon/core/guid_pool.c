@@ -10,6 +10,7 @@
  */
 #include "guid_pool.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -524,15 +525,24 @@ static int extent_give(struct ibvf_pool *p, uint64_t g, char *err, size_t errlen
 	return extent_insert(p, a, b, err, errlen);
 }
 
-static void ranges_text(const struct ibvf_pool *p, char *buf, size_t len)
+/*
+ * The ranges as stored in meta 'ranges' ("start-end,start-end", 16 hex digits
+ * each): malloc'd, NULL when out of memory. Never truncated: the store's free
+ * list is rebuilt whenever this text differs, so every range must count.
+ */
+static char *ranges_text(const struct ibvf_pool *p)
 {
-	size_t off = 0;
+	size_t len = p->n_ranges * 34 + 1, off = 0;
+	char *buf = malloc(len);
 
+	if (!buf)
+		return NULL;
 	buf[0] = 0;
-	for (size_t i = 0; i < p->n_ranges && off < len; i++)
+	for (size_t i = 0; i < p->n_ranges; i++)
 		off += (size_t)snprintf(buf + off, len - off, "%s%016llx-%016llx", i ? "," : "",
 					(unsigned long long)p->ranges[i].start,
 					(unsigned long long)p->ranges[i].end);
+	return buf;
 }
 
 /* Rebuild the free list from the ranges and the records: O(records). */
@@ -574,42 +584,52 @@ static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
  */
 static int free_list_matches(struct ibvf_pool *p, char *err, size_t errlen)
 {
-	char want[4096], have[4096] = "";
+	char *want = ranges_text(p);
+	const unsigned char *have = NULL;
 	sqlite3_stmt *st;
-	int rc;
+	int rc, same;
 
-	ranges_text(p, want, sizeof(want));
-	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen))
+	if (!want)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen)) {
+		free(want);
 		return -EIO;
+	}
 	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW && sqlite3_column_text(st, 0))
-		snprintf(have, sizeof(have), "%s", (const char *)sqlite3_column_text(st, 0));
+	if (rc == SQLITE_ROW)
+		have = sqlite3_column_text(st, 0);
+	same = have && !strcmp(want, (const char *)have);
 	stmt_done(p, st);
+	free(want);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return db_err(p, err, errlen, "reading the ranges");
-	return !strcmp(want, have);
+	return same;
 }
 
 /* Make the free list match our ranges; inside a write transaction. */
 static int ensure_free_list_locked(struct ibvf_pool *p, char *err, size_t errlen)
 {
-	char want[4096];
 	sqlite3_stmt *st;
+	char *want;
 	int ret = free_list_matches(p, err, errlen);
 
 	if (ret)
 		return ret < 0 ? ret : 0;
-	ranges_text(p, want, sizeof(want));
-	log_notice("GUID ranges of %s differ from the configured ones (%s): rebuilding its free "
-		   "list",
-		   p->path, want);
+	want = ranges_text(p);
+	if (!want)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	log_notice("GUID ranges of %s differ from the configured ones (%zu ranges: %.200s%s): "
+		   "rebuilding its free list",
+		   p->path, p->n_ranges, want, strlen(want) > 200 ? "..." : "");
 	ret = rebuild_free(p, err, errlen);
-	if (ret)
-		return ret;
-	if (prep(p, &st, "UPDATE meta SET value = ? WHERE key = 'ranges'", err, errlen))
-		return -EIO;
-	sqlite3_bind_text(st, 1, want, -1, SQLITE_TRANSIENT);
-	return run(p, st, err, errlen);
+	if (!ret && prep(p, &st, "UPDATE meta SET value = ? WHERE key = 'ranges'", err, errlen))
+		ret = -EIO;
+	if (!ret) {
+		sqlite3_bind_text(st, 1, want, -1, SQLITE_TRANSIENT);
+		ret = run(p, st, err, errlen);
+	}
+	free(want);
+	return ret;
 }
 
 /* At a read-write open: bring the free list to our ranges (one transaction). */
@@ -631,6 +651,56 @@ static int sync_ranges(struct ibvf_pool *p, char *err, size_t errlen)
 }
 
 /* --------------------------------------------------------------- open -- */
+
+static const char *file_type_name(mode_t m)
+{
+	if (S_ISLNK(m))
+		return "a symbolic link";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISCHR(m) || S_ISBLK(m))
+		return "a device";
+	return "not a regular file";
+}
+
+/*
+ * pool.db and SQLite's companion files must be regular files when present.
+ * SQLite would block for ever opening a FIFO read-only, follow a symbolic
+ * link to some other file, or fail with a misleading "disk I/O error" on a
+ * directory. Only the owner can create them in the private state directory,
+ * so this is about mistakes (a restore gone wrong), not attacks.
+ * Return: 0, -ENOENT (no pool.db), or -EIO with the file named.
+ */
+static int check_store_files(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	static const char *const suffix[] = { "", "-wal", "-shm", "-journal" };
+	bool have_db = true;
+
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		char f[PATH_MAX + 16];
+		struct stat st;
+
+		snprintf(f, sizeof(f), "%s%s", p->path, suffix[i]);
+		if (lstat(f, &st)) {
+			if (errno != ENOENT)
+				return ibvf_errf(err, errlen, -errno, "pool store %s: %s", f,
+						 strerror(errno));
+			have_db &= i != 0;
+			continue;
+		}
+		if (!S_ISREG(st.st_mode))
+			return ibvf_errf(err, errlen, -EIO,
+					 "pool store file %s is %s, not a regular file; ibvf "
+					 "does not open it: move it aside (restore pool.db from a "
+					 "backup if needed)",
+					 f, file_type_name(st.st_mode));
+	}
+	return have_db ? 0 : -ENOENT;
+}
 
 int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char *err,
 		   size_t errlen)
@@ -664,7 +734,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "state dir path too long");
 		goto fail;
 	}
-	if (o->read_only && access(p->path, F_OK)) {
+	if (o->read_only && lstat(p->path, &st)) {
 		ret = ibvf_errf(err, errlen, -ENOENT,
 				"no GUID pool store at %s (has ibvfd or a write command run with "
 				"this state directory?)",
@@ -674,7 +744,10 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 	ret = ibvf_dir_prepare(o->state_dir, 0700, !o->read_only, err, errlen);
 	if (ret)
 		goto fail;
-	if (stat(p->path, &st)) {
+	ret = check_store_files(p, err, errlen);
+	if (ret && ret != -ENOENT)
+		goto fail;
+	if (ret == -ENOENT) {
 		if (o->read_only) {
 			ret = ibvf_errf(err, errlen, -ENOENT,
 					"no GUID pool store at %s (has ibvfd or a write command "
@@ -947,12 +1020,104 @@ static int expire_locked(struct ibvf_pool *p, char *err, size_t errlen)
 	}
 }
 
+/* Length of a valid UTF-8 sequence at @s (1..4), or 0 (RFC 3629, 4). */
+static size_t utf8_seq(const unsigned char *s)
+{
+	unsigned c = s[0];
+	size_t n, i;
+	uint32_t cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, cp = c & 0x07;
+	else
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+/*
+ * A text field of a record: NUL-terminated inside its @size bytes, valid
+ * UTF-8, no control characters. Records are shown by ibvfctl (tables on a
+ * terminal, JSON) and in logs; a byte that is not text there would make
+ * the record unprintable (JSON needs UTF-8) or inject escape sequences.
+ */
+static int check_text(const char *what, const char *s, size_t size, char *err, size_t errlen)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t len = strnlen(s, size), i = 0;
+
+	if (len == size)
+		return ibvf_errf(err, errlen, -EINVAL, "%s is longer than %zu bytes", what,
+				 size - 1);
+	while (i < len) {
+		size_t n = utf8_seq(u + i);
+
+		if (!n || u[i] < 0x20 || u[i] == 0x7f)
+			return ibvf_errf(err, errlen, -EINVAL, "%s has %s at byte %zu", what,
+					 n ? "a control character" : "a byte that is not UTF-8",
+					 i);
+		i += n;
+	}
+	return 0;
+}
+
+/*
+ * The owner of an allocation (CNI spec 1.x, "Parameters"): CNI_CONTAINERID
+ * starts with an alphanumeric character followed by alphanumerics, '_',
+ * '.' or '-'; CNI_IFNAME is not empty, "." or "..", and has no '/', ':' or
+ * white space; the other fields are text.
+ */
 static int check_owner(const struct ibvf_owner *o, char *err, size_t errlen)
 {
+	const char *c = o->container_id;
+	int ret;
+
 	if (!o->container_id[0] || !o->ifname[0])
 		return ibvf_errf(err, errlen, -EINVAL,
 				 "an owner needs a container ID and an interface name");
+	if ((ret = check_text("container ID", c, sizeof(o->container_id), err, errlen)) ||
+	    (ret = check_text("interface name", o->ifname, sizeof(o->ifname), err, errlen)) ||
+	    (ret = check_text("pod namespace", o->pod_namespace, sizeof(o->pod_namespace), err,
+			      errlen)) ||
+	    (ret = check_text("pod name", o->pod_name, sizeof(o->pod_name), err, errlen)) ||
+	    (ret = check_text("pod UID", o->pod_uid, sizeof(o->pod_uid), err, errlen)) ||
+	    (ret = check_text("network name", o->network, sizeof(o->network), err, errlen)))
+		return ret;
+	if (!isalnum((unsigned char)c[0]) ||
+	    strspn(c, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+		    strlen(c))
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "container ID '%.64s' is not a CNI container ID (an alphanumeric "
+				 "character, then alphanumerics, '_', '.' or '-')",
+				 c);
+	if (!strcmp(o->ifname, ".") || !strcmp(o->ifname, "..") || strpbrk(o->ifname, "/: \t"))
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "interface name '%s' is not valid (CNI: not '.' or '..', no "
+				 "'/', ':' or white space)",
+				 o->ifname);
 	return 0;
+}
+
+/* The PF netdev and VF PCI address a record names: text, as owner fields. */
+static int check_place(const char *pf, const char *pci, char *err, size_t errlen)
+{
+	const struct ibvf_alloc *a = NULL;
+	int ret = check_text("PF name", pf, sizeof(a->pf), err, errlen);
+
+	return ret ? ret : check_text("PCI address", pci, sizeof(a->pci), err, errlen);
 }
 
 /*
@@ -987,16 +1152,19 @@ static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, 
 static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	struct ibvf_pool_stats st;
-	char r[4096];
+	char *r = ranges_text(p);
+	int ret;
 
-	ranges_text(p, r, sizeof(r));
 	if (ibvf_pool_stats(p, &st, NULL, 0))
 		memset(&st, 0, sizeof(st));
-	return ibvf_errf(err, errlen, -ENOSPC,
-			 "GUID pool exhausted: ranges %s hold %llu assignable GUIDs, %llu "
-			 "allocated, %llu quarantined",
-			 r, (unsigned long long)st.total, (unsigned long long)st.allocated,
-			 (unsigned long long)st.quarantined);
+	ret = ibvf_errf(err, errlen, -ENOSPC,
+			"GUID pool exhausted: %zu range(s) %.100s%s hold %llu assignable GUIDs, "
+			"%llu allocated, %llu quarantined",
+			p->n_ranges, r ? r : "", r && strlen(r) > 100 ? "..." : "",
+			(unsigned long long)st.total, (unsigned long long)st.allocated,
+			(unsigned long long)st.quarantined);
+	free(r);
+	return ret;
 }
 
 static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o,
@@ -1048,6 +1216,8 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 	int ret;
 
 	ret = check_owner(&req->owner, err, errlen);
+	if (!ret)
+		ret = check_place(req->pf ? req->pf : "", req->pci ? req->pci : "", err, errlen);
 	if (ret)
 		return ret;
 	if (req->n_pkeys > IBVF_POOL_MAX_PKEYS)
@@ -1186,6 +1356,9 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 		return ibvf_errf(err, errlen, -EINVAL, "use ibvf_pool_release() to quarantine");
 	if (a->n_pkeys > IBVF_POOL_MAX_PKEYS)
 		return ibvf_errf(err, errlen, -EINVAL, "too many PKeys");
+	ret = check_place(a->pf, a->pci, err, errlen);
+	if (ret)
+		return ret;
 	ret = begin(p, err, errlen);
 	if (ret)
 		return ret;

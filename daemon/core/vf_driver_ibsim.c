@@ -253,8 +253,16 @@ static int check_reply(struct ibsim_priv *p, off_t off, const char *node, const 
 	ssize_t n = 0;
 
 	for (int waited = 0; waited < IBSIM_REPLY_TIMEOUT_MS; waited += 20) {
-		int fd = open(p->output, O_RDONLY | O_CLOEXEC);
+		/* O_NONBLOCK: a FIFO named as "output" must not block the open */
+		int fd = open(p->output, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		struct stat st;
 
+		if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+			close(fd);
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "ibsim output %s is not a regular file (ibsim's stdout "
+					 "redirected to a file)", p->output);
+		}
 		if (fd >= 0) {
 			n = pread(fd, buf, sizeof(buf) - 1, off);
 			close(fd);
@@ -341,16 +349,21 @@ static int write_sriov(const struct ibvf_vf_driver *d, const struct ibvf_vf_info
 {
 	char p[PATH_MAX], dir[PATH_MAX];
 	FILE *f;
+	int fd;
 
 	if (sriov_file(d, vf, name, p, sizeof(p)))
 		return ibvf_errf(err, errlen, -ENAMETOOLONG, "sysfs path too long");
 	snprintf(dir, sizeof(dir), "%s", p);
 	*strrchr(dir, '/') = 0;
 	mkdir(dir, 0755);
-	f = fopen(p, "we");
+	/* O_NONBLOCK: a FIFO in the fake tree fails (ENXIO) instead of blocking */
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f)) {
 		int e = errno;
 
+		if (!f && fd >= 0)
+			close(fd);
 		return ibvf_errf(err, errlen, -e, "writing %s: %s", p, strerror(e));
 	}
 	return 0;

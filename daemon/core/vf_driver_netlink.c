@@ -57,9 +57,13 @@ const char *ibvf_guid_kind_name(enum ibvf_guid_kind k)
 
 /* ------------------------------------------------------ sysfs rebind -- */
 
+/*
+ * O_NONBLOCK: a bind/unbind file that is a FIFO (a fake tree whose "kernel"
+ * is a test thread) without a reader fails with ENXIO instead of blocking.
+ */
 static int sysfs_write(const char *path, const char *text)
 {
-	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NONBLOCK);
 	ssize_t n;
 
 	if (fd < 0)

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -58,15 +59,18 @@ int ibvf_pci_addr_valid(const char *pci, char *err, size_t errlen)
 	return 0;
 }
 
+/* O_NONBLOCK: a FIFO in a fake sysfs tree must not block a scan. */
 int ibvf_sysfs_read_str(const char *path, char *buf, size_t len)
 {
-	FILE *f = fopen(path, "re");
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	ssize_t r;
 	size_t n;
 
-	if (!f)
+	if (fd < 0)
 		return -errno;
-	n = fread(buf, 1, len - 1, f);
-	fclose(f);
+	r = read(fd, buf, len - 1);
+	close(fd);
+	n = r > 0 ? (size_t)r : 0;
 	buf[n] = 0;
 	while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		buf[--n] = 0;

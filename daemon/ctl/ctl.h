@@ -98,6 +98,14 @@ void ctl_emit_object(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *col
  */
 void ctl_emit_stream(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *cols, bool *header);
 
+/**
+ * ctl_json_text() - a JSON string of @s (NULL: JSON null) that never fails
+ * on bad input: bytes that are not UTF-8 (a store written by other tools, a
+ * fake sysfs) become U+FFFD instead of making json_pack() drop the whole row.
+ * Return: a new reference, NULL only when out of memory.
+ */
+json_t *ctl_json_text(const char *s);
+
 /** ctl_error() - print "ibvfctl: <msg>" on stderr; returns @code. */
 int ctl_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,81 @@ int ctl_error(int code, const char *fmt, ...)
 	return code;
 }
 
+/* Length of a valid UTF-8 sequence at @u (1..4), or 0 (RFC 3629, 4). */
+static size_t utf8_seq(const unsigned char *u)
+{
+	size_t n = u[0] < 0x80 ? 1 : u[0] >= 0xc2 && u[0] <= 0xdf ? 2
+		 : u[0] >= 0xe0 && u[0] <= 0xef ? 3 : u[0] >= 0xf0 && u[0] <= 0xf4 ? 4 : 0;
+	uint32_t cp = n == 2 ? u[0] & 0x1fu : n == 3 ? u[0] & 0x0fu : u[0] & 0x07u;
+
+	for (size_t i = 1; i < n; i++) {
+		if ((u[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (u[i] & 0x3fu);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+json_t *ctl_json_text(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t o = 0;
+	char *copy;
+	json_t *j;
+
+	if (!s)
+		return json_null();
+	j = json_string(s);
+	if (j)
+		return j;
+	/* not UTF-8: each byte that is not part of a valid sequence becomes U+FFFD */
+	copy = malloc(3 * strlen(s) + 1);
+	if (!copy)
+		return NULL;
+	while (*u) {
+		size_t n = utf8_seq(u);
+
+		if (n) {
+			memcpy(copy + o, u, n);
+			o += n;
+			u += n;
+		} else {
+			memcpy(copy + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			u++;
+		}
+	}
+	copy[o] = 0;
+	j = json_string(copy);
+	free(copy);
+	return j;
+}
+
+/*
+ * A string cell for a terminal: control characters (a newline, an escape
+ * sequence) become '?' so that one odd value can neither break the table
+ * nor drive the terminal.
+ */
+static const char *text_cell(const char *s, char *buf, size_t len)
+{
+	size_t i;
+
+	if (!s[0])
+		return "-";
+	for (i = 0; s[i] && (unsigned char)s[i] >= 0x20 && s[i] != 0x7f; i++)
+		;
+	if (!s[i])
+		return s;
+	snprintf(buf, len, "%s", s);
+	for (i = 0; buf[i]; i++)
+		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+			buf[i] = '?';
+	return buf;
+}
+
 /* Render a JSON scalar (or array of scalars) as text into @buf. */
 static const char *cell(json_t *v, char *buf, size_t len)
 {
@@ -30,7 +106,7 @@ static const char *cell(json_t *v, char *buf, size_t len)
 	if (!v || json_is_null(v))
 		return "-";
 	if (json_is_string(v))
-		return json_string_value(v)[0] ? json_string_value(v) : "-";
+		return text_cell(json_string_value(v), buf, len);
 	if (json_is_integer(v)) {
 		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
 		return buf;

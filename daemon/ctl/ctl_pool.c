@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* ibvfctl pool: status, list, show, allocate, release, audit. */
 #include <errno.h>
+#include <stdint.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,21 @@ static json_t *guid_str(uint64_t g)
 	char s[IBVF_GUID_STR_LEN];
 
 	return json_string(ibvf_guid_format(g, s));
+}
+
+/*
+ * A count as a JSON integer; above INT64_MAX (jansson's integers are
+ * signed), as its exact decimal string. Ranges may hold up to 2^64 - 2
+ * GUIDs: a cast printed "Total: -2".
+ */
+static json_t *count_json(uint64_t v)
+{
+	char s[24];
+
+	if (v <= INT64_MAX)
+		return json_integer((json_int_t)v);
+	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+	return json_string(s);
 }
 
 static json_t *pkeys_json(const struct ibvf_alloc *a)
@@ -51,11 +67,14 @@ static json_t *alloc_json(const struct ibvf_alloc *a)
 
 	snprintf(pod, sizeof(pod), "%s%s%s", a->owner.pod_namespace,
 		 a->owner.pod_namespace[0] ? "/" : "", a->owner.pod_name);
-	return json_pack("{s:o,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o,s:o,s:o}", "guid",
+	/* ctl_json_text(): a record with bytes that are not UTF-8 still shows */
+	return json_pack("{s:o,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:o,s:o}", "guid",
 			 guid_str(a->guid), "state", ibvf_alloc_state_name(a->state),
-			 "container_id", a->owner.container_id, "ifname", a->owner.ifname,
-			 "pod", pod, "pod_uid", a->owner.pod_uid, "network", a->owner.network,
-			 "pf", a->pf, "pci", a->pci, "vf",
+			 "container_id", ctl_json_text(a->owner.container_id), "ifname",
+			 ctl_json_text(a->owner.ifname), "pod", ctl_json_text(pod), "pod_uid",
+			 ctl_json_text(a->owner.pod_uid), "network",
+			 ctl_json_text(a->owner.network),
+			 "pf", ctl_json_text(a->pf), "pci", ctl_json_text(a->pci), "vf",
 			 a->vf_index >= 0 ? json_integer(a->vf_index) : json_null(), "owner_short", "",
 			 "pkeys", pkeys_json(a), "created", time_str(a->created_ms), "updated",
 			 time_str(a->updated_ms), "released", time_str(a->released_ms));
@@ -108,11 +127,11 @@ static int pool_status(struct ctl_ctx *ctx, int argc, char **argv)
 		json_array_append_new(ranges, json_string(r));
 	}
 	ctl_emit_object(ctx,
-			json_pack("{s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:i}", "store",
-				  ibvf_pool_db_path(p), "ranges", ranges, "total",
-				  (json_int_t)st.total, "allocated", (json_int_t)st.allocated,
-				  "quarantined", (json_int_t)st.quarantined, "free",
-				  (json_int_t)st.free, "outside_ranges", (json_int_t)st.outside,
+			json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:i}", "store",
+				  ctl_json_text(ibvf_pool_db_path(p)), "ranges", ranges, "total",
+				  count_json(st.total), "allocated", count_json(st.allocated),
+				  "quarantined", count_json(st.quarantined), "free",
+				  count_json(st.free), "outside_ranges", count_json(st.outside),
 				  "quarantine_s", (int)ctx->cfg.pool.quarantine_s),
 			cols);
 	ibvf_pool_close(p);
@@ -128,7 +147,7 @@ static int list_cb(void *arg, const struct ibvf_alloc *a)
 
 	memcpy(shortid, a->owner.container_id, sizeof(shortid) - 1);
 	shortid[sizeof(shortid) - 1] = 0;
-	json_object_set_new(o, "owner_short", json_string(shortid));
+	json_object_set_new(o, "owner_short", ctl_json_text(shortid));
 	return json_array_append_new(arg, o);
 }
 
@@ -180,11 +199,12 @@ static int pool_list(struct ctl_ctx *ctx, int argc, char **argv)
 	if (ret)
 		return ret;
 	rows = json_array();
+	err[0] = 0;
 	ret = ibvf_pool_list(p, &f, list_cb, rows, err, sizeof(err));
 	ibvf_pool_close(p);
 	if (ret < 0) {
 		json_decref(rows);
-		return ctl_error(CTL_FAILED, "%s", err);
+		return ctl_error(CTL_FAILED, "%s", err[0] ? err : "out of memory");
 	}
 	ctl_emit_table(ctx, rows, cols);
 	return CTL_OK;
@@ -334,8 +354,8 @@ static int pool_allocate(struct ctl_ctx *ctx, int argc, char **argv)
 		return ret;
 	ret = ibvf_pool_allocate(p, &req, &a, err, sizeof(err));
 	ibvf_pool_close(p);
-	if (ret)
-		return ctl_error(CTL_FAILED, "%s", err);
+	if (ret)	/* -EINVAL: a bad owner field or GUID given on the command line */
+		return ctl_error(ret == -EINVAL ? CTL_USAGE : CTL_FAILED, "%s", err);
 	ctl_emit_object(ctx, alloc_json(&a), alloc_fields);
 	return CTL_OK;
 }
@@ -378,10 +398,10 @@ static int audit_cb(void *arg, const struct ibvf_audit_finding *f)
 	char s[IBVF_GUID_STR_LEN];
 
 	return json_array_append_new(
-		arg, json_pack("{s:s,s:s,s:s,s:I,s:s}", "kind", ibvf_audit_kind_name(f->kind),
+		arg, json_pack("{s:s,s:s,s:s,s:o,s:o}", "kind", ibvf_audit_kind_name(f->kind),
 			       "severity", f->problem ? "problem" : "notice", "guid",
 			       f->guid ? ibvf_guid_format(f->guid, s) : "", "count",
-			       (json_int_t)f->count, "detail", f->detail));
+			       count_json(f->count), "detail", ctl_json_text(f->detail)));
 }
 
 static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)

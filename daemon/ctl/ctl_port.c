@@ -73,24 +73,40 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out)
 	return 0;
 }
 
-/* "10s", "500ms", "2m", "1h" or a plain number of seconds → ms. */
+/*
+ * "10s", "500ms", "2m", "1h", "1.5s" or a plain number of seconds → ms.
+ * Digits with an optional decimal fraction only: strtod() also took "nan"
+ * (then cast to uint32_t: undefined behaviour), "0x1p3", "1e3" and signs.
+ */
 static int parse_duration_ms(const char *s, uint32_t *ms)
 {
 	static const struct {
 		const char *suffix;
 		double mult;
 	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1000 } };
-	char *end;
+	size_t n = strspn(s, "0123456789"), f = 0;
+	const char *end;
+	char num[32];
 	double v;
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || errno || v < 0)
+	if (!n)
 		return -EINVAL;
+	if (s[n] == '.') {
+		f = strspn(s + n + 1, "0123456789");
+		if (!f)
+			return -EINVAL;
+		f++;
+	}
+	end = s + n + f;
+	if (n + f >= sizeof(num))
+		return -ERANGE;
+	memcpy(num, s, n + f);
+	num[n + f] = 0;
+	v = strtod(num, NULL);
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
 		if (!strcmp(end, units[i].suffix)) {
 			v *= units[i].mult;
-			if (v > 86400000.0)
+			if (!(v <= 86400000.0))
 				return -ERANGE;
 			*ms = (uint32_t)(v + 0.5);
 			return 0;
@@ -304,7 +320,7 @@ static json_t *info_json(const struct ibvf_port_src *src, const struct port_args
 	if (!o)
 		return NULL;
 	if (!i->reachable) {
-		json_object_set_new(o, "error", json_string(i->error));
+		json_object_set_new(o, "error", ctl_json_text(i->error));
 		return o;
 	}
 	json_object_set_new(o, "state", json_string(ibvf_port_state_name(i->state)));

@@ -81,9 +81,9 @@ static json_t *result_json(const struct ibvf_rc_opts *o, const struct ibvf_rc_re
 	json_t *j = json_object();
 
 	json_object_set_new(j, "status", json_string(ibvf_rc_status_name(r->status)));
-	json_object_set_new(j, "device", json_string(r->dev));
+	json_object_set_new(j, "device", ctl_json_text(r->dev));
 	json_object_set_new(j, "port", json_integer(r->port));
-	json_object_set_new(j, "netns", o->netns ? json_string(o->netns) : json_null());
+	json_object_set_new(j, "netns", o->netns ? ctl_json_text(o->netns) : json_null());
 	json_object_set_new(j, "link_layer",
 			    json_string(r->mtu ? (r->ethernet ? "Ethernet" : "InfiniBand") : ""));
 	json_object_set_new(j, "lid", num_or_null(r->mtu && !r->ethernet, json_integer(r->lid)));
@@ -113,7 +113,7 @@ static json_t *result_json(const struct ibvf_rc_opts *o, const struct ibvf_rc_re
 	json_object_set_new(j, "elapsed_ms", json_real(r->elapsed_ms));
 	json_object_set_new(j, "verb", json_string(r->verb));
 	json_object_set_new(j, "errno", json_integer(r->error_errno));
-	json_object_set_new(j, "error", json_string(err));
+	json_object_set_new(j, "error", ctl_json_text(err));
 	return j;
 }
 

@@ -94,7 +94,7 @@ static json_t *owner_json(const struct ibvf_alloc *a)
 			 a->owner.pod_namespace[0] ? "/" : "", a->owner.pod_name);
 	else
 		snprintf(s, sizeof(s), "%.12s", a->owner.container_id);
-	return json_string(s);
+	return ctl_json_text(s);
 }
 
 static json_t *guid_json(bool known, uint64_t g)
@@ -106,16 +106,17 @@ static json_t *guid_json(bool known, uint64_t g)
 
 static json_t *str_or_null(const char *s)
 {
-	return s && *s ? json_string(s) : json_null();
+	return s && *s ? ctl_json_text(s) : json_null();
 }
 
 static json_t *vf_json(const struct ibvf_vf_info *vf, const struct ibvf_vf_state *st,
 		       const struct ibvf_alloc *owner)
 {
-	return json_pack("{s:o,s:s,s:i,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "pf",
-			 str_or_null(vf->pf_netdev), "pf_pci", vf->pf_pci, "vf", vf->index, "pci",
-			 vf->pci, "netdev", str_or_null(vf->netdev), "rdma_dev",
-			 str_or_null(vf->rdma_dev), "driver", str_or_null(vf->driver), "node_guid",
+	return json_pack("{s:o,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "pf",
+			 str_or_null(vf->pf_netdev), "pf_pci", ctl_json_text(vf->pf_pci), "vf",
+			 vf->index, "pci", ctl_json_text(vf->pci), "netdev",
+			 str_or_null(vf->netdev), "rdma_dev", str_or_null(vf->rdma_dev), "driver",
+			 str_or_null(vf->driver), "node_guid",
 			 guid_json(st->node_guid_known, st->node_guid), "port_guid",
 			 guid_json(st->port_guid_known, st->port_guid), "link_state",
 			 st->link_state_known ? json_string(ibvf_vf_link_state_name(st->link_state))

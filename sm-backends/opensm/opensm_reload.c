@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -17,14 +18,33 @@
 #define OPENSM_DEFAULT_CONF "/etc/opensm/opensm.conf"
 #define OPENSM_DEFAULT_PARTITIONS "/etc/opensm/partitions.conf"
 
+/*
+ * Open a small regular file for reading; -EINVAL for anything else. A FIFO
+ * in its place is refused at once (O_NONBLOCK), never waited on.
+ */
+static int open_regular(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	fcntl(fd, F_SETFL, 0);
+	return fd;
+}
+
 /* Read at most @len - 1 bytes of a small file; returns bytes read or -errno. */
 static ssize_t read_small(const char *path, char *buf, size_t len)
 {
 	ssize_t n, got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_regular(path);
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	while ((size_t)got < len - 1) {
 		n = read(fd, buf + got, len - 1 - (size_t)got);
 		if (n < 0 && errno == EINTR)
@@ -48,6 +68,9 @@ int opensm_find(const char *pid_file, pid_t *pid, char *err, size_t errlen)
 	if (n == -ENOENT)
 		return ibvf_errf(err, errlen, -ENOENT, "OpenSM pid file %s does not exist (is "
 				 "OpenSM running?)", pid_file);
+	if (n == -EINVAL)
+		return ibvf_errf(err, errlen, -EINVAL, "OpenSM pid file %s is not a regular file",
+				 pid_file);
 	if (n < 0)
 		return ibvf_errf(err, errlen, (int)n, "OpenSM pid file %s: %s", pid_file,
 				 strerror((int)-n));
@@ -105,12 +128,16 @@ static const char *opt_value(int argc, char **argv, int *i, char s, const char *
 /* partition_config_file of an opensm.conf into @buf: 1 found, 0 not. */
 static int conf_partition_file(const char *conf, char *buf, size_t len)
 {
-	FILE *f = fopen(conf, "re");
+	int fd = open_regular(conf);
+	FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
 	char line[1024];
 	int found = 0;
 
-	if (!f)
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
 	while (fgets(line, sizeof(line), f)) {
 		char key[64], val[960];
 

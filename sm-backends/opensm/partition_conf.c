@@ -887,7 +887,25 @@ void pc_doc_free(struct pc_doc *d)
 	free(d);
 }
 
-/* Find the marker lines; fills begin/end line numbers and offsets. */
+/* Does [s, s + n) hold @needle? */
+static bool has_text(const char *s, size_t n, const char *needle)
+{
+	size_t k = strlen(needle);
+
+	for (size_t i = 0; i + k <= n; i++)
+		if (!memcmp(s + i, needle, k))
+			return true;
+	return false;
+}
+
+/*
+ * Find the marker lines; fills begin/end line numbers and offsets. A marker
+ * line may end in white space or '\r' (an editor or a template may add
+ * them; the section, markers included, is rewritten exactly). Any other line
+ * holding "BEGIN/END ibvf managed partitions" is refused: the section would
+ * silently become the administrator's text (its members never removed
+ * again) and a second one would be appended.
+ */
 static int find_markers(struct pc_doc *d, const char *name, char *err, size_t errlen)
 {
 	size_t off = 0, blen = strlen(PC_BEGIN_MARKER), elen = strlen(PC_END_MARKER);
@@ -901,6 +919,17 @@ static int find_markers(struct pc_doc *d, const char *name, char *err, size_t er
 		size_t next = off + raw + (nl ? 1 : 0);
 
 		ln++;
+		while (raw && (s[raw - 1] == ' ' || s[raw - 1] == '\t' || s[raw - 1] == '\r'))
+			raw--;
+		if (!(raw == blen && !memcmp(s, PC_BEGIN_MARKER, blen)) &&
+		    !(raw == elen && !memcmp(s, PC_END_MARKER, elen)) &&
+		    (has_text(s, raw, "BEGIN ibvf managed partitions") ||
+		     has_text(s, raw, "END ibvf managed partitions")))
+			return ibvf_errf(err, errlen, -EINVAL, "%s:%u:1: this line looks like an "
+					 "ibvf section marker but is not one; the markers are the "
+					 "exact lines \"%s\" and \"%s\": restore it (or remove the "
+					 "section with both markers)", name, ln, PC_BEGIN_MARKER,
+					 PC_END_MARKER);
 		if (raw == blen && !memcmp(s, PC_BEGIN_MARKER, blen)) {
 			if (d->begin_line)
 				return ibvf_errf(err, errlen, -EINVAL, "%s:%u:1: a second ibvf "
@@ -991,7 +1020,18 @@ static int split_doc(struct pc_doc *d, const char *name, char *err, size_t errle
 
 		if (!d->has_section || pt->last_line < d->begin_line ||
 		    pt->pos.line > d->end_line) {
+			if (!strncmp(pt->name, PC_NAME_PREFIX, strlen(PC_NAME_PREFIX)))
+				return ibvf_errf(err, errlen, -EINVAL,
+						 "%s:%u:%u: partition '%.40s' is outside ibvf's "
+						 "section but named like ibvf's (the prefix %s is "
+						 "reserved): a section whose markers were removed? "
+						 "Remove the definition, or restore the markers "
+						 "around it",
+						 name, pt->pos.line, pt->pos.col, pt->name,
+						 PC_NAME_PREFIX);
 			d->admin[d->n_admin++] = i;
+			if (pt->has_pkey)
+				d->admin_pkeys[pt->pkey / 64] |= UINT64_C(1) << (pt->pkey % 64);
 			continue;
 		}
 		if (pt->pos.line < d->begin_line || pt->last_line > d->end_line)
@@ -1049,13 +1089,7 @@ int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **
 
 bool pc_admin_defines(const struct pc_doc *d, uint16_t pkey)
 {
-	for (size_t i = 0; i < d->n_admin; i++) {
-		const struct pc_partition *pt = &d->file->parts[d->admin[i]];
-
-		if (pt->has_pkey && pt->pkey == pkey)
-			return true;
-	}
-	return false;
+	return pkey < 0x8000 && (d->admin_pkeys[pkey / 64] >> (pkey % 64) & 1);
 }
 
 const struct pc_port *pc_admin_find_guid(const struct pc_doc *d, uint16_t pkey, uint64_t guid)

@@ -197,6 +197,8 @@ size_t pc_managed_count(const struct pc_managed *m);
  * @file:           the parse of the whole file.
  * @admin:          indexes into @file->parts of the admin's definitions.
  * @managed:        the members the section holds.
+ * @admin_pkeys:    bit k set: an admin definition has PKey k (so that
+ *                  pc_admin_defines() is O(1) with 10^5 definitions).
  */
 struct pc_doc {
 	char *text;
@@ -209,6 +211,7 @@ struct pc_doc {
 	size_t *admin;
 	size_t n_admin;
 	struct pc_managed managed;
+	uint64_t admin_pkeys[0x8000 / 64];
 };
 
 /**

@@ -2,6 +2,7 @@
 /* Reading and atomically replacing OpenSM's partition file (partition_file.h). */
 #include "partition_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -25,7 +26,8 @@ int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *e
 	int fd;
 
 	*text = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO put in the file's place must not wait for a writer */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0 && errno == ENOENT)
 		return ibvf_errf(err, errlen, -ENOENT, "%s does not exist; ibvf never creates "
 				 "OpenSM's partition file (an absent file means Default=0x7fff "
@@ -46,6 +48,7 @@ int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *e
 		return ibvf_errf(err, errlen, ret, "%s: %s", path,
 				 ret == -EFBIG ? "larger than 64 MiB" : "not a regular file");
 	}
+	fcntl(fd, F_SETFL, 0);	/* a regular file: back to plain blocking reads */
 	buf = malloc((size_t)st->st_size + 1);
 	if (!buf) {
 		close(fd);
@@ -170,6 +173,51 @@ static int write_temp(const char *tmp_tmpl, char *tmp, size_t tmplen, const stru
 	return ret;
 }
 
+/* In @dir, remove regular files named @prefix + @tail_len characters (+ digits only if @digits). */
+static void remove_matching(const char *dir, const char *prefix, size_t tail_len, bool digits)
+{
+	size_t plen = strlen(prefix);
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int dfd;
+
+	if (!d)
+		return;
+	dfd = dirfd(d);
+	while ((de = readdir(d))) {
+		const char *t = de->d_name + plen;
+		struct stat st;
+
+		if (strncmp(de->d_name, prefix, plen) || !*t ||
+		    (tail_len && strlen(t) != tail_len) ||
+		    (digits && strspn(t, "0123456789") != strlen(t)))
+			continue;
+		if (!fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid())
+			unlinkat(dfd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
+/*
+ * Temp files of an ibvf writer killed during pf_install() (SIGKILL, OOM,
+ * power loss): ".<base>.ibvf-XXXXXX" next to @path and "<backup>.tmp.PID"
+ * (ibvf_write_file_atomic()). Under the writers' lock none is in use.
+ */
+static void remove_stale_temps(const char *dir, const char *base, const char *backup)
+{
+	char prefix[NAME_MAX + 16], bdir[PATH_MAX], bbase[PATH_MAX];
+
+	snprintf(prefix, sizeof(prefix), ".%s.ibvf-", base);
+	remove_matching(dir, prefix, 6, false);
+	if (!backup)
+		return;
+	snprintf(bdir, sizeof(bdir), "%s", backup);
+	snprintf(bbase, sizeof(bbase), "%s", backup);
+	snprintf(prefix, sizeof(prefix), "%s.tmp.", basename(bbase));
+	remove_matching(dirname(bdir), prefix, 0, true);
+}
+
 int pf_install(const char *path, const char *backup, const char *old, size_t old_len,
 	       const struct stat *old_st, const char *new, size_t new_len, char *err,
 	       size_t errlen)
@@ -184,6 +232,7 @@ int pf_install(const char *path, const char *backup, const char *old, size_t old
 	if (snprintf(tmpl, sizeof(tmpl), "%s/.%s.ibvf-XXXXXX", dir, basename(base)) >=
 	    (int)sizeof(tmpl))
 		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+	remove_stale_temps(dir, basename(base), backup);
 	if (backup) {
 		ret = ibvf_write_file_atomic(backup, old, old_len, old_st->st_mode & 0777, err,
 					     errlen);

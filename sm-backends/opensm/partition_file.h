@@ -22,8 +22,8 @@
  * @text: malloc'd, NUL-terminated, @len bytes (the NUL not counted).
  * @st:   the file's stat (mode and owner are kept by pf_install()).
  * Return: 0; -ENOENT (the message says ibvf never creates the file),
- * -EFBIG (over PF_MAX_SIZE), -EINVAL (not a regular file), or the errno of
- * open/read.
+ * -EFBIG (over PF_MAX_SIZE), -EINVAL (not a regular file: a FIFO is refused
+ * at once, never waited on), or the errno of open/read.
  */
 int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *err,
 	    size_t errlen);
@@ -48,6 +48,9 @@ void pf_unlock(int fd);
  * The new file gets @old_st's mode and, when running as root, its owner.
  * Just before the rename the file is read again: if it no longer holds
  * @old (an administrator saved it meanwhile), nothing is replaced.
+ * Call with the pf_lock() held: temp files that writers killed during an
+ * install left behind (".<name>.ibvf-XXXXXX", "<backup>.tmp.PID") are
+ * removed first.
  *
  * Return: 0; -EAGAIN (the file changed underneath), or the errno of the
  * failing step (the message names the file). On error @path is unchanged.

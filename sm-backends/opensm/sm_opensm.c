@@ -120,6 +120,17 @@ static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cf
 	if (!ret && (!*cfg->partition_file || !*cfg->pid_file))
 		ret = ibvf_json_err(c, "", *cfg->pid_file ? "partition_file" : "pid_file",
 				    "must not be empty");
+	/* ibvfd and ibvfctl run in different directories: no relative paths */
+	for (size_t i = 0; !ret && i < 4; i++) {
+		static const char *const names[] = { "partition_file", "backup_file", "lock_file",
+						     "pid_file" };
+		const char *v[] = { cfg->partition_file, cfg->backup_file, cfg->lock_file,
+				    cfg->pid_file };
+
+		if (v[i] && v[i][0] != '/')
+			ret = ibvf_json_err(c, "", names[i], "'%.64s' is not an absolute path",
+					    v[i]);
+	}
 	cfg->reload_timeout_ms = (uint32_t)rt;
 	cfg->lock_timeout_ms = (uint32_t)lt;
 	cfg->umad_port = (int)port;

@@ -158,10 +158,15 @@ static int check_address(struct ibvf_jctx *jc, const char *a)
 	return 0;
 }
 
+/* A PEM file libcurl reads later: readable and regular (a FIFO would block the TLS setup). */
 static int check_readable(struct ibvf_jctx *jc, const char *key, const char *path)
 {
-	if (access(path, R_OK))
+	struct stat st;
+
+	if (access(path, R_OK) || stat(path, &st))
 		return ibvf_json_err(jc, "", key, "cannot read '%s': %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return ibvf_json_err(jc, "", key, "'%s' is not a regular file", path);
 	return 0;
 }
 
@@ -180,7 +185,8 @@ static int read_secret(struct ibvf_jctx *jc, const char *key, const char *path, 
 	ssize_t r;
 	int fd, ret = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO in the file's place must not block ibvfd's start */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return ibvf_json_err(jc, "", key, "cannot open '%s': %s", path, strerror(errno));
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > UFM_SECRET_MAX) {
@@ -188,6 +194,7 @@ static int read_secret(struct ibvf_jctx *jc, const char *key, const char *path, 
 		return ibvf_json_err(jc, "", key, "'%s' is not a regular file of at most %d bytes",
 				     path, UFM_SECRET_MAX);
 	}
+	fcntl(fd, F_SETFL, 0);
 	buf = calloc(1, UFM_SECRET_MAX + 2);
 	if (!buf) {
 		close(fd);

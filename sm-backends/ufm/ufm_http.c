@@ -22,7 +22,8 @@ struct ufm_http {
 	struct ufm_reply *reply;     /* reply being received */
 	bool too_big;
 	long timeout_ms;
-	char *secret; /* password or token, only to mask it in reasons */
+	char *secret;	     /* password or token, only to mask it in reasons */
+	char *secret_basic; /* base64 of "user:password", as sent in the header */
 	char curl_err[CURL_ERROR_SIZE];
 };
 
@@ -163,6 +164,34 @@ static int set_options(struct ufm_http *h, const struct ufm_http_opts *o)
 	return rc == CURLE_OK ? 0 : -EINVAL;
 }
 
+/*
+ * RFC 4648 base64 of @s (malloc'd), the form libcurl puts "user:password"
+ * in for Basic auth (RFC 7617). Written here because libcurl does not export
+ * its encoder; it only serves to recognise an echoed header in replies.
+ */
+static char *base64(const char *s)
+{
+	static const char tbl[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = strlen(s), o = 0;
+	char *out = malloc(4 * ((n + 2) / 3) + 1);
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)u[i] << 16 | (i + 1 < n ? (uint32_t)u[i + 1] << 8 : 0) |
+			     (i + 2 < n ? u[i + 2] : 0);
+
+		out[o++] = tbl[v >> 18 & 63];
+		out[o++] = tbl[v >> 12 & 63];
+		out[o++] = i + 1 < n ? tbl[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < n ? tbl[v & 63] : '=';
+	}
+	out[o] = '\0';
+	return out;
+}
+
 int ufm_http_new(const struct ufm_http_opts *o, struct ufm_http **out, char *err, size_t errlen)
 {
 	struct ufm_http *h;
@@ -181,8 +210,20 @@ int ufm_http_new(const struct ufm_http_opts *o, struct ufm_http **out, char *err
 	h->curl = curl_easy_init();
 	if (o->token || (o->password && *o->password))
 		h->secret = strdup(o->token ? o->token : o->password);
+	if (o->username && o->password && *o->password) {
+		size_t n = strlen(o->username) + strlen(o->password) + 2;
+		char *up = malloc(n);
+
+		if (up) {
+			snprintf(up, n, "%s:%s", o->username, o->password);
+			h->secret_basic = base64(up);
+			explicit_bzero(up, n);
+			free(up);
+		}
+	}
 	if (!h->base_url || !h->curl ||
-	    ((o->token || (o->password && *o->password)) && !h->secret)) {
+	    ((o->token || (o->password && *o->password)) && !h->secret) ||
+	    (o->username && o->password && *o->password && !h->secret_basic)) {
 		ufm_http_free(h);
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	}
@@ -221,6 +262,10 @@ void ufm_http_free(struct ufm_http *h)
 	if (h->secret) {
 		explicit_bzero(h->secret, strlen(h->secret));
 		free(h->secret);
+	}
+	if (h->secret_basic) {
+		explicit_bzero(h->secret_basic, strlen(h->secret_basic));
+		free(h->secret_basic);
 	}
 	free(h);
 	curl_global_cleanup();
@@ -288,16 +333,36 @@ void ufm_error_text(const char *body, size_t len, char *buf, size_t buflen)
 	printable(body, len, buf, buflen);
 }
 
-/* Overwrite every copy of the secret in @err with '*' (a server may echo it back). */
-static int mask_secret(const struct ufm_http *h, char *err, size_t errlen, int code)
+/*
+ * Overwrite @secret in @err with '*': every whole copy, and a copy cut off
+ * at the end of @err (the reply text is shortened to fit, which may cut an
+ * echoed secret in the middle and leave its first characters).
+ */
+static void mask_one(char *err, const char *secret)
 {
-	size_t n = h->secret ? strlen(h->secret) : 0;
+	size_t n = secret ? strlen(secret) : 0, len;
 	char *p;
 
-	if (!err || !errlen || !n)
-		return code;
-	while ((p = strstr(err, h->secret)))
+	if (!n)
+		return;
+	while ((p = strstr(err, secret)))
 		memset(p, '*', n);
+	len = strlen(err);
+	for (size_t k = n - 1 < len ? n - 1 : len; k > 0; k--) {
+		if (!memcmp(err + len - k, secret, k)) {
+			memset(err + len - k, '*', k);
+			break;
+		}
+	}
+}
+
+/* Mask the credentials in @err (a server may echo them back); returns @code. */
+static int mask_secret(const struct ufm_http *h, char *err, size_t errlen, int code)
+{
+	if (!err || !errlen)
+		return code;
+	mask_one(err, h->secret);
+	mask_one(err, h->secret_basic);
 	return code;
 }
 

@@ -34,6 +34,11 @@ usage "absent without pkey" "need --pkey" port wait a --absent
 usage "pkey key 0" "partition key 0 is reserved" port wait a --pkey 0x8000
 usage "bad pkey" "--pkey" port wait a --pkey 0x1ffff
 usage "bad timeout" "--timeout" port wait a --timeout 10parsecs
+# strtod() took these: "nan" was then cast to an integer (undefined behaviour)
+for t in nan NaN -nan inf 1e3 0x1p3s -1s +5s " 5s" 5.s .5s 1e400 99999999999999999999999s 25h; do
+	usage "bad timeout '$t'" "--timeout" port wait a --timeout "$t"
+done
+usage "bad duration nan" "--duration" port watch a --duration nan
 usage "bad state" "--state" port wait a --state sleeping
 usage "bad duration" "--duration" port watch a --duration soon
 usage "bad count" "--count" port watch a --count 0

@@ -399,6 +399,71 @@ static void test_release_without_quarantine(void **state)
 	assert_true(fx_alloc_ok(f, "c") == 1);
 }
 
+/* ------------------------------------------------------ owner text -- */
+
+/*
+ * Owner fields, PF and PCI are text (valid UTF-8, no control characters),
+ * the container ID and ifname follow the CNI spec, and a field must end
+ * inside its buffer. A PF name longer than the record holds used to be cut
+ * silently. Nothing is stored for a refused request.
+ */
+static void test_owner_text_checked(void **state)
+{
+	struct pool_fx *f = *state;
+	static const struct ibvf_guid_range r[] = { { 1, 100 } };
+	struct ibvf_alloc_request rq = { .vf_index = -1 };
+	struct ibvf_alloc a;
+	struct ibvf_pool_stats st;
+
+	assert_int_equal(fx_open(f, r, 1, 60), 0);
+#define REFUSED(frag)                                                                  \
+	do {                                                                           \
+		f->err[0] = 0;                                                         \
+		assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), \
+				 -EINVAL);                                             \
+		assert_contains(f->err, frag);                                         \
+		fx_owner(&rq.owner, "ok", NULL);                                       \
+		rq.pf = rq.pci = NULL;                                                 \
+	} while (0)
+	fx_owner(&rq.owner, "ok", NULL);
+	memset(rq.owner.container_id, 'c', sizeof(rq.owner.container_id));	/* no NUL */
+	REFUSED("container ID is longer than 127 bytes");
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "a\xe2\x82");
+	REFUSED("container ID has a byte that is not UTF-8 at byte 1");
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "_leading");
+	REFUSED("is not a CNI container ID");
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "a/b");
+	REFUSED("is not a CNI container ID");
+	snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), ".");
+	REFUSED("interface name '.' is not valid");
+	snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net:1");
+	REFUSED("interface name 'net:1' is not valid");
+	snprintf(rq.owner.pod_uid, sizeof(rq.owner.pod_uid), "\xed\xa0\x80");	/* surrogate */
+	REFUSED("pod UID has a byte that is not UTF-8");
+	snprintf(rq.owner.network, sizeof(rq.owner.network), "net\x7f");
+	REFUSED("network name has a control character");
+	rq.pf = "a-pf-name-of-20-chars";
+	REFUSED("PF name is longer than 15 bytes");
+	rq.pci = "0000:03:00.2\n";
+	REFUSED("PCI address has a control character");
+#undef REFUSED
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_true(st.allocated == 0);
+
+	/* text that is fine: UTF-8 pod name, CNI-style IDs */
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "9f3a.b_c-d");
+	snprintf(rq.owner.pod_name, sizeof(rq.owner.pod_name), "caf\xc3\xa9-\xf0\x9f\x90\xb3");
+	rq.pf = "ib0";
+	rq.pci = "0000:03:00.2";
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), 0);
+	/* an update with a PF that is not text is refused too */
+	snprintf(a.pf, sizeof(a.pf), "ib\x1b");
+	assert_int_equal(ibvf_pool_update(f->p, &a, f->err, sizeof(f->err)), -EINVAL);
+	assert_contains(f->err, "PF name has a control character");
+	assert_int_equal(ibvf_pool_get(f->p, a.guid, &a, f->err, sizeof(f->err)), 0);
+	assert_string_equal(a.pf, "ib0");
+}
+
 /* ---------------------------------------------------- explicit GUIDs -- */
 
 static void test_explicit_request_conflicts(void **state)
@@ -828,6 +893,57 @@ static void test_range_change_rebuilds_and_audits(void **state)
 }
 
 /*
+ * Many ranges: the ranges text the store keeps to notice a range change is
+ * 34 bytes per range. It was cut at 4 KiB (120 ranges), so a change to a
+ * later range went unnoticed: GUIDs added to range 130 were "neither held
+ * nor free", and GUIDs removed from it stayed in the free list, to be handed
+ * out although outside the configured ranges.
+ */
+#define MANY_RANGES 130
+
+static void many_ranges(struct ibvf_guid_range *r, uint64_t last_len)
+{
+	for (size_t i = 0; i < MANY_RANGES; i++) {
+		r[i].start = 0x0200000000000001ull + i * 0x100;
+		r[i].end = r[i].start + (i == MANY_RANGES - 1 ? last_len : 1);
+	}
+}
+
+static void test_range_change_after_many_ranges(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_guid_range small[MANY_RANGES], big[MANY_RANGES];
+	uint64_t last = 0x0200000000000001ull + (MANY_RANGES - 1) * 0x100, g;
+	struct ibvf_pool_stats st;
+	struct fx_findings fs;
+
+	many_ranges(small, 1);	/* 2 GUIDs per range */
+	many_ranges(big, 9);	/* the last range grows to 10 */
+	assert_int_equal(fx_open(f, small, MANY_RANGES, 0), 0);
+	fx_alloc_ok(f, "first");
+	/* grow the last range: its new GUIDs are free */
+	assert_int_equal(fx_open(f, big, MANY_RANGES, 0), 0);
+	assert_int_equal(fx_alloc(f, "grown", last + 5, &g), 0);
+	assert_true(g == last + 5);
+	assert_int_equal(fx_audit(f, &fs), 0);
+	assert_int_equal(fs.n, 0);
+	assert_int_equal(fx_release(f, g), 0);
+	/* shrink it back: never hand out last + 2..9 again */
+	assert_int_equal(fx_open(f, small, MANY_RANGES, 0), 0);
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_true(st.total == 2 * MANY_RANGES && st.allocated == 1);
+	for (size_t i = 1; i < 2 * MANY_RANGES; i++) {
+		char cid[32];
+
+		snprintf(cid, sizeof(cid), "c%zu", i);
+		assert_int_equal(fx_alloc(f, cid, 0, &g), 0);
+		assert_true(g < last + 2);
+	}
+	assert_int_equal(fx_alloc(f, "one-too-many", 0, &g), -ENOSPC);
+	assert_int_equal(fx_audit(f, &fs), 0);
+}
+
+/*
  * Two processes with different ranges on one store (an admin's ibvfctl with
  * another config while ibvfd runs): each only ever hands out GUIDs of its
  * own ranges, whatever the other did to the free list in between.
@@ -1117,6 +1233,8 @@ int main(void)
 		T(test_list_callback_reenters),
 		T(test_persistence_across_reopen),
 		T(test_range_change_rebuilds_and_audits),
+		T(test_range_change_after_many_ranges),
+		T(test_owner_text_checked),
 		T(test_other_writer_with_other_ranges),
 		T(test_audit_expired_quarantine_is_notice),
 		T(test_audit_detects_corruption),

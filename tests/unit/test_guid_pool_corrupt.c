@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +217,63 @@ static void test_symlinked_store(void **state)
 	free(target);
 }
 
+/*
+ * pool.db, or one of SQLite's companion files, that is not a regular file: a
+ * FIFO (a read-only open used to block for ever in open(2)), a directory, a
+ * socket-like leftover, a dangling symlink. Each open must fail at once,
+ * name the file and its type, and leave the rest as it was. The opens run
+ * under alarm() so a regression fails instead of hanging the suite.
+ */
+static void expect_special_refused(struct pool_fx *f, const char *file, const char *type)
+{
+	for (int ro = 0; ro < 2; ro++) {
+		int ret;
+
+		alarm(20);
+		ret = fx_open_opts(f, ranges, 1, 60, ro, true);
+		alarm(0);
+		if (ret != -EIO)
+			print_error("%s: %s open: ret %d: %s\n", file,
+				    ro ? "read-only" : "read-write", ret, f->err);
+		assert_int_equal(ret, -EIO);
+		assert_null(f->p);
+		assert_contains(f->err, file);
+		assert_contains(f->err, type);
+		assert_contains(f->err, "not a regular file");
+	}
+}
+
+static void test_special_file_store(void **state)
+{
+	struct pool_fx *f = *state;
+	static const char *const sfx[] = { "", "-wal", "-shm", "-journal" };
+	char *target = tu_path(f->dir, "gone.db");
+
+	make_store(f, 100);
+	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+		char path[PATH_MAX + 16], keep[PATH_MAX + 32];
+
+		snprintf(path, sizeof(path), "%s%s", f->db, sfx[i]);
+		snprintf(keep, sizeof(keep), "%s.keep", f->db);
+		if (!i)
+			assert_int_equal(rename(f->db, keep), 0);
+		assert_int_equal(mkfifo(path, 0600), 0);
+		expect_special_refused(f, path, "a FIFO");
+		assert_int_equal(unlink(path), 0);
+		assert_int_equal(mkdir(path, 0700), 0);
+		expect_special_refused(f, path, "a directory");
+		assert_int_equal(rmdir(path), 0);
+		assert_int_equal(symlink(target, path), 0);	/* dangling */
+		expect_special_refused(f, path, "a symbolic link");
+		assert_int_equal(unlink(path), 0);
+		if (!i)
+			assert_int_equal(rename(keep, f->db), 0);
+	}
+	/* nothing was created in place of the special files, and the store is whole */
+	assert_int_equal(fx_open_opts(f, ranges, 1, 60, true, true), 0);
+	free(target);
+}
+
 /* The healthy store used by the corruption tests does open (the tests are not vacuous). */
 static void test_healthy_store_opens(void **state)
 {
@@ -241,6 +299,7 @@ int main(void)
 		T(test_foreign_sqlite_store),  T(test_newer_schema_store),
 		T(test_truncated_store),       T(test_truncated_after_header),
 		T(test_overwritten_page_store), T(test_symlinked_store),
+		T(test_special_file_store),
 	};
 
 	return cmocka_run_group_tests_name("guid_pool_corrupt", tests, NULL, NULL);

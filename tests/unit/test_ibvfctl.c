@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -671,6 +672,99 @@ static void test_env_and_state_dir(void **state)
 	free(other);
 }
 
+/* Run SQL on the store directly, as another tool (or an older ibvf) would. */
+static void store_sql(struct fx *f, const char *sql)
+{
+	sqlite3 *db = NULL;
+
+	assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/*
+ * Owner fields that are not text. New ones are refused (usage error,
+ * nothing stored). A record that already holds such bytes (another tool, an
+ * older ibvf) used to make 'pool list' fail with an empty message ("ibvfctl: ",
+ * exit 3) and 'pool show' print every field as '-' with exit 0; control
+ * characters went raw to the terminal. Now every command shows the record:
+ * bad bytes as U+FFFD, control characters as '?' in tables.
+ */
+static void test_owner_text(void **state)
+{
+	struct fx *f = *state;
+	json_t *j, *o;
+
+	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 60);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "bad\xff"), 2);
+	assert_contains(f->r.err, "container ID has a byte that is not UTF-8");
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "has space"), 2);
+	assert_contains(f->r.err, "is not a CNI container ID");
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "-dash"), 2);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a", "--ifname", "x/y"), 2);
+	assert_contains(f->r.err, "interface name 'x/y' is not valid");
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a", "--ifname", ".."), 2);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a", "--pod", "ns/p\x1b[31m"), 2);
+	assert_contains(f->r.err, "pod name has a control character");
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a", "--network", "\xc3\x28"), 2);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a", "--pod", "ns/caf\xc3\xa9"), 0);
+
+	/* a record written by something else */
+	store_sql(f, "UPDATE alloc SET container_id = CAST(X'6261640aff' AS TEXT), "
+		     "pod_name = 'evil' || char(27) || '[31m', pf = CAST(X'c0af' AS TEXT)");
+	assert_int_equal(ctl(f, "pool", "list"), 0);
+	assert_null(strchr(f->r.out, 0x1b));
+	assert_contains(f->r.out, "bad?\xef\xbf\xbd");
+	assert_contains(f->r.out, "ns/evil?[31m");
+	assert_int_equal(ctl(f, "--json", "pool", "list"), 0);
+	j = out_json(f);
+	assert_int_equal(json_array_size(j), 1);
+	o = json_array_get(j, 0);
+	assert_string_equal(json_string_value(json_object_get(o, "container_id")),
+			    "bad\n\xef\xbf\xbd");
+	assert_string_equal(json_string_value(json_object_get(o, "pf")),
+			    "\xef\xbf\xbd\xef\xbf\xbd");
+	assert_string_equal(json_string_value(json_object_get(o, "pod")), "ns/evil\x1b[31m");
+	json_decref(j);
+	assert_int_equal(ctl(f, "pool", "show", G1), 0);
+	assert_contains(f->r.out, "GUID:        " G1);
+	assert_contains(f->r.out, "bad?\xef\xbf\xbd");
+	assert_null(strchr(f->r.out, 0x1b));
+	assert_int_equal(ctl(f, "pool", "audit"), 0);
+}
+
+/*
+ * Ranges holding more than 2^63 - 1 GUIDs: counts were cast to a signed
+ * JSON integer ("Total: -2", "Free: -3"); now they are exact (a decimal
+ * string in JSON above INT64_MAX).
+ */
+static void test_huge_ranges(void **state)
+{
+	struct fx *f = *state;
+	json_t *j, *e;
+
+	write_cfg(f, "00:00:00:00:00:00:00:01", "ff:ff:ff:ff:ff:ff:ff:fe", 60);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a"), 0);
+	assert_int_equal(ctl(f, "pool", "status"), 0);
+	assert_contains(f->r.out, "Total:            18446744073709551614\n");
+	assert_contains(f->r.out, "Allocated:        1\n");
+	assert_contains(f->r.out, "Free:             18446744073709551613\n");
+	assert_int_equal(ctl(f, "--json", "pool", "status"), 0);
+	j = out_json(f);
+	assert_string_equal(json_string_value(json_object_get(j, "total")), "18446744073709551614");
+	assert_int_equal(json_integer_value(json_object_get(j, "allocated")), 1);
+	json_decref(j);
+	/* a free list emptied by hand: every other GUID is lost, and counted exactly */
+	store_sql(f, "DELETE FROM free_extent");
+	assert_int_equal(ctl(f, "--json", "pool", "audit"), 1);
+	j = out_json(f);
+	e = json_array_get(j, 0);
+	assert_string_equal(json_string_value(json_object_get(e, "kind")), "lost");
+	assert_string_equal(json_string_value(json_object_get(e, "count")), "18446744073709551613");
+	json_decref(j);
+}
+
 static void test_corrupt_store(void **state)
 {
 	struct fx *f = *state;
@@ -706,6 +800,8 @@ int main(void)
 		T(test_config_errors),
 		T(test_env_and_state_dir),
 		T(test_corrupt_store),
+		T(test_owner_text),
+		T(test_huge_ranges),
 	};
 
 	return cmocka_run_group_tests_name("ibvfctl", tests, NULL, NULL);

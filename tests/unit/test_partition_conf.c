@@ -462,6 +462,33 @@ static void test_section_in_middle_and_tail(void **state)
 	pc_doc_free(d);
 }
 
+/*
+ * pc_admin_defines() answers from a PKey bitmap built at load (it scanned
+ * every admin definition per call: 4.4 s per change for a file with 10^5
+ * admin definitions and 32,765 managed PKeys; bench_opensm --wide). The
+ * answers must be the same: head and tail count, the section does not,
+ * definitions without a PKey (or with key 0) do not.
+ */
+static void test_admin_defines(void **state)
+{
+	const char *text = "Default=0x7fff : ALL=full ;\nhead=0x0001 : SELF=full ;\n"
+			   "gen : SELF=full ;\nzero=0x8000 : SELF=full ;\nfull=0xffc0 : SELF ;\n"
+			   PC_BEGIN_MARKER "\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n"
+			   PC_END_MARKER "\nlate=0x0a20 : SELF=full ;\n";
+	struct pc_doc *d = doc_ok(text, strlen(text));
+	unsigned n = 0;
+
+	(void)state;
+	for (unsigned k = 0; k <= 0xffff; k++) {
+		bool want = k == 0x7fff || k == 0x0001 || k == 0x7fc0 || k == 0x0a20;
+
+		assert_int_equal(pc_admin_defines(d, (uint16_t)k), want);
+		n += want;
+	}
+	assert_int_equal(n, 4);
+	pc_doc_free(d);
+}
+
 static void test_no_trailing_newline(void **state)
 {
 	const char *text = "Default=0x7fff : ALL=full ;";
@@ -513,7 +540,53 @@ static const struct doc_error doc_errors[] = {
 	  "no partition definition outside the ibvf section" },
 	{ "unparsable admin part", "Default=0x7fff : ALL=full ;\nbroken 0x0a02 ALL ;\n",
 	  "p.conf:2:1: no ':'" },
+	/*
+	 * A damaged marker pair used to turn the section into admin text: its
+	 * members were then never removed (remove_members reported success),
+	 * and a second section was appended.
+	 */
+	{ "both markers indented",
+	  "Default=0x7fff : ALL=full ;\n  " PC_BEGIN_MARKER "\nibvf_0x0a10=0x0a10 :\n"
+	  "\t0x0002c90300100001=full ;\n  " PC_END_MARKER "\n",
+	  "p.conf:2:1: this line looks like an ibvf section marker but is not one" },
+	{ "marker text changed",
+	  "Default=0x7fff : ALL=full ;\n# BEGIN ibvf managed partitions\nibvf_0x0a10=0x0a10 :\n"
+	  "\t0x0002c90300100001=full ;\n# END ibvf managed partitions (old)\n",
+	  "p.conf:2:1: this line looks like an ibvf section marker" },
+	{ "markers deleted, section left",
+	  "Default=0x7fff : ALL=full ;\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n",
+	  "p.conf:2:1: partition 'ibvf_0x0a10' is outside ibvf's section but named like ibvf's" },
+	{ "an ibvf definition copied into the tail",
+	  "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n" PC_END_MARKER
+	  "\nibvf_0x0a11=0x0a11 : 0x0002c90300100001=full ;\n",
+	  "p.conf:4:1: partition 'ibvf_0x0a11' is outside ibvf's section" },
 };
+
+/* Marker lines with trailing blanks or a CR are still the markers. */
+static void test_marker_trailing_blanks(void **state)
+{
+	const char *text = "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER " \t\r\n"
+			   "ibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n" PC_END_MARKER
+			   "  \n# tail\n";
+	struct pc_doc *d = doc_ok(text, strlen(text));
+	uint64_t g = G(0x0002c90300100001);
+	struct pc_managed m = { 0 };
+	size_t len, changed = 0;
+	char *out;
+
+	(void)state;
+	assert_true(d->has_section);
+	assert_int_equal(d->managed.n, 1);
+	assert_int_equal(pc_managed_copy(&m, &d->managed), 0);
+	assert_int_equal(pc_managed_remove(&m, 0x0a10, &g, 1, &changed), 0);
+	assert_int_equal(changed, 1);
+	out = render_ok(d, &m, &len);
+	assert_string_equal(out, "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n"
+				 PC_END_MARKER "\n# tail\n");
+	free(out);
+	pc_managed_free(&m);
+	pc_doc_free(d);
+}
 
 static void test_doc_errors(void **state)
 {
@@ -717,8 +790,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_semantics),
 		cmocka_unit_test(test_render_roundtrip),
 		cmocka_unit_test(test_section_in_middle_and_tail),
+		cmocka_unit_test(test_admin_defines),
 		cmocka_unit_test(test_no_trailing_newline),
 		cmocka_unit_test(test_doc_errors),
+		cmocka_unit_test(test_marker_trailing_blanks),
 		cmocka_unit_test(test_unterminated_admin_refused_on_render),
 		cmocka_unit_test(test_check_detects_tampering),
 		cmocka_unit_test(test_managed_add_remove),

@@ -352,7 +352,7 @@ static void test_config(void **state)
 	assert_false(c.index0);
 	assert_null(c.umad_ca);
 	opensm_cfg_free(&c);
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"partition_file\": "
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"partition_file\": "
 					  "\"/x/p.conf\", \"verify\": \"all\", \"umad_ca\": "
 					  "\"mlx5_0\", \"umad_port\": 1, \"defaults\": "
 					  "{\"ipoib\": false, \"indx0\": true, \"mtu\": 5, "
@@ -367,17 +367,28 @@ static void test_config(void **state)
 	assert_int_equal(c.props.rate, 7);
 	assert_int_equal(c.props.sl, 3);
 	opensm_cfg_free(&c);
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"reload_timeout\": 5}", &c, err,
-					  sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"reload_timeout\": 5}", &c,
+					  err, sizeof(err)), -EINVAL);
 	assert_has(err, "reload_timeout: unknown key");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"\"}", &c, err, sizeof(err)), -EINVAL);
 	assert_has(err, "pid_file: must not be empty");
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"defaults\": {\"sl\": 16}}", &c,
-					  err, sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", "
+					  "\"defaults\": {\"sl\": 16}}", &c, err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "defaults.sl: 16 is out of range 0..15");
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"p\", \"poll_min_ms\": 100, "
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"poll_min_ms\": 100, "
 					  "\"poll_max_ms\": 20}", &c, err, sizeof(err)), -EINVAL);
 	assert_has(err, "poll_max_ms: must not be below poll_min_ms");
+	/* relative paths would follow the cwd of each process (ibvfd, ibvfctl) */
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"opensm.pid\"}", &c, err,
+					  sizeof(err)), -EINVAL);
+	assert_has(err, "pid_file: 'opensm.pid' is not an absolute path");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"partition_file\": "
+					  "\"etc/p.conf\"}", &c, err, sizeof(err)), -EINVAL);
+	assert_has(err, "partition_file: 'etc/p.conf' is not an absolute path");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"lock_file\": "
+					  "\"./l\"}", &c, err, sizeof(err)), -EINVAL);
+	assert_has(err, "lock_file: './l' is not an absolute path");
 }
 
 /* ------------------------------------------------------------ write path -- */
@@ -635,6 +646,166 @@ static void test_refusals_touch_nothing(void **state)
 	opensm_ops.fini(b);
 }
 
+/*
+ * A FIFO in place of the partition file or the pid file: the backend used to
+ * block for ever in open(2) (holding the writers' lock), waiting for a
+ * writer. It must refuse at once. alarm() turns a regression into a failure.
+ */
+static void test_special_files(void **state)
+{
+	struct lab *l = *state;
+	const struct ibvf_sm_member m = { G(0x0002c90300100001), IBVF_MEMBER_FULL };
+	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
+	char err[IBVF_ERR_LEN] = "", keep[160];
+	struct stat st;
+	size_t len;
+	pid_t pid;
+	char *t;
+
+	snprintf(keep, sizeof(keep), "%s.keep", l->parts);
+	assert_int_equal(rename(l->parts, keep), 0);
+	assert_int_equal(mkfifo(l->parts, 0600), 0);
+	alarm(20);
+	assert_int_equal(pf_read(l->parts, &t, &len, &st, err, sizeof(err)), -EINVAL);
+	assert_has(err, "not a regular file");
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "not a regular file");
+	alarm(0);
+	assert_int_equal(unlink(l->parts), 0);
+	assert_int_equal(rename(keep, l->parts), 0);
+
+	assert_int_equal(unlink(l->pidf), 0);
+	assert_int_equal(mkfifo(l->pidf, 0600), 0);
+	alarm(20);
+	assert_int_equal(opensm_find(l->pidf, &pid, err, sizeof(err)), -EINVAL);
+	assert_has(err, "is not a regular file");
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	alarm(0);
+	assert_int_equal(unlink(l->pidf), 0);
+	write_pidfile(l, l->osm);
+	t = slurp(l->parts, NULL);
+	assert_string_equal(t, admin_text);
+	free(t);
+	expect_hups(l, 0);
+	opensm_ops.fini(b);
+}
+
+/* Entries of @dir whose name starts with @prefix. */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+	char cmd[512];
+	FILE *p;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls -A '%s' | grep -c '^%s'", dir, prefix);
+	p = popen(cmd, "r");
+	if (p) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
+	return n;
+}
+
+/*
+ * Writers SIGKILLed at random points of add_members(): the partition file is
+ * never partly written and the admin's part never changes; the temp files
+ * the killed writers left (".partitions.conf.ibvf-XXXXXX",
+ * "partitions.conf.ibvf-prev.tmp.PID") used to pile up in /etc/opensm for
+ * ever. The next write removes them, and nothing else.
+ */
+static void test_killed_writers(void **state)
+{
+	struct lab *l = *state;
+	char err[IBVF_ERR_LEN] = "", path[256];
+	struct ibvf_sm_backend *b;
+	unsigned seed = 12345;
+	struct stat st;
+	char *t;
+
+	for (int round = 0; round < 25; round++) {
+		pid_t pid = fork();
+
+		assert_true(pid >= 0);
+		if (!pid) {
+			b = open_backend(l, NULL, NULL, NULL);
+			for (uint64_t i = 0;; i++) {
+				uint64_t g = G(0x0002c90300200000) + (uint64_t)round * 1000 + i;
+				struct ibvf_sm_member m = { g, IBVF_MEMBER_FULL };
+
+				opensm_ops.add_members(b, 0x0a10 + (uint16_t)(i % 3), &m, 1, NULL,
+						       err, sizeof(err));
+			}
+		}
+		usleep(1000 + rand_r(&seed) % 20000);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		t = slurp(l->parts, NULL);
+		assert_non_null(t);
+		assert_memory_equal(t, admin_text, strlen(admin_text));
+		free(t);
+	}
+	/* leftovers of the kind a killed writer leaves, and look-alikes that must stay */
+	snprintf(path, sizeof(path), "%s/.partitions.conf.ibvf-AbC123", l->dir);
+	spit(path, "stale");
+	snprintf(path, sizeof(path), "%s.tmp.4242", l->bak);
+	spit(path, "stale");
+	snprintf(path, sizeof(path), "%s/.partitions.conf.ibvf-admin-notes", l->dir);
+	spit(path, "keep");
+	snprintf(path, sizeof(path), "%s.tmp.mine", l->bak);
+	spit(path, "keep");
+	snprintf(path, sizeof(path), "%s/.partitions.conf.ibvf-Dir123", l->dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	b = open_backend(l, NULL, NULL, NULL);
+	{
+		const struct ibvf_sm_member m = { G(0x0002c90300300001), IBVF_MEMBER_FULL };
+
+		assert_int_equal(opensm_ops.add_members(b, 0x0a20, &m, 1, NULL, err, sizeof(err)),
+				 0);
+	}
+	opensm_ops.fini(b);
+	assert_int_equal(count_prefixed(l->dir, "[.]partitions[.]conf[.]ibvf-"), 2);
+	assert_int_equal(count_prefixed(l->dir, "partitions[.]conf[.]ibvf-prev[.]tmp[.]"), 1);
+	snprintf(path, sizeof(path), "%s/.partitions.conf.ibvf-admin-notes", l->dir);
+	assert_int_equal(stat(path, &st), 0);
+	snprintf(path, sizeof(path), "%s.tmp.mine", l->bak);
+	assert_int_equal(stat(path, &st), 0);
+	t = slurp(l->parts, NULL);
+	assert_memory_equal(t, admin_text, strlen(admin_text));
+	assert_has(t, "0x0002c90300300001=full");
+	free(t);
+}
+
+/*
+ * The section's markers damaged (both indented, as a template engine might
+ * do): remove_members() used to report success without removing anything,
+ * the GUID staying a full member for its next owner, and add_members()
+ * appended a second section. Both must refuse and touch nothing.
+ */
+static void test_damaged_markers(void **state)
+{
+	struct lab *l = *state;
+	const struct ibvf_sm_member m = { G(0x0002c90300100002), IBVF_MEMBER_FULL };
+	const uint64_t g = G(0x0002c90300100001);
+	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
+	char err[IBVF_ERR_LEN] = "", text[2048], *t;
+
+	snprintf(text, sizeof(text), "%s  %s\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n"
+		 "  %s\n", admin_text, PC_BEGIN_MARKER, PC_END_MARKER);
+	spit(l->parts, text);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &g, 1, err, sizeof(err)), -EINVAL);
+	assert_has(err, "nothing was changed");
+	assert_has(err, "looks like an ibvf section marker");
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
+	t = slurp(l->parts, NULL);
+	assert_string_equal(t, text);
+	free(t);
+	expect_hups(l, 0);
+	opensm_ops.fini(b);
+}
+
 static void test_validate(void **state)
 {
 	struct lab *l = *state;
@@ -755,6 +926,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_bad_requests, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_refusals_touch_nothing, lab_setup,
 						lab_teardown),
+		cmocka_unit_test_setup_teardown(test_special_files, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_killed_writers, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_damaged_markers, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_validate, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_fabric, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_all, lab_setup, lab_teardown),

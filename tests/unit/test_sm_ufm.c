@@ -226,6 +226,27 @@ static void test_config_errors(void **state)
 	expect_err(try_init("{\"address\":\"u\",\"insecure_skip_verify\":\"yes\"}"),
 		   "expected true or false");
 	expect_err(try_init("{\"address\":\"u\",\"address\":\"v\"}"), "duplicate");
+	/* FIFOs in place of the secret or PEM files: refused at once, never waited on */
+	{
+		char fifo[PATH_MAX];
+
+		snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+		assert_int_equal(mkfifo(fifo, 0600), 0);
+		alarm(20);
+		expect_err(try_init("{\"address\":\"u\",\"auth\":\"token\",\"token_file\":\"%s\"}",
+				    fifo),
+			   "token_file: '");
+		assert_non_null(strstr(err, "is not a regular file"));
+		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\","
+				    "\"password_file\":\"%s\"}", fifo),
+			   "is not a regular file");
+		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":"
+				    "\"%s\",\"ca_file\":\"%s\"}", pw_file, fifo),
+			   "ca_file: '");
+		assert_non_null(strstr(err, "is not a regular file"));
+		alarm(0);
+		unlink(fifo);
+	}
 	expect_err(try_init("[1]"), "expected a JSON object");
 	expect_err(try_init("{\"address\":"), "sm.config (ufm):1:");
 }

@@ -309,6 +309,61 @@ static void test_console_not_read(void **state)
 	ibvf_vf_driver_destroy(d);
 }
 
+/*
+ * "output" (ibsim's stdout, read for its answers) named a FIFO: the driver
+ * used to block for ever in open(2) with its console lock held. It must
+ * say what is wrong at once; alarm() turns a regression into a failure.
+ */
+static void test_output_fifo(void **state)
+{
+	struct fx *f = *state;
+	char con[PATH_MAX], out[PATH_MAX], json[2 * PATH_MAX + 64], err[IBVF_ERR_LEN];
+	struct ibvf_vf_driver *d;
+	struct ibvf_vf_info vf;
+	int keep;
+
+	snprintf(con, sizeof(con), "%s/console.ctl", f->root);
+	snprintf(out, sizeof(out), "%s/output.fifo", f->root);
+	assert_int_equal(mkfifo(con, 0600), 0);
+	assert_int_equal(mkfifo(out, 0600), 0);
+	keep = open(con, O_RDWR | O_CLOEXEC);	/* a "reader" so the command is written */
+	assert_true(keep >= 0);
+	snprintf(json, sizeof(json), "{\"console\":\"%s\",\"output\":\"%s\",\"node_prefix\":\"vf\"}",
+		 con, out);
+	assert_int_equal(ibvf_vf_driver_ibsim_create(f->root, json, &d, err, sizeof(err)), 0);
+	vf_of(f, 0, &vf);
+	alarm(20);
+	assert_int_equal(d->ops->set_guid(d, &vf, IBVF_GUID_PORT, 5, err, sizeof(err)), -EINVAL);
+	alarm(0);
+	assert_non_null(strstr(err, "is not a regular file"));
+	ibvf_vf_driver_destroy(d);
+	close(keep);
+}
+
+/*
+ * The legacy per-VF GUID files (<pf>/sriov/N/node) as a FIFO in the fake
+ * tree: writing one used to block for ever in fopen(); now ENXIO at once.
+ */
+static void test_sriov_file_fifo(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_vf_info vf;
+	char p[PATH_MAX + 64], err[IBVF_ERR_LEN];
+
+	vf_of(f, 2, &vf);
+	snprintf(p, sizeof(p), "%s/devices/pci0000:00/0000:03:00.0/sriov/2", f->root);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/devices/pci0000:00/0000:03:00.0/sriov/2/node", f->root);
+	unlink(p);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	alarm(20);
+	assert_int_equal(f->d->ops->set_guid(f->d, &vf, IBVF_GUID_NODE, 0x0002c90300001001ull,
+					     err, sizeof(err)),
+			 -ENXIO);
+	alarm(0);
+	assert_non_null(strstr(err, "sriov/2/node"));
+}
+
 /* ------------------------------------------------------------- config -- */
 
 static int check_cfg(const char *text, char *err, size_t errlen)
@@ -399,6 +454,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_link_state_and_rebind, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rebind_same_name_and_vanish, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_console_not_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_output_fifo, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sriov_file_fifo, setup, teardown),
 		cmocka_unit_test(test_config_keys),
 		cmocka_unit_test_setup_teardown(test_config_file, setup, teardown),
 	};

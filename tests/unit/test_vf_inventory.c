@@ -5,12 +5,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "err.h"
+#include "vf_driver.h"
 #include "vf_inventory.h"
 #include "vf_test_util.h"
 
@@ -278,6 +280,80 @@ static void test_not_a_vf_and_not_sriov(void **state)
 	assert_non_null(strstr(err, "not in SR-IOV mode"));
 }
 
+/*
+ * A hostile fake tree: FIFOs for attribute files (a scan used to block for
+ * ever in fopen()), dangling and looping virtfn links, an absurd
+ * sriov_numvfs. The scan finishes and reports what it can.
+ */
+static void test_hostile_tree(void **state)
+{
+	const char *root = *state;
+	struct ibvf_inventory *inv;
+	struct ibvf_vf_info vf;
+	char err[IBVF_ERR_LEN], p[640], d[512];
+
+	assert_int_equal(vt_add_pf(root, "0000:03:00.0", "ib0", 4, "mlx5_0", 2, NULL), 0);
+	snprintf(d, sizeof(d), "%s/devices/pci0000:00/0000:03:00.0", root);
+	snprintf(p, sizeof(p), "%s/sriov_totalvfs", d);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof(p), "%s/net/ib0/type", d);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof(p), "%s/devices/pci0000:00/0000:03:00.2/net/ib0v0/ifindex", root);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof(p), "%s/virtfn7", d);
+	assert_int_equal(symlink("../0000:03:09.9", p), 0);	/* dangling */
+	snprintf(p, sizeof(p), "%s/virtfn8", d);
+	assert_int_equal(symlink("virtfn8", p), 0);		/* a loop */
+	snprintf(p, sizeof(p), "%s/sriov_numvfs", d);
+	assert_int_equal(unlink(p), 0);
+	{
+		FILE *f = fopen(p, "w");
+
+		assert_non_null(f);
+		fputs("99999999999999999999\n", f);
+		fclose(f);
+	}
+	alarm(20);
+	assert_int_equal(ibvf_inventory_scan(root, &inv, err, sizeof(err)), 0);
+	assert_int_equal(inv->n_pfs, 1);
+	assert_int_equal(inv->pfs[0].num_vfs, 0);	/* unreadable: not in SR-IOV mode */
+	ibvf_inventory_free(inv);
+	assert_int_equal(ibvf_vf_lookup(root, "0000:03:00.2", &vf, err, sizeof(err)), -ENODEV);
+	alarm(0);
+}
+
+/*
+ * The driver's unbind/bind files as FIFOs nobody reads (a fake tree whose
+ * "kernel" is gone): writing them used to block for ever in open(2). Now
+ * the rebind fails at once with ENXIO, naming the file.
+ */
+static void test_rebind_fifo(void **state)
+{
+	const char *root = *state;
+	struct ibvf_vf_info vf;
+	char err[IBVF_ERR_LEN], p[640];
+
+	assert_int_equal(vt_add_pf(root, "0000:03:00.0", "ib0", 4, "mlx5_0", 2, NULL), 0);
+	assert_int_equal(ibvf_vf_lookup(root, "0000:03:00.2", &vf, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/bus/pci/drivers/mlx5_core/unbind", root);
+	unlink(p);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	alarm(20);
+	assert_int_equal(ibvf_vf_sysfs_rebind(root, &vf, NULL, 500, err, sizeof(err)), -ENXIO);
+	assert_non_null(strstr(err, "unbinding VF 0000:03:00.2"));
+	assert_int_equal(ibvf_fake_vf_unbind(root, "0000:03:00.2"), 0);
+	snprintf(p, sizeof(p), "%s/bus/pci/drivers/mlx5_core/bind", root);
+	unlink(p);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	assert_int_equal(ibvf_vf_sysfs_rebind(root, &vf, "mlx5_core", 500, err, sizeof(err)),
+			 -ENXIO);
+	assert_non_null(strstr(err, "binding VF 0000:03:00.2 to mlx5_core"));
+	alarm(0);
+}
+
 static void test_fake_unbind_bind_remove(void **state)
 {
 	const char *root = *state;
@@ -322,6 +398,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_addresses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_not_a_vf_and_not_sriov, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fake_unbind_bind_remove, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hostile_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rebind_fifo, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

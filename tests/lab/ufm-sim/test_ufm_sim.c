@@ -630,6 +630,25 @@ static void test_fault_status(void **state)
 	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EINVAL);
 	assert_contains(err, "HTTP 400: bad password ************ for " USER);
 	assert_no_secret(err);
+	/*
+	 * Echoed where the reason is cut (256 bytes of reply text): the first
+	 * characters of the password used to stay; and the Basic header as sent.
+	 */
+	for (int pad = 244; pad <= 254; pad++) {
+		char rule[1024];
+
+		snprintf(rule, sizeof(rule), "{\"endpoint\":\"add\",\"kind\":\"status\","
+			 "\"status\":400,\"body\":\"%0*d%s\"}", pad, 0, PASSWORD);
+		fault("%s", rule);
+		assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EINVAL);
+		assert_null(strstr(err, "s3c"));
+		assert_no_secret(err);
+	}
+	fault("{\"endpoint\":\"add\",\"kind\":\"status\",\"status\":401,"
+	      "\"body\":\"rejected: Authorization: Basic " BASIC_B64 "\"}");
+	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EACCES);
+	assert_contains(err, "rejected: Authorization: Basic ****");
+	assert_no_secret(err);
 	/* the next call goes through again: no state is left behind */
 	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), 0);
 	ops->fini(b);
