@@ -542,6 +542,7 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 	struct ibvf_jctx c = { "<environment>", err, errlen };
 	const char *s = env_get(envp, "GUID_POOL_RANGE_START");
 	const char *e = env_get(envp, "GUID_POOL_RANGE_END");
+	int ignored = 0;
 	int ret;
 
 	if (s || e) {
@@ -596,10 +597,21 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 		} else {
 			v = json_string(s);
 		}
+		/* ib-kubernetes ships the UFM secret whatever DAEMON_SM_PLUGIN says:
+		 * merge it only into the ufm backend's config, so a switch to
+		 * noop or opensm does not fail on keys that backend does not know */
+		if (strcmp(cfg->sm.backend, "ufm")) {
+			json_decref(v);
+			ignored++;
+			continue;
+		}
 		ret = backend_set(cfg, ufm_map[i].key, v, err, errlen);
 		if (ret)
 			return ret;
 	}
+	if (ignored)
+		log_notice("%d UFM_* environment variable(s) ignored: the SM backend is %s, not ufm",
+			   ignored, cfg->sm.backend);
 	return 0;
 }
 

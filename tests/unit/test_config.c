@@ -543,7 +543,7 @@ static void test_env_without_file(void **state)
 {
 	struct fixture *f = *state;
 	char *env[] = { "GUID_POOL_RANGE_START=0x0200000000000001",
-			"GUID_POOL_RANGE_END=0x02000000000000ff", "UFM_PORT=443", NULL };
+			"GUID_POOL_RANGE_END=0x02000000000000ff", "UFM_PORT=443", NULL, NULL };
 	struct ibvf_config c;
 	char err[IBVF_ERR_LEN];
 	char *missing = tu_path(f->dir, "absent.json");
@@ -551,6 +551,12 @@ static void test_env_without_file(void **state)
 	assert_int_equal(ibvf_config_load(&c, missing, false, env, err, sizeof(err)), 0);
 	assert_int_equal(c.pool.n_ranges, 1);
 	assert_true(c.pool.ranges[0].end == 0x02000000000000ffull);
+	/* UFM_* reach sm.config only when the backend is ufm (default: noop) */
+	assert_null(c.sm.backend_json);
+	ibvf_config_free(&c);
+	env[3] = "DAEMON_SM_PLUGIN=ufm";
+	env[4] = NULL;
+	assert_int_equal(ibvf_config_load(&c, missing, false, env, err, sizeof(err)), 0);
 	assert_string_equal(c.sm.backend_json, "{\"port\":443}");
 	ibvf_config_free(&c);
 	free(missing);
