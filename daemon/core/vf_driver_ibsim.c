@@ -279,7 +279,8 @@ static int check_reply(struct ibsim_priv *p, off_t off, const char *node, const 
 				 "ibsim did not answer '%s' within %d ms (output %s)", cmd,
 				 IBSIM_REPLY_TIMEOUT_MS, p->output);
 	snprintf(pat, sizeof(pat), "\"%s\" (", node);
-	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+	/* strtok_r: ibvfd's workers rebind different VFs in parallel */
+	for (char *sp, *line = strtok_r(buf, "\n", &sp); line; line = strtok_r(NULL, "\n", &sp))
 		if (strstr(line, pat) && strstr(line, "not found"))
 			return ibvf_errf(err, errlen, -ENOENT,
 					 "ibsim has no node \"%s\" (answer to '%s': %s)", node, cmd,
