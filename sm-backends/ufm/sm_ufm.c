@@ -617,6 +617,35 @@ static int send_chunks(struct ibvf_sm_backend *b, const char *path, uint16_t pke
 	return 0;
 }
 
+/*
+ * Validate the PKey and the GUIDs of @m (add) or @g (remove) and mark the
+ * later copies of a repeated GUID in a new *@dup (sent once). Return: 0 with
+ * *@dup set (NULL when n == 0), or a negative errno.
+ */
+static int prepare_members(uint16_t pkey, const struct ibvf_sm_member *m, const uint64_t *g,
+			   size_t n, const char *what, bool **dup, char *err, size_t errlen)
+{
+	int ret = check_pkey(pkey, err, errlen);
+
+	*dup = NULL;
+	if (ret || !n)
+		return ret;
+	if (!m && !g)
+		return ibvf_errf(err, errlen, -EINVAL, "no %s given", what);
+	for (size_t i = 0; i < n; i++)
+		if ((ret = check_guid(m ? m[i].guid : g[i], i, err, errlen)))
+			return ret;
+	*dup = malloc(n * sizeof(**dup));
+	if (!*dup)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = find_duplicates(m, g, n, *dup, err, errlen);
+	if (ret) {
+		free(*dup);
+		*dup = NULL;
+	}
+	return ret;
+}
+
 static int ufm_add_members(struct ibvf_sm_backend *b, uint16_t pkey,
 			   const struct ibvf_sm_member *members, size_t n,
 			   const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
@@ -625,27 +654,21 @@ static int ufm_add_members(struct ibvf_sm_backend *b, uint16_t pkey,
 	char path[64];
 	size_t k = 0;
 	bool *dup;
-	int ret;
+	int ret = prepare_members(pkey, members, NULL, n, "members", &dup, err, errlen);
 
-	ret = check_pkey(pkey, err, errlen);
 	if (ret || !n)
 		return ret;
-	if (!members)
-		return ibvf_errf(err, errlen, -EINVAL, "no members given");
-	for (size_t i = 0; i < n; i++)
-		if ((ret = check_guid(members[i].guid, i, err, errlen)))
-			return ret;
-	dup = malloc(n * sizeof(*dup));
 	uniq = malloc(n * sizeof(*uniq));
-	ret = dup && uniq ? find_duplicates(members, NULL, n, dup, err, errlen)
-			  : ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	for (size_t i = 0; !ret && i < n; i++)
+	if (!uniq) {
+		free(dup);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
 		if (!dup[i])
 			uniq[k++] = members[i];
 	free(dup);
 	snprintf(path, sizeof(path), "%s/resources/pkeys", b->prefix);
-	if (!ret)
-		ret = send_chunks(b, path, pkey, uniq, NULL, k, flags, err, errlen);
+	ret = send_chunks(b, path, pkey, uniq, NULL, k, flags, err, errlen);
 	free(uniq);
 	return ret;
 }
@@ -657,27 +680,21 @@ static int ufm_remove_members(struct ibvf_sm_backend *b, uint16_t pkey, const ui
 	uint64_t *uniq;
 	size_t k = 0;
 	bool *dup;
-	int ret;
+	int ret = prepare_members(pkey, NULL, guids, n, "GUIDs", &dup, err, errlen);
 
-	ret = check_pkey(pkey, err, errlen);
 	if (ret || !n)
 		return ret;
-	if (!guids)
-		return ibvf_errf(err, errlen, -EINVAL, "no GUIDs given");
-	for (size_t i = 0; i < n; i++)
-		if ((ret = check_guid(guids[i], i, err, errlen)))
-			return ret;
-	dup = malloc(n * sizeof(*dup));
 	uniq = malloc(n * sizeof(*uniq));
-	ret = dup && uniq ? find_duplicates(NULL, guids, n, dup, err, errlen)
-			  : ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	for (size_t i = 0; !ret && i < n; i++)
+	if (!uniq) {
+		free(dup);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
 		if (!dup[i])
 			uniq[k++] = guids[i];
 	free(dup);
 	snprintf(path, sizeof(path), "%s/actions/remove_guids_from_pkey", b->prefix);
-	if (!ret)
-		ret = send_chunks(b, path, pkey, NULL, uniq, k, NULL, err, errlen);
+	ret = send_chunks(b, path, pkey, NULL, uniq, k, NULL, err, errlen);
 	free(uniq);
 	return ret;
 }
