@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ib-sriov CNI plugin: the calls it makes to ibvfd (include/ibvf/api.h,
- * through daemon/core/api_client.h), and the choice between daemon-backed
+ * through daemon/api/api_client.h), and the choice between daemon-backed
  * and compatibility mode.
  */
 #ifndef IBVF_CNI_DAEMON_H

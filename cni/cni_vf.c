@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * ib-sriov CNI plugin: the VF behind "deviceID" (through slice 2's sysfs
- * inventory, daemon/core/vf_inventory.h), compatibility-mode GUID and link
+ * ib-sriov CNI plugin: the VF behind "deviceID" (through the sysfs
+ * inventory, daemon/vf/vf_inventory.h), compatibility-mode GUID and link
  * state programming (through its VF manager, vf_manager.h), and the port
  * check CHECK runs.
  */
@@ -154,7 +154,7 @@ static int manager_open(struct ibvf_vf_manager **m, char *err, size_t errlen)
 	if (!ret) {
 		free(cfg.sysfs_root);
 		cfg.sysfs_root = strdup(o.sysfs_root);
-		ret = cfg.sysfs_root ? ibvf_vf_driver_create(&cfg, &drv, err, errlen) : -ENOMEM;
+		ret = cfg.sysfs_root ? ibvf_config_vf_driver_create(&cfg, &drv, err, errlen) : -ENOMEM;
 	}
 	o.lock_dir = locks;
 	o.rebind_timeout_ms = cfg.vf.rebind_timeout_ms;

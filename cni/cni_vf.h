@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ib-sriov CNI plugin: what the plugin needs to know about the VF named by
- * "deviceID", read through the VF inventory of daemon/core (vf_inventory.h)
+ * "deviceID", read through the VF inventory of daemon/vf (vf_inventory.h)
  * from sysfs (root configurable with $IBVF_SYSFS_ROOT for tests; default
  * /sys). Layout (Documentation/ABI/testing/sysfs-bus-pci):
  *   bus/pci/devices/<VF>/physfn          -> ../<PF>      (present on VFs only)
@@ -70,7 +70,7 @@ int cni_vf_port_check(const char *rdma_dev, int netns_fd, const struct cni_pkey 
  * the VF's current GUID into @prev_guid (colon form, 24 bytes: the driver's
  * read-back, else @present_guid, the GUID in the netdev's IPoIB address),
  * set its node and port GUID to @guid and rebind it, through the VF manager
- * (daemon/core/vf_manager.h). Nothing to do → 0.
+ * (daemon/vf/vf_manager.h). Nothing to do → 0.
  * Return: 0 or -errno (the VF manager rolls back what it did).
  */
 int cni_vf_compat_apply(const struct cni_vf *vf, enum cni_link_state ls, bool set_guid,

@@ -33,8 +33,9 @@
 #include "sm_loader.h"
 #include "attach_port.h"
 #include "attach_vf.h"
-#include "vf_fake.h"
+#include "vf_driver.h"
 #include "vf_manager.h"
+#include "vf_seams.h"
 
 extern char **environ;
 
@@ -47,7 +48,9 @@ struct daemon {
 	struct ibvf_sm smi;	/* sm_loader.h */
 	const struct ibvf_sm_ops *sm_ops;
 	struct ibvf_sm_backend *sm;
-	struct ibvf_vf_manager *vfm; /* netlink / ibsim drivers */
+	struct ibvf_vf_manager *vfm; /* netlink or a VF driver module */
+	const struct ibvf_engine_seams *seams; /* a module's own seams (lab "fake" driver) */
+	void *seams_module;		       /* its dlopen() handle */
 	struct ibvf_vf_ops vf;
 	struct ibvf_port_ops port;
 	struct ibvf_engine *eng;
@@ -134,21 +137,57 @@ static int mod_port(struct daemon *d, char *err, size_t errlen)
 
 static void mod_port_fini(struct daemon *d)
 {
-	if (strcmp(d->cfg.vf.driver, "fake"))
+	if (!d->seams)
 		ibvf_attach_port_ops_free(&d->port);
+}
+
+/* A VF driver module that brings its own engine seams (the lab "fake"
+ * driver): 1 when it does and they are set up, 0 when the driver is an
+ * ordinary one, or a negative errno. */
+static int mod_vf_seams(struct daemon *d, char *err, size_t errlen)
+{
+	const struct ibvf_vf_module *m;
+	const struct ibvf_engine_seams *s;
+	void *h;
+	int ret;
+
+	if (!strcmp(d->cfg.vf.driver, "netlink"))
+		return 0;
+	ret = ibvf_vf_module_load(d->cfg.vf.module_dir, d->cfg.vf.driver, &m, &h, err, errlen);
+	if (ret)
+		return ret;
+	s = m->engine_seams;
+	if (!s) {
+		ibvf_vf_module_unload(h);
+		return 0;
+	}
+	if (s->abi != IBVF_ENGINE_SEAMS_ABI || !s->init || !s->fini) {
+		ibvf_vf_module_unload(h);
+		return ibvf_errf(err, errlen, -EPROTO, "VF driver module %s: engine seams of ABI "
+				 "%u, this ibvfd needs %u", d->cfg.vf.driver, s->abi,
+				 IBVF_ENGINE_SEAMS_ABI);
+	}
+	log_warn("VF driver \"%s\" (tests and benchmarks only): no VF is programmed, VF state "
+		 "lives in files under %s",
+		 d->cfg.vf.driver, d->cfg.vf.fake_dir ? d->cfg.vf.fake_dir : "(none)");
+	ret = s->init(d->cfg.vf.fake_dir, &d->vf, &d->port, err, errlen);
+	if (ret) {
+		ibvf_vf_module_unload(h);
+		return ret;
+	}
+	d->seams = s;
+	d->seams_module = h;
+	return 1;
 }
 
 static int mod_vf(struct daemon *d, char *err, size_t errlen)
 {
 	int ret;
 
-	if (!strcmp(d->cfg.vf.driver, "fake")) {
-		log_warn("VF driver \"fake\" (tests and benchmarks only): no VF is programmed, "
-			 "VF state lives in files under %s",
-			 d->cfg.vf.fake_dir);
-		return ibvf_vf_fake_init(d->cfg.vf.fake_dir, &d->vf, &d->port, err, errlen);
-	}
-	ret = ibvf_vf_manager_from_config(&d->cfg, &d->vfm, err, errlen);
+	ret = mod_vf_seams(d, err, errlen);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	ret = ibvf_config_vf_manager_create(&d->cfg, NULL, &d->vfm, err, errlen);
 	if (ret)
 		return ret;
 	ret = ibvf_attach_vf_ops(d->vfm, d->cfg.sysfs_root, &d->vf);
@@ -160,13 +199,16 @@ static int mod_vf(struct daemon *d, char *err, size_t errlen)
 
 static void mod_vf_fini(struct daemon *d)
 {
-	if (d->vf.ctx && !strcmp(d->cfg.vf.driver, "fake"))
-		ibvf_vf_fake_fini(&d->vf);
+	if (d->vf.ctx && d->seams)
+		d->seams->fini(&d->vf);
 	else if (d->vf.ctx)
 		ibvf_attach_vf_ops_free(&d->vf);
 	mod_port_fini(d);
 	ibvf_vf_manager_destroy(d->vfm);
 	d->vfm = NULL;
+	ibvf_vf_module_unload(d->seams_module);
+	d->seams = NULL;
+	d->seams_module = NULL;
 }
 
 static int mod_engine(struct daemon *d, char *err, size_t errlen)

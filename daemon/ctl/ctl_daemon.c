@@ -461,7 +461,7 @@ int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *pro
 			   &sm, err, sizeof(err));
 	if (ret)
 		return ctl_error(CTL_FAILED, "offline audit: %s", err);
-	ret = ibvf_vf_manager_from_config(&ctx->cfg, &vfm, err, sizeof(err));
+	ret = ibvf_config_vf_manager_create(&ctx->cfg, NULL, &vfm, err, sizeof(err));
 	if (!ret)
 		ret = ibvf_attach_vf_ops(vfm, ctx->cfg.sysfs_root, &o.vf);
 	if (!ret)

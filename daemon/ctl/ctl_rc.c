@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* ibvfctl rc-check: the RC QP ping-pong check of one RDMA port (cni/rc_check.h). */
+/* ibvfctl rc-check: the RC QP ping-pong check of one RDMA port (daemon/rdma/rc_check.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>

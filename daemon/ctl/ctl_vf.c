@@ -165,7 +165,7 @@ static int vf_list(struct ctl_ctx *ctx, int argc, char **argv)
 					    "or PCI address)",
 				 pf_filter);
 	}
-	ret = ibvf_vf_driver_create(&ctx->cfg, &drv, err, sizeof(err));
+	ret = ibvf_config_vf_driver_create(&ctx->cfg, &drv, err, sizeof(err));
 	if (ret) {
 		ibvf_inventory_free(inv);
 		return ctl_error(ret == -EINVAL ? CTL_USAGE : CTL_FAILED, "%s", err);
@@ -305,7 +305,7 @@ static int vf_set_guid(struct ctl_ctx *ctx, int argc, char **argv)
 		return ctl_error(CTL_USAGE, "%s", err);
 	if (!force && (ret = check_pool(ctx, vf.pci, req.port_guid)))
 		return ret;
-	ret = ibvf_vf_manager_from_config(&ctx->cfg, &m, err, sizeof(err));
+	ret = ibvf_config_vf_manager_create(&ctx->cfg, NULL, &m, err, sizeof(err));
 	if (ret)
 		return ctl_error(ret == -EINVAL ? CTL_USAGE : CTL_FAILED, "%s", err);
 	ret = ibvf_vf_program(m, vf.pci, &req, &out, err, sizeof(err));

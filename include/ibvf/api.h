@@ -37,7 +37,7 @@
  *            One reconciliation pass (store vs VFs vs SM) now; @fix applies the
  *            fixes for orphans (docs/operations.md). Used by ibvfctl pool audit.
  *
- * Added by slice 7 (daemon): the audit method, list paging (an answer must fit
+ * Also: the audit method, list paging (an answer must fit
  * the line limit with 10,000+ owners), and the extra result fields above.
  * docs/api.md describes every method with examples.
  *

@@ -6,7 +6,7 @@
  * 10.9.1.2: bit 15 set = full member; 14.2.5.7 P_KeyTable).
  *
  * The SMP work itself (SA GUID → LID, PortInfo, P_KeyTable, polling with a
- * bound) is the port watcher's (daemon/core/port_watch.h); this module is a
+ * bound) is the port watcher's (daemon/port/port_watch.h); this module is a
  * small interface over it so the backend logic can be tested with a fake.
  */
 #ifndef IBVF_PKEY_VERIFY_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzz target: the daemon config loader (daemon/core/config.c,
+ * Fuzz target: the daemon config loader (daemon/config/config.c,
  * json_util.c) and the opensm backend's config parser
  * (sm-backends/opensm/sm_opensm.c opensm_cfg_parse()).
  *

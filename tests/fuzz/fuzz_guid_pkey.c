@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Fuzz target: the GUID and PKey parsers and formatters
- * (daemon/core/types.c), which take operator input (ibvfctl, config, CNI
+ * (daemon/common/types.c), which take operator input (ibvfctl, config, CNI
  * args) and UFM replies.
  *
  * Input: a string (made NUL-terminated). Invariants: a parsed GUID formats

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzz target: the RTM_NEWLINK read-back parser (daemon/core/vf_netlink.c
+ * Fuzz target: the RTM_NEWLINK read-back parser (daemon/vf/vf_netlink.c
  * ibvf_nl_parse_link()), which decodes IFLA_VFINFO_LIST / IFLA_VF_INFO
  * nests with the VF GUIDs the kernel reports.
  *

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of the ibvfd API server (daemon/core/api_server.c): socket
+ * Unit tests of the ibvfd API server (daemon/engine/api_server.c): socket
  * permissions, SO_PEERCRED (a child that drops to uid 65534), framing abuse
  * (garbage, over-long lines, invalid requests), pipelining, half-closed and
  * vanishing clients, the in-flight limit; plus the client library against it.

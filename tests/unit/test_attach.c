@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of the attach engine (daemon/core/attach.c, reconcile.c): the
+ * Unit tests of the attach engine (daemon/engine/attach.c, reconcile.c): the
  * state machine, rollback at each step, release, gc, undelivered replies,
  * batching of concurrent prepares and reconciliation, with fake VF and port
  * seams, the in-memory fake SM backend and a real GUID pool store.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of daemon/core/config.c (and json_util.c through it). */
+/* Unit tests of daemon/config/config.c (and json_util.c through it). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of the event loop, worker pool and sd_notify (daemon/core). */
+/* Unit tests of the event loop, worker pool and sd_notify (daemon/engine). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>

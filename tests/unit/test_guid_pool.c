@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of daemon/core/guid_pool.c (and statedir.c). */
+/* Unit tests of daemon/engine/guid_pool.c (and statedir.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of daemon/core/port_watch.c: P_Key lookup (full vs limited),
+ * Unit tests of daemon/port/port_watch.c: P_Key lookup (full vs limited),
  * conditions, descriptions, directed-route and target checks, adaptive
  * polling, and the wait and watch loops driven by a scripted local source
  * (umad_get_port() replaced below), plus the port_watch config keys.
@@ -34,7 +34,7 @@ int fake_umad_release_ca(umad_ca_t *ca);
 #define umad_get_port fake_umad_get_port
 #define umad_release_port fake_umad_release_port
 #define mad_rpc_open_port fake_mad_rpc_open_port
-#include "../../daemon/core/port_watch.c"
+#include "../../daemon/port/port_watch.c"
 #undef umad_get_port
 #undef umad_release_port
 #undef mad_rpc_open_port

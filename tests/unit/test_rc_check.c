@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of the RC QP check (cni/rc_check.c) that need no RDMA device:
+ * Unit tests of the RC QP check (daemon/rdma/rc_check.c) that need no RDMA device:
  * P_Key index choice (membership rule), GID choice, statistics, option
  * checks, netns argument handling and the netns child's result pipe. The
  * verbs path itself runs in the VM lab (tests/lab/vm/).
@@ -8,7 +8,7 @@
  * The module's .c is included to reach its static helpers.
  */
 #define IBVF_RC_FAULT_INJECT 1
-#include "../../cni/rc_check.c"
+#include "../../daemon/rdma/rc_check.c"
 
 #include <setjmp.h>
 #include <stdarg.h>

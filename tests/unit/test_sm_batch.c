@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of the SM batcher (daemon/core/sm_batch.c) over the fake SM backend. */
+/* Unit tests of the SM batcher (daemon/engine/sm_batch.c) over the fake SM backend. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The SM backend loader (daemon/core/sm_loader.c) and the noop backend, with
+ * The SM backend loader (daemon/engine/sm_loader.c) and the noop backend, with
  * the modules as built: env IBVF_TEST_NOOP_DIR, IBVF_TEST_OPENSM_DIR and
  * IBVF_TEST_BROKEN_DIR name their build directories (tests/unit/meson.build).
  */

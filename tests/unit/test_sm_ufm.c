@@ -115,7 +115,7 @@ static void test_config_ok(void **state)
 				  "\"password_file\":\"%s\"}",
 				  pw_file),
 			 0);
-	/* the keys daemon/core/config.c maps from ib-kubernetes' UFM_* variables */
+	/* the keys daemon/config/config.c maps from ib-kubernetes' UFM_* variables */
 	assert_int_equal(try_init("{\"username\":\"admin\",\"password\":\"" SECRET "\","
 				  "\"address\":\"10.0.0.5\",\"scheme\":\"HTTPS\",\"port\":8443,"
 				  "\"ca_pem\":\"-----BEGIN CERTIFICATE-----\\nMIIB\\n"

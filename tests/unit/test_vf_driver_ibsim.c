@@ -23,6 +23,7 @@
 #include "err.h"
 #include "log.h"
 #include "vf_driver.h"
+#include "vf_ibsim.h"
 #include "vf_test_util.h"
 
 struct fx {

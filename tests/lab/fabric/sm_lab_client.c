@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * sm_lab_client - drive one SM backend module through ibvfd's loader
- * (daemon/core/sm_loader.c), for the fabric lab tests and the benchmark.
+ * (daemon/engine/sm_loader.c), for the fabric lab tests and the benchmark.
  * A backend that sends SMPs (opensm with "verify") must run under umad2sim:
  * `fabric-lab.sh run DIR pf0 sm_lab_client ...`.
  *

@@ -1,5 +1,5 @@
 #!/bin/bash
-# ibvfctl port show / wait / watch (daemon/core/port_watch.c) against real
+# ibvfctl port show / wait / watch (daemon/port/port_watch.c) against real
 # OpenSM on ibsim, through umad2sim:
 #   - ports INIT before OpenSM sweeps; `port wait` returns ACTIVE once it does
 #     (self view on the VF node, and from pf0 by port GUID through the SA);

@@ -175,7 +175,7 @@ class Lab:
                "CNI_PATH": self.cni_path, "IBVF_CNI_CACHE_DIR": self.cache,
                "IBVF_CNI_LOCK_DIR": self.lockdir, "IBVF_SYSFS_ROOT": self.sysfs,
                "IBVF_CNI_SOCKET": self.default_sock, "IBVF_CNI_LOG_LEVEL": "info"}
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "IBVF_VF_MODULE_DIR"):
             if k in os.environ:
                 env[k] = os.environ[k]
         if cid:

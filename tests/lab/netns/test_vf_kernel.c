@@ -39,6 +39,7 @@
 #include "fakesysfs.h"
 #include "log.h"
 #include "vf_driver.h"
+#include "vf_ibsim.h"
 #include "vf_inventory.h"
 #include "vf_manager.h"
 #include "vf_netlink.h"

@@ -293,7 +293,7 @@ static void test_password_inline(void **state)
 	char desc[256];
 
 	(void)state;
-	/* what UFM_PASSWORD maps to (daemon/core/config.c apply_env) */
+	/* what UFM_PASSWORD maps to (daemon/config/config.c apply_env) */
 	b = backend(&sim, "{\"password_file\":null,\"password\":\"" PASSWORD "\"}");
 	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
 	ops->fini(b);
@@ -900,7 +900,7 @@ static void test_tls_ca_pem(void **state)
 	n = fread(pem, 1, sizeof(pem) - 1, f);
 	fclose(f);
 	pem[n] = '\0';
-	/* what UFM_CERTIFICATE maps to (daemon/core/config.c apply_env) */
+	/* what UFM_CERTIFICATE maps to (daemon/config/config.c apply_env) */
 	x = json_pack("{s:s,s:n}", "ca_pem", pem, "ca_file");
 	extra = json_dumps(x, JSON_COMPACT);
 	json_decref(x);

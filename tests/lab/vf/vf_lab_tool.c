@@ -74,7 +74,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	req.node_guid = req.port_guid;
-	if (ibvf_vf_driver_create(&cfg, &d, err, sizeof(err))) {
+	if (ibvf_config_vf_driver_create(&cfg, &d, err, sizeof(err))) {
 		fprintf(stderr, "vf-lab-tool: %s\n", err);
 		return 3;
 	}

@@ -20,7 +20,7 @@
  * hide it.
  */
 #define IBVF_RC_FAULT_INJECT 1
-#include "../../../cni/rc_check.c"
+#include "../../../daemon/rdma/rc_check.c"
 
 #include <jansson.h>
 #include <setjmp.h>

@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "port_watch.h"
+#include "vf_manager.h"
+
 #define IBVF_DEFAULT_CONFIG     "/etc/ibvf/ibvfd.json"
 #define IBVF_DEFAULT_STATE_DIR  "/var/lib/ibvf"
 #define IBVF_DEFAULT_RUN_DIR    "/run/ibvf"
@@ -41,27 +44,12 @@ struct ibvf_sm_config {
 };
 
 struct ibvf_vf_config {
-	char *driver;			/* "netlink" (default) or "ibsim" (labs only) */
+	char *driver;			/* "netlink" (built in, default) or a lab module */
+	char *module_dir;		/* where VF driver modules (<driver>.so) live */
 	uint32_t rebind_timeout_ms;	/* wait for netdev/RDMA device after rebind; 5000 */
 	char *ibsim_json;		/* text of the "ibsim" lab driver object, or NULL */
 	char *fake_dir;			/* "fake" driver (tests, benchmarks): VF files */
 };
-
-/**
- * Port watcher (daemon/core/port_watch.h; docs/config.md "port_watch").
- * @source: where port state is read: IBVF_PORT_SRC_LOCAL (0, libibumad sysfs,
- *          the default) or IBVF_PORT_SRC_FABRIC (1, SMPs through libibmad).
- */
-struct ibvf_port_watch_config {
-	int source;			/* enum ibvf_port_source; "local" (default) or "fabric" */
-	uint32_t poll_min_ms;		/* first poll interval, ms; default 10 */
-	uint32_t poll_max_ms;		/* backoff cap, ms; default 500 */
-	uint32_t mad_timeout_ms;	/* per SMP/SA MAD attempt, ms; default 200 */
-	uint32_t mad_retries;		/* libibmad retries per MAD; default 2 */
-};
-
-/** ibvf_port_watch_config_defaults() - fill @pw with the defaults above. */
-void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw);
 
 struct ibvf_api_config {
 	char *socket;			/* default <run_dir>/ibvfd.sock */
@@ -128,5 +116,23 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f);
  */
 int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
 			   struct ibvf_guid_range **out, size_t *n, char *err, size_t errlen);
+
+/**
+ * ibvf_config_vf_driver_create() - the VF driver @cfg->vf names
+ * (ibvf_vf_driver_open(): netlink built in, else a lab module from
+ * @cfg->vf.module_dir) on @cfg->sysfs_root.
+ * Return: ibvf_vf_driver_open()'s.
+ */
+int ibvf_config_vf_driver_create(const struct ibvf_config *cfg, struct ibvf_vf_driver **out,
+				 char *err, size_t errlen);
+
+/**
+ * ibvf_config_vf_manager_create() - a VF manager with the driver of
+ * ibvf_config_vf_driver_create(), locks under <run_dir>/vf-locks (or
+ * @lock_dir when not NULL), @cfg->vf.rebind_timeout_ms.
+ * Return: 0, -ENAMETOOLONG, the driver's or the manager's errors.
+ */
+int ibvf_config_vf_manager_create(const struct ibvf_config *cfg, const char *lock_dir,
+				  struct ibvf_vf_manager **out, char *err, size_t errlen);
 
 #endif /* IBVF_CONFIG_H */

@@ -76,26 +76,6 @@ fail:
 	return ret;
 }
 
-int ibvf_vf_manager_from_config(const struct ibvf_config *cfg, struct ibvf_vf_manager **out,
-				char *err, size_t errlen)
-{
-	struct ibvf_vf_manager_opts o = {
-		.sysfs_root = cfg->sysfs_root,
-		.rebind_timeout_ms = cfg->vf.rebind_timeout_ms,
-	};
-	struct ibvf_vf_driver *drv;
-	char dir[PATH_MAX];
-	int ret;
-
-	if (snprintf(dir, sizeof(dir), "%s/vf-locks", cfg->run_dir) >= (int)sizeof(dir))
-		return ibvf_errf(err, errlen, -ENAMETOOLONG, "run_dir too long");
-	o.lock_dir = dir;
-	ret = ibvf_vf_driver_create(cfg, &drv, err, errlen);
-	if (ret)
-		return ret;
-	return ibvf_vf_manager_create(&o, drv, out, err, errlen);
-}
-
 void ibvf_vf_manager_destroy(struct ibvf_vf_manager *m)
 {
 	if (!m)

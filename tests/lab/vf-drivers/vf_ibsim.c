@@ -25,7 +25,7 @@
  *
  * Config: the vf.ibsim object (docs/config.md "vf.ibsim (lab VF driver)").
  */
-#include "vf_driver.h"
+#include "vf_ibsim.h"
 
 #include <ctype.h>
 #include <stdarg.h>

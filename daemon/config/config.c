@@ -19,6 +19,20 @@
 #ifndef IBVF_SM_MODULE_DIR
 #define IBVF_SM_MODULE_DIR "/usr/local/lib/ibvf/sm"
 #endif
+#ifndef IBVF_VF_MODULE_DIR
+#define IBVF_VF_MODULE_DIR "/usr/local/lib/ibvf/vf"
+#endif
+
+/* Where VF driver modules live unless vf.module_dir says: the environment's
+ * IBVF_VF_MODULE_DIR (the test setups point it at the build's lab modules),
+ * else the install path. Only a vf.driver other than the built-in netlink
+ * ever loads from it. */
+static const char *vf_module_dir_default(void)
+{
+	const char *e = getenv("IBVF_VF_MODULE_DIR");
+
+	return e && *e == '/' ? e : IBVF_VF_MODULE_DIR;
+}
 
 static int set_str(char **dst, const char *src)
 {
@@ -52,7 +66,8 @@ static int set_defaults(struct ibvf_config *cfg)
 	if (set_str(&cfg->state_dir, IBVF_DEFAULT_STATE_DIR) ||
 	    set_str(&cfg->run_dir, IBVF_DEFAULT_RUN_DIR) || set_str(&cfg->sysfs_root, "/sys") ||
 	    set_str(&cfg->sm.backend, "noop") || set_str(&cfg->sm.module_dir, IBVF_SM_MODULE_DIR) ||
-	    set_str(&cfg->vf.driver, "netlink"))
+	    set_str(&cfg->vf.driver, "netlink") ||
+	    set_str(&cfg->vf.module_dir, vf_module_dir_default()))
 		return -ENOMEM;
 	return 0;
 }
@@ -263,8 +278,8 @@ static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 
 static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = { "driver", "rebind_timeout_ms", "ibsim", "fake_dir",
-					    NULL };
+	static const char *const keys[] = { "driver", "rebind_timeout_ms", "module_dir", "ibsim",
+					    "fake_dir", NULL };
 	uint64_t t = cfg->vf.rebind_timeout_ms;
 	json_t *ib;
 	int ret;
@@ -275,6 +290,10 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 	if (!ret)
 		ret = ibvf_json_uint(c, o, "vf", "rebind_timeout_ms", 1, 600000, &t);
 	if (!ret)
+		ret = ibvf_json_string(c, o, "vf", "module_dir", &cfg->vf.module_dir);
+	if (!ret)
+		ret = check_abs_path(c, "vf", "module_dir", cfg->vf.module_dir);
+	if (!ret)
 		ret = ibvf_json_object(c, o, "vf", "ibsim", &ib);
 	if (!ret)
 		ret = ibvf_json_string(c, o, "vf", "fake_dir", &cfg->vf.fake_dir);
@@ -284,8 +303,9 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 	    strcmp(cfg->vf.driver, "fake"))
 		return ibvf_json_err(c, "vf", "driver",
 				     "expected \"netlink\", \"ibsim\" (labs) or \"fake\" (tests)");
-	/* the lab driver's own keys (vf_driver_ibsim.c, docs/config.md) */
-	if (ib && (ret = ibvf_vf_ibsim_config_check(c, "vf.ibsim", ib)))
+	/* the lab driver's own keys, checked by its module (tests/lab/vf-drivers/) */
+	if (ib && (ret = ibvf_vf_module_config_check(cfg->vf.module_dir, "ibsim", c, "vf.ibsim",
+						      ib)))
 		return ret;
 	if (!ib && !strcmp(cfg->vf.driver, "ibsim"))
 		return ibvf_json_err(c, "vf", "ibsim", "required when vf.driver is \"ibsim\"");
@@ -328,15 +348,6 @@ static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *c
 	}
 	cfg->api.n_allowed_uids = json_array_size(u);
 	return 0;
-}
-
-void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw)
-{
-	pw->source = 0;	/* IBVF_PORT_SRC_LOCAL */
-	pw->poll_min_ms = 10;
-	pw->poll_max_ms = 500;
-	pw->mad_timeout_ms = 200;
-	pw->mad_retries = 2;
 }
 
 static const char *const port_watch_sources[] = { "local", "fabric", NULL };
@@ -677,6 +688,7 @@ void ibvf_config_free(struct ibvf_config *cfg)
 	free(cfg->vf.driver);
 	free(cfg->vf.ibsim_json);
 	free(cfg->vf.fake_dir);
+	free(cfg->vf.module_dir);
 	free(cfg->api.socket);
 	memset(cfg, 0, sizeof(*cfg));
 }
@@ -745,7 +757,7 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 	mask_secrets(backend);
 	root = json_pack(
 		"{s:s?,s:s,s:s,s:s,s:s,s:b,s:{s:o,s:i,s:s},s:{s:s,s:s,s:o,s:i,s:i,s:i},"
-		"s:{s:s,s:i,s:o},s:{s:s,s:o}}",
+		"s:{s:s,s:i,s:s,s:o},s:{s:s,s:o}}",
 		"config_file", cfg->path, "state_dir", cfg->state_dir, "run_dir", cfg->run_dir,
 		"sysfs_root", cfg->sysfs_root, "log_level", ibvf_log_level_name(cfg->log_level),
 		"allow_default_pkey", cfg->allow_default_pkey, "pool", "ranges",
@@ -754,7 +766,8 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 		"module_dir", cfg->sm.module_dir, "config", backend, "periodic_update_s",
 		(int)cfg->sm.periodic_update_s, "batch_window_ms", (int)cfg->sm.batch_window_ms,
 		"batch_max", (int)cfg->sm.batch_max, "vf", "driver", cfg->vf.driver,
-		"rebind_timeout_ms", (int)cfg->vf.rebind_timeout_ms, "ibsim",
+		"rebind_timeout_ms", (int)cfg->vf.rebind_timeout_ms, "module_dir",
+		cfg->vf.module_dir, "ibsim",
 		opt_json(cfg->vf.ibsim_json), "api", "socket", cfg->api.socket, "allowed_uids",
 		uids);
 	if (!root)

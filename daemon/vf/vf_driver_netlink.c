@@ -282,35 +282,3 @@ fail:
 	free(p);
 	return ret;
 }
-
-/* ------------------------------------------------------------ factory -- */
-
-int ibvf_vf_driver_create(const struct ibvf_config *cfg, struct ibvf_vf_driver **out, char *err,
-			  size_t errlen)
-{
-	const char *name = cfg->vf.driver ? cfg->vf.driver : "netlink";
-	int ret;
-
-	if (!strcmp(name, "netlink"))
-		return ibvf_vf_driver_netlink_create(cfg->sysfs_root, out, err, errlen);
-	if (strcmp(name, "ibsim"))
-		return ibvf_errf(err, errlen, -EINVAL, "vf.driver: unknown VF driver '%s'", name);
-	ret = ibvf_vf_driver_ibsim_create(cfg->sysfs_root, cfg->vf.ibsim_json, out, err, errlen);
-	if (ret)
-		return ret;
-	log_warn("*** VF driver is 'ibsim' (LAB ONLY): VF GUIDs go to an ibsim simulated fabric "
-		 "and a fake sysfs tree at %s, never to hardware. Use vf.driver \"netlink\" on real "
-		 "hosts. ***",
-		 cfg->sysfs_root);
-	return 0;
-}
-
-void ibvf_vf_driver_destroy(struct ibvf_vf_driver *d)
-{
-	if (!d)
-		return;
-	if (d->ops && d->ops->destroy)
-		d->ops->destroy(d);
-	free(d->sysfs_root);
-	free(d);
-}

@@ -34,7 +34,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+/**
+ * Port watcher (docs/config.md "port_watch").
+ * @source: where port state is read: IBVF_PORT_SRC_LOCAL (0, libibumad sysfs,
+ *          the default) or IBVF_PORT_SRC_FABRIC (1, SMPs through libibmad).
+ */
+struct ibvf_port_watch_config {
+	int source;			/* enum ibvf_port_source; "local" (default) or "fabric" */
+	uint32_t poll_min_ms;		/* first poll interval, ms; default 10 */
+	uint32_t poll_max_ms;		/* backoff cap, ms; default 500 */
+	uint32_t mad_timeout_ms;	/* per SMP/SA MAD attempt, ms; default 200 */
+	uint32_t mad_retries;		/* libibmad retries per MAD; default 2 */
+};
+
+/** ibvf_port_watch_config_defaults() - fill @pw with the defaults above. */
+void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw);
 
 /** Most P_Key table entries read from one port (16 blocks of 32; mlx5 ports have 128). */
 #define IBVF_PKEY_TABLE_MAX 512

@@ -21,7 +21,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
 #include "vf_driver.h"
 #include "vf_inventory.h"
 
@@ -56,14 +55,6 @@ struct ibvf_vf_manager;
  */
 int ibvf_vf_manager_create(const struct ibvf_vf_manager_opts *o, struct ibvf_vf_driver *drv,
 			   struct ibvf_vf_manager **out, char *err, size_t errlen);
-
-/**
- * ibvf_vf_manager_from_config() - driver from @cfg->vf (ibvf_vf_driver_create),
- * sysfs root from @cfg->sysfs_root, locks under <run_dir>/vf-locks,
- * @cfg->vf.rebind_timeout_ms.
- */
-int ibvf_vf_manager_from_config(const struct ibvf_config *cfg, struct ibvf_vf_manager **out,
-				char *err, size_t errlen);
 
 /** ibvf_vf_manager_destroy() - NULL is a no-op. */
 void ibvf_vf_manager_destroy(struct ibvf_vf_manager *m);
