@@ -107,35 +107,7 @@ static json_t *build(const struct cni_cache *c, json_t *conf)
  */
 static int write_replace(const char *path, const char *text, char *err, size_t errlen)
 {
-	char tmp[PATH_MAX];
-	size_t len = strlen(text), off = 0;
-	int fd, ret = 0;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return ibvf_errf(err, errlen, -errno, "creating %s: %s", tmp, strerror(errno));
-	while (off < len) {
-		ssize_t n = write(fd, text + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			ret = -errno;
-			break;
-		}
-		off += (size_t)n;
-	}
-	if (close(fd) && !ret)
-		ret = -errno;
-	if (!ret && rename(tmp, path))
-		ret = -errno;
-	if (ret) {
-		unlink(tmp);
-		return ibvf_errf(err, errlen, ret, "writing %s: %s", path, strerror(-ret));
-	}
-	return 0;
+	return ibvf_file_replace(path, text, strlen(text), 0600, 0, err, errlen);
 }
 
 int cni_cache_write(const char *dir, const struct cni_cache *c, json_t *conf, char *err,

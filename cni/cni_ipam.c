@@ -24,18 +24,11 @@
 #include "cni_config.h"
 #include "cni_nl.h"
 #include "cni_result.h"
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 
 extern char **environ;
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int find_plugin(const char *type, const char *cni_path, char *out, size_t len, char *err,
 		       size_t errlen)
@@ -112,7 +105,7 @@ static int pump(int wfd, const char *in, size_t in_len, int rfd, char **out, siz
 	while (rfd >= 0) {
 		struct pollfd p[2] = {{.fd = rfd, .events = POLLIN},
 				      {.fd = wfd, .events = POLLOUT}};
-		long long left = deadline - now_ms();
+		long long left = deadline - ibvf_mono_ms();
 		int n;
 
 		if (left <= 0) {
@@ -193,7 +186,7 @@ int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errle
 {
 	char bin[PATH_MAX], *own[4] = {0}, **env = NULL, *text = NULL;
 	int in[2] = {-1, -1}, outp[2] = {-1, -1}, ret, status = 0;
-	long long start = now_ms();
+	long long start = ibvf_mono_ms();
 	posix_spawn_file_actions_t fa;
 	char *argv[2] = {bin, NULL};
 	size_t text_len = 0;
@@ -232,7 +225,7 @@ int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errle
 		kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	log_debug("IPAM %s %s: %lld ms, status %d", c->type, c->command, now_ms() - start, status);
+	log_debug("IPAM %s %s: %lld ms, status %d", c->type, c->command, ibvf_mono_ms() - start, status);
 	if (ret) {
 		ret = ibvf_errf(err, errlen, ret, "IPAM plugin %s %s: %s", c->type, c->command,
 				ret == -ETIMEDOUT ? "timed out and was killed" : strerror(-ret));

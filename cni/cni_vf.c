@@ -48,24 +48,6 @@ const char *cni_sysfs_root(void)
 	return r && *r ? r : "/sys";
 }
 
-/* basename of the symlink target of @path into @out; -errno. */
-static int link_base(const char *path, char *out, size_t len)
-{
-	char buf[PATH_MAX];
-	ssize_t n = readlink(path, buf, sizeof(buf) - 1);
-	const char *b;
-
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	b = strrchr(buf, '/');
-	b = b ? b + 1 : buf;
-	if (strlen(b) >= len)
-		return -ENAMETOOLONG;
-	strcpy(out, b);
-	return 0;
-}
-
 /* Fill @vf from the inventory (ibvf_vf_lookup); a PF only gets its driver. */
 static int lookup(const char *pci, struct cni_vf *vf, char *err, size_t errlen)
 {
@@ -92,7 +74,7 @@ static int lookup(const char *pci, struct cni_vf *vf, char *err, size_t errlen)
 		return ret;
 	/* not a VF: a PF, usable only when passed through with vfio-pci */
 	if (!ibvf_pci_dev_path(root, pci, "driver", path, sizeof(path)))
-		link_base(path, vf->driver, sizeof(vf->driver));
+		ibvf_sysfs_link_base(path, vf->driver, sizeof(vf->driver));
 	return 0;
 }
 

@@ -15,21 +15,14 @@
 
 #include <ibvf/api.h>
 
+#include "clock.h"
 #include "err.h"
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Wait for @events on @fd until @deadline (monotonic ms). */
 static int wait_fd(int fd, short events, long long deadline)
 {
 	for (;;) {
-		long long left = deadline - mono_ms();
+		long long left = deadline - ibvf_mono_ms();
 		struct pollfd p = { .fd = fd, .events = events };
 		int n;
 
@@ -186,7 +179,7 @@ static int parse_reply(const char *line, json_t **result, struct ibvf_rpc_error 
 int ibvf_api_call(const char *socket_path, const char *method, json_t *params, int timeout_ms,
 		  json_t **result, struct ibvf_rpc_error *rerr, char *err, size_t errlen)
 {
-	long long deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	long long deadline = ibvf_mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
 	json_t *req;
 	char *text = NULL, *line = NULL;
 	int fd, ret;

@@ -67,33 +67,49 @@ int ibvf_dir_prepare(const char *path, mode_t mode, bool create, char *err, size
 	return 0;
 }
 
-int ibvf_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode,
-			   char *err, size_t errlen)
+static int write_all(int fd, const char *p, size_t len)
 {
-	char tmp[PATH_MAX], dir[PATH_MAX];
-	const char *p = data;
-	int fd, dfd, ret = 0;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0)
-		return ibvf_errf(err, errlen, -errno, "creating %s: %s", tmp, strerror(errno));
 	while (len) {
 		ssize_t n = write(fd, p, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			ret = -errno;
-			break;
-		}
+		if (n < 0)
+			return -errno;
 		p += n;
 		len -= (size_t)n;
 	}
+	return 0;
+}
+
+static void fsync_dir_of(const char *path)
+{
+	char dir[PATH_MAX];
+	int dfd;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+}
+
+int ibvf_file_replace(const char *path, const void *data, size_t len, mode_t mode,
+		      unsigned int flags, char *err, size_t errlen)
+{
+	char tmp[PATH_MAX];
+	int fd, ret;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return ibvf_errf(err, errlen, -errno, "creating %s: %s", tmp, strerror(errno));
+	ret = write_all(fd, data, len);
 	if (!ret && fchmod(fd, mode))
 		ret = -errno;
-	if (!ret && fsync(fd))
+	if (!ret && (flags & IBVF_FILE_FSYNC) && fsync(fd))
 		ret = -errno;
 	if (close(fd) && !ret)
 		ret = -errno;
@@ -103,11 +119,13 @@ int ibvf_write_file_atomic(const char *path, const void *data, size_t len, mode_
 		unlink(tmp);
 		return ibvf_errf(err, errlen, ret, "writing %s: %s", path, strerror(-ret));
 	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
+	if (flags & IBVF_FILE_FSYNC)
+		fsync_dir_of(path);
 	return 0;
+}
+
+int ibvf_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode,
+			   char *err, size_t errlen)
+{
+	return ibvf_file_replace(path, data, len, mode, IBVF_FILE_FSYNC, err, errlen);
 }

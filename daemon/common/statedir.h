@@ -17,10 +17,22 @@
  */
 int ibvf_dir_prepare(const char *path, mode_t mode, bool create, char *err, size_t errlen);
 
+/** ibvf_file_replace() flag: fsync the file before and its directory after rename(2). */
+#define IBVF_FILE_FSYNC 1u
+
 /**
- * ibvf_write_file_atomic() - write @len bytes to @path via a temp file in the
- * same directory + fsync + rename(2) + fsync of the directory, mode @mode.
+ * ibvf_file_replace() - the one atomic file write: @len bytes into
+ * <@path>.tmp.<pid> (created O_NOFOLLOW, mode @mode), then rename(2) over
+ * @path, so a reader sees the old or the new file, never a part. With
+ * IBVF_FILE_FSYNC the data and the rename also survive a power loss (file
+ * and directory fsync'ed); without it they survive a process crash only.
+ * Return: 0, -ENAMETOOLONG, or the errno of open/write/fsync/rename (the temp
+ * file is removed).
  */
+int ibvf_file_replace(const char *path, const void *data, size_t len, mode_t mode,
+		      unsigned int flags, char *err, size_t errlen);
+
+/** ibvf_write_file_atomic() - ibvf_file_replace() with IBVF_FILE_FSYNC (durable). */
 int ibvf_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode,
 			   char *err, size_t errlen);
 

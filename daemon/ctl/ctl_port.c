@@ -19,6 +19,7 @@
 #include <ibvf/types.h>
 
 #include "ctl.h"
+#include "clock.h"
 #include "err.h"
 #include "port_watch.h"
 
@@ -298,12 +299,7 @@ static void target_text(const struct port_args *a, char *buf, size_t len)
 /* Wall-clock ms of a CLOCK_MONOTONIC ms timestamp (port_info.ms). */
 static int64_t unix_ms_of(int64_t mono_ms)
 {
-	struct timespec m, r;
-
-	clock_gettime(CLOCK_MONOTONIC, &m);
-	clock_gettime(CLOCK_REALTIME, &r);
-	return (int64_t)r.tv_sec * 1000 + r.tv_nsec / 1000000 -
-	       ((int64_t)m.tv_sec * 1000 + m.tv_nsec / 1000000 - mono_ms);
+	return ibvf_wall_ms() - (ibvf_mono_ms() - mono_ms);
 }
 
 /* The port_info as JSON (the same keys for show, wait and watch). */
@@ -580,7 +576,7 @@ static int port_wait(struct ctl_ctx *ctx, int argc, char **argv)
 	struct ibvf_port_src *src;
 	struct ibvf_port_cond c;
 	char err[IBVF_ERR_LEN], desc[IBVF_PORT_DESC_LEN], ctext[128];
-	struct timespec t0, t1;
+	int64_t t0, t1;
 	int ret, idx = -1, cancel_fd;
 	json_t *o;
 
@@ -603,18 +599,17 @@ static int port_wait(struct ctl_ctx *ctx, int argc, char **argv)
 		ibvf_port_src_close(src);
 		return ctl_error(CTL_FAILED, "out of memory or no pipe");
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = ibvf_mono_ms();
 	ret = ibvf_port_wait(src, &a.target, &c, w.timeout_ms, cancel_fd, info, &idx, err,
 			     sizeof(err));
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	t1 = ibvf_mono_ms();
 	stop_fd_close();
 	cond_text(&c, ctext, sizeof(ctext));
 	o = info_json(src, &a, info);
 	json_object_set_new(o, "met", json_boolean(ret == 0));
 	json_object_set_new(o, "condition", json_string(ctext));
 	json_object_set_new(o, "waited_ms",
-			    json_integer((t1.tv_sec - t0.tv_sec) * 1000 +
-					 (t1.tv_nsec - t0.tv_nsec) / 1000000));
+			    json_integer(t1 - t0));
 	if (idx >= 0) {
 		char e[8];
 
@@ -645,7 +640,7 @@ struct watch_state {
 	struct ctl_ctx *ctx;
 	struct port_args *a;
 	struct ibvf_port_src *src;
-	struct timespec t0;
+	int64_t t0; /* CLOCK_MONOTONIC ms */
 	unsigned long events;
 	bool header;
 };
@@ -686,8 +681,7 @@ static void watch_cb(const struct ibvf_port_info *prev, const struct ibvf_port_i
 
 	(void)prev;
 	o = info_json(ws->src, ws->a, now);
-	json_object_set_new(o, "t_ms", json_integer(now->ms - ((int64_t)ws->t0.tv_sec * 1000 +
-							       ws->t0.tv_nsec / 1000000)));
+	json_object_set_new(o, "t_ms", json_integer(now->ms - ws->t0));
 	json_object_set_new(o, "changed", changed_json(changed));
 	ctl_emit_stream(ws->ctx, o, watch_cols, &ws->header);
 	ws->events++;
@@ -720,16 +714,13 @@ static int watch_loop(struct ibvf_port_watch *pw, int stop_fd, const struct watc
 {
 	struct pollfd p[2] = { { .fd = ibvf_port_watch_fd(pw), .events = POLLIN },
 			       { .fd = stop_fd, .events = POLLIN } };
-	struct timespec t;
 
 	for (;;) {
 		int64_t left = -1;
 		int r;
 
 		if (wa->duration_ms) {
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			left = (int64_t)wa->duration_ms - ((t.tv_sec - ws->t0.tv_sec) * 1000 +
-							   (t.tv_nsec - ws->t0.tv_nsec) / 1000000);
+			left = (int64_t)wa->duration_ms - (ibvf_mono_ms() - ws->t0);
 			if (left <= 0)
 				return 0;
 		}
@@ -776,7 +767,7 @@ static int port_watch(struct ctl_ctx *ctx, int argc, char **argv)
 	ws.ctx = ctx;
 	ws.a = &a;
 	ws.src = src;
-	clock_gettime(CLOCK_MONOTONIC, &ws.t0);
+	ws.t0 = ibvf_mono_ms();
 	ret = ibvf_port_watch_new(src, &a.target, watch_cb, &ws, &pw, err, sizeof(err));
 	if (ret) {
 		stop_fd_close();

@@ -51,14 +51,6 @@ struct ibvf_loop {
 	bool quit;
 };
 
-int64_t ibvf_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void drain_posts(struct ibvf_loop *l, int fd, uint32_t events, void *arg)
 {
 	uint64_t v;

@@ -10,6 +10,8 @@
 #ifndef IBVF_EVLOOP_H
 #define IBVF_EVLOOP_H
 
+#include "clock.h" /* ibvf_mono_ms(): the loop's clock */
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -71,7 +73,5 @@ int ibvf_loop_run(struct ibvf_loop *l);
 /** ibvf_loop_quit() - make ibvf_loop_run() return after the current dispatch (loop thread). */
 void ibvf_loop_quit(struct ibvf_loop *l);
 
-/** ibvf_mono_ms() - CLOCK_MONOTONIC in ms. */
-int64_t ibvf_mono_ms(void);
 
 #endif /* IBVF_EVLOOP_H */

@@ -24,6 +24,7 @@
 
 #include <ibvf/types.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "statedir.h"
@@ -89,12 +90,7 @@ static uint64_t dec(sqlite3_int64 v)
 
 static int64_t now_ms(struct ibvf_pool *p)
 {
-	struct timespec ts;
-
-	if (p->now_ms)
-		return p->now_ms(p->now_arg);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return p->now_ms ? p->now_ms(p->now_arg) : ibvf_wall_ms();
 }
 
 /* Clip a configured range to assignable GUIDs; false when nothing is left. */

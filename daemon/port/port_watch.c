@@ -32,6 +32,7 @@
 
 #include <ibvf/types.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 
@@ -93,14 +94,6 @@ void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw)
 	pw->poll_max_ms = 500;
 	pw->mad_timeout_ms = 200;
 	pw->mad_retries = 2;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ------------------------------------------------------------ names -- */
@@ -451,7 +444,7 @@ int ibvf_port_src_open(const char *ca, int port, enum ibvf_port_source kind,
 	s->kind = kind;
 	s->port = port;
 	s->umad_fd = -1;
-	s->trid = (uint32_t)(now_ms() ^ ((uint32_t)getpid() << 16)) | 1;
+	s->trid = (uint32_t)(ibvf_mono_ms() ^ ((uint32_t)getpid() << 16)) | 1;
 	if (cfg)
 		s->cfg = *cfg;
 	else
@@ -505,7 +498,7 @@ int ibvf_port_src_self(struct ibvf_port_src *src, struct ibvf_port_info *out, ch
 	int ret;
 
 	memset(out, 0, sizeof(*out));
-	out->ms = now_ms();
+	out->ms = ibvf_mono_ms();
 	ret = local_read(src->ca, src->port, out, err, errlen);
 	if (ret)
 		snprintf(out->error, sizeof(out->error), "%s", err ? err : "");
@@ -543,12 +536,12 @@ static int mad_call(struct ibvf_port_src *s, ib_rpc_t *rpc, ib_portid_t *dport, 
 	if (len < 0)
 		return -EIO;
 	for (attempt = 0; attempt <= (int)s->cfg.mad_retries; attempt++) {
-		int64_t deadline = now_ms() + s->cfg.mad_timeout_ms;
+		int64_t deadline = ibvf_mono_ms() + s->cfg.mad_timeout_ms;
 
 		if (umad_send(s->umad_fd, agent, sbuf, len, (int)s->cfg.mad_timeout_ms, 0) < 0)
 			return -EIO;
 		for (;;) {
-			int64_t left = deadline - now_ms();
+			int64_t left = deadline - ibvf_mono_ms();
 			int rlen = IB_MAD_SIZE, r;
 			uint8_t *mad;
 
@@ -934,7 +927,7 @@ static int do_query(struct ibvf_port_src *s, const struct ibvf_port_target *t, u
 		err = ebuf;
 		errlen = sizeof(ebuf);
 	}
-	out->ms = now_ms();
+	out->ms = ibvf_mono_ms();
 	ret = target_check(s, t, err, errlen);
 	if (ret)
 		goto fail;
@@ -1079,10 +1072,10 @@ static void who_str(const struct ibvf_port_src *s, const struct ibvf_port_target
 static int nap(int fd, int64_t ms)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int64_t end = now_ms() + ms;
+	int64_t end = ibvf_mono_ms() + ms;
 
 	for (;;) {
-		int64_t left = end - now_ms();
+		int64_t left = end - ibvf_mono_ms();
 		int r;
 
 		if (left <= 0)
@@ -1107,7 +1100,7 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 {
 	struct ibvf_port_info *cur, *prev;
 	char desc[IBVF_PORT_DESC_LEN], who[360];
-	int64_t start = now_ms(), deadline = start + timeout_ms;
+	int64_t start = ibvf_mono_ms(), deadline = start + timeout_ms;
 	uint32_t interval = 0;
 	int ret, polls = 0;
 
@@ -1137,12 +1130,12 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 		changed = polls == 1 || info_diff(prev, cur);
 		interval = next_interval(&src->cfg, interval, changed);
 		memcpy(prev, cur, sizeof(*cur));
-		if (now_ms() >= deadline) {
+		if (ibvf_mono_ms() >= deadline) {
 			ret = -ETIMEDOUT;
 			break;
 		}
-		if (now_ms() + interval > deadline)
-			interval = (uint32_t)(deadline - now_ms());
+		if (ibvf_mono_ms() + interval > deadline)
+			interval = (uint32_t)(deadline - ibvf_mono_ms());
 		/* a cancel already pending is seen here, after one observation to report */
 		ret = nap(cancel_fd, interval ? interval : 1);
 		if (ret)
@@ -1151,11 +1144,11 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 	who_str(src, t, who, sizeof(who));
 	if (ret == -ETIMEDOUT)
 		ibvf_errf(err, errlen, ret, "%s: timed out after %lld ms (%d polls): %s", who,
-			  (long long)(now_ms() - start), polls,
+			  (long long)(ibvf_mono_ms() - start), polls,
 			  ibvf_port_describe(cur, c, desc, sizeof(desc)));
 	else if (ret == -ECANCELED)
 		ibvf_errf(err, errlen, ret, "%s: wait cancelled after %lld ms: %s", who,
-			  (long long)(now_ms() - start),
+			  (long long)(ibvf_mono_ms() - start),
 			  ibvf_port_describe(cur, c, desc, sizeof(desc)));
 	else if (ret)
 		ibvf_errf(err, errlen, ret, "%s: wait failed: %s", who, strerror(-ret));

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "clock.h"
 #include "rc_check.h"
 
 /*
@@ -96,14 +97,6 @@ struct rc_run {
 	uint64_t deadline_ns, next_live_ns;
 	unsigned int sends_posted[2], sends_done[2], recvs_done[2];
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 const char *ibvf_rc_status_name(enum ibvf_rc_status s)
 {
@@ -832,7 +825,7 @@ static int rc_connect(struct rc_run *r)
 {
 	uint32_t psn[2];
 	uint16_t index[2] = {(uint16_t)r->res->pkey_index, (uint16_t)r->res->peer_pkey_index};
-	uint64_t seed = now_ns() ^ ((uint64_t)getpid() << 20);
+	uint64_t seed = ibvf_mono_ns() ^ ((uint64_t)getpid() << 20);
 
 	psn[0] = (uint32_t)(seed * 2654435761u) & 0xffffff;
 	psn[1] = (uint32_t)((seed >> 7) * 40503u + 1) & 0xffffff;
@@ -1000,13 +993,13 @@ static int rc_block(struct rc_run *r, uint64_t t, uint64_t op_deadline, const ch
 			return rc_verb_fail(r, "ibv_get_cq_event", errno, NULL);
 		}
 	}
-	return rc_liveness(r, now_ns());
+	return rc_liveness(r, ibvf_mono_ns());
 }
 
 /* Wait for one completion: spin for spin_us, then arm and sleep. */
 static int rc_next_wc(struct rc_run *r, uint64_t op_deadline, const char *what)
 {
-	uint64_t spin_end = now_ns() + (uint64_t)r->o->spin_us * 1000u;
+	uint64_t spin_end = ibvf_mono_ns() + (uint64_t)r->o->spin_us * 1000u;
 	struct ibv_wc wc;
 
 	/* spinning never outlasts a deadline: rc_block() reports it */
@@ -1024,7 +1017,7 @@ static int rc_next_wc(struct rc_run *r, uint64_t op_deadline, const char *what)
 			return rc_verb_fail(r, "ibv_poll_cq", -n, NULL);
 		if (n == 1)
 			return rc_handle_wc(r, &wc);
-		t = now_ns();
+		t = ibvf_mono_ns();
 		if (t < spin_end)
 			continue;
 		if (!r->armed) {
@@ -1042,7 +1035,7 @@ static int rc_next_wc(struct rc_run *r, uint64_t op_deadline, const char *what)
 
 static int rc_wait(struct rc_run *r, unsigned int *counter, unsigned int target, const char *what)
 {
-	uint64_t op_deadline = now_ns() + (uint64_t)r->o->op_timeout_ms * 1000000u;
+	uint64_t op_deadline = ibvf_mono_ns() + (uint64_t)r->o->op_timeout_ms * 1000000u;
 
 	while (*counter < target) {
 		int ret = rc_next_wc(r, op_deadline, what);
@@ -1082,11 +1075,11 @@ static int rc_pingpong(struct rc_run *r)
 	if (!r->samples)
 		return rc_fail(r, IBVF_RC_ERROR, "calloc", -ENOMEM, "out of memory");
 	for (unsigned int i = 0; i < total; i++) {
-		uint64_t t0 = now_ns(), t1;
+		uint64_t t0 = ibvf_mono_ns(), t1;
 
 		if (rc_round_trip(r, i))
 			return -r->res->error_errno;
-		t1 = now_ns();
+		t1 = ibvf_mono_ns();
 		if (i >= r->o->warmup)
 			r->samples[r->res->iterations++] = t1 - t0;
 		if (rc_post_recv(r, QP_A) || rc_liveness(r, t1))
@@ -1106,7 +1099,7 @@ static int rc_run_check(const struct ibvf_rc_opts *o, struct ibvf_rc_result *res
 {
 	struct rc_run r = {
 		.o = o, .res = res, .err = err, .errlen = errlen, .netns_label = netns_label};
-	uint64_t t0 = now_ns();
+	uint64_t t0 = ibvf_mono_ns();
 	int ret;
 
 	r.deadline_ns = t0 + (uint64_t)o->timeout_ms * 1000000u;
@@ -1131,7 +1124,7 @@ static int rc_run_check(const struct ibvf_rc_opts *o, struct ibvf_rc_result *res
 		ret = rc_pingpong(&r);
 	rc_stats(r.samples, res->iterations, res);
 	rc_release(&r);
-	res->elapsed_ms = (double)(now_ns() - t0) / 1e6;
+	res->elapsed_ms = (double)(ibvf_mono_ns() - t0) / 1e6;
 	if (ret)
 		return ret;
 	if (o->p99_max_us > 0 && res->p99_us > o->p99_max_us)
@@ -1246,7 +1239,7 @@ rc_parent_err(struct ibvf_rc_result *res, enum ibvf_rc_status st, const char *ve
 static int rc_check_netns(const struct ibvf_rc_opts *o, struct ibvf_rc_result *res, char *err,
 			  size_t errlen)
 {
-	uint64_t deadline = now_ns() + ((uint64_t)o->timeout_ms + 2000u) * 1000000u;
+	uint64_t deadline = ibvf_mono_ns() + ((uint64_t)o->timeout_ms + 2000u) * 1000000u;
 	struct rc_child_msg m;
 	char path[4096];
 	size_t off = 0;
@@ -1286,7 +1279,7 @@ static int rc_check_netns(const struct ibvf_rc_opts *o, struct ibvf_rc_result *r
 	close(fd);
 	close(p[1]);
 	while (off < sizeof(m)) {
-		uint64_t t = now_ns();
+		uint64_t t = ibvf_mono_ns();
 		struct pollfd pfd = {.fd = p[0], .events = POLLIN};
 		ssize_t n;
 
@@ -1309,7 +1302,7 @@ static int rc_check_netns(const struct ibvf_rc_opts *o, struct ibvf_rc_result *r
 	close(p[0]);
 	st = rc_reap(pid, off < sizeof(m));
 	if (off < sizeof(m)) {
-		if (now_ns() >= deadline)
+		if (ibvf_mono_ns() >= deadline)
 			return RC_ERR(
 				IBVF_RC_FAIL, "timeout", -ETIMEDOUT,
 				"netns %s: the check did not finish within %u ms; its process "

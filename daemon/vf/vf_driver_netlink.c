@@ -18,6 +18,7 @@
 
 #include <ibvf/types.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "vf_netlink.h"
@@ -79,14 +80,6 @@ static int sysfs_write(const char *path, const char *text)
 	return (size_t)n == strlen(text) ? 0 : -EIO;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int ibvf_vf_sysfs_rebind(const char *sysfs_root, const struct ibvf_vf_info *vf,
 			 const char *driver, uint32_t timeout_ms, char *err, size_t errlen)
 {
@@ -109,13 +102,13 @@ int ibvf_vf_sysfs_rebind(const char *sysfs_root, const struct ibvf_vf_info *vf,
 			return ibvf_errf(err, errlen, ret, "unbinding VF %s (%s): %s", vf->pci, p,
 					 strerror(-ret));
 		/* A kernel unbind is synchronous; a lab's may not be: wait for it. */
-		end = mono_ms() + timeout_ms;
+		end = ibvf_mono_ms() + timeout_ms;
 		ibvf_pci_dev_path(sysfs_root, vf->pci, "driver", p, sizeof(p));
 		while (access(p, F_OK) == 0) {
 			if (!ibvf_pci_dev_exists(sysfs_root, vf->pci))
 				return ibvf_errf(err, errlen, -ENODEV,
 						 "VF %s vanished during unbind", vf->pci);
-			if (mono_ms() >= end)
+			if (ibvf_mono_ms() >= end)
 				return ibvf_errf(err, errlen, -ETIMEDOUT,
 						 "VF %s still bound to %s %u ms after unbind",
 						 vf->pci, drv, timeout_ms);

@@ -93,8 +93,7 @@ static int read_int(const char *path, int *out)
 	return 0;
 }
 
-/* basename of the target of symlink @path into @buf; -ENOENT when absent. */
-static int link_base(const char *path, char *buf, size_t len)
+int ibvf_sysfs_link_base(const char *path, char *buf, size_t len)
 {
 	char t[PATH_MAX];
 	ssize_t n = readlink(path, t, sizeof(t) - 1);
@@ -190,7 +189,7 @@ static void read_driver(const char *dev, char *buf, size_t len)
 	char p[PATH_MAX];
 
 	buf[0] = 0;
-	if (!path_of(p, sizeof(p), dev, "driver", NULL) && link_base(p, buf, len))
+	if (!path_of(p, sizeof(p), dev, "driver", NULL) && ibvf_sysfs_link_base(p, buf, len))
 		buf[0] = 0;
 }
 
@@ -242,7 +241,7 @@ static int virtfn_index(const char *pfdir, const char *vf_pci)
 		if (*end || n < 0 || n > 65535)
 			continue;
 		if (!path_of(p, sizeof(p), pfdir, de->d_name, NULL) &&
-		    !link_base(p, target, sizeof(target)) && !strcmp(target, vf_pci))
+		    !ibvf_sysfs_link_base(p, target, sizeof(target)) && !strcmp(target, vf_pci))
 			idx = (int)n;
 	}
 	closedir(d);
@@ -268,7 +267,7 @@ int ibvf_vf_lookup(const char *sysfs_root, const char *pci_in, struct ibvf_vf_in
 	if (!ibvf_pci_dev_exists(sysfs_root, pci))
 		return ibvf_errf(err, errlen, -ENODEV, "no PCI device %s (%s does not exist)", pci,
 				 dev);
-	ret = link_base(p, pf.pci, sizeof(pf.pci));
+	ret = ibvf_sysfs_link_base(p, pf.pci, sizeof(pf.pci));
 	if (ret) {
 		if (exists(dev, "sriov_totalvfs", NULL))
 			return ibvf_errf(err, errlen, -EINVAL,
@@ -310,7 +309,7 @@ static int resolve_pf(const char *sysfs_root, const char *pf, char *pci, size_t 
 	for (size_t i = 0; i < 2; i++) {
 		int n = snprintf(p, sizeof(p), "%s/class/%s/%s/device", sysfs_root, classes[i], pf);
 
-		if (n > 0 && (size_t)n < sizeof(p) && !link_base(p, pci, len))
+		if (n > 0 && (size_t)n < sizeof(p) && !ibvf_sysfs_link_base(p, pci, len))
 			return 0;
 	}
 	return ibvf_errf(err, errlen, -ENODEV,
@@ -337,7 +336,7 @@ int ibvf_vf_lookup_index(const char *sysfs_root, const char *pf, int index,
 				 "PF %s (%s) is not in SR-IOV mode (sriov_numvfs is 0)", pf, pci);
 	snprintf(link, sizeof(link), "virtfn%d", index);
 	if (index < 0 || ibvf_pci_dev_path(sysfs_root, pci, link, p, sizeof(p)) ||
-	    link_base(p, vf, sizeof(vf)))
+	    ibvf_sysfs_link_base(p, vf, sizeof(vf)))
 		return ibvf_errf(err, errlen, -ENODEV, "PF %s (%s) has no VF %d (it has %d)", pf,
 				 pci, index, pfi.num_vfs);
 	return ibvf_vf_lookup(sysfs_root, vf, out, err, errlen);
@@ -392,7 +391,7 @@ static int scan_vfs(const char *sysfs_root, const char *pfdir, struct ibvf_pf_in
 		vf = &pf->vfs[pf->n_vfs];
 		memset(vf, 0, sizeof(*vf));
 		if (path_of(p, sizeof(p), pfdir, de->d_name, NULL) ||
-		    link_base(p, vf->pci, sizeof(vf->pci)) ||
+		    ibvf_sysfs_link_base(p, vf->pci, sizeof(vf->pci)) ||
 		    ibvf_pci_dev_path(sysfs_root, vf->pci, NULL, vfdir, sizeof(vfdir)))
 			continue;
 		fill_vf(vfdir, pf, (int)n, vf);

@@ -145,4 +145,12 @@ int ibvf_sysfs_read_str(const char *path, char *buf, size_t len);
 /** ibvf_pci_dev_exists() - the PCI device directory of @pci exists. */
 bool ibvf_pci_dev_exists(const char *sysfs_root, const char *pci);
 
+/**
+ * ibvf_sysfs_link_base() - the last component of the target of symlink
+ * @path (sysfs "driver", "physfn", "virtfn<N>" links: a driver name or a PCI
+ * address) into @buf of @len bytes; trailing '/' ignored.
+ * Return: 0, -ENAMETOOLONG, or readlink(2)'s errno (-ENOENT when absent).
+ */
+int ibvf_sysfs_link_base(const char *path, char *buf, size_t len);
+
 #endif /* IBVF_VF_INVENTORY_H */

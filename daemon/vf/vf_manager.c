@@ -15,6 +15,7 @@
 
 #include <ibvf/types.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "statedir.h"
@@ -27,14 +28,6 @@ struct ibvf_vf_manager {
 	uint32_t poll_ms;
 	struct ibvf_vf_driver *drv;
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(uint32_t ms)
 {
@@ -97,7 +90,7 @@ static int lock_vf(struct ibvf_vf_manager *m, const char *pci, int *fd_out, char
 		   size_t errlen)
 {
 	char p[PATH_MAX];
-	int64_t end = mono_ms() + m->lock_timeout_ms;
+	int64_t end = ibvf_mono_ms() + m->lock_timeout_ms;
 	int fd;
 
 	if (snprintf(p, sizeof(p), "%s/vf-%s.lock", m->lock_dir, pci) >= (int)sizeof(p))
@@ -114,7 +107,7 @@ static int lock_vf(struct ibvf_vf_manager *m, const char *pci, int *fd_out, char
 			close(fd);
 			return ibvf_errf(err, errlen, -e, "VF lock %s: %s", p, strerror(e));
 		}
-		if (mono_ms() >= end) {
+		if (ibvf_mono_ms() >= end) {
 			close(fd);
 			return ibvf_errf(err, errlen, -EBUSY,
 					 "VF %s is being programmed by another operation (still "
@@ -162,7 +155,7 @@ static int check_driver(const struct ibvf_vf_info *vf, char *err, size_t errlen)
 static int wait_back(struct ibvf_vf_manager *m, const struct ibvf_vf_info *old,
 		     struct ibvf_vf_info *out, char *err, size_t errlen)
 {
-	int64_t start = mono_ms(), end = start + m->rebind_timeout_ms;
+	int64_t start = ibvf_mono_ms(), end = start + m->rebind_timeout_ms;
 	struct ibvf_vf_info cur;
 	char e[IBVF_ERR_LEN] = "";
 
@@ -177,11 +170,11 @@ static int wait_back(struct ibvf_vf_manager *m, const struct ibvf_vf_info *old,
 			*out = cur;
 			log_debug("PF %s VF %d (%s): back after %lld ms as netdev %s, RDMA device "
 				  "%s",
-				  cur.pf_netdev, cur.index, cur.pci, (long long)(mono_ms() - start),
+				  cur.pf_netdev, cur.index, cur.pci, (long long)(ibvf_mono_ms() - start),
 				  cur.netdev, cur.rdma_dev);
 			return 0;
 		}
-		if (mono_ms() >= end)
+		if (ibvf_mono_ms() >= end)
 			break;
 		sleep_ms(m->poll_ms);
 	}

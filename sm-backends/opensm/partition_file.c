@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "statedir.h"
 
@@ -76,17 +77,9 @@ int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *e
 	return 0;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int pf_lock(const char *lock_path, unsigned timeout_ms, int *fd, char *err, size_t errlen)
 {
-	int64_t end = mono_ms() + timeout_ms;
+	int64_t end = ibvf_mono_ms() + timeout_ms;
 	int l = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
 	*fd = -1;
@@ -101,7 +94,7 @@ int pf_lock(const char *lock_path, unsigned timeout_ms, int *fd, char *err, size
 			return ibvf_errf(err, errlen, ret, "locking %s: %s", lock_path,
 					 strerror(-ret));
 		}
-		if (mono_ms() >= end) {
+		if (ibvf_mono_ms() >= end) {
 			close(l);
 			return ibvf_errf(err, errlen, -EBUSY, "%s is held by another ibvf process "
 					 "for more than %u ms", lock_path, timeout_ms);

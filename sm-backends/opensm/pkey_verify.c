@@ -8,18 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 
 #define PV_SHOW_FAILURES 3
 #define PV_RESOLVE_INTERVAL_MS 20
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void pv_close(struct pkey_verifier *v)
 {
@@ -83,7 +76,7 @@ static int resolve_until(struct pkey_verifier *v, struct pv_item *it, int64_t en
 
 		if (ret != -ENOENT)
 			return ret;
-		if (mono_ms() >= end)
+		if (ibvf_mono_ms() >= end)
 			return ibvf_err_prefix(err, errlen, -ETIMEDOUT,
 					       "the SA still knows no port with this GUID");
 		usleep(PV_RESOLVE_INTERVAL_MS * 1000);
@@ -102,7 +95,7 @@ static void show_failure(char *shown, size_t len, const struct pv_item *it, cons
 int pv_run(struct pkey_verifier *v, uint16_t pkey, struct pv_item *items, size_t n,
 	   uint32_t timeout_ms, char *err, size_t errlen)
 {
-	int64_t end = mono_ms() + timeout_ms;
+	int64_t end = ibvf_mono_ms() + timeout_ms;
 	char shown[3 * 512] = "", e[512];
 	size_t failed = 0, checked = 0;
 	int first_ret = 0;
@@ -118,7 +111,7 @@ int pv_run(struct pkey_verifier *v, uint16_t pkey, struct pv_item *items, size_t
 		e[0] = '\0';
 		if (!it->lid)
 			ret = resolve_until(v, it, end, e, sizeof(e));
-		left = end - mono_ms();
+		left = end - ibvf_mono_ms();
 		if (!ret)
 			ret = v->ops->wait(v->ctx, it->lid, pkey, it->want,
 					   (uint32_t)(left > 0 ? left : 0), e, sizeof(e));
