@@ -144,16 +144,11 @@ static void copy_str(char *dst, size_t len, json_t *obj, const char *key)
 static void parse_link_state(struct cni_cache *c, json_t *root)
 {
 	const char *s = json_string_value(json_object_get(root, "link_state"));
+	enum ibvf_vf_link_state ls;
 
 	c->link_state = CNI_LINK_STATE_UNSET;
-	if (!s)
-		return;
-	if (!strcmp(s, "auto"))
-		c->link_state = CNI_LINK_STATE_AUTO;
-	else if (!strcmp(s, "enable"))
-		c->link_state = CNI_LINK_STATE_ENABLE;
-	else if (!strcmp(s, "disable"))
-		c->link_state = CNI_LINK_STATE_DISABLE;
+	if (s && !ibvf_vf_link_state_parse(s, &ls, NULL, 0))
+		c->link_state = (enum cni_link_state)ls;
 }
 
 int cni_cache_parse(json_t *root, const char *file_name, struct cni_cache *c, char *err,

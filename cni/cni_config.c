@@ -145,18 +145,16 @@ void cni_env_free(struct cni_env *env)
 	env->pod_namespace = env->pod_name = env->pod_uid = NULL;
 }
 
+_Static_assert(CNI_LINK_STATE_AUTO == (int)IBVF_VF_LINK_AUTO &&
+		       CNI_LINK_STATE_ENABLE == (int)IBVF_VF_LINK_ENABLE &&
+		       CNI_LINK_STATE_DISABLE == (int)IBVF_VF_LINK_DISABLE,
+	       "cni_link_state carries enum ibvf_vf_link_state values");
+
 const char *cni_link_state_name(enum cni_link_state s)
 {
-	switch (s) {
-	case CNI_LINK_STATE_AUTO:
-		return "auto";
-	case CNI_LINK_STATE_ENABLE:
-		return "enable";
-	case CNI_LINK_STATE_DISABLE:
-		return "disable";
-	default:
+	if (s < CNI_LINK_STATE_AUTO || s > CNI_LINK_STATE_DISABLE)
 		return "";
-	}
+	return ibvf_vf_link_state_name((enum ibvf_vf_link_state)s);
 }
 
 int cni_version_parse(const char *s, unsigned *out)
@@ -180,33 +178,6 @@ bool cni_version_supported(unsigned v)
 			return true;
 	}
 	return false;
-}
-
-bool cni_pci_addr_valid(const char *s)
-{
-	size_t n = s ? strlen(s) : 0, i, dom;
-
-	/* domain (4..8 hex digits, VMD domains are longer) ':' bus ':' dev '.' fn */
-	if (n < 12 || n > 16)
-		return false;
-	dom = n - 8;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (i == dom || i == dom + 3) {
-			if (c != ':')
-				return false;
-		} else if (i == dom + 6) {
-			if (c != '.')
-				return false;
-		} else if (i == n - 1) {
-			if (c < '0' || c > '7')
-				return false;
-		} else if (!isxdigit((unsigned char)c)) {
-			return false;
-		}
-	}
-	return true;
 }
 
 /* ------------------------------------------------------------ netconf -- */
@@ -311,25 +282,15 @@ static int check_keys(struct pctx *p, json_t *obj, const char *path, const char 
 static int add_pkey(struct pctx *p, const char *what, const char *s, const char *membership)
 {
 	struct cni_netconf *nc = p->nc;
-	enum ibvf_membership m = IBVF_MEMBER_FULL;
+	enum ibvf_membership m;
 	char e[IBVF_ERR_LEN];
 	uint16_t v;
 
-	if (ibvf_pkey_parse(s, &v, e, sizeof(e)))
+	/* the default partition is allowed here: ibvfd applies its allow_default_pkey */
+	if (ibvf_pkey_member_parse(s, membership, true, &v, e, sizeof(e)))
 		return bad(p, "%s: %s", what, e);
-	if (membership && ibvf_membership_parse(membership, &m, e, sizeof(e)))
-		return bad(p, "%s: %s", what, e);
-	if (ibvf_pkey_is_full(v)) {
-		if (membership && m == IBVF_MEMBER_LIMITED)
-			return bad(p,
-				   "%s: P_Key %s has the full-member bit 0x8000 but membership "
-				   "is \"limited\"",
-				   what, s);
-		m = IBVF_MEMBER_FULL;
-	}
+	m = ibvf_pkey_is_full(v) ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED;
 	v = ibvf_pkey_key(v);
-	if (ibvf_pkey_check_tenant(v, true, e, sizeof(e)))
-		return bad(p, "%s: %s", what, e);
 	for (size_t i = 0; i < nc->n_pkeys; i++) {
 		if (nc->pkeys[i].key != v)
 			continue;
@@ -447,19 +408,16 @@ static int parse_guid(struct pctx *p, json_t *root)
 static int parse_link_state(struct pctx *p, json_t *root)
 {
 	const char *s = NULL;
+	enum ibvf_vf_link_state ls;
+	char e[IBVF_ERR_LEN];
 	int ret = get_str(p, root, "", "link_state", &s);
 
 	p->nc->link_state = CNI_LINK_STATE_UNSET;
 	if (ret || !s || !*s)
 		return ret;
-	if (!strcmp(s, "auto"))
-		p->nc->link_state = CNI_LINK_STATE_AUTO;
-	else if (!strcmp(s, "enable"))
-		p->nc->link_state = CNI_LINK_STATE_ENABLE;
-	else if (!strcmp(s, "disable"))
-		p->nc->link_state = CNI_LINK_STATE_DISABLE;
-	else
-		return bad(p, "link_state: invalid value \"%s\" (auto, enable or disable)", s);
+	if (ibvf_vf_link_state_parse(s, &ls, e, sizeof(e)))
+		return bad(p, "link_state: %s", e);
+	p->nc->link_state = (enum cni_link_state)ls;
 	return 0;
 }
 
@@ -590,6 +548,7 @@ static int parse_valid_attachments(struct pctx *p, json_t *root)
 static int parse_device(struct pctx *p, json_t *root, enum cni_command cmd)
 {
 	struct cni_netconf *nc = p->nc;
+	char pci[IBVF_PCI_ADDR_LEN], e[IBVF_ERR_LEN];
 	int ret;
 
 	if ((ret = get_str(p, root, "", "deviceID", &nc->device_id)))
@@ -603,9 +562,12 @@ static int parse_device(struct pctx *p, json_t *root, enum cni_command cmd)
 				      "resourceName annotation set?)");
 		return 0;
 	}
-	if (!cni_pci_addr_valid(nc->device_id))
-		return bad(p, "deviceID: \"%s\" is not a PCI address like 0000:03:00.2",
-			   nc->device_id);
+	if (ibvf_pci_addr_parse(nc->device_id, pci, e, sizeof(e)))
+		return bad(p, "deviceID: %s", e);
+	/* hand on the sysfs spelling (lower case) of the address */
+	if (json_object_set_new(root, "deviceID", json_string(pci)))
+		return ibvf_errf(p->err, p->errlen, -ENOMEM, "out of memory");
+	nc->device_id = json_string_value(json_object_get(root, "deviceID"));
 	return 0;
 }
 

@@ -174,7 +174,10 @@ int cni_netconf_parse(struct cni_netconf *nc, const char *text, size_t len, enum
 /** cni_netconf_free() - release @nc. */
 void cni_netconf_free(struct cni_netconf *nc);
 
-/** cni_pci_addr_valid() - "DDDD:BB:DD.F" with hex digits (the sysfs PCI device name). */
-bool cni_pci_addr_valid(const char *s);
+/** cni_pci_addr_valid() - the rule of ibvf_pci_addr_parse() (<ibvf/types.h>), as a bool. */
+static inline bool cni_pci_addr_valid(const char *s)
+{
+	return ibvf_pci_addr_valid(s, NULL, 0) == 0;
+}
 
 #endif /* IBVF_CNI_CONFIG_H */

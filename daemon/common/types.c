@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* GUID and P_Key parsing/formatting (include/ibvf/types.h). */
+/*
+ * GUID, P_Key, PCI address and VF link state parsing/formatting
+ * (include/ibvf/types.h): the one validator of each rule.
+ */
 #include <ibvf/types.h>
 
 #include <ctype.h>
@@ -146,6 +149,103 @@ int ibvf_pkey_check_tenant(uint16_t pkey, bool allow_default, char *err, size_t 
 				 pkey);
 	return 0;
 }
+
+int ibvf_pkey_member(uint16_t pkey, const char *membership, bool allow_default, uint16_t *out,
+		     char *err, size_t errlen)
+{
+	enum ibvf_membership m = IBVF_MEMBER_FULL;
+	int ret;
+
+	if (membership) {
+		ret = ibvf_membership_parse(membership, &m, err, errlen);
+		if (ret)
+			return ret;
+	}
+	if (ibvf_pkey_is_full(pkey) && m == IBVF_MEMBER_LIMITED)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "P_Key 0x%04x has the full-member bit 0x8000 but membership is "
+				 "\"limited\" (use 0x%04x)",
+				 pkey, ibvf_pkey_key(pkey));
+	ret = ibvf_pkey_check_tenant(pkey, allow_default, err, errlen);
+	if (ret)
+		return ret;
+	*out = ibvf_pkey_key(pkey) | (m == IBVF_MEMBER_FULL ? IBVF_PKEY_FULL_BIT : 0);
+	return 0;
+}
+
+int ibvf_pkey_member_parse(const char *pkey, const char *membership, bool allow_default,
+			   uint16_t *out, char *err, size_t errlen)
+{
+	uint16_t v;
+	int ret = ibvf_pkey_parse(pkey, &v, err, errlen);
+
+	return ret ? ret : ibvf_pkey_member(v, membership, allow_default, out, err, errlen);
+}
+
+/* ------------------------------------------------------- PCI addresses -- */
+
+static bool hex_run(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (hexval((unsigned char)s[i]) < 0)
+			return false;
+	return true;
+}
+
+int ibvf_pci_addr_parse(const char *s, char *out, char *err, size_t errlen)
+{
+	const char *c1 = s ? strchr(s, ':') : NULL;
+	size_t dom = c1 ? (size_t)(c1 - s) : 0;
+
+	/* domain ':' bus ':' device '.' function; c1 points at the first ':' */
+	if (!c1 || dom < 4 || dom > 8 || (dom > 4 && s[0] == '0') || !hex_run(s, dom) ||
+	    strlen(c1) != 8 || !hex_run(c1 + 1, 2) || c1[3] != ':' || !hex_run(c1 + 4, 2) ||
+	    c1[6] != '.' || c1[7] < '0' || c1[7] > '7' ||
+	    hexval((unsigned char)c1[4]) * 16 + hexval((unsigned char)c1[5]) > 0x1f)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "'%.40s' is not a PCI address (expected DDDD:BB:DD.F, e.g. "
+				 "0000:03:00.2: domain 4-8 hex digits, bus 2, device 2 (<= 1f), "
+				 "function 0-7)",
+				 s ? s : "");
+	if (out) {
+		size_t i;
+
+		for (i = 0; s[i]; i++)
+			out[i] = (char)tolower((unsigned char)s[i]);
+		out[i] = 0;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------ VF link state -- */
+
+const char *ibvf_vf_link_state_name(enum ibvf_vf_link_state s)
+{
+	switch (s) {
+	case IBVF_VF_LINK_AUTO:
+		return "auto";
+	case IBVF_VF_LINK_ENABLE:
+		return "enable";
+	case IBVF_VF_LINK_DISABLE:
+		return "disable";
+	}
+	return "?";
+}
+
+int ibvf_vf_link_state_parse(const char *s, enum ibvf_vf_link_state *out, char *err,
+			     size_t errlen)
+{
+	for (int i = IBVF_VF_LINK_AUTO; i <= IBVF_VF_LINK_DISABLE; i++)
+		if (s && !strcasecmp(s, ibvf_vf_link_state_name((enum ibvf_vf_link_state)i))) {
+			*out = (enum ibvf_vf_link_state)i;
+			return 0;
+		}
+	return ibvf_errf(err, errlen, -EINVAL,
+			 "'%.32s' is not a VF link state (expected auto, enable or disable)",
+			 s ? s : "");
+}
+
+/* ---------------------------------------------------------- membership -- */
 
 const char *ibvf_membership_name(enum ibvf_membership m)
 {

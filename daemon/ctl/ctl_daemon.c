@@ -176,6 +176,65 @@ static int daemon_list(struct ctl_ctx *ctx, int argc, char **argv)
 
 /* ---------------------------------------------- prepare/commit/release -- */
 
+/*
+ * --pci, --guid, --link-state of prepare: checked here with the validators
+ * ibvfd uses (<ibvf/types.h>) and sent in their normalised spelling.
+ * Return: 0, or CTL_USAGE after the message.
+ */
+static int prepare_arg(json_t *params, int c, const char *v)
+{
+	char e[IBVF_ERR_LEN], b[32]; /* >= IBVF_GUID_STR_LEN, IBVF_PCI_ADDR_LEN */
+	enum ibvf_vf_link_state ls;
+	uint64_t g;
+
+	switch (c) {
+	case 'd':
+		if (ibvf_pci_addr_parse(v, b, e, sizeof(e)))
+			return ctl_error(CTL_USAGE, "--pci: %s", e);
+		json_object_set_new(params, "pci", json_string(b));
+		return 0;
+	case 'g':
+		if (ibvf_guid_parse(v, &g, e, sizeof(e)))
+			return ctl_error(CTL_USAGE, "--guid: %s", e);
+		if (!ibvf_guid_is_assignable(g))
+			return ctl_error(CTL_USAGE, "--guid %s is 0 or all-ones (not assignable)",
+					 v);
+		json_object_set_new(params, "guid", json_string(ibvf_guid_format(g, b)));
+		return 0;
+	default:
+		if (ibvf_vf_link_state_parse(v, &ls, e, sizeof(e)))
+			return ctl_error(CTL_USAGE, "--link-state: %s", e);
+		json_object_set_new(params, "link_state", json_string(ibvf_vf_link_state_name(ls)));
+		return 0;
+	}
+}
+
+/*
+ * The --pkey values with --limited (or not) as the prepare "pkeys" array. The
+ * default partition passes here; ibvfd applies its allow_default_pkey.
+ */
+static json_t *prepare_pkeys(json_t *pkeys, bool limited, int *rc)
+{
+	json_t *arr = json_array(), *p;
+	char e[IBVF_ERR_LEN], b[8];
+	size_t i;
+	uint16_t v;
+
+	json_array_foreach(pkeys, i, p)
+	{
+		if (ibvf_pkey_member_parse(json_string_value(p), limited ? "limited" : NULL, true,
+					   &v, e, sizeof(e))) {
+			*rc = ctl_error(CTL_USAGE, "--pkey: %s", e);
+			json_decref(arr);
+			return NULL;
+		}
+		snprintf(b, sizeof(b), "0x%04x", ibvf_pkey_key(v));
+		json_array_append_new(arr, json_pack("{s:s,s:s}", "pkey", b, "membership",
+						     ibvf_pkey_is_full(v) ? "full" : "limited"));
+	}
+	return arr;
+}
+
 static json_t *owner_opts(struct ctl_ctx *ctx, int argc, char **argv, int idx, bool prepare,
 			  int *rc)
 {
@@ -193,7 +252,7 @@ static json_t *owner_opts(struct ctl_ctx *ctx, int argc, char **argv, int idx, b
 	};
 	json_t *owner = json_pack("{s:s}", "ifname", "net1"), *params = json_object(),
 	       *pkeys = json_array();
-	const char *membership = "full";
+	bool limited = false;
 	int c;
 
 	*rc = CTL_OK;
@@ -221,19 +280,17 @@ static json_t *owner_opts(struct ctl_ctx *ctx, int argc, char **argv, int idx, b
 			json_object_set_new(owner, "network", json_string(optarg));
 			break;
 		case 'd':
-			json_object_set_new(params, "pci", json_string(optarg));
+		case 'g':
+		case 's':
+			*rc = prepare_arg(params, c, optarg);
+			if (*rc)
+				goto fail;
 			break;
 		case 'p':
 			json_array_append_new(pkeys, json_string(optarg));
 			break;
 		case 'l':
-			membership = "limited";
-			break;
-		case 'g':
-			json_object_set_new(params, "guid", json_string(optarg));
-			break;
-		case 's':
-			json_object_set_new(params, "link_state", json_string(optarg));
+			limited = true;
 			break;
 		default:
 			*rc = usage_of(c, idx);
@@ -249,16 +306,15 @@ static json_t *owner_opts(struct ctl_ctx *ctx, int argc, char **argv, int idx, b
 		goto fail;
 	}
 	if (prepare) {
-		json_t *arr = json_array(), *p;
-		size_t i;
+		json_t *arr;
 
 		if (!json_object_get(params, "pci") || !json_array_size(pkeys)) {
-			json_decref(arr);
 			*rc = ctl_error(CTL_USAGE, "prepare needs --pci ADDRESS and --pkey PKEY");
 			goto fail;
 		}
-		json_array_foreach(pkeys, i, p) json_array_append_new(
-			arr, json_pack("{s:O,s:s}", "pkey", p, "membership", membership));
+		arr = prepare_pkeys(pkeys, limited, rc);
+		if (!arr)
+			goto fail;
 		json_object_set_new(params, "pkeys", arr);
 	} else if (json_object_size(params) || json_array_size(pkeys)) {
 		*rc = ctl_error(CTL_USAGE, "--pci/--pkey/--guid/--link-state are for prepare");

@@ -334,27 +334,7 @@ static int parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t e
 	return ret ? ibvf_err_prefix(err, errlen, ret, "owner") : 0;
 }
 
-/* PCI address "DDDD:BB:DD.F" (lowercase hex), as the kernel names PCI devices. */
-static bool pci_valid(const char *s)
-{
-	static const char pat[] = "hhhh:hh:hh.d";
-
-	if (strlen(s) != sizeof(pat) - 1)
-		return false;
-	for (size_t i = 0; pat[i]; i++) {
-		char c = s[i];
-
-		if (pat[i] == 'h' && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return false;
-		if (pat[i] == 'd' && !(c >= '0' && c <= '7'))
-			return false;
-		if ((pat[i] == ':' || pat[i] == '.') && c != pat[i])
-			return false;
-	}
-	return true;
-}
-
-static int parse_pkeys(struct ibvf_engine *e, json_t *params, struct op *op, char *err,
+static int parse_pkeys(bool allow_default, json_t *params, struct op *op, char *err,
 		       size_t errlen)
 {
 	json_t *arr = json_object_get(params, "pkeys"), *it;
@@ -368,7 +348,6 @@ static int parse_pkeys(struct ibvf_engine *e, json_t *params, struct op *op, cha
 	json_array_foreach(arr, i, it)
 	{
 		json_t *pk = json_object_get(it, "pkey"), *m = json_object_get(it, "membership");
-		enum ibvf_membership mem = IBVF_MEMBER_FULL;
 		uint16_t v;
 		int ret;
 
@@ -385,15 +364,14 @@ static int parse_pkeys(struct ibvf_engine *e, json_t *params, struct op *op, cha
 			return ibvf_errf(err, errlen, -EINVAL,
 					 "pkeys[%zu].pkey: expected \"0x....\"", i);
 		}
-		if (m && (!json_is_string(m) ||
-			  ibvf_membership_parse(json_string_value(m), &mem, err, errlen)))
+		if (m && !json_is_string(m))
 			return ibvf_errf(err, errlen, -EINVAL,
 					 "pkeys[%zu].membership: expected \"full\" or \"limited\"",
 					 i);
-		ret = ibvf_pkey_check_tenant(v, e->allow_default_pkey, err, errlen);
+		ret = ibvf_pkey_member(v, m ? json_string_value(m) : NULL, allow_default, &v, err,
+				       errlen);
 		if (ret)
 			return ibvf_err_prefix(err, errlen, ret, "pkeys[%zu]", i);
-		v = ibvf_pkey_key(v) | (mem == IBVF_MEMBER_FULL ? IBVF_PKEY_FULL_BIT : 0);
 		for (size_t k = 0; k < op->n_pkeys; k++)
 			if (ibvf_pkey_key(op->pkeys[k]) == ibvf_pkey_key(v))
 				return ibvf_errf(err, errlen, -EINVAL, "PKey 0x%04x given twice",
@@ -403,19 +381,26 @@ static int parse_pkeys(struct ibvf_engine *e, json_t *params, struct op *op, cha
 	return 0;
 }
 
-static int parse_prepare(struct ibvf_engine *e, json_t *params, struct op *op, char *err,
+/* The prepare parameters; the PCI address and link state come out in lower case. */
+static int parse_prepare(bool allow_default, json_t *params, struct op *op, char *err,
 			 size_t errlen)
 {
 	json_t *g = json_object_get(params, "guid");
+	enum ibvf_vf_link_state ls;
+	char pci[IBVF_PCI_ADDR_LEN];
 	int ret = parse_owner(params, &op->owner, err, errlen);
 
 	if (!ret)
 		ret = copy_str(params, "pci", op->pci, sizeof(op->pci), true, err, errlen);
-	if (!ret && !pci_valid(op->pci))
-		ret = ibvf_errf(err, errlen, -EINVAL,
-				"\"pci\": '%s' is not a PCI address like 0000:03:00.2", op->pci);
+	if (!ret) {
+		ret = ibvf_pci_addr_parse(op->pci, pci, err, errlen);
+		if (ret)
+			ibvf_err_prefix(err, errlen, ret, "\"pci\"");
+		else
+			snprintf(op->pci, sizeof(op->pci), "%s", pci);
+	}
 	if (!ret)
-		ret = parse_pkeys(e, params, op, err, errlen);
+		ret = parse_pkeys(allow_default, params, op, err, errlen);
 	if (!ret && g && !json_is_null(g)) {
 		if (!json_is_string(g))
 			return ibvf_errf(err, errlen, -EINVAL, "\"guid\" must be a string");
@@ -427,10 +412,36 @@ static int parse_prepare(struct ibvf_engine *e, json_t *params, struct op *op, c
 	if (!ret)
 		ret = copy_str(params, "link_state", op->link_state, sizeof(op->link_state), false,
 			       err, errlen);
-	if (!ret && op->link_state[0] && strcmp(op->link_state, "auto") &&
-	    strcmp(op->link_state, "enable") && strcmp(op->link_state, "disable"))
-		ret = ibvf_errf(err, errlen, -EINVAL,
-				"\"link_state\" must be \"auto\", \"enable\" or \"disable\"");
+	if (!ret && op->link_state[0]) {
+		ret = ibvf_vf_link_state_parse(op->link_state, &ls, err, errlen);
+		if (ret)
+			ibvf_err_prefix(err, errlen, ret, "\"link_state\"");
+		else
+			snprintf(op->link_state, sizeof(op->link_state), "%s",
+				 ibvf_vf_link_state_name(ls));
+	}
+	return ret;
+}
+
+int ibvf_prepare_params_parse(json_t *params, bool allow_default_pkey,
+			      struct ibvf_prepare_params *out, char *err, size_t errlen)
+{
+	struct op *op = calloc(1, sizeof(*op));
+	int ret;
+
+	if (!op)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = parse_prepare(allow_default_pkey, params, op, err, errlen);
+	if (!ret) {
+		memset(out, 0, sizeof(*out));
+		out->owner = op->owner;
+		snprintf(out->pci, sizeof(out->pci), "%s", op->pci);
+		memcpy(out->pkeys, op->pkeys, sizeof(out->pkeys));
+		out->n_pkeys = op->n_pkeys;
+		out->req_guid = op->req_guid;
+		snprintf(out->link_state, sizeof(out->link_state), "%s", op->link_state);
+	}
+	free(op);
 	return ret;
 }
 
@@ -1374,7 +1385,7 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 	op->ctx = ctx;
 	switch (op->kind) {
 	case OP_PREPARE:
-		ret = parse_prepare(e, params, op, err, sizeof(err));
+		ret = parse_prepare(e->allow_default_pkey, params, op, err, sizeof(err));
 		break;
 	case OP_COMMIT:
 	case OP_RELEASE:

@@ -122,6 +122,27 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 		      ibvf_reply_fn reply, void *ctx);
 
+/** The parameters of a "prepare" call, validated and normalised. */
+struct ibvf_prepare_params {
+	struct ibvf_owner owner;
+	char pci[32];				/* lower case, as sysfs names the VF */
+	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];	/* 15-bit key | 0x8000 when full */
+	size_t n_pkeys;
+	uint64_t req_guid;			/* 0: none requested */
+	char link_state[8];			/* "auto"/"enable"/"disable", "" unset */
+};
+
+/**
+ * ibvf_prepare_params_parse() - the checks ibvf_engine_call() applies to the
+ * params of "prepare" before any work (include/ibvf/api.h), without an
+ * engine: PCI address, PKeys + membership, GUID and link state go through the
+ * validators of <ibvf/types.h>. @allow_default_pkey is the engine's
+ * allow_default_pkey setting.
+ * Return: 0, -EINVAL (the reason in @err), -ENOMEM.
+ */
+int ibvf_prepare_params_parse(json_t *params, bool allow_default_pkey,
+			      struct ibvf_prepare_params *out, char *err, size_t errlen);
+
 /** What a reconciliation pass may change (docs/operations.md). */
 enum ibvf_reconcile_pass {
 	IBVF_PASS_DRY_RUN = 0, /* change nothing; report what would be done */

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <ibvf/types.h>
+
 #include "json_util.h"
 #include "vf_inventory.h"
 
@@ -32,12 +34,7 @@ enum ibvf_guid_kind {
 	IBVF_GUID_PORT = 11,	/* IFLA_VF_IB_PORT_GUID */
 };
 
-/** VF link state (values of IFLA_VF_LINK_STATE_*, uapi linux/if_link.h). */
-enum ibvf_vf_link_state {
-	IBVF_VF_LINK_AUTO = 0,		/* follow the PF port (mlx5 policy Follow) */
-	IBVF_VF_LINK_ENABLE = 1,	/* always up (Up) */
-	IBVF_VF_LINK_DISABLE = 2,	/* always down (Down) */
-};
+/* enum ibvf_vf_link_state and its parser live in <ibvf/types.h>. */
 
 /** What a driver can tell about one VF. GUIDs are host-order u64s. */
 struct ibvf_vf_state {
@@ -174,13 +171,6 @@ int ibvf_vf_driver_netlink_create(const char *sysfs_root, struct ibvf_vf_driver 
  */
 int ibvf_vf_sysfs_rebind(const char *sysfs_root, const struct ibvf_vf_info *vf,
 			 const char *driver, uint32_t timeout_ms, char *err, size_t errlen);
-
-/** ibvf_vf_link_state_name() - "auto", "enable", "disable". */
-const char *ibvf_vf_link_state_name(enum ibvf_vf_link_state s);
-
-/** ibvf_vf_link_state_parse() - inverse of ibvf_vf_link_state_name(); -EINVAL otherwise. */
-int ibvf_vf_link_state_parse(const char *s, enum ibvf_vf_link_state *out, char *err,
-			     size_t errlen);
 
 /** ibvf_guid_kind_name() - "node" or "port". */
 const char *ibvf_guid_kind_name(enum ibvf_guid_kind k);

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,32 +23,6 @@
 #include "vf_netlink.h"
 
 _Static_assert(IBVF_GUID_NODE == 10 && IBVF_GUID_PORT == 11, "IFLA_VF_IB_*_GUID");
-
-const char *ibvf_vf_link_state_name(enum ibvf_vf_link_state s)
-{
-	switch (s) {
-	case IBVF_VF_LINK_AUTO:
-		return "auto";
-	case IBVF_VF_LINK_ENABLE:
-		return "enable";
-	case IBVF_VF_LINK_DISABLE:
-		return "disable";
-	}
-	return "?";
-}
-
-int ibvf_vf_link_state_parse(const char *s, enum ibvf_vf_link_state *out, char *err,
-			     size_t errlen)
-{
-	for (int i = IBVF_VF_LINK_AUTO; i <= IBVF_VF_LINK_DISABLE; i++)
-		if (s && !strcasecmp(s, ibvf_vf_link_state_name((enum ibvf_vf_link_state)i))) {
-			*out = (enum ibvf_vf_link_state)i;
-			return 0;
-		}
-	return ibvf_errf(err, errlen, -EINVAL,
-			 "'%.32s' is not a VF link state (expected auto, enable or disable)",
-			 s ? s : "");
-}
 
 const char *ibvf_guid_kind_name(enum ibvf_guid_kind k)
 {

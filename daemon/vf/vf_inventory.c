@@ -36,29 +36,6 @@ bool ibvf_pci_dev_exists(const char *sysfs_root, const char *pci)
 	       S_ISDIR(st.st_mode);
 }
 
-static bool hex_run(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!isxdigit((unsigned char)s[i]))
-			return false;
-	return true;
-}
-
-int ibvf_pci_addr_valid(const char *pci, char *err, size_t errlen)
-{
-	const char *c1 = pci ? strchr(pci, ':') : NULL;
-	size_t dom = c1 ? (size_t)(c1 - pci) : 0;
-
-	if (!c1 || dom < 4 || dom > 8 || !hex_run(pci, dom) || strlen(c1) != 8 ||
-	    !hex_run(c1 + 1, 2) || c1[3] != ':' || !hex_run(c1 + 4, 2) || c1[6] != '.' ||
-	    c1[7] < '0' || c1[7] > '7' || strtoul((char[]){ c1[4], c1[5], 0 }, NULL, 16) > 0x1f)
-		return ibvf_errf(err, errlen, -EINVAL,
-				 "'%.40s' is not a PCI address (expected DDDD:BB:DD.F, e.g. "
-				 "0000:03:00.2)",
-				 pci ? pci : "");
-	return 0;
-}
-
 /* O_NONBLOCK: a FIFO in a fake sysfs tree must not block a scan. */
 int ibvf_sysfs_read_str(const char *path, char *buf, size_t len)
 {
@@ -255,11 +232,9 @@ int ibvf_vf_lookup(const char *sysfs_root, const char *pci_in, struct ibvf_vf_in
 	struct ibvf_pf_info pf = { 0 };
 	int ret, idx;
 
-	ret = ibvf_pci_addr_valid(pci_in, err, errlen);
+	ret = ibvf_pci_addr_parse(pci_in, pci, err, errlen);	/* sysfs names are lowercase */
 	if (ret)
 		return ret;
-	for (size_t i = 0; i <= strlen(pci_in); i++)	/* sysfs names are lowercase */
-		pci[i] = (char)tolower((unsigned char)pci_in[i]);
 	memset(out, 0, sizeof(*out));
 	if (ibvf_pci_dev_path(sysfs_root, pci, NULL, dev, sizeof(dev)) ||
 	    ibvf_pci_dev_path(sysfs_root, pci, "physfn", p, sizeof(p)))
@@ -300,10 +275,8 @@ static int resolve_pf(const char *sysfs_root, const char *pf, char *pci, size_t 
 	static const char *const classes[] = { "net", "infiniband" };
 	char p[PATH_MAX];
 
-	if (!ibvf_pci_addr_valid(pf, NULL, 0)) {
-		snprintf(pci, len, "%s", pf);
-		return 0;
-	}
+	if (len >= IBVF_PCI_ADDR_LEN && !ibvf_pci_addr_parse(pf, pci, NULL, 0))
+		return 0;	/* a PCI address, in lower case as sysfs names it */
 	if (!*pf || strchr(pf, '/') || !strcmp(pf, ".") || !strcmp(pf, ".."))
 		return ibvf_errf(err, errlen, -EINVAL, "'%.40s' is not a PF name", pf);
 	for (size_t i = 0; i < 2; i++) {

@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <ibvf/types.h>
+
 #define IBVF_PCI_LEN     32	/* "0000:03:00.2" + NUL, with room for long domains */
 #define IBVF_IFNAME_LEN  16	/* IFNAMSIZ */
 #define IBVF_IBDEV_LEN   64	/* IB_DEVICE_NAME_MAX */
@@ -74,12 +76,7 @@ struct ibvf_inventory {
 	ibvf_ifname_resolver resolve;	/* test seam; default if_nametoindex */
 };
 
-/**
- * ibvf_pci_addr_valid() - "DDDD:BB:DD.F" (domain 4-8 hex digits, bus 2, device
- * 2 (<= 0x1f), function 1 (<= 7)), lowercase or uppercase hex.
- * Return: 0 or -EINVAL with the input quoted and the expected form.
- */
-int ibvf_pci_addr_valid(const char *pci, char *err, size_t errlen);
+/* ibvf_pci_addr_parse() / ibvf_pci_addr_valid(): <ibvf/types.h>. */
 
 /**
  * ibvf_inventory_scan() - read every SR-IOV capable PCI device under

@@ -348,6 +348,7 @@ static int do_program(struct ibvf_vf_manager *m, const char *pci,
 		      char *err_in, size_t errlen_in)
 {
 	char n[IBVF_GUID_STR_LEN], p[IBVF_GUID_STR_LEN], ebuf[IBVF_ERR_LEN];
+	char lpci[IBVF_PCI_ADDR_LEN];
 	char *err = err_in ? err_in : ebuf;	/* rollback appends to it */
 	size_t errlen = err_in ? errlen_in : sizeof(ebuf);
 	struct ibvf_vf_state before;
@@ -367,9 +368,10 @@ static int do_program(struct ibvf_vf_manager *m, const char *pci,
 	if (req->link_state < -1 || req->link_state > IBVF_VF_LINK_DISABLE)
 		return ibvf_errf(err, errlen, -EINVAL, "VF %s: bad link state %d", pci,
 				 req->link_state);
-	ret = ibvf_pci_addr_valid(pci, err, errlen);
+	ret = ibvf_pci_addr_parse(pci, lpci, err, errlen);	/* one lock per VF, any case */
 	if (ret)
 		return ret;
+	pci = lpci;
 	ret = lock_vf(m, pci, &fd, err, errlen);
 	if (ret)
 		return ret;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ibvf core types: InfiniBand GUIDs and partition keys (PKeys).
+ * ibvf core types: InfiniBand GUIDs, partition keys (PKeys), PCI addresses
+ * and VF link states. These are the ONE validator of each rule: the CNI
+ * plugin, the daemon's API, the VF inventory and ibvfctl all call them.
  *
  * Conventions used by every ibvf function that takes an error buffer:
  *   - the return value is 0 (or a non-negative count) on success and a
@@ -116,6 +118,84 @@ const char *ibvf_membership_name(enum ibvf_membership m);
 
 /** ibvf_membership_parse() - "full" | "limited" (case-insensitive); -EINVAL otherwise. */
 int ibvf_membership_parse(const char *s, enum ibvf_membership *out, char *err, size_t errlen);
+
+/**
+ * ibvf_pkey_member() - a tenant's membership in a partition, from a P_Key and
+ * an optional membership word (the ib-sriov-cni / ib-kubernetes "pkey" +
+ * "membership" pair, as the CNI network configuration and the daemon API's
+ * prepare "pkeys" carry it).
+ * @pkey:          a P_Key; bit 15 set means full member (IBTA vol. 1, 10.9.1.2).
+ * @membership:    "full" | "limited" (case-insensitive), or NULL when not given.
+ * @allow_default: accept partition key 0x7fff (the default partition) too.
+ * @out:           the 15-bit key with bit 15 set for full membership.
+ *
+ * Rules: without a word the membership is full (ib-kubernetes always asks UFM
+ * for "full"); a P_Key with bit 15 set and the word "limited" contradicts
+ * itself (IBTA: bit 15 IS the membership) and is refused; then
+ * ibvf_pkey_check_tenant() (key 0x0000 never; 0x7fff only if @allow_default).
+ *
+ * Return: 0, or -EINVAL with a reason that quotes the input.
+ */
+int ibvf_pkey_member(uint16_t pkey, const char *membership, bool allow_default, uint16_t *out,
+		     char *err, size_t errlen);
+
+/** ibvf_pkey_member_parse() - ibvf_pkey_parse() of @pkey, then ibvf_pkey_member(). */
+int ibvf_pkey_member_parse(const char *pkey, const char *membership, bool allow_default,
+			   uint16_t *out, char *err, size_t errlen);
+
+/* ------------------------------------------------------- PCI addresses -- */
+
+/** Buffer size for the longest PCI address "ffffffff:ff:1f.7" + NUL. */
+#define IBVF_PCI_ADDR_LEN 17
+
+/**
+ * ibvf_pci_addr_parse() - a PCI device address as the kernel names it.
+ * @s:   "DDDD:BB:dd.f": domain of 4 to 8 hex digits, bus 2 hex digits, device
+ *       2 hex digits <= 0x1f, function 1 digit <= 7; hex in either case; no
+ *       white space. The kernel names a device with pci_name(),
+ *       "%04x:%02x:%02x.%d" of (domain, bus, PCI_SLOT(devfn), PCI_FUNC(devfn))
+ *       (drivers/pci/probe.c, pci_setup_device()); the domain is an int, so
+ *       at most 8 digits (VMD domains start at 0x10000: "10000:01:00.2").
+ *       A domain longer than 4 digits with a leading 0 is refused: %04x never
+ *       writes it, so no device has that name.
+ * @out: NULL, or IBVF_PCI_ADDR_LEN bytes for the name in lower case (the
+ *       sysfs name of the device).
+ *
+ * Return: 0, or -EINVAL with the input quoted and the expected form.
+ */
+int ibvf_pci_addr_parse(const char *s, char *out, char *err, size_t errlen);
+
+/** ibvf_pci_addr_valid() - ibvf_pci_addr_parse() without the normalised name. */
+static inline int ibvf_pci_addr_valid(const char *s, char *err, size_t errlen)
+{
+	return ibvf_pci_addr_parse(s, NULL, err, errlen);
+}
+
+/* ------------------------------------------------------ VF link state -- */
+
+/** VF link state (values of IFLA_VF_LINK_STATE_*, uapi linux/if_link.h). */
+enum ibvf_vf_link_state {
+	IBVF_VF_LINK_AUTO = 0,		/* follow the PF port (mlx5 policy Follow) */
+	IBVF_VF_LINK_ENABLE = 1,	/* always up (Up) */
+	IBVF_VF_LINK_DISABLE = 2,	/* always down (Down) */
+};
+
+/** ibvf_vf_link_state_name() - "auto", "enable", "disable" (the normalised spelling). */
+const char *ibvf_vf_link_state_name(enum ibvf_vf_link_state s);
+
+/**
+ * ibvf_vf_link_state_parse() - "auto" | "enable" | "disable", in any case.
+ *
+ * The words are those of ib-sriov-cni's "link_state" and of
+ * `ip link set DEV vf N state auto|enable|disable` (iproute2). Case rule,
+ * decided once for every caller: case-insensitive (as ibvf reads every other
+ * keyword: membership, hex digits), so each configuration ib-sriov-cni accepts
+ * is accepted; the normalised spelling is ibvf_vf_link_state_name().
+ *
+ * Return: 0, or -EINVAL naming the three words.
+ */
+int ibvf_vf_link_state_parse(const char *s, enum ibvf_vf_link_state *out, char *err,
+			     size_t errlen);
 
 #ifdef __cplusplus
 }
