@@ -46,6 +46,53 @@ static int check_file(const char *path, const char *dir, char *err, size_t errle
 	return 0;
 }
 
+/*
+ * The version of the SM ABI whose entry point (IBVF_SM_ENTRY_PREFIX + N)
+ * @handle exports instead of this ABI's, or 0 when it exports none of
+ * versions 1..IBVF_SM_ABI_PROBE_MAX. No code of the module is called.
+ */
+#define IBVF_SM_ABI_PROBE_MAX 32
+
+static unsigned other_abi_version(void *handle)
+{
+	char sym[sizeof(IBVF_SM_ENTRY_PREFIX) + 10];
+
+	for (unsigned v = 1; v <= IBVF_SM_ABI_PROBE_MAX; v++) {
+		if (v == IBVF_SM_ABI_VERSION)
+			continue;
+		snprintf(sym, sizeof(sym), IBVF_SM_ENTRY_PREFIX "%u", v);
+		if (dlsym(handle, sym))
+			return v;
+	}
+	return 0;
+}
+
+/* Find the entry point; a module of another ABI version is refused by name. */
+static int find_entry(struct ibvf_sm_module *m, ibvf_sm_entry_fn *entry, char *err,
+		      size_t errlen)
+{
+	const char *e;
+	char why[256];
+	unsigned v;
+
+	dlerror();
+	*(void **)entry = dlsym(m->handle, IBVF_SM_ENTRY_SYMBOL);
+	if (*entry)
+		return 0;
+	e = dlerror();
+	/* copied: the probes below overwrite dlerror()'s text */
+	snprintf(why, sizeof(why), "%s", e ? e : "not found");
+	v = other_abi_version(m->handle);
+	if (v)
+		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s implements SM ABI "
+				 "version %u (it exports %s%u, not %s); this ibvfd needs version "
+				 "%u: rebuild the module against this ibvf's "
+				 "include/ibvf/sm_backend.h", m->path, v, IBVF_SM_ENTRY_PREFIX, v,
+				 IBVF_SM_ENTRY_SYMBOL, IBVF_SM_ABI_VERSION);
+	return ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s has no symbol %s "
+			 "(not an ibvf SM backend): %s", m->path, IBVF_SM_ENTRY_SYMBOL, why);
+}
+
 static int check_ops(const struct ibvf_sm_ops *o, const char *path, const char *name,
 		     char *err, size_t errlen)
 {
@@ -99,13 +146,9 @@ int ibvf_sm_module_load(const char *module_dir, const char *name, struct ibvf_sm
 				m->path, dlerror());
 		goto fail;
 	}
-	*(void **)&entry = dlsym(m->handle, IBVF_SM_ENTRY_SYMBOL);
-	if (!entry) {
-		ret = ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s has no symbol %s "
-				"(not an ibvf SM backend, or built for another ABI): %s",
-				m->path, IBVF_SM_ENTRY_SYMBOL, dlerror());
+	ret = find_entry(m, &entry, err, errlen);
+	if (ret)
 		goto fail;
-	}
 	m->ops = entry();
 	ret = check_ops(m->ops, m->path, name, err, errlen);
 	if (ret)

@@ -1081,6 +1081,6 @@ int main(void)
 
 	if (missing)
 		return ufm_sim_skip(missing);
-	ops = ibvf_sm_backend_v1();
+	ops = &ufm_ops;
 	return cmocka_run_group_tests_name("sm_ufm_sim", tests, group_setup, group_teardown);
 }
