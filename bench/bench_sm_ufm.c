@@ -203,7 +203,7 @@ int main(void)
 
 	if (missing)
 		return ufm_sim_skip(missing);
-	ops = ibvf_sm_backend_v1();
+	ops = &ufm_ops;
 	if (ufm_sim_start(&tls, &s, e, sizeof(e)) || ufm_sim_start(&plain, &p, e, sizeof(e))) {
 		fprintf(stderr, "ufm_sim: %s\n", e);
 		ufm_sim_stop(&s);

@@ -24,7 +24,7 @@ int ibvf_module_name_check(const char *kind, const char *name, const char *examp
 	return 0;
 }
 
-static int check_file(const char *kind, const char *path, const char *dir_key, const char *dir,
+int ibvf_module_file_check(const char *kind, const char *path, const char *dir_key, const char *dir,
 		      char *err, size_t errlen)
 {
 	struct stat st;
@@ -55,7 +55,7 @@ int ibvf_module_open(const char *kind, const char *path, const char *dir_key, co
 
 	*handle = NULL;
 	*sym = NULL;
-	ret = check_file(kind, path, dir_key, dir, err, errlen);
+	ret = ibvf_module_file_check(kind, path, dir_key, dir, err, errlen);
 	if (ret)
 		return ret;
 	dlerror();

@@ -20,6 +20,16 @@ int ibvf_module_name_check(const char *kind, const char *name, const char *examp
 			   size_t errlen);
 
 /**
+ * ibvf_module_file_check() - @path may be loaded: a regular file owned by
+ * root or the effective user and not writable by group or others (ibvfd runs
+ * as root, so a module anyone can replace would be anyone's code). @kind and
+ * @dir_key/@dir as for ibvf_module_open().
+ * Return: 0, -ENOENT, -EPERM, or stat(2)'s errno.
+ */
+int ibvf_module_file_check(const char *kind, const char *path, const char *dir_key,
+			   const char *dir, char *err, size_t errlen);
+
+/**
  * ibvf_module_open() - check and dlopen(RTLD_NOW | RTLD_LOCAL) @path, then
  * dlsym(@symbol). The file must be a regular file owned by root or the
  * effective user and not writable by group or others: ibvfd runs as root, so

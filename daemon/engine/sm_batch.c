@@ -39,23 +39,6 @@ struct ibvf_sm_batch {
 	unsigned int rnd;
 };
 
-bool ibvf_sm_retryable(int e)
-{
-	switch (e) {
-	case -EINVAL:
-	case -EPERM:
-	case -EACCES:
-	case -EOPNOTSUPP:
-	case -ENOSPC:
-	case -ERANGE:
-	case -E2BIG:
-	case -ENOMEM:
-		return false;
-	default:
-		return true;
-	}
-}
-
 static void finish(struct ibvf_sm_batch *b, struct req *r, int status, const char *msg)
 {
 	if (r->finished)
@@ -145,7 +128,19 @@ static int64_t backoff_ms(struct ibvf_sm_batch *b, unsigned attempt)
 	return (int64_t)(d / 2 + (uint64_t)rand_r(&b->rnd) % (d / 2 + 1));
 }
 
-/* Send @n requests (same kind, PKey) with retries; split on a non-retryable error. */
+/* Complete every request of @r[0..n) that is still open with @status and @msg. */
+static void finish_all(struct ibvf_sm_batch *b, struct req *r, size_t n, int status,
+		       const char *msg)
+{
+	for (size_t i = 0; i < n; i++)
+		finish(b, &r[i], status, msg);
+}
+
+/*
+ * Send @n requests (same kind, PKey) under the error contract of
+ * include/ibvf/sm_backend.h: retry a transient failure with backoff; split a
+ * member fault of several requests in halves; fail anything else at once.
+ */
 static void send_group(struct ibvf_sm_batch *b, struct req *r, size_t n, bool shutting_down)
 {
 	char err[IBVF_ERR_LEN] = "", msg[IBVF_ERR_LEN + 96];
@@ -160,19 +155,23 @@ static void send_group(struct ibvf_sm_batch *b, struct req *r, size_t n, bool sh
 		ret = backend_call(b, r, n, err, sizeof(err));
 		attempt++;
 		if (!ret) {
-			for (size_t i = 0; i < n; i++)
-				finish(b, &r[i], 0, NULL);
+			finish_all(b, r, n, 0, NULL);
 			return;
 		}
-		if (!ibvf_sm_retryable(ret) && n > 1) {
+		if (ibvf_sm_err_is_member_fault(ret) && n > 1) {
 			send_group(b, r, n / 2, shutting_down);
 			send_group(b, r + n / 2, n - n / 2, shutting_down);
 			return;
 		}
-		now = ibvf_mono_ms();
 		snprintf(msg, sizeof(msg), "SM %s %s PKey 0x%04x (%zu GUIDs, attempt %u): %s",
 			 b->o.ops->name, r[0].kind == IBVF_SM_REQ_ADD ? "add to" : "remove from",
 			 r[0].pkey, n, attempt, err[0] ? err : strerror(-ret));
+		if (!ibvf_sm_err_is_transient(ret)) {
+			log_warn("%s; permanent error, not retried", msg);
+			finish_all(b, r, n, ret, msg);
+			return;
+		}
+		now = ibvf_mono_ms();
 		for (size_t i = 0; i < n; i++) {
 			if (r[i].finished)
 				continue;
@@ -186,10 +185,9 @@ static void send_group(struct ibvf_sm_batch *b, struct req *r, size_t n, bool sh
 		}
 		if (!live)
 			return;
-		if (!ibvf_sm_retryable(ret) || attempt >= b->o.max_attempts || shutting_down) {
+		if (attempt >= b->o.max_attempts || shutting_down) {
 			log_warn("%s; giving up", msg);
-			for (size_t i = 0; i < n; i++)
-				finish(b, &r[i], ret, msg);
+			finish_all(b, r, n, ret, msg);
 			return;
 		}
 		{

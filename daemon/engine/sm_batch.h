@@ -9,10 +9,13 @@
  * batch is flushed by one SM thread when its window (ms since the first
  * queued request) closes or when batch_max requests are queued; each PKey
  * then costs one remove_members() and one add_members() call per batch_max
- * GUIDs. Failed calls are retried with exponential backoff and jitter
- * (bounded attempts, never past the latest waiter's deadline); a call
- * refused for a reason retrying cannot fix (-EINVAL, -EPERM ...) is split in
- * halves so one bad GUID does not fail its neighbours.
+ * GUIDs. Failures follow the SM ABI's error contract (include/ibvf/
+ * sm_backend.h): a transient one (ibvf_sm_err_is_transient()) is retried
+ * with exponential backoff and jitter (bounded attempts, never past the
+ * latest waiter's deadline); a member fault (ibvf_sm_err_is_member_fault(),
+ * e.g. -EINVAL for one bad GUID) of several requests is split in halves so
+ * it does not fail its neighbours; any other error fails the call's
+ * requests at once, after one attempt, with the backend's reason.
  *
  * Every backend call (also list/validate through ibvf_sm_batch_lock()) is
  * made under one mutex: the ABI allows one call at a time per instance.
@@ -126,7 +129,5 @@ void ibvf_sm_batch_get_stats(struct ibvf_sm_batch *b, struct ibvf_sm_batch_stats
  */
 void ibvf_sm_batch_free(struct ibvf_sm_batch *b);
 
-/** ibvf_sm_retryable() - false for errors retrying cannot fix (-EINVAL, -EPERM, ...). */
-bool ibvf_sm_retryable(int err);
 
 #endif /* IBVF_SM_BATCH_H */

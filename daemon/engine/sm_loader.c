@@ -7,43 +7,55 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "err.h"
+#include "module_file.h"
 
-static int check_name(const char *name, char *err, size_t errlen)
+/*
+ * The version of the SM ABI whose entry point (IBVF_SM_ENTRY_PREFIX + N)
+ * @handle exports instead of this ABI's, or 0 when it exports none of
+ * versions 1..IBVF_SM_ABI_PROBE_MAX. No code of the module is called.
+ */
+#define IBVF_SM_ABI_PROBE_MAX 32
+
+static unsigned other_abi_version(void *handle)
 {
-	size_t n = name ? strlen(name) : 0;
+	char sym[sizeof(IBVF_SM_ENTRY_PREFIX) + 10];
 
-	if (!n || n > 64 || strspn(name, "abcdefghijklmnopqrstuvwxyz"
-				   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != n)
-		return ibvf_errf(err, errlen, -EINVAL, "SM backend name '%.64s': expected "
-				 "letters, digits, '_' or '-' (e.g. opensm, ufm, noop)",
-				 name ? name : "");
+	for (unsigned v = 1; v <= IBVF_SM_ABI_PROBE_MAX; v++) {
+		if (v == IBVF_SM_ABI_VERSION)
+			continue;
+		snprintf(sym, sizeof(sym), IBVF_SM_ENTRY_PREFIX "%u", v);
+		if (dlsym(handle, sym))
+			return v;
+	}
 	return 0;
 }
 
-static int check_file(const char *path, const char *dir, char *err, size_t errlen)
+/* Find the entry point; a module of another ABI version is refused by name. */
+static int find_entry(struct ibvf_sm_module *m, ibvf_sm_entry_fn *entry, char *err,
+		      size_t errlen)
 {
-	struct stat st;
+	const char *e;
+	char why[256];
+	unsigned v;
 
-	if (stat(path, &st)) {
-		if (errno == ENOENT)
-			return ibvf_errf(err, errlen, -ENOENT, "SM backend module %s not found "
-					 "(sm.module_dir is %s)", path, dir);
-		return ibvf_errf(err, errlen, -errno, "SM backend module %s: %s", path,
-				 strerror(errno));
-	}
-	if (!S_ISREG(st.st_mode))
-		return ibvf_errf(err, errlen, -EPERM, "SM backend module %s is not a regular "
-				 "file", path);
-	if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & 022))
-		return ibvf_errf(err, errlen, -EPERM, "SM backend module %s must be owned by "
-				 "root (or uid %u) and not writable by group or others (owner "
-				 "%u, mode %04o)", path, (unsigned)geteuid(),
-				 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-	return 0;
+	dlerror();
+	*(void **)entry = dlsym(m->handle, IBVF_SM_ENTRY_SYMBOL);
+	if (*entry)
+		return 0;
+	e = dlerror();
+	/* copied: the probes below overwrite dlerror()'s text */
+	snprintf(why, sizeof(why), "%s", e ? e : "not found");
+	v = other_abi_version(m->handle);
+	if (v)
+		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s implements SM ABI "
+				 "version %u (it exports %s%u, not %s); this ibvfd needs version "
+				 "%u: rebuild the module against this ibvf's "
+				 "include/ibvf/sm_backend.h", m->path, v, IBVF_SM_ENTRY_PREFIX, v,
+				 IBVF_SM_ENTRY_SYMBOL, IBVF_SM_ABI_VERSION);
+	return ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s has no symbol %s "
+			 "(not an ibvf SM backend): %s", m->path, IBVF_SM_ENTRY_SYMBOL, why);
 }
 
 static int check_ops(const struct ibvf_sm_ops *o, const char *path, const char *name,
@@ -78,7 +90,7 @@ int ibvf_sm_module_load(const char *module_dir, const char *name, struct ibvf_sm
 	int ret;
 
 	*out = NULL;
-	ret = check_name(name, err, errlen);
+	ret = ibvf_module_name_check("SM backend", name, "opensm, ufm, noop", err, errlen);
 	if (ret)
 		return ret;
 	m = calloc(1, sizeof(*m));
@@ -89,7 +101,8 @@ int ibvf_sm_module_load(const char *module_dir, const char *name, struct ibvf_sm
 		free(m);
 		return ibvf_errf(err, errlen, -ENAMETOOLONG, "sm.module_dir is too long");
 	}
-	ret = check_file(m->path, module_dir, err, errlen);
+	ret = ibvf_module_file_check("SM backend", m->path, "sm.module_dir", module_dir, err,
+				     errlen);
 	if (ret)
 		goto fail;
 	dlerror();
@@ -99,13 +112,9 @@ int ibvf_sm_module_load(const char *module_dir, const char *name, struct ibvf_sm
 				m->path, dlerror());
 		goto fail;
 	}
-	*(void **)&entry = dlsym(m->handle, IBVF_SM_ENTRY_SYMBOL);
-	if (!entry) {
-		ret = ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s has no symbol %s "
-				"(not an ibvf SM backend, or built for another ABI): %s",
-				m->path, IBVF_SM_ENTRY_SYMBOL, dlerror());
+	ret = find_entry(m, &entry, err, errlen);
+	if (ret)
 		goto fail;
-	}
 	m->ops = entry();
 	ret = check_ops(m->ops, m->path, name, err, errlen);
 	if (ret)

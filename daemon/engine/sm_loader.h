@@ -32,14 +32,17 @@ struct ibvf_sm {
  * The file must be a regular file owned by root or the effective user and
  * not writable by group or others (ibvfd runs as root: a module anyone can
  * replace would be anyone's code). Then: dlopen(RTLD_NOW | RTLD_LOCAL),
- * dlsym(IBVF_SM_ENTRY_SYMBOL), call it, and check the table: abi_version
+ * dlsym(IBVF_SM_ENTRY_SYMBOL) (a module exporting the entry point of another
+ * ABI version instead, e.g. ibvf_sm_backend_v1, is refused without calling
+ * it), call it, and check the table: abi_version
  * equal to IBVF_SM_ABI_VERSION, struct_size at least
  * sizeof(struct ibvf_sm_ops), name equal to @name, no NULL operation.
  *
  * Return: 0; -EINVAL (bad name), -ENOENT (no such module: the message lists
- * the directory), -EPERM (owner or mode), -ENOEXEC (dlopen failed, or the
- * symbol is missing: dlerror() is quoted), -EPROTO (ABI version or size
- * mismatch, bad table). Messages name the file and the symbol.
+ * the directory), -EPERM (owner or mode), -ENOEXEC (dlopen failed, or no
+ * entry point of any ABI version: dlerror() is quoted), -EPROTO (another
+ * ABI version: the message names both versions; size mismatch, bad table).
+ * Messages name the file and the symbol.
  */
 int ibvf_sm_module_load(const char *module_dir, const char *name, struct ibvf_sm_module **out,
 			char *err, size_t errlen);

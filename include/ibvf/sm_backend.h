@@ -1,19 +1,78 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ibvf SM backend ABI, version 1.
+ * ibvf SM backend ABI, version 2.
  *
  * An SM backend is a shared module (sm-backends/<name>/) that ibvfd loads with
- * dlopen(3). It exports exactly one symbol, IBVF_SM_ENTRY_SYMBOL, a function
- * returning a pointer to a static, read-only struct ibvf_sm_ops. ibvfd
- * checks abi_version and struct_size before calling anything else.
+ * dlopen(3). It exports exactly one symbol, IBVF_SM_ENTRY_SYMBOL (symbol
+ * version IBVF_SM_SYMBOL_VERSION, through sm-backends/sm_backend.map), a
+ * function returning a pointer to a static, read-only struct ibvf_sm_ops.
+ * ibvfd refuses a module that exports the entry point of another ABI version
+ * (ibvf_sm_backend_v1, ...), then checks abi_version and struct_size before
+ * calling anything else.
  *
  * Rules for backends:
  *   - every call returns 0 (or a non-negative count) on success and a
  *     negative errno on failure, with a one-line reason in @err (@errlen
  *     bytes, always NUL-terminated); the reason never contains credentials;
+ *   - the errno follows the error contract below: it alone decides whether
+ *     the daemon retries the call;
  *   - never exit, never write to stdout/stderr, never install signal
- *     handlers; the daemon core does logging, batching, retries and backoff;
+ *     handlers, never retry; the daemon core does logging, batching, retries
+ *     and backoff;
  *   - calls on one backend instance are made from one thread at a time.
+ *
+ * Error contract (new in version 2; version 1 retried every errno except a
+ * short deny-list). An add_members() or remove_members() failure is either
+ *
+ *   transient - ibvf_sm_err_is_transient() is true: the SM could do it
+ *     later. The core calls again with exponential backoff and jitter, a
+ *     bounded number of times (8 attempts) and never past the latest
+ *     deadline of the requests in the call; then the requests fail with the
+ *     last errno and reason. The allow-list, and what each errno means from a backend:
+ *
+ *     -EAGAIN        the SM asks to come back later (HTTP 429 Too Many
+ *                    Requests, 503 Service Unavailable), or a file the backend
+ *                    replaces was changed by someone else meanwhile
+ *     -EBUSY         a lock the backend needs is held by another process for
+ *                    longer than the backend waits (opensm: lock_timeout_ms)
+ *     -EINTR         the call was interrupted before it changed anything
+ *     -ETIMEDOUT     no complete answer in time: connect or request timeout,
+ *                    HTTP 408 or 504, an SA/SMP query unanswered, a change
+ *                    not yet visible in the ports' P_Key tables
+ *     -ECONNREFUSED  nothing listens at the SM's address (SM down, restarting)
+ *     -ECONNRESET    the connection broke before a complete reply
+ *     -ENOTCONN      the connection went away before the request was sent
+ *     -EHOSTUNREACH  the SM's host name does not resolve or has no route, or
+ *                    no SM has brought the backend's own port up yet
+ *     -ENETUNREACH   no route to the SM's network
+ *     -ENETDOWN      the local network interface is down
+ *     -EREMOTEIO     the SM failed on its side (HTTP 500, 502)
+ *     -ESRCH         the SM process is not running (opensm: no pid file, no
+ *                    such process, or the pid belongs to another program)
+ *
+ *   permanent - every other errno: retrying the same call cannot help. The
+ *     core does not call again; every request of the call fails at once
+ *     with the backend's errno and reason. Examples the backends return:
+ *     -EINVAL (bad PKey, GUID or membership; HTTP 400; an unparsable
+ *     partition file), -EACCES (HTTP 401; umad device not accessible),
+ *     -EPERM (HTTP 403; signalling OpenSM refused), -ENOENT (HTTP 404; a
+ *     missing partition file), -EEXIST (HTTP 409; a GUID the administrator
+ *     owns), -E2BIG (HTTP 413), -EPROTO (any other 4xx; TLS handshake
+ *     refused), -EKEYREJECTED (TLS certificate or host name not verified),
+ *     -EBADMSG (malformed reply), -EMSGSIZE (reply too large), -EIO (other
+ *     5xx; SMP or SA MAD error; a file system error), -ENODEV, -ENOMEM.
+ *
+ *     A permanent failure for which ibvf_sm_err_is_member_fault() is true
+ *     (-EINVAL, -EEXIST, -E2BIG: one member, or the size of the call, may be
+ *     at fault) of a call for several requests is split in halves, down to
+ *     single requests, so the members at fault fail alone; any other
+ *     permanent failure fails the whole call after one attempt.
+ *
+ * A backend that cannot tell a transient cause from a permanent one returns
+ * the errno of the likelier cause and says both in @err. Calls must stay
+ * idempotent (see add_members()), since a transient failure may have applied
+ * part of the change. validate() and list_members() use the same errnos;
+ * the daemon retries those on its own schedule (sm.periodic_update_s).
  *
  * Partition keys cross this ABI as the 15-bit key (0x0001..0x7fff, host
  * order, membership bit clear); membership is per member. GUIDs are port
@@ -22,6 +81,7 @@
 #ifndef IBVF_SM_BACKEND_H
 #define IBVF_SM_BACKEND_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,10 +92,58 @@
 extern "C" {
 #endif
 
-/** Bumped on any incompatible change of struct ibvf_sm_ops or its types. */
-#define IBVF_SM_ABI_VERSION 1
+/**
+ * Bumped on any incompatible change of struct ibvf_sm_ops, its types or the
+ * error contract; the entry point's name carries the version.
+ */
+#define IBVF_SM_ABI_VERSION 2
 /** Name of the one symbol a module exports (type ibvf_sm_entry_fn). */
-#define IBVF_SM_ENTRY_SYMBOL "ibvf_sm_backend_v1"
+#define IBVF_SM_ENTRY_SYMBOL "ibvf_sm_backend_v2"
+/** Entry point names of all versions: this prefix and the version number. */
+#define IBVF_SM_ENTRY_PREFIX "ibvf_sm_backend_v"
+/** Version node of the entry symbol (sm-backends/sm_backend.map). */
+#define IBVF_SM_SYMBOL_VERSION "IBVF_SM_2"
+
+/**
+ * ibvf_sm_err_is_transient() - does the error contract of SM ABI version 2
+ * (top of this file) make the daemon retry a call that failed with @err?
+ * @err: the negative errno a backend call returned (0 and positive values
+ *       are not failures: false).
+ * Return: true for the allow-list -EAGAIN, -EBUSY, -EINTR, -ETIMEDOUT,
+ * -ECONNREFUSED, -ECONNRESET, -ENOTCONN, -EHOSTUNREACH, -ENETUNREACH,
+ * -ENETDOWN, -EREMOTEIO, -ESRCH; false for every other value.
+ */
+static inline bool ibvf_sm_err_is_transient(int err)
+{
+	switch (err) {
+	case -EAGAIN:
+	case -EBUSY:
+	case -EINTR:
+	case -ETIMEDOUT:
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -ENOTCONN:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -ENETDOWN:
+	case -EREMOTEIO:
+	case -ESRCH:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/**
+ * ibvf_sm_err_is_member_fault() - is @err a permanent failure that one
+ * member of the call (or the call's size) may cause, so that the daemon
+ * splits a call for several requests to find the members at fault?
+ * Return: true for -EINVAL, -EEXIST and -E2BIG; false otherwise.
+ */
+static inline bool ibvf_sm_err_is_member_fault(int err)
+{
+	return err == -EINVAL || err == -EEXIST || err == -E2BIG;
+}
 
 /** One member of a partition: a port GUID and its membership. */
 struct ibvf_sm_member {

@@ -241,9 +241,9 @@ static const struct ibvf_sm_ops noop_ops = {
 	.list_members = noop_list,
 };
 
-const struct ibvf_sm_ops *ibvf_sm_backend_v1(void);
+const struct ibvf_sm_ops *ibvf_sm_backend_v2(void);
 
-const struct ibvf_sm_ops *ibvf_sm_backend_v1(void)
+const struct ibvf_sm_ops *ibvf_sm_backend_v2(void)
 {
 	return &noop_ops;
 }

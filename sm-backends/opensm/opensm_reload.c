@@ -65,8 +65,9 @@ int opensm_find(const char *pid_file, pid_t *pid, char *err, size_t errlen)
 	ssize_t n;
 
 	n = read_small(pid_file, buf, sizeof(buf));
+	/* -ESRCH, not -ENOENT: the SM is not running (e.g. restarting), retried */
 	if (n == -ENOENT)
-		return ibvf_errf(err, errlen, -ENOENT, "OpenSM pid file %s does not exist (is "
+		return ibvf_errf(err, errlen, -ESRCH, "OpenSM pid file %s does not exist (is "
 				 "OpenSM running?)", pid_file);
 	if (n == -EINVAL)
 		return ibvf_errf(err, errlen, -EINVAL, "OpenSM pid file %s is not a regular file",

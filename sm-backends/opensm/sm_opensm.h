@@ -46,7 +46,7 @@ void opensm_cfg_free(struct opensm_cfg *cfg);
  */
 void opensm_set_verifier(struct ibvf_sm_backend *b, const struct pkey_verifier *v);
 
-/** The ops table (also what ibvf_sm_backend_v1() returns). */
+/** The ops table (also what ibvf_sm_backend_v2() returns). */
 extern const struct ibvf_sm_ops opensm_ops;
 
 #endif /* IBVF_SM_OPENSM_H */

@@ -861,7 +861,7 @@ static int ufm_list_members(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb
 	return ret;
 }
 
-static const struct ibvf_sm_ops ufm_ops = {
+const struct ibvf_sm_ops ufm_ops = {
 	.abi_version = IBVF_SM_ABI_VERSION,
 	.struct_size = sizeof(struct ibvf_sm_ops),
 	.name = "ufm",
@@ -872,8 +872,3 @@ static const struct ibvf_sm_ops ufm_ops = {
 	.remove_members = ufm_remove_members,
 	.list_members = ufm_list_members,
 };
-
-const struct ibvf_sm_ops *ibvf_sm_backend_v1(void)
-{
-	return &ufm_ops;
-}

@@ -15,16 +15,16 @@
  *
  * {prefix} is /ufmRest (Basic auth) or /ufmRestV3 (access token). Bodies are
  * compact JSON with the keys in the order shown. The module exports only
- * ibvf_sm_backend_v1 (sm-backends/ufm/ufm.map); the declarations below are
- * for the module's own tests.
+ * ibvf_sm_backend_v2 (module.c, sm-backends/sm_backend.map); the
+ * declarations below are for the module's own tests.
  */
 #ifndef IBVF_SM_UFM_H
 #define IBVF_SM_UFM_H
 
 #include <ibvf/sm_backend.h>
 
-/** The module's entry point (IBVF_SM_ENTRY_SYMBOL). */
-const struct ibvf_sm_ops *ibvf_sm_backend_v1(void);
+/** The ops table (also what the entry point ibvf_sm_backend_v2() returns). */
+extern const struct ibvf_sm_ops ufm_ops;
 
 /**
  * ufm_add_body() - the JSON body of an add call for members [0, @n) of

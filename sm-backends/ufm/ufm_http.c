@@ -366,6 +366,12 @@ static int mask_secret(const struct ufm_http *h, char *err, size_t errlen, int c
 	return code;
 }
 
+/*
+ * The errno of a non-2xx reply, under the SM ABI's error contract
+ * (include/ibvf/sm_backend.h): transient only where the same request may
+ * succeed later - 408 and 429 (RFC 9110 15.5.9, RFC 6585 4), 500, 502, 503,
+ * 504; every other 4xx, 501, 505 and the rest of 5xx are permanent.
+ */
 static int status_errno(long status)
 {
 	switch (status) {
@@ -387,6 +393,9 @@ static int status_errno(long status)
 	case 429:
 	case 503:
 		return -EAGAIN;
+	case 500:
+	case 502:
+		return -EREMOTEIO;
 	default:
 		return status >= 500 && status <= 599 ? -EIO : -EPROTO;
 	}

@@ -77,7 +77,10 @@ void ufm_http_free(struct ufm_http *h);
  *              -EMSGSIZE (reply > UFM_HTTP_MAX_BODY), -EIO (other);
  *   status:    400 -EINVAL, 401 -EACCES, 403 -EPERM, 404 -ENOENT,
  *              408/504 -ETIMEDOUT, 409 -EEXIST, 413 -E2BIG, 429/503 -EAGAIN,
- *              other 5xx -EIO, anything else -EPROTO.
+ *              500/502 -EREMOTEIO, other 5xx -EIO, anything else -EPROTO.
+ * Transient (retried by the daemon, include/ibvf/sm_backend.h): -ETIMEDOUT,
+ * -ECONNREFUSED, -EHOSTUNREACH, -ECONNRESET, -EAGAIN, -EREMOTEIO; the rest
+ * is permanent.
  */
 int ufm_http_call(struct ufm_http *h, const char *method, const char *path, const char *body,
 		  struct ufm_reply *r, char *err, size_t errlen);

@@ -6,12 +6,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <cmocka.h>
 
+#include "err.h"
 #include "evloop.h"
 #include "fake_sm.h"
 #include "sm_batch.h"
@@ -22,6 +24,7 @@ struct done_rec {
 	int n, expect;
 	int status[1024];
 	int64_t t[1024];
+	char msg[16][IBVF_ERR_LEN + 96]; /* reasons of requests 0..15 */
 };
 
 static struct done_rec rec;
@@ -29,6 +32,7 @@ static struct done_rec rec;
 static void rec_reset(int expect)
 {
 	memset(&rec.status, 0, sizeof(rec.status));
+	memset(&rec.msg, 0, sizeof(rec.msg));
 	rec.n = 0;
 	rec.expect = expect;
 }
@@ -37,9 +41,10 @@ static void on_done(void *arg, int status, const char *msg)
 {
 	int i = (int)(intptr_t)arg;
 
-	(void)msg;
 	pthread_mutex_lock(&rec.lock);
 	rec.status[i] = status;
+	if (i < 16)
+		snprintf(rec.msg[i], sizeof(rec.msg[i]), "%s", msg);
 	rec.t[i] = ibvf_mono_ms();
 	rec.n++;
 	pthread_cond_broadcast(&rec.cond);
@@ -350,14 +355,162 @@ static void test_expected_requests_hold(void **state)
 	fx_free(f);
 }
 
-static void test_retryable(void **state)
+/* The errnos of the SM ABI's error contract (include/ibvf/sm_backend.h). */
+static const int transient_errnos[] = {
+	-EAGAIN,       -EBUSY,	      -EINTR,	     -ETIMEDOUT,  -ECONNREFUSED, -ECONNRESET,
+	-ENOTCONN,     -EHOSTUNREACH, -ENETUNREACH, -ENETDOWN,	  -EREMOTEIO,	 -ESRCH,
+};
+static const int permanent_errnos[] = {
+	-EKEYREJECTED, -ENOENT, -EPROTO, -EINVAL, -EACCES, -EPERM,
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static void assert_has(const char *hay, const char *needle)
+{
+	if (!strstr(hay, needle))
+		fail_msg("expected \"%s\" in \"%s\"", needle, hay);
+}
+
+/* One request, every attempt failing with @e: the status, calls and retries it costs. */
+static void fail_one(int e, unsigned *calls, uint64_t *retries)
+{
+	struct fx *f = fx_new(5, 1024, 4);
+	struct ibvf_sm_batch_stats st;
+
+	f->ctl->fail_add = 1000;
+	f->ctl->fail_errno = e;
+	rec_reset(1);
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0xe000, 0, 0);
+	wait_done(1);
+	assert_int_equal(rec.status[0], e);
+	assert_has(rec.msg[0], "fake SM: injected add failure");
+	assert_has(rec.msg[0], "SM fake add to PKey 0x0012 (1 GUIDs, attempt ");
+	*calls = f->ctl->add_calls;
+	ibvf_sm_batch_get_stats(f->b, &st);
+	*retries = st.retries;
+	fx_free(f);
+}
+
+/* A permanent errno fails its request at once: one call, no retry, the backend's reason. */
+static void test_permanent_errors_fail_at_once(void **state)
 {
 	(void)state;
-	assert_false(ibvf_sm_retryable(-EINVAL));
-	assert_false(ibvf_sm_retryable(-EACCES));
-	assert_true(ibvf_sm_retryable(-ETIMEDOUT));
-	assert_true(ibvf_sm_retryable(-ECONNREFUSED));
-	assert_true(ibvf_sm_retryable(-EIO));
+	for (size_t i = 0; i < N_OF(permanent_errnos); i++) {
+		unsigned calls;
+		uint64_t retries;
+
+		fail_one(permanent_errnos[i], &calls, &retries);
+		if (calls != 1 || retries != 0)
+			fail_msg("errno %d: %u calls, %llu retries; want 1 call, no retry",
+				 permanent_errnos[i], calls, (unsigned long long)retries);
+		assert_has(rec.msg[0], "attempt 1): fake SM: injected add failure");
+	}
+}
+
+/* Every errno of the allow-list is retried, up to the attempt bound. */
+static void test_transient_errors_retried(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < N_OF(transient_errnos); i++) {
+		unsigned calls;
+		uint64_t retries;
+
+		fail_one(transient_errnos[i], &calls, &retries);
+		if (calls != 4 || retries != 3)
+			fail_msg("errno %d: %u calls, %llu retries; want 4 calls, 3 retries",
+				 transient_errnos[i], calls, (unsigned long long)retries);
+		assert_has(rec.msg[0], "attempt 4): fake SM: injected add failure");
+	}
+}
+
+/* A transient errno that clears: the request succeeds on the third call. */
+static void test_transient_error_then_success(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < N_OF(transient_errnos); i++) {
+		struct fx *f = fx_new(5, 1024, 8);
+
+		f->ctl->fail_add = 2;
+		f->ctl->fail_errno = transient_errnos[i];
+		rec_reset(1);
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0xe100, 0, 0);
+		wait_done(1);
+		assert_int_equal(rec.status[0], 0);
+		assert_int_equal(f->ctl->add_calls, 3);
+		assert_int_equal(fake_sm_has(f->be, 0x12, 0xe100), IBVF_MEMBER_FULL);
+		fx_free(f);
+	}
+}
+
+/*
+ * A batch of four refused with a permanent errno that no member causes
+ * (TLS, 404, 4xx, auth) costs one call for all four; a member fault
+ * (-EINVAL) is split down to single requests (1 + 2 + 4 calls), never retried.
+ */
+static void test_permanent_error_batch(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < N_OF(permanent_errnos); i++) {
+		int e = permanent_errnos[i];
+		struct fx *f = fx_new(20, 1024, 8);
+		struct ibvf_sm_batch_stats st;
+
+		f->ctl->fail_add = 1000;
+		f->ctl->fail_errno = e;
+		rec_reset(4);
+		for (int k = 0; k < 4; k++)
+			submit(f, IBVF_SM_REQ_ADD, 0x12, 0xe200 + (uint64_t)k, k, 0);
+		wait_done(4);
+		for (int k = 0; k < 4; k++) {
+			assert_int_equal(rec.status[k], e);
+			assert_has(rec.msg[k], "fake SM: injected add failure");
+		}
+		ibvf_sm_batch_get_stats(f->b, &st);
+		assert_int_equal(st.retries, 0);
+		if (f->ctl->add_calls != (ibvf_sm_err_is_member_fault(e) ? 7u : 1u))
+			fail_msg("errno %d: %u calls for a batch of 4", e, f->ctl->add_calls);
+		fx_free(f);
+	}
+}
+
+/* The permanent errno wins over a passed deadline: the waiter learns the real reason. */
+static void test_permanent_error_after_deadline(void **state)
+{
+	struct fx *f = fx_new(5, 1024, 8);
+
+	(void)state;
+	f->ctl->fail_add = 1;
+	f->ctl->fail_errno = -EKEYREJECTED;
+	f->ctl->latency_ms = 50;
+	rec_reset(1);
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0xe300, 0, ibvf_mono_ms() + 20);
+	wait_done(1);
+	assert_int_equal(rec.status[0], -EKEYREJECTED);
+	fx_free(f);
+}
+
+static void test_transient_predicate(void **state)
+{
+	static const int other[] = { 0,	      1,	-EIO,	  -ENOMEM, -EBADMSG, -EEXIST,
+				     -E2BIG, -EMSGSIZE, -ENODEV, -ENOSPC, -EOPNOTSUPP };
+
+	(void)state;
+	for (size_t i = 0; i < N_OF(transient_errnos); i++) {
+		assert_true(ibvf_sm_err_is_transient(transient_errnos[i]));
+		assert_false(ibvf_sm_err_is_transient(-transient_errnos[i]));
+		assert_false(ibvf_sm_err_is_member_fault(transient_errnos[i]));
+	}
+	for (size_t i = 0; i < N_OF(permanent_errnos); i++)
+		assert_false(ibvf_sm_err_is_transient(permanent_errnos[i]));
+	for (size_t i = 0; i < N_OF(other); i++)
+		assert_false(ibvf_sm_err_is_transient(other[i]));
+	assert_true(ibvf_sm_err_is_member_fault(-EINVAL));
+	assert_true(ibvf_sm_err_is_member_fault(-EEXIST));
+	assert_true(ibvf_sm_err_is_member_fault(-E2BIG));
+	assert_false(ibvf_sm_err_is_member_fault(-ENOENT));
+	assert_false(ibvf_sm_err_is_member_fault(-EKEYREJECTED));
+	assert_false(ibvf_sm_err_is_member_fault(0));
 }
 
 int main(void)
@@ -375,7 +528,12 @@ int main(void)
 		cmocka_unit_test(test_concurrent_callers),
 		cmocka_unit_test(test_shutdown_flushes),
 		cmocka_unit_test(test_expected_requests_hold),
-		cmocka_unit_test(test_retryable),
+		cmocka_unit_test(test_permanent_errors_fail_at_once),
+		cmocka_unit_test(test_transient_errors_retried),
+		cmocka_unit_test(test_transient_error_then_success),
+		cmocka_unit_test(test_permanent_error_batch),
+		cmocka_unit_test(test_permanent_error_after_deadline),
+		cmocka_unit_test(test_transient_predicate),
 	};
 
 	pthread_mutex_init(&rec.lock, NULL);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The SM backend loader (daemon/engine/sm_loader.c) and the noop backend, with
- * the modules as built: env IBVF_TEST_NOOP_DIR, IBVF_TEST_OPENSM_DIR and
- * IBVF_TEST_BROKEN_DIR name their build directories (tests/unit/meson.build).
+ * the modules as built: env IBVF_TEST_NOOP_DIR, IBVF_TEST_OPENSM_DIR,
+ * IBVF_TEST_UFM_DIR and IBVF_TEST_BROKEN_DIR name their build directories
+ * (tests/unit/meson.build).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -53,24 +54,46 @@ static void test_broken_modules(void **state)
 {
 	const char *d = dir_of("IBVF_TEST_BROKEN_DIR");
 	struct ibvf_sm_module *m = NULL;
-	char err[IBVF_ERR_LEN] = "";
+	char err[IBVF_ERR_LEN] = "", want[128];
 
 	(void)state;
-	expect_load_error(d, "badabi", -EPROTO, "implements SM ABI version 99; this ibvfd needs "
-			  "version 1");
+	snprintf(want, sizeof(want), "implements SM ABI version %u; this ibvfd needs version %u",
+		 IBVF_SM_ABI_VERSION + 98, IBVF_SM_ABI_VERSION);
+	expect_load_error(d, "badabi", -EPROTO, want);
 	expect_load_error(d, "badabi", -EPROTO, "badabi.so");
 	expect_load_error(d, "badsize", -EPROTO, "ops table of 16 bytes");
 	expect_load_error(d, "badname", -EPROTO, "calls itself 'somebodyelse', expected "
 			  "'badname'");
 	expect_load_error(d, "missingop", -EPROTO, "lacks an operation");
-	expect_load_error(d, "nosymbol", -ENOEXEC, "has no symbol ibvf_sm_backend_v1");
-	expect_load_error(d, "nullops", -EPROTO, "ibvf_sm_backend_v1() returned NULL");
+	expect_load_error(d, "nosymbol", -ENOEXEC, "has no symbol ibvf_sm_backend_v2 (not an "
+			  "ibvf SM backend)");
+	expect_load_error(d, "nullops", -EPROTO, "ibvf_sm_backend_v2() returned NULL");
 	expect_load_error(d, "absent", -ENOENT, "(sm.module_dir is ");
 	expect_load_error(d, "../unit/fine", -EINVAL, "expected letters, digits");
 	expect_load_error(d, "", -EINVAL, "SM backend name ''");
 	assert_int_equal(ibvf_sm_module_load(d, "fine", &m, err, sizeof(err)), 0);
 	assert_string_equal(m->ops->name, "fine");
 	ibvf_sm_module_unload(m);
+}
+
+/*
+ * A module of SM ABI version 1 (retry deny-list) or of a later version is
+ * refused by its entry point's name, before any of its code runs, with both
+ * versions named.
+ */
+static void test_other_abi_refused(void **state)
+{
+	const char *d = dir_of("IBVF_TEST_BROKEN_DIR");
+
+	(void)state;
+	assert_int_equal(IBVF_SM_ABI_VERSION, 2);
+	assert_string_equal(IBVF_SM_ENTRY_SYMBOL, "ibvf_sm_backend_v2");
+	expect_load_error(d, "oldabi", -EPROTO, "oldabi.so implements SM ABI version 1 (it "
+			  "exports ibvf_sm_backend_v1, not ibvf_sm_backend_v2); this ibvfd needs "
+			  "version 2: rebuild the module");
+	expect_load_error(d, "newabi", -EPROTO, "newabi.so implements SM ABI version 3 (it "
+			  "exports ibvf_sm_backend_v3, not ibvf_sm_backend_v2); this ibvfd needs "
+			  "version 2");
 }
 
 /* A module anyone could replace is refused before dlopen() runs its code. */
@@ -100,16 +123,20 @@ static void test_module_permissions(void **state)
 	rmdir(tmp);
 }
 
-/* The linker maps leave exactly one symbol visible in each real module. */
+/*
+ * The one linker map (sm-backends/sm_backend.map) leaves exactly the entry
+ * point visible in each real module, under version node IBVF_SM_2.
+ */
 static void test_only_entry_exported(void **state)
 {
-	const char *dirs[] = { "IBVF_TEST_NOOP_DIR", "IBVF_TEST_OPENSM_DIR" };
-	const char *names[] = { "noop", "opensm" };
+	const char *dirs[] = { "IBVF_TEST_NOOP_DIR", "IBVF_TEST_OPENSM_DIR", "IBVF_TEST_UFM_DIR" };
+	const char *names[] = { "noop", "opensm", "ufm" };
 	const char *hidden[] = { "ibvf_errf", "ibvf_json_load", "ibvf_log", "pc_parse",
-				 "pf_install", "opensm_ops", "opensm_reload" };
+				 "pf_install", "opensm_ops", "opensm_reload", "ufm_ops",
+				 "ufm_http_call", "ibvf_sm_backend_v1" };
 
 	(void)state;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		char path[4096];
 		void *h;
 
@@ -120,6 +147,11 @@ static void test_only_entry_exported(void **state)
 			fail();
 		}
 		assert_non_null(dlsym(h, IBVF_SM_ENTRY_SYMBOL));
+		if (!dlvsym(h, IBVF_SM_ENTRY_SYMBOL, IBVF_SM_SYMBOL_VERSION)) {
+			print_error("%s: no %s@%s\n", path, IBVF_SM_ENTRY_SYMBOL,
+				    IBVF_SM_SYMBOL_VERSION);
+			fail();
+		}
 		for (size_t k = 0; k < sizeof(hidden) / sizeof(hidden[0]); k++) {
 			if (dlsym(h, hidden[k])) {
 				print_error("%s exports %s\n", path, hidden[k]);
@@ -228,6 +260,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_broken_modules),
+		cmocka_unit_test(test_other_abi_refused),
 		cmocka_unit_test(test_module_permissions),
 		cmocka_unit_test(test_only_entry_exported),
 		cmocka_unit_test(test_noop_backend),

@@ -452,7 +452,8 @@ static void test_find_opensm(void **state)
 	assert_int_equal(opensm_find(l->pidf, &pid, err, sizeof(err)), -ESRCH);
 	assert_has(err, "OpenSM is not running: no process 999999999");
 	unlink(l->pidf);
-	assert_int_equal(opensm_find(l->pidf, &pid, err, sizeof(err)), -ENOENT);
+	assert_int_equal(opensm_find(l->pidf, &pid, err, sizeof(err)), -ESRCH);
+	assert_has(err, "does not exist (is OpenSM running?)");
 
 	/* which file does it read: -P, --Pconfig=, or -F's partition_config_file */
 	other = spawn_opensm(l, (char *[]){ "-B", "-P", "/x/p1.conf", NULL });

@@ -211,9 +211,9 @@ static const struct ibvf_sm_ops ops = {
 	.list_members = f_list,
 };
 
-const struct ibvf_sm_ops *ibvf_sm_backend_v1(void);
+const struct ibvf_sm_ops *ibvf_sm_backend_v2(void);
 
-const struct ibvf_sm_ops *ibvf_sm_backend_v1(void)
+const struct ibvf_sm_ops *ibvf_sm_backend_v2(void)
 {
 	return &ops;
 }

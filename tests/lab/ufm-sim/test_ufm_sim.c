@@ -594,11 +594,16 @@ static void test_empty_object(void **state)
 
 static void test_fault_status(void **state)
 {
+	/* transient: what the SM ABI's error contract retries (include/ibvf/sm_backend.h) */
 	static const struct {
 		int status;
 		int want;
-	} t[] = {{401, -EACCES}, {403, -EPERM},	 {500, -EIO},
-		 {503, -EAGAIN}, {404, -ENOENT}, {400, -EINVAL}};
+		bool transient;
+	} t[] = {{401, -EACCES, false},	   {403, -EPERM, false},     {500, -EREMOTEIO, true},
+		 {503, -EAGAIN, true},	   {404, -ENOENT, false},    {400, -EINVAL, false},
+		 {502, -EREMOTEIO, true},  {504, -ETIMEDOUT, true},  {429, -EAGAIN, true},
+		 {408, -ETIMEDOUT, true},  {409, -EEXIST, false},    {413, -E2BIG, false},
+		 {418, -EPROTO, false},	   {501, -EIO, false}};
 	const struct ibvf_sm_member m[] = {{0x0002c90300001001ull, IBVF_MEMBER_FULL}};
 	struct ibvf_sm_backend *b = backend(&sim, NULL);
 	char want[64];
@@ -607,6 +612,9 @@ static void test_fault_status(void **state)
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		fault("{\"endpoint\":\"add\",\"kind\":\"status\",\"status\":%d}", t[i].status);
 		assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), t[i].want);
+		if (ibvf_sm_err_is_transient(t[i].want) != t[i].transient)
+			fail_msg("HTTP %d: errno %d transient should be %d", t[i].status,
+				 t[i].want, t[i].transient);
 		snprintf(want, sizeof(want),
 			 "UFM POST /ufmRest/resources/pkeys: HTTP %d: "
 			 "simulated HTTP %d",
@@ -620,7 +628,7 @@ static void test_fault_status(void **state)
 	{
 		const uint64_t g[] = {0x0002c90300001001ull};
 
-		assert_int_equal(ops->remove_members(b, PK, g, 1, err, sizeof(err)), -EIO);
+		assert_int_equal(ops->remove_members(b, PK, g, 1, err, sizeof(err)), -EREMOTEIO);
 	}
 	assert_string_equal(err, "UFM POST /ufmRest/actions/remove_guids_from_pkey: HTTP 500: "
 				 "Internal error:  pkey lock busy");
@@ -1081,6 +1089,6 @@ int main(void)
 
 	if (missing)
 		return ufm_sim_skip(missing);
-	ops = ibvf_sm_backend_v1();
+	ops = &ufm_ops;
 	return cmocka_run_group_tests_name("sm_ufm_sim", tests, group_setup, group_teardown);
 }

@@ -2,6 +2,8 @@
 /*
  * Broken SM backend modules for the loader's tests, one per -DBROKEN_*
  * variant: each gets one thing wrong that ibvf_sm_module_load() must catch.
+ * BROKEN_OLD_ABI is a module as SM ABI version 1 built them (entry point
+ * ibvf_sm_backend_v1, abi_version 1); BROKEN_NEW_ABI one of a future version 3.
  */
 #include <stddef.h>
 
@@ -54,6 +56,10 @@ __attribute__((unused))
 static const struct ibvf_sm_ops ops = {
 #if defined(BROKEN_ABI)
 	.abi_version = IBVF_SM_ABI_VERSION + 98,
+#elif defined(BROKEN_OLD_ABI)
+	.abi_version = 1,
+#elif defined(BROKEN_NEW_ABI)
+	.abi_version = 3,
 #else
 	.abi_version = IBVF_SM_ABI_VERSION,
 #endif
@@ -84,10 +90,24 @@ const struct ibvf_sm_ops *ibvf_sm_backend_v0(void)
 {
 	return &ops;
 }
-#else
+#elif defined(BROKEN_OLD_ABI)
 const struct ibvf_sm_ops *ibvf_sm_backend_v1(void);
 
 const struct ibvf_sm_ops *ibvf_sm_backend_v1(void)
+{
+	return &ops;
+}
+#elif defined(BROKEN_NEW_ABI)
+const struct ibvf_sm_ops *ibvf_sm_backend_v3(void);
+
+const struct ibvf_sm_ops *ibvf_sm_backend_v3(void)
+{
+	return &ops;
+}
+#else
+const struct ibvf_sm_ops *ibvf_sm_backend_v2(void);
+
+const struct ibvf_sm_ops *ibvf_sm_backend_v2(void)
 {
 #if defined(BROKEN_NULL)
 	return NULL;
