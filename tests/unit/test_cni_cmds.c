@@ -1089,6 +1089,20 @@ static void test_del_twice(void **state)
 	call_free(&k);
 }
 
+/* No cache and no ibvfd socket: nothing says ibvfd held it, so it is not asked. */
+static void test_del_unknown_no_daemon(void **state)
+{
+	json_t *no = json_pack("{s:{s:s}}", "ibvfd", "socket", T.nosock);
+	struct call k;
+
+	(void)state;
+	run(&k, "DEL", "c1", POD_A, conf_new(&(struct conf_opts){.extra = no}));
+	assert_int_equal(k.ret, 0);
+	assert_log("ipam:DEL restore:" VF0 ":");
+	assert_vf_home(&W.vf[0]);
+	call_free(&k);
+}
+
 static void test_del_after_failed_add(void **state)
 {
 	struct call k;
@@ -1536,6 +1550,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_add_refused_early, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_compat, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_twice, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_del_unknown_no_daemon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_after_failed_add, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_missing_netns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_release_fails, setup, teardown),
