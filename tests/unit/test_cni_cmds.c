@@ -64,18 +64,18 @@ static struct world {
 	struct fvf vf[2];
 	struct fowner own[4];
 	char log[4096];
-	int ns_open;	     /* opened and not yet closed */
-	const char *gone;    /* a netns path that no longer exists */
-	const char *decoy;   /* a Pod netns that already has a "net1" */
-	bool shared_rdma;    /* RDMA subsystem in shared netns mode */
-	bool daemon_down;    /* connect() to ibvfd is refused */
-	const char *fail;    /* the next call of this op fails (one shot) */
-	int fail_ret;	     /* its errno (negative) */
-	int fail_code;	     /* its CNI code (ibvfd's mapping, the IPAM plugin's code) */
-	int port_ret;	     /* cni_vf_port_check() */
-	int ipam_check_ret;  /* cni_ipam_check() */
-	unsigned ipam_ver;   /* VERSION of the IPAM plugin; 0: not in CNI_PATH */
-	size_t gc_valid;     /* valid attachments ibvfd's gc was given */
+	int ns_open;	    /* opened and not yet closed */
+	const char *gone;   /* a netns path that no longer exists */
+	const char *decoy;  /* a Pod netns that already has a "net1" */
+	bool shared_rdma;   /* RDMA subsystem in shared netns mode */
+	bool daemon_down;   /* connect() to ibvfd is refused */
+	const char *fail;   /* the next call of this op fails (one shot) */
+	int fail_ret;	    /* its errno (negative) */
+	int fail_code;	    /* its CNI code (ibvfd's mapping, the IPAM plugin's code) */
+	int port_ret;	    /* cni_vf_port_check() */
+	int ipam_check_ret; /* cni_ipam_check() */
+	unsigned ipam_ver;  /* VERSION of the IPAM plugin; 0: not in CNI_PATH */
+	size_t gc_valid;    /* valid attachments ibvfd's gc was given */
 } W;
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -142,7 +142,8 @@ static void mac_for(uint64_t guid, char *buf, size_t len)
 	size_t n = (size_t)snprintf(buf, len, "00:00:10:49:fe:80:00:00:00:00:00:00");
 
 	for (int b = 7; b >= 0; b--)
-		n += (size_t)snprintf(buf + n, len - n, ":%02x", (unsigned)(guid >> (b * 8)) & 0xff);
+		n += (size_t)snprintf(buf + n, len - n, ":%02x",
+				      (unsigned)(guid >> (b * 8)) & 0xff);
 }
 
 static void fill_link(const struct fvf *v, struct cni_link *l)
@@ -169,8 +170,7 @@ static int f_ns_open(struct cni_ns *ns, const char *path, char *err, size_t errl
 	static int next_fd = 1000;
 
 	if (path && W.gone && !strcmp(path, W.gone))
-		return ibvf_errf(err, errlen, -ENOENT, "netns %s: No such file or directory",
-				 path);
+		return ibvf_errf(err, errlen, -ENOENT, "netns %s: No such file or directory", path);
 	ns->fd = next_fd++;
 	ns->sk = NULL;
 	snprintf(ns->path, sizeof(ns->path), "%s", path ? path : "host");
@@ -278,8 +278,7 @@ static int f_rdma_dev_move(struct cni_ns *from, const char *dev, struct cni_ns *
 	if (failing("rdma", what, &ret))
 		return ibvf_errf(err, errlen, ret, "injected failure");
 	if (!v || strcmp(v->rdma_where, from->path))
-		return ibvf_errf(err, errlen, -ENODEV, "no RDMA device %s in %s", dev,
-				 from->path);
+		return ibvf_errf(err, errlen, -ENODEV, "no RDMA device %s in %s", dev, from->path);
 	snprintf(v->rdma_where, sizeof(v->rdma_where), "%.63s", to->path);
 	return 0;
 }
@@ -403,8 +402,8 @@ static int f_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t 
 	return 0;
 }
 
-static int f_ipam_max_version(const char *type, const char *cni_path, unsigned *version,
-			      char *err, size_t errlen)
+static int f_ipam_max_version(const char *type, const char *cni_path, unsigned *version, char *err,
+			      size_t errlen)
 {
 	(void)cni_path;
 	if (!W.ipam_ver)
@@ -623,8 +622,8 @@ static int d_gc(const char *socket, unsigned timeout_ms, const char *network, js
 	return 0;
 }
 
-static int d_status(const char *socket, unsigned timeout_ms, struct cni_daemon_error *de,
-		    char *err, size_t errlen)
+static int d_status(const char *socket, unsigned timeout_ms, struct cni_daemon_error *de, char *err,
+		    size_t errlen)
 {
 	(void)socket;
 	(void)timeout_ms;
@@ -793,10 +792,10 @@ static int run(struct call *k, const char *cmd, const char *cid, const char *net
 	return k->ret;
 }
 
-#define assert_log(want)                                                                   \
-	do {                                                                               \
-		assert_string_equal(W.log, (want));                                        \
-		W.log[0] = 0;                                                              \
+#define assert_log(want)                                                                           \
+	do {                                                                                       \
+		assert_string_equal(W.log, (want));                                                \
+		W.log[0] = 0;                                                                      \
 	} while (0)
 
 /* The command failed with CNI code @code and message @msg. */
@@ -883,9 +882,9 @@ static void add_daemon_result(const char *version)
 	assert_string_equal(jstr(json_array_get(json_object_get(r, "routes"), 0), "dst"),
 			    "0.0.0.0/0");
 	dns = json_object_get(r, "dns");
-	assert_string_equal(json_string_value(json_array_get(json_object_get(dns, "nameservers"),
-							     0)),
-			    "10.9.0.53");
+	assert_string_equal(
+		json_string_value(json_array_get(json_object_get(dns, "nameservers"), 0)),
+		"10.9.0.53");
 	json_decref(r);
 	/* the world: VF in the Pod, marked, RDMA device with it, ibvfd handed, cache written */
 	snprintf(alias, sizeof(alias), "ibvf %s ib0v2", VF0);
@@ -1465,8 +1464,8 @@ static void test_status_real_client(void **state)
 static json_t *plugin(const char *cmd, bool no_netns, const char *stdin_text, int *status)
 {
 	const char *bin = tu_binary("IB_SRIOV");
-	char *in = tu_path(T.dir, "stdin"), *env[12], *argv[] = {"/bin/sh", "-c",
-								  "exec \"$IB_SRIOV\" <\"$IN\"", NULL};
+	char *in = tu_path(T.dir, "stdin"), *env[12],
+	     *argv[] = {"/bin/sh", "-c", "exec \"$IB_SRIOV\" <\"$IN\"", NULL};
 	struct tu_result r;
 	json_t *out;
 	int n = 0;
