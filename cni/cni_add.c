@@ -21,6 +21,7 @@
 #include "cni_daemon.h"
 #include "cni_ipam.h"
 #include "cni_netns.h"
+#include "cni_ops.h"
 #include "cni_rdma.h"
 #include "cni_result.h"
 #include "cni_vf.h"
@@ -86,7 +87,7 @@ static int validate(struct add *a)
 				 "app\"] is \"%s\", not \"configured\": ib-kubernetes has not "
 				 "assigned this Pod's GUID yet",
 				 nc->ib_app_state ? nc->ib_app_state : "");
-	ret = cni_vf_lookup(nc->device_id, &a->vf, err, sizeof(err));
+	ret = cni_host->vf_lookup(nc->device_id, &a->vf, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "VF not found", "%s", err);
 	a->vfio = !strcmp(a->vf.driver, "vfio-pci");
@@ -106,7 +107,7 @@ static int validate(struct add *a)
 				 "infinibandGUID nor args.cni.guid holds a GUID");
 	describe(a);
 	if (nc->rdma_isolation && !a->vfio) {
-		ret = cni_rdma_netns_exclusive(&excl, err, sizeof(err));
+		ret = cni_host->rdma_netns_exclusive(&excl, err, sizeof(err));
 		if (ret)
 			return cni_failf(ctx, CNI_ERR_VF, "cannot read the RDMA netns mode", "%s",
 					 err);
@@ -118,17 +119,17 @@ static int validate(struct add *a)
 				"system set netns exclusive` (before any Pod netns exists) "
 				"or load ib_core with netns_mode=0");
 	}
-	ret = cni_ns_open(&a->pod, ctx->env.netns, err, sizeof(err));
+	ret = cni_host->ns_open(&a->pod, ctx->env.netns, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, ret == -ENOENT ? CNI_ERR_UNKNOWN_CONTAINER : CNI_ERR_VF,
 				 "cannot open the Pod netns", "%s", err);
-	ret = cni_ns_open(&a->host, NULL, err, sizeof(err));
+	ret = cni_host->ns_open(&a->host, NULL, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "cannot open the host netns", "%s", err);
 	if (!a->vfio) {
 		struct cni_link l;
 
-		ret = cni_link_get(&a->pod, ctx->env.ifname, 0, &l, err, sizeof(err));
+		ret = cni_host->link_get(&a->pod, ctx->env.ifname, 0, &l, err, sizeof(err));
 		if (!ret)
 			return cni_failf(ctx, CNI_ERR_VF, "interface exists in the Pod",
 					 "netns %s already has an interface %s", ctx->env.netns,
@@ -145,9 +146,9 @@ static int check_present_guid(struct add *a)
 	struct cni_link l;
 	int ret;
 
-	ret = cni_vf_netdev(a->vf.pci, name, err, sizeof(err));
+	ret = cni_host->vf_netdev(a->vf.pci, name, err, sizeof(err));
 	if (!ret)
-		ret = cni_link_get(&a->host, name, 0, &l, err, sizeof(err));
+		ret = cni_host->link_get(&a->host, name, 0, &l, err, sizeof(err));
 	if (ret)
 		return cni_failf(a->ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
 	if (cni_link_guid(&l, &guid)) {
@@ -171,7 +172,7 @@ static uint64_t present_guid(struct add *a)
 	unsigned long long guid = 0;
 	struct cni_link l;
 
-	if (a->vf.netdev[0] && !cni_link_get(&a->host, a->vf.netdev, 0, &l, NULL, 0) &&
+	if (a->vf.netdev[0] && !cni_host->link_get(&a->host, a->vf.netdev, 0, &l, NULL, 0) &&
 	    !cni_link_guid(&l, &guid))
 		return guid;
 	return 0;
@@ -186,7 +187,7 @@ static int step_prepare(struct add *a)
 	int ret;
 
 	if (a->mode == CNI_MODE_DAEMON) {
-		ret = cni_daemon_prepare(a->socket, nc, a->owner, nc->device_id, &a->prep, &de, err,
+		ret = cni_ibvfd->prepare(a->socket, nc, a->owner, nc->device_id, &a->prep, &de, err,
 					 sizeof(err));
 		if (ret && ret != -EREMOTEIO && ret != -ENOENT && ret != -ECONNREFUSED) {
 			/*
@@ -196,7 +197,7 @@ static int step_prepare(struct add *a)
 			struct cni_daemon_error de2;
 			char e2[IBVF_ERR_LEN];
 
-			if (cni_daemon_release(a->socket, nc->ibvfd_timeout_ms, a->owner, NULL,
+			if (cni_ibvfd->release(a->socket, nc->ibvfd_timeout_ms, a->owner, NULL,
 					       &de2, e2, sizeof(e2)))
 				log_warn("VF %s: release after a prepare without answer: %s",
 					 nc->device_id, e2);
@@ -217,8 +218,8 @@ static int step_prepare(struct add *a)
 			 a->prep.port_state[0] ? a->prep.port_state : "?");
 		return 0;
 	}
-	ret = cni_vf_compat_apply(&a->vf, nc->link_state, nc->guid_source != NULL, nc->guid,
-				  present_guid(a), a->c.prev_guid, err, sizeof(err));
+	ret = cni_host->vf_compat_apply(&a->vf, nc->link_state, nc->guid_source != NULL, nc->guid,
+					present_guid(a), a->c.prev_guid, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "failed to configure the VF", "%s: %s", a->what,
 				 err);
@@ -235,7 +236,7 @@ static void find_rdma_dev(struct add *a)
 {
 	if (a->prep.rdma_dev[0])
 		snprintf(a->rdma_dev, sizeof(a->rdma_dev), "%s", a->prep.rdma_dev);
-	else if (cni_vf_rdma_dev(a->vf.pci, a->rdma_dev, sizeof(a->rdma_dev), NULL, 0))
+	else if (cni_host->vf_rdma_dev(a->vf.pci, a->rdma_dev, sizeof(a->rdma_dev), NULL, 0))
 		a->rdma_dev[0] = 0;
 }
 
@@ -248,7 +249,7 @@ static int step_rdma(struct add *a)
 		return cni_failf(a->ctx, CNI_ERR_VF, "VF has no RDMA device",
 				 "%s: rdmaIsolation is set but no RDMA device belongs to it",
 				 a->what);
-	ret = cni_rdma_dev_move(&a->host, a->rdma_dev, &a->pod, err, sizeof(err));
+	ret = cni_host->rdma_dev_move(&a->host, a->rdma_dev, &a->pod, err, sizeof(err));
 	if (ret)
 		return cni_failf(a->ctx, CNI_ERR_VF, "failed to move the RDMA device", "%s: %s",
 				 a->what, err);
@@ -266,7 +267,7 @@ static int wait_netdev(struct add *a, char *err, size_t errlen)
 	int ret;
 
 	for (int i = 0;; i++) {
-		ret = cni_vf_netdev(a->vf.pci, a->c.host_ifname, err, errlen);
+		ret = cni_host->vf_netdev(a->vf.pci, a->c.host_ifname, err, errlen);
 		if (ret != -ENODEV || !a->rdma_moved || i >= CNI_NETDEV_WAIT_MS / 20)
 			return ret;
 		usleep(20 * 1000);
@@ -287,8 +288,8 @@ static int step_netdev(struct add *a)
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
 	snprintf(alias, sizeof(alias), CNI_ALIAS_PREFIX "%s %s", a->vf.pci, a->c.host_ifname);
-	ret = cni_netdev_to_pod(&a->host, &a->pod, a->c.host_ifname, ctx->env.ifname, alias,
-				&a->moved, err, sizeof(err));
+	ret = cni_host->netdev_to_pod(&a->host, &a->pod, a->c.host_ifname, ctx->env.ifname, alias,
+				      &a->moved, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "failed to move the VF netdev into the Pod",
 				 "%s: netdev %s: %s", a->what, a->c.host_ifname, err);
@@ -312,7 +313,7 @@ static int step_ipam(struct add *a)
 	json_t *raw = NULL;
 	int ret;
 
-	ret = cni_ipam_exec(&call, &raw, err, sizeof(err));
+	ret = cni_host->ipam_exec(&call, &raw, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx,
 				 call.remote_code == CNI_ERR_TRY_AGAIN ? CNI_ERR_TRY_AGAIN
@@ -331,7 +332,7 @@ static int step_ipam(struct add *a)
 				 "%s: IPAM plugin %s "
 				 "returned no IP address",
 				 a->what, ctx->nc.ipam_type);
-	ret = cni_ipam_apply(&a->pod, a->moved.pod_ifindex, a->ipam_res, err, sizeof(err));
+	ret = cni_host->ipam_apply(&a->pod, a->moved.pod_ifindex, a->ipam_res, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_IPAM, "failed to configure IP addresses", "%s: %s",
 				 a->what, err);
@@ -361,7 +362,7 @@ static int step_rc_check(struct add *a)
 		return 0;
 	/* "present" means the RDMA core knows the device in its netns, not just sysfs */
 	if (a->rdma_dev[0]) {
-		vis = cni_rdma_dev_visible(ns, a->rdma_dev, err, sizeof(err));
+		vis = cni_host->rdma_dev_visible(ns, a->rdma_dev, err, sizeof(err));
 		if (vis < 0)
 			log_info("VF %s: RDMA device %s: %s", a->vf.pci, a->rdma_dev, err);
 	}
@@ -384,7 +385,7 @@ static int step_rc_check(struct add *a)
 	o.netns = nc->rdma_isolation ? a->ctx->env.netns : NULL;
 	o.roce_default_pkey = nc->rc_roce_default;
 	rc_pkey(nc, &o);
-	ret = ibvf_rc_check(&o, &res, err, sizeof(err));
+	ret = cni_host->rc_check(&o, &res, err, sizeof(err));
 	if (ret == -EOPNOTSUPP) {
 		/* limited-only membership: two limited members cannot talk (IBTA 10.9.3) */
 		log_warn("VF %s: RC check not possible with limited-only membership (%s); "
@@ -432,7 +433,7 @@ static int step_commit(struct add *a)
 	char err[IBVF_ERR_LEN];
 	int ret;
 
-	ret = cni_daemon_commit(a->socket, a->ctx->nc.ibvfd_timeout_ms, a->owner, &de, err,
+	ret = cni_ibvfd->commit(a->socket, a->ctx->nc.ibvfd_timeout_ms, a->owner, &de, err,
 				sizeof(err));
 	if (ret)
 		return cni_failf(a->ctx, de.cni_code, "ibvfd did not accept the hand-over",
@@ -474,21 +475,22 @@ static void rollback(struct add *a)
 			.conf_len = ctx->conf_len,
 		};
 
-		if (cni_ipam_exec(&call, NULL, err, sizeof(err)))
+		if (cni_host->ipam_exec(&call, NULL, err, sizeof(err)))
 			rollback_note(a, "%s", err);
 	}
-	if (a->netdev_moved && cni_netdev_to_host(&a->pod, &a->host, ctx->env.ifname,
-						  a->c.host_ifname, NULL, err, sizeof(err)))
+	if (a->netdev_moved && cni_host->netdev_to_host(&a->pod, &a->host, ctx->env.ifname,
+							a->c.host_ifname, NULL, err, sizeof(err)))
 		rollback_note(a, "netdev back to the host: %s", err);
-	if (a->rdma_moved && cni_rdma_dev_move(&a->pod, a->rdma_dev, &a->host, err, sizeof(err)))
+	if (a->rdma_moved &&
+	    cni_host->rdma_dev_move(&a->pod, a->rdma_dev, &a->host, err, sizeof(err)))
 		rollback_note(a, "%s", err);
-	if (a->prepared && cni_daemon_release(a->socket, ctx->nc.ibvfd_timeout_ms, a->owner, NULL,
+	if (a->prepared && cni_ibvfd->release(a->socket, ctx->nc.ibvfd_timeout_ms, a->owner, NULL,
 					      &de, err, sizeof(err)))
 		rollback_note(a, "ibvfd release: %s", err);
 	if (a->applied) {
 		a->c.link_state = ctx->nc.link_state;
 		snprintf(a->c.device_id, sizeof(a->c.device_id), "%s", a->vf.pci);
-		if (cni_vf_restore(&a->c, err, sizeof(err)))
+		if (cni_host->vf_restore(&a->c, err, sizeof(err)))
 			rollback_note(a, "%s", err);
 	}
 }
@@ -595,8 +597,8 @@ out:
 	cni_unlock(a.locks);
 	json_decref(a.ipam_res);
 	json_decref(a.owner);
-	cni_ns_close(&a.pod);
-	cni_ns_close(&a.host);
+	cni_host->ns_close(&a.pod);
+	cni_host->ns_close(&a.host);
 	cni_cache_free(&a.c);
 	return ret;
 }

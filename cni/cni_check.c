@@ -15,6 +15,7 @@
 #include "cni_daemon.h"
 #include "cni_ipam.h"
 #include "cni_netns.h"
+#include "cni_ops.h"
 #include "cni_result.h"
 #include "cni_vf.h"
 #include "log.h"
@@ -44,7 +45,7 @@ static int check_link(struct cni_ctx *ctx, struct cni_cache *c, json_t *pr, stru
 	const char *want;
 	int idx, ret;
 
-	ret = cni_link_get(pod, ctx->env.ifname, 0, &l, err, sizeof(err));
+	ret = cni_host->link_get(pod, ctx->env.ifname, 0, &l, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_CHECK, "interface missing", "%s", err);
 	if (!(l.flags & IFF_UP))
@@ -69,7 +70,7 @@ static int check_link(struct cni_ctx *ctx, struct cni_cache *c, json_t *pr, stru
 	if (want && strcasecmp(want, mac))
 		return cni_failf(ctx, CNI_ERR_CHECK, "hardware address differs from prevResult",
 				 "%s has %s, prevResult says %s", l.name, mac, want);
-	ret = cni_ipam_check(pod, l.ifindex, pr, idx, err, sizeof(err));
+	ret = cni_host->ipam_check(pod, l.ifindex, pr, idx, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_CHECK, "address missing", "%s: %s", l.name, err);
 	return 0;
@@ -84,7 +85,7 @@ static int check_daemon(struct cni_ctx *ctx, struct cni_cache *c)
 	int ret;
 
 	cni_mode_select(&ctx->nc, &socket);
-	ret = cni_daemon_owner(socket, ctx->nc.ibvfd_timeout_ms, c->network, c->container_id,
+	ret = cni_ibvfd->owner(socket, ctx->nc.ibvfd_timeout_ms, c->network, c->container_id,
 			       c->ifname, &guid, state, &de, err, sizeof(err));
 	if (ret == -ENOENT)
 		return cni_failf(ctx, CNI_ERR_CHECK, "ibvfd does not hold the VF", "%s", err);
@@ -108,14 +109,14 @@ static int check_port(struct cni_ctx *ctx, struct cni_cache *c, struct cni_ns *p
 
 	if (c->rdma_dev[0])
 		snprintf(dev, sizeof(dev), "%s", c->rdma_dev);
-	else if (cni_vf_rdma_dev(c->device_id, dev, sizeof(dev), NULL, 0))
+	else if (cni_host->vf_rdma_dev(c->device_id, dev, sizeof(dev), NULL, 0))
 		dev[0] = 0;
 	if (!dev[0]) {
 		log_debug("CHECK: VF %s has no RDMA device: no port to check", c->device_id);
 		return 0;
 	}
-	ret = cni_vf_port_check(dev, c->rdma_isolation ? pod->fd : -1, ctx->nc.pkeys,
-				ctx->nc.n_pkeys, err, sizeof(err));
+	ret = cni_host->vf_port_check(dev, c->rdma_isolation ? pod->fd : -1, ctx->nc.pkeys,
+				      ctx->nc.n_pkeys, err, sizeof(err));
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_CHECK, "VF port not ready", "%s", err);
 	return 0;
@@ -148,7 +149,7 @@ int cni_cmd_check(struct cni_ctx *ctx)
 		goto out;
 	}
 	if (!c.vfio) {
-		ret = cni_ns_open(&pod, ctx->env.netns, err, sizeof(err));
+		ret = cni_host->ns_open(&pod, ctx->env.netns, err, sizeof(err));
 		if (ret) {
 			ret = cni_failf(ctx, CNI_ERR_CHECK, "Pod netns not reachable", "%s", err);
 			goto out;
@@ -166,7 +167,7 @@ int cni_cmd_check(struct cni_ctx *ctx)
 			.conf_len = ctx->conf_len,
 		};
 
-		ret = cni_ipam_exec(&call, NULL, err, sizeof(err));
+		ret = cni_host->ipam_exec(&call, NULL, err, sizeof(err));
 		if (ret) {
 			ret = cni_failf(ctx, CNI_ERR_IPAM, "IPAM CHECK failed", "%s", err);
 			goto out;
@@ -177,7 +178,7 @@ int cni_cmd_check(struct cni_ctx *ctx)
 	if (!c.vfio)
 		ret = check_port(ctx, &c, &pod);
 out:
-	cni_ns_close(&pod);
+	cni_host->ns_close(&pod);
 	cni_cache_free(&c);
 	json_decref(pr);
 	return ret;

@@ -14,6 +14,7 @@
 #include "cni_daemon.h"
 #include "cni_ipam.h"
 #include "cni_netns.h"
+#include "cni_ops.h"
 #include "cni_rdma.h"
 #include "cni_result.h"
 #include "cni_vf.h"
@@ -161,7 +162,7 @@ static void td_ipam(struct td *t, const char *conf_text, size_t conf_len, bool i
 			.conf_len = own ? strlen(own) : conf_len,
 		};
 
-		ret = cni_ipam_exec(&call, NULL, err, sizeof(err));
+		ret = cni_host->ipam_exec(&call, NULL, err, sizeof(err));
 		if (ret)
 			td_fail(t, CNI_ERR_IPAM, "releasing the IP address: %s", err);
 	}
@@ -192,7 +193,7 @@ static void td_netdev(struct td *t, struct cni_ns *host, struct cni_ns *pod)
 	struct cni_link l;
 	int ret;
 
-	ret = cni_link_get(pod, c->ifname, 0, &l, err, sizeof(err));
+	ret = cni_host->link_get(pod, c->ifname, 0, &l, err, sizeof(err));
 	if (ret == -ENODEV) {
 		log_info("VF %s: no netdev %s in netns %s: nothing to move back", c->device_id,
 			 c->ifname, pod->path);
@@ -209,7 +210,7 @@ static void td_netdev(struct td *t, struct cni_ns *host, struct cni_ns *pod)
 			 c->ifname, pod->path, c->device_id, l.alias);
 		return;
 	}
-	ret = cni_netdev_to_host(pod, host, c->ifname, host_name, final, err, sizeof(err));
+	ret = cni_host->netdev_to_host(pod, host, c->ifname, host_name, final, err, sizeof(err));
 	if (ret)
 		td_fail(t, CNI_ERR_VF, "moving netdev %s back to the host netns: %s", c->ifname,
 			err);
@@ -222,7 +223,7 @@ static void td_rdma(struct td *t, struct cni_ns *host, struct cni_ns *pod)
 {
 	const struct cni_cache *c = t->c;
 	char err[IBVF_ERR_LEN];
-	int ret = cni_rdma_dev_visible(pod, c->rdma_dev, err, sizeof(err));
+	int ret = cni_host->rdma_dev_visible(pod, c->rdma_dev, err, sizeof(err));
 
 	if (ret == 0) {
 		log_info("VF %s: RDMA device %s is not in netns %s: nothing to move back",
@@ -230,7 +231,7 @@ static void td_rdma(struct td *t, struct cni_ns *host, struct cni_ns *pod)
 		return;
 	}
 	if (ret > 0)
-		ret = cni_rdma_dev_move(pod, c->rdma_dev, host, err, sizeof(err));
+		ret = cni_host->rdma_dev_move(pod, c->rdma_dev, host, err, sizeof(err));
 	if (ret)
 		td_fail(t, CNI_ERR_VF, "moving RDMA device %s back: %s", c->rdma_dev, err);
 }
@@ -247,14 +248,14 @@ static void td_owner(struct td *t)
 	int ret;
 
 	if (c->mode == CNI_MODE_COMPAT) {
-		ret = cni_vf_restore(c, err, sizeof(err));
+		ret = cni_host->vf_restore(c, err, sizeof(err));
 		if (ret)
 			td_fail(t, CNI_ERR_VF, "restoring the VF: %s", err);
 		return;
 	}
 	cni_mode_select(&ctx->nc, &socket);
 	owner = cni_owner_new(c->container_id, c->ifname, NULL, NULL, NULL, c->network);
-	ret = owner ? cni_daemon_release(socket, ctx->nc.ibvfd_timeout_ms, owner, &released, &de,
+	ret = owner ? cni_ibvfd->release(socket, ctx->nc.ibvfd_timeout_ms, owner, &released, &de,
 					 err, sizeof(err))
 		    : -ENOMEM;
 	json_decref(owner);
@@ -278,7 +279,7 @@ int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_pat
 
 	td_ipam(&t, conf_text, conf_len, is_gc);
 	if (netns_path && *netns_path) {
-		ret = cni_ns_open(&pod, netns_path, err, sizeof(err));
+		ret = cni_host->ns_open(&pod, netns_path, err, sizeof(err));
 		if (ret == -ENOENT || ret == -EINVAL)
 			log_info("VF %s: netns %s is gone (%s): the kernel has returned its "
 				 "devices to the host netns",
@@ -289,7 +290,7 @@ int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_pat
 			have_pod = true;
 	}
 	if (have_pod) {
-		ret = cni_ns_open(&host, NULL, err, sizeof(err));
+		ret = cni_host->ns_open(&host, NULL, err, sizeof(err));
 		if (ret) {
 			td_fail(&t, CNI_ERR_VF, "%s", err);
 		} else {
@@ -299,8 +300,8 @@ int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_pat
 				td_rdma(&t, &host, &pod);
 		}
 	}
-	cni_ns_close(&pod);
-	cni_ns_close(&host);
+	cni_host->ns_close(&pod);
+	cni_host->ns_close(&host);
 	td_owner(&t);
 	if (t.code)
 		return cni_failf(ctx, t.code, "failed to release the attachment", "%s", t.first);

@@ -15,6 +15,7 @@
 
 #include "cni_cmd.h"
 #include "cni_daemon.h"
+#include "cni_ops.h"
 #include "cni_result.h"
 #include "cni_vf.h"
 #include "log.h"
@@ -40,7 +41,7 @@ static void synthesize(struct cni_ctx *ctx, struct cni_cache *c)
 	snprintf(c->device_id, sizeof(c->device_id), "%s", nc->device_id ? nc->device_id : "");
 	c->rdma_isolation = nc->rdma_isolation;
 	if (c->rdma_isolation && nc->device_id &&
-	    cni_vf_rdma_dev(nc->device_id, c->rdma_dev, sizeof(c->rdma_dev), NULL, 0))
+	    cni_host->vf_rdma_dev(nc->device_id, c->rdma_dev, sizeof(c->rdma_dev), NULL, 0))
 		c->rdma_dev[0] = 0;
 	c->vfio = nc->vfio_pci_mode;
 	c->conf = json_incref(nc->root);

@@ -19,6 +19,7 @@
 #include "cni_cmd.h"
 #include "cni_daemon.h"
 #include "cni_ipam.h"
+#include "cni_ops.h"
 #include "cni_result.h"
 #include "log.h"
 
@@ -95,7 +96,7 @@ static void gc_ipam(struct gc *g)
 	char err[IBVF_ERR_LEN];
 	unsigned v = 0;
 
-	if (cni_ipam_max_version(ctx->nc.ipam_type, ctx->env.path, &v, err, sizeof(err))) {
+	if (cni_host->ipam_max_version(ctx->nc.ipam_type, ctx->env.path, &v, err, sizeof(err))) {
 		cni_failf(ctx, CNI_ERR_IPAM, "IPAM plugin unusable", "%s", err);
 		note(g);
 		return;
@@ -106,7 +107,7 @@ static void gc_ipam(struct gc *g)
 			  ctx->nc.ipam_type);
 		return;
 	}
-	if (cni_ipam_exec(&call, NULL, err, sizeof(err))) {
+	if (cni_host->ipam_exec(&call, NULL, err, sizeof(err))) {
 		cni_failf(ctx, CNI_ERR_IPAM, "IPAM GC failed", "%s", err);
 		note(g);
 	}
@@ -136,7 +137,7 @@ int cni_cmd_gc(struct cni_ctx *ctx)
 		note(&g);
 	}
 	if (cni_mode_select(&ctx->nc, &socket) == CNI_MODE_DAEMON) {
-		if (cni_daemon_gc(socket, ctx->nc.ibvfd_timeout_ms, ctx->nc.name,
+		if (cni_ibvfd->gc(socket, ctx->nc.ibvfd_timeout_ms, ctx->nc.name,
 				  ctx->nc.valid_attachments, &released, &de, err, sizeof(err))) {
 			cni_failf(ctx, de.cni_code, "ibvfd GC failed", "%s", err);
 			note(&g);
@@ -167,11 +168,11 @@ int cni_cmd_status(struct cni_ctx *ctx)
 				 "STATUS",
 				 "cniVersion %s predates STATUS (1.1.0)", ctx->nc.cni_version);
 	if (cni_mode_select(&ctx->nc, &socket) == CNI_MODE_DAEMON &&
-	    cni_daemon_status(socket, ctx->nc.ibvfd_timeout_ms, &de, err, sizeof(err)))
+	    cni_ibvfd->status(socket, ctx->nc.ibvfd_timeout_ms, &de, err, sizeof(err)))
 		return cni_failf(ctx, CNI_ERR_NOT_AVAILABLE, "ibvfd not available", "%s", err);
 	if (!ctx->nc.ipam_type)
 		return 0;
-	if (cni_ipam_max_version(ctx->nc.ipam_type, ctx->env.path, &v, err, sizeof(err)))
+	if (cni_host->ipam_max_version(ctx->nc.ipam_type, ctx->env.path, &v, err, sizeof(err)))
 		return cni_failf(ctx, CNI_ERR_NOT_AVAILABLE, "IPAM plugin not available", "%s",
 				 err);
 	if (v >= 10100) {
@@ -183,7 +184,7 @@ int cni_cmd_status(struct cni_ctx *ctx)
 			.conf_len = ctx->conf_len,
 		};
 
-		if (cni_ipam_exec(&call, NULL, err, sizeof(err)))
+		if (cni_host->ipam_exec(&call, NULL, err, sizeof(err)))
 			return cni_failf(ctx,
 					 call.remote_code >= 50 && call.remote_code <= 51
 						 ? call.remote_code
