@@ -27,8 +27,6 @@
 #include "err.h"
 #include "log.h"
 
-extern char **environ;
-
 static long long now_ms(void)
 {
 	struct timespec ts;

@@ -36,8 +36,6 @@
 #include "vf_fake.h"
 #include "vf_manager.h"
 
-extern char **environ;
-
 struct daemon {
 	const char *config_path;
 	bool foreground, verbose;
