@@ -28,8 +28,6 @@
 #include "err.h"
 #include "log.h"
 
-extern char **environ;
-
 static int find_plugin(const char *type, const char *cni_path, char *out, size_t len, char *err,
 		       size_t errlen)
 {

@@ -22,8 +22,6 @@
 #include "cni_result.h"
 #include "log.h"
 
-extern char **environ;
-
 #define STDIN_MAX (16u << 20)
 
 static int emit(json_t *o)

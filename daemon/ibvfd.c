@@ -37,8 +37,6 @@
 #include "vf_manager.h"
 #include "vf_seams.h"
 
-extern char **environ;
-
 struct daemon {
 	const char *config_path;
 	bool foreground, verbose;

@@ -35,7 +35,9 @@ static int parse_num(const char *opt, const char *s, unsigned long long min, uns
 		goto bad;
 	return 0;
 bad:
-	return ctl_error(CTL_USAGE, "%s '%s': expected a number in %llu..%llu", opt, s, min, max);
+	/* a constant, so the compiler sees that 0 always comes with *out set */
+	ctl_error(CTL_USAGE, "%s '%s': expected a number in %llu..%llu", opt, s, min, max);
+	return CTL_USAGE;
 }
 
 /* "DEV" or "DEV:PORT". */

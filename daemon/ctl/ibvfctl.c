@@ -14,8 +14,6 @@
 #include "err.h"
 #include "log.h"
 
-extern char **environ;
-
 static const struct ctl_object *const objects[] = {
 	&ctl_pool_object,
 	&ctl_vf_object,

@@ -122,7 +122,7 @@ static void finding(struct rec_ctx *r, const char *kind, bool problem, uint64_t 
 			      "fixed", fixed);
 
 	if (pkey >= 0) {
-		char p[8];
+		char p[sizeof("0xffffffff")];	/* room for any non-negative int */
 
 		snprintf(p, sizeof(p), "0x%04x", pkey);
 		json_object_set_new(o, "pkey", json_string(p));

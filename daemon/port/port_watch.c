@@ -619,6 +619,14 @@ static int smp_get(struct ibvf_port_src *s, ib_portid_t *id, unsigned attr, unsi
 	return 0;
 }
 
+/* Directed route "0" (the local port); str2drpath() takes a writable string. */
+static void drpath_local(ib_dr_path_t *path)
+{
+	char zero[] = "0";
+
+	str2drpath(path, zero, 0, 0);
+}
+
 static int self_portinfo(struct ibvf_port_src *s, uint8_t pi[IB_SMP_DATA_SIZE],
 			 uint8_t ni[IB_SMP_DATA_SIZE], char *err, size_t errlen)
 {
@@ -626,7 +634,7 @@ static int self_portinfo(struct ibvf_port_src *s, uint8_t pi[IB_SMP_DATA_SIZE],
 	int ret;
 
 	memset(&self, 0, sizeof(self));
-	str2drpath(&self.drpath, "0", 0, 0);
+	drpath_local(&self.drpath);
 	ret = smp_get(s, &self, IB_ATTR_NODE_INFO, 0, ni, "NodeInfo of the local port", err,
 		      errlen);
 	if (!ret)
@@ -779,7 +787,7 @@ static int target_portid(struct ibvf_port_src *s, const struct ibvf_port_target 
 	memset(id, 0, sizeof(*id));
 	switch (t->kind) {
 	case IBVF_TARGET_SELF:
-		str2drpath(&id->drpath, "0", 0, 0);
+		drpath_local(&id->drpath);
 		return 0;
 	case IBVF_TARGET_DR:
 		snprintf(dr, sizeof(dr), "%s", t->dr);

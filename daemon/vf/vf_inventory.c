@@ -435,7 +435,8 @@ int ibvf_inventory_scan(const char *sysfs_root, struct ibvf_inventory **out, cha
 		}
 		pf = &inv->pfs[inv->n_pfs];
 		memset(pf, 0, sizeof(*pf));
-		snprintf(pf->pci, sizeof(pf->pci), "%s", de->d_name);
+		/* the length was checked above; the precision tells the compiler */
+		snprintf(pf->pci, sizeof(pf->pci), "%.*s", (int)sizeof(pf->pci) - 1, de->d_name);
 		fill_pf(dev, pf);
 		if (!pf->netdev[0] && !pf->rdma_dev[0])
 			continue;	/* an SR-IOV NIC that is not an HCA */

@@ -46,7 +46,8 @@ static void check_ranges(const struct ibvf_config *cfg)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char *const env[] = {"UFM_PASSWORD=hunter2", "DAEMON_PERIODIC_UPDATE=7", NULL};
+	static const char *const env[] = {"UFM_PASSWORD=hunter2", "DAEMON_PERIODIC_UPDATE=7",
+					  NULL};
 	char err[IBVF_ERR_LEN] = "", path[64], *text;
 	struct ibvf_config cfg;
 	struct opensm_cfg ocfg;
@@ -63,7 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	ret = ibvf_config_load(&cfg, path, true, (data[0] & 1) ? env : NULL, err, sizeof(err));
+	/* environ-typed parameter; ibvf_config_load only reads the strings */
+	ret = ibvf_config_load(&cfg, path, true, (data[0] & 1) ? (char *const *)env : NULL, err,
+			       sizeof(err));
 	close(fd);
 	if (ret) {
 		must(err[0] != 0, "config failure without a message", NULL);

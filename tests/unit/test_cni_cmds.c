@@ -1464,8 +1464,8 @@ static void test_status_real_client(void **state)
 static json_t *plugin(const char *cmd, bool no_netns, const char *stdin_text, int *status)
 {
 	const char *bin = tu_binary("IB_SRIOV");
-	char *in = tu_path(T.dir, "stdin"), *env[12],
-	     *argv[] = {"/bin/sh", "-c", "exec \"$IB_SRIOV\" <\"$IN\"", NULL};
+	const char *argv[] = {"/bin/sh", "-c", "exec \"$IB_SRIOV\" <\"$IN\"", NULL};
+	char *in = tu_path(T.dir, "stdin"), *env[12];
 	struct tu_result r;
 	json_t *out;
 	int n = 0;
@@ -1484,7 +1484,7 @@ static json_t *plugin(const char *cmd, bool no_netns, const char *stdin_text, in
 	assert_true(asprintf(&env[n++], "IBVF_CNI_LOCK_DIR=%s/lock", T.dir) > 0);
 	assert_true(asprintf(&env[n++], "IBVF_CNI_SOCKET=%s", T.nosock) > 0);
 	env[n] = NULL;
-	assert_int_equal(tu_run(&r, env, 30, argv), 0);
+	assert_int_equal(tu_run(&r, (const char *const *)env, 30, argv), 0);
 	*status = r.status;
 	out = json_loads(r.out, 0, NULL);
 	if (!out)

@@ -14,16 +14,17 @@
 #include "cni_config.h"
 #include "err.h"
 #include "log.h"
+#include "testutil.h"
 
 static char err[IBVF_ERR_LEN];
 
 static void env_add_needs_three(void **state)
 {
-	char *envp[] = {"CNI_COMMAND=ADD", "CNI_PATH=/opt/cni/bin", NULL};
+	const char *envp[] = {"CNI_COMMAND=ADD", "CNI_PATH=/opt/cni/bin", NULL};
 	struct cni_env e;
 
 	(void)state;
-	assert_int_equal(cni_env_load(&e, envp, err, sizeof(err)), -EINVAL);
+	assert_int_equal(cni_env_load(&e, tu_strv(envp), err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "CNI_CONTAINERID"));
 	assert_non_null(strstr(err, "CNI_IFNAME"));
 	assert_non_null(strstr(err, "CNI_NETNS"));
@@ -31,12 +32,12 @@ static void env_add_needs_three(void **state)
 
 static void env_del_without_netns(void **state)
 {
-	char *envp[] = {"CNI_COMMAND=DEL", "CNI_CONTAINERID=abc-1.x_y", "CNI_IFNAME=net1",
-			"CNI_NETNS=", NULL};
+	const char *envp[] = {"CNI_COMMAND=DEL", "CNI_CONTAINERID=abc-1.x_y", "CNI_IFNAME=net1",
+			      "CNI_NETNS=", NULL};
 	struct cni_env e;
 
 	(void)state;
-	assert_int_equal(cni_env_load(&e, envp, err, sizeof(err)), 0);
+	assert_int_equal(cni_env_load(&e, tu_strv(envp), err, sizeof(err)), 0);
 	assert_int_equal(e.cmd, CNI_CMD_DEL);
 	assert_null(e.netns);
 	cni_env_free(&e);
@@ -44,23 +45,23 @@ static void env_del_without_netns(void **state)
 
 static void env_bad_values(void **state)
 {
-	char *bad_id[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=-abc", "CNI_IFNAME=net1",
-			  "CNI_NETNS=/x", NULL};
-	char *bad_if[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_IFNAME=net/1",
-			  "CNI_NETNS=/x", NULL};
-	char *long_if[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_IFNAME=abcdefghijklmnop",
-			   "CNI_NETNS=/x", NULL};
-	char *unknown[] = {"CNI_COMMAND=FROB", NULL};
+	const char *bad_id[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=-abc", "CNI_IFNAME=net1",
+				"CNI_NETNS=/x", NULL};
+	const char *bad_if[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_IFNAME=net/1",
+				"CNI_NETNS=/x", NULL};
+	const char *long_if[] = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc",
+				 "CNI_IFNAME=abcdefghijklmnop", "CNI_NETNS=/x", NULL};
+	const char *unknown[] = {"CNI_COMMAND=FROB", NULL};
 	char *none[] = {NULL};
 	struct cni_env e;
 
 	(void)state;
-	assert_int_equal(cni_env_load(&e, bad_id, err, sizeof(err)), -EINVAL);
+	assert_int_equal(cni_env_load(&e, tu_strv(bad_id), err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "CNI_CONTAINERID"));
-	assert_int_equal(cni_env_load(&e, bad_if, err, sizeof(err)), -EINVAL);
+	assert_int_equal(cni_env_load(&e, tu_strv(bad_if), err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "CNI_IFNAME"));
-	assert_int_equal(cni_env_load(&e, long_if, err, sizeof(err)), -EINVAL);
-	assert_int_equal(cni_env_load(&e, unknown, err, sizeof(err)), -EINVAL);
+	assert_int_equal(cni_env_load(&e, tu_strv(long_if), err, sizeof(err)), -EINVAL);
+	assert_int_equal(cni_env_load(&e, tu_strv(unknown), err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "FROB"));
 	assert_int_equal(cni_env_load(&e, none, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "CNI_COMMAND"));
@@ -68,14 +69,15 @@ static void env_bad_values(void **state)
 
 static void env_pod_identity(void **state)
 {
-	char *envp[] = {"CNI_COMMAND=GC",
-			"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=trainer-0;"
-			"junk;K8S_POD_UID=1234-5678;K8S_POD_INFRA_CONTAINER_ID=ab",
-			NULL};
+	const char *envp[] = {
+		"CNI_COMMAND=GC",
+		"CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=trainer-0;"
+		"junk;K8S_POD_UID=1234-5678;K8S_POD_INFRA_CONTAINER_ID=ab",
+		NULL};
 	struct cni_env e;
 
 	(void)state;
-	assert_int_equal(cni_env_load(&e, envp, err, sizeof(err)), 0);
+	assert_int_equal(cni_env_load(&e, tu_strv(envp), err, sizeof(err)), 0);
 	assert_string_equal(e.pod_namespace, "team-a");
 	assert_string_equal(e.pod_name, "trainer-0");
 	assert_string_equal(e.pod_uid, "1234-5678");

@@ -47,7 +47,7 @@ static int teardown(void **state)
 }
 
 /* Write @json to the fixture file and load it with @envp; returns the errno. */
-static int load(struct fixture *f, const char *json, char *const *envp)
+static int load(struct fixture *f, const char *json, const char *const *envp)
 {
 	int ret;
 
@@ -58,7 +58,7 @@ static int load(struct fixture *f, const char *json, char *const *envp)
 	f->err[0] = 0;
 	if (json)
 		assert_int_equal(tu_write_str(f->file, json), 0);
-	ret = ibvf_config_load(&f->cfg, f->file, true, envp, f->err, sizeof(f->err));
+	ret = ibvf_config_load(&f->cfg, f->file, true, tu_strv(envp), f->err, sizeof(f->err));
 	f->loaded = ret == 0;
 	return ret;
 }
@@ -500,7 +500,7 @@ static void test_parse_ranges_direct(void **state)
 static void test_env_overrides(void **state)
 {
 	struct fixture *f = *state;
-	char *env[] = {
+	const char *env[] = {
 		"GUID_POOL_RANGE_START=02:00:00:00:00:00:10:00",
 		"GUID_POOL_RANGE_END=02:00:00:00:00:00:1f:ff",
 		"DAEMON_SM_PLUGIN=ufm",
@@ -542,13 +542,14 @@ static void test_env_overrides(void **state)
 static void test_env_without_file(void **state)
 {
 	struct fixture *f = *state;
-	char *env[] = { "GUID_POOL_RANGE_START=0x0200000000000001",
-			"GUID_POOL_RANGE_END=0x02000000000000ff", "UFM_PORT=443", NULL, NULL };
+	const char *env[] = { "GUID_POOL_RANGE_START=0x0200000000000001",
+			      "GUID_POOL_RANGE_END=0x02000000000000ff", "UFM_PORT=443", NULL,
+			      NULL };
 	struct ibvf_config c;
 	char err[IBVF_ERR_LEN];
 	char *missing = tu_path(f->dir, "absent.json");
 
-	assert_int_equal(ibvf_config_load(&c, missing, false, env, err, sizeof(err)), 0);
+	assert_int_equal(ibvf_config_load(&c, missing, false, tu_strv(env), err, sizeof(err)), 0);
 	assert_int_equal(c.pool.n_ranges, 1);
 	assert_true(c.pool.ranges[0].end == 0x02000000000000ffull);
 	/* UFM_* reach sm.config only when the backend is ufm (default: noop) */
@@ -556,7 +557,7 @@ static void test_env_without_file(void **state)
 	ibvf_config_free(&c);
 	env[3] = "DAEMON_SM_PLUGIN=ufm";
 	env[4] = NULL;
-	assert_int_equal(ibvf_config_load(&c, missing, false, env, err, sizeof(err)), 0);
+	assert_int_equal(ibvf_config_load(&c, missing, false, tu_strv(env), err, sizeof(err)), 0);
 	assert_string_equal(c.sm.backend_json, "{\"port\":443}");
 	ibvf_config_free(&c);
 	free(missing);
@@ -601,8 +602,8 @@ static void test_env_bad(void **state)
 	struct fixture *f = *state;
 
 	for (size_t i = 0; i < sizeof(bad_env) / sizeof(bad_env[0]); i++) {
-		char *env[4] = { (char *)bad_env[i].env[0], (char *)bad_env[i].env[1],
-				 (char *)bad_env[i].env[2], NULL };
+		const char *env[4] = { bad_env[i].env[0], bad_env[i].env[1], bad_env[i].env[2],
+				       NULL };
 		int ret = load(f, "{" RANGE1 "}", env);
 
 		if (ret != -EINVAL)
@@ -617,8 +618,8 @@ static void test_env_bad(void **state)
 static void test_env_empty_ufm_ignored(void **state)
 {
 	struct fixture *f = *state;
-	char *env[] = { "UFM_PORT=", "UFM_HTTP_SCHEMA=", "UFM_ADDRESS=", "DAEMON_SM_PLUGIN=",
-			"DAEMON_PERIODIC_UPDATE=", NULL };
+	const char *env[] = { "UFM_PORT=", "UFM_HTTP_SCHEMA=", "UFM_ADDRESS=", "DAEMON_SM_PLUGIN=",
+			      "DAEMON_PERIODIC_UPDATE=", NULL };
 
 	assert_int_equal(load(f, "{" RANGE1 "}", env), 0);
 	assert_null(f->cfg.sm.backend_json);
@@ -631,7 +632,7 @@ static void test_env_empty_ufm_ignored(void **state)
 static void test_print_masks_secrets(void **state)
 {
 	struct fixture *f = *state;
-	char *env[] = { "UFM_PASSWORD=pw-from-env-9137", "UFM_USERNAME=admin", NULL };
+	const char *env[] = { "UFM_PASSWORD=pw-from-env-9137", "UFM_USERNAME=admin", NULL };
 	char *out;
 	json_t *root, *sm;
 
@@ -768,7 +769,7 @@ static void test_backend_name_checked(void **state)
 
 	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
 		char json[256], env_s[256];
-		char *env[] = { env_s, NULL };
+		const char *env[] = { env_s, NULL };
 
 		snprintf(json, sizeof(json), "{\"sm\": {\"backend\": \"%s\"}}", bad_names[i]);
 		assert_int_equal(load(f, json, NULL), -EINVAL);
@@ -784,7 +785,7 @@ static void test_backend_name_checked(void **state)
 	}
 	for (size_t i = 0; i < sizeof(good_names) / sizeof(good_names[0]); i++) {
 		char env_s[256];
-		char *env[] = { env_s, NULL };
+		const char *env[] = { env_s, NULL };
 
 		snprintf(env_s, sizeof(env_s), "DAEMON_SM_PLUGIN=%s", good_names[i]);
 		assert_int_equal(load(f, "{\"sm\": {\"backend\": \"noop\"}}", env), 0);

@@ -74,13 +74,13 @@ static void write_cfg(struct fx *f, const char *start, const char *end, int quar
 }
 
 /* Run ibvfctl -c <cfg> ARGS... (NULL-terminated); returns the exit code. */
-static int ctl_env(struct fx *f, char *const *env, ...)
+static int ctl_env(struct fx *f, const char *const *env, ...)
 {
-	char *argv[32];
+	const char *argv[32];
 	int n = 0;
 	va_list ap;
 
-	argv[n++] = (char *)f->bin;
+	argv[n++] = f->bin;
 	argv[n++] = "-c";
 	argv[n++] = f->cfg;
 	va_start(ap, env);
@@ -98,11 +98,11 @@ static int ctl_env(struct fx *f, char *const *env, ...)
 /* Run ibvfctl with exactly these arguments (no -c). */
 static int ctl_raw(struct fx *f, ...)
 {
-	char *argv[32];
+	const char *argv[32];
 	int n = 0;
 	va_list ap;
 
-	argv[n++] = (char *)f->bin;
+	argv[n++] = f->bin;
 	va_start(ap, f);
 	for (char *a; n < 31 && (a = va_arg(ap, char *));)
 		argv[n++] = a;
@@ -639,7 +639,7 @@ static void test_config_errors(void **state)
 	assert_contains(f->r.err, "no GUID ranges configured");
 	/* bad environment override */
 	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 60);
-	assert_int_equal(ctl_env(f, (char *[]){ "GUID_POOL_RANGE_START=xyz", NULL }, "pool",
+	assert_int_equal(ctl_env(f, (const char *[]){ "GUID_POOL_RANGE_START=xyz", NULL }, "pool",
 				 "status", NULL),
 			 2);
 	assert_contains(f->r.err, "GUID_POOL_RANGE_START");
@@ -649,8 +649,8 @@ static void test_config_errors(void **state)
 static void test_env_and_state_dir(void **state)
 {
 	struct fx *f = *state;
-	char *env[] = { "GUID_POOL_RANGE_START=0x0300000000000001",
-			"GUID_POOL_RANGE_END=0x0300000000000004", NULL };
+	const char *env[] = { "GUID_POOL_RANGE_START=0x0300000000000001",
+			      "GUID_POOL_RANGE_END=0x0300000000000004", NULL };
 	char *other = tu_path(f->dir, "other");
 	json_t *j;
 

@@ -47,12 +47,12 @@ static int teardown(void **state)
 	return 0;
 }
 
-static int run(struct fx *f, char *const *env, char *const *args)
+static int run(struct fx *f, const char *const *env, const char *const *args)
 {
-	char *argv[16];
+	const char *argv[16];
 	int n = 0;
 
-	argv[n++] = (char *)f->bin;
+	argv[n++] = f->bin;
 	for (; args && *args && n < 15; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
@@ -61,15 +61,16 @@ static int run(struct fx *f, char *const *env, char *const *args)
 	return f->r.status;
 }
 
-#define ARGS(...) ((char *const[]){ __VA_ARGS__, NULL })
+#define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
 static void test_print_config_masks_secrets(void **state)
 {
 	struct fx *f = *state;
-	char *env[] = { "UFM_PASSWORD=env-pass-31337", "UFM_USERNAME=admin",
-			"UFM_ADDRESS=ufm.example", "UFM_PORT=8443", "DAEMON_SM_PLUGIN=ufm",
-			"DAEMON_PERIODIC_UPDATE=12", "GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01",
-			"GUID_POOL_RANGE_END=02:00:00:00:00:00:00:ff", NULL };
+	const char *env[] = { "UFM_PASSWORD=env-pass-31337", "UFM_USERNAME=admin",
+			      "UFM_ADDRESS=ufm.example", "UFM_PORT=8443", "DAEMON_SM_PLUGIN=ufm",
+			      "DAEMON_PERIODIC_UPDATE=12",
+			      "GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01",
+			      "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:ff", NULL };
 	json_t *j, *sm, *bc;
 
 	assert_int_equal(tu_write_str(f->cfg, "{\"log_level\": \"debug\", \"sm\": {\"config\": "
@@ -124,7 +125,7 @@ static void test_config_errors(void **state)
 	assert_contains(f->r.err, f->cfg);
 	assert_not_contains(f->r.err, "s3cr3t");
 	assert_int_equal(tu_write_str(f->cfg, "{}"), 0);
-	assert_int_equal(run(f, (char *[]){ "DAEMON_PERIODIC_UPDATE=soon", NULL },
+	assert_int_equal(run(f, (const char *[]){ "DAEMON_PERIODIC_UPDATE=soon", NULL },
 			     ARGS("-c", f->cfg, "-p")),
 			 2);
 	assert_contains(f->r.err, "DAEMON_PERIODIC_UPDATE: 'soon' is not a number of seconds");

@@ -158,10 +158,10 @@ static void expect_hups(const struct lab *l, int n)
 	assert_int_equal(hup_count(l), n);
 }
 
-static pid_t spawn_opensm(struct lab *l, char *const extra[])
+static pid_t spawn_opensm(struct lab *l, const char *const extra[])
 {
 	char exe[160], self[4096], cmd[8400];
-	char *argv[8] = { exe };
+	const char *argv[8] = { exe };
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	pid_t pid;
 
@@ -179,7 +179,8 @@ static pid_t spawn_opensm(struct lab *l, char *const extra[])
 	assert_true(pid >= 0);
 	if (!pid) {
 		setenv("IBVF_FAKE_HUPS", l->hupf, 1);
-		execv(exe, argv);
+		/* execv() only reads argv; POSIX keeps char *const [] for compatibility */
+		execv(exe, (char *const *)argv);
 		_exit(127);
 	}
 	for (int64_t end = now_ms() + 10000; hup_count(l) != 0 && now_ms() < end;)
@@ -456,17 +457,17 @@ static void test_find_opensm(void **state)
 	assert_has(err, "does not exist (is OpenSM running?)");
 
 	/* which file does it read: -P, --Pconfig=, or -F's partition_config_file */
-	other = spawn_opensm(l, (char *[]){ "-B", "-P", "/x/p1.conf", NULL });
+	other = spawn_opensm(l, (const char *const[]){ "-B", "-P", "/x/p1.conf", NULL });
 	assert_int_equal(opensm_partition_path(other, path, sizeof(path), err, sizeof(err)), 0);
 	assert_string_equal(path, "/x/p1.conf");
 	stop_pid(other);
-	other = spawn_opensm(l, (char *[]){ "--Pconfig=/x/p2.conf", NULL });
+	other = spawn_opensm(l, (const char *const[]){ "--Pconfig=/x/p2.conf", NULL });
 	assert_int_equal(opensm_partition_path(other, path, sizeof(path), err, sizeof(err)), 0);
 	assert_string_equal(path, "/x/p2.conf");
 	stop_pid(other);
 	snprintf(path, sizeof(path), "%s/osm.conf", l->dir);
 	spit(path, "# opensm.conf\nguid 0x1\npartition_config_file /x/p3.conf\n");
-	other = spawn_opensm(l, (char *[]){ "-F", path, NULL });
+	other = spawn_opensm(l, (const char *const[]){ "-F", path, NULL });
 	assert_int_equal(opensm_partition_path(other, path, sizeof(path), err, sizeof(err)), 0);
 	assert_string_equal(path, "/x/p3.conf");
 	stop_pid(other);
@@ -820,7 +821,7 @@ static void test_validate(void **state)
 	opensm_ops.fini(b);
 	/* an OpenSM that reads another file */
 	stop_pid(l->osm);
-	l->osm = spawn_opensm(l, (char *[]){ "-P", "/etc/hostname", NULL });
+	l->osm = spawn_opensm(l, (const char *const[]){ "-P", "/etc/hostname", NULL });
 	write_pidfile(l, l->osm);
 	b = open_backend(l, NULL, NULL, NULL);
 	assert_int_equal(opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err)), -EINVAL);

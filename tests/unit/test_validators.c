@@ -360,7 +360,7 @@ static json_t *take_params(struct fake_ibvfd *s)
 
 static void via_ibvfctl(struct fake_ibvfd *s, const struct row *r, struct answer *a)
 {
-	char *argv[24];
+	const char *argv[24];
 	struct tu_result res;
 	const char *m;
 	json_t *p, *pk;
@@ -368,7 +368,7 @@ static void via_ibvfctl(struct fake_ibvfd *s, const struct row *r, struct answer
 	uint16_t v = 0;
 	int n = 0;
 
-	argv[n++] = (char *)s->bin;
+	argv[n++] = s->bin;
 	argv[n++] = "-c";
 	argv[n++] = s->cfg;
 	argv[n++] = "daemon";
@@ -376,18 +376,18 @@ static void via_ibvfctl(struct fake_ibvfd *s, const struct row *r, struct answer
 	argv[n++] = "--owner";
 	argv[n++] = "c1";
 	argv[n++] = "--pci";
-	argv[n++] = (char *)pci_of(r);
+	argv[n++] = pci_of(r);
 	argv[n++] = "--pkey";
-	argv[n++] = (char *)pkey_of(r);
+	argv[n++] = pkey_of(r);
 	if (member_of(r) && !strcasecmp(member_of(r), "limited"))
 		argv[n++] = "--limited";
 	if (r->f == F_LINK) {
 		argv[n++] = "--link-state";
-		argv[n++] = (char *)r->in;
+		argv[n++] = r->in;
 	}
 	if (r->f == F_GUID) {
 		argv[n++] = "--guid";
-		argv[n++] = (char *)r->in;
+		argv[n++] = r->in;
 	}
 	argv[n] = NULL;
 	memset(a, 0, sizeof(*a));

@@ -171,12 +171,25 @@ static inline void tu_append(char **buf, size_t *len, const char *data, size_t n
 }
 
 /*
+ * tu_strv() - a NULL-terminated list of strings the callee only reads, as the
+ * char *const * that environ-style interfaces (execve, ibvf_config_load,
+ * cni_env_load) take. With -Wwrite-strings literals are const; POSIX's exec
+ * rationale says the lists are char *const [] only for compatibility and are
+ * never modified.
+ */
+static inline char *const *tu_strv(const char *const *v)
+{
+	return (char *const *)v;
+}
+
+/*
  * Run @argv (argv[0] is a path) with extra environment @env (NULL-terminated
  * "NAME=value" list added to a clean environment holding only PATH and the
  * sanitizer options), collect
  * stdout and stderr. The child is killed after @timeout_s seconds.
  */
-static inline int tu_run(struct tu_result *r, char *const *env, int timeout_s, char *const *argv)
+static inline int tu_run(struct tu_result *r, const char *const *env, int timeout_s,
+			 const char *const *argv)
 {
 	int po[2], pe[2];
 	pid_t pid;
@@ -196,7 +209,7 @@ static inline int tu_run(struct tu_result *r, char *const *env, int timeout_s, c
 	if (pid == 0) {
 		static const char *const keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS",
 						     "LSAN_OPTIONS", "MALLOC_PERTURB_", NULL };
-		char *envp[64];
+		const char *envp[64];
 		int n = 0;
 
 		envp[n++] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
@@ -213,7 +226,7 @@ static inline int tu_run(struct tu_result *r, char *const *env, int timeout_s, c
 		envp[n] = NULL;
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
-		execve(argv[0], argv, envp);
+		execve(argv[0], tu_strv(argv), tu_strv(envp));
 		_exit(127);
 	}
 	close(po[1]);
