@@ -174,17 +174,16 @@ static void refuse(struct op *op, int code, int err_no, const char *step, const 
 	eng_op_free(op);
 }
 
-void eng_start(struct op *op)
+/* Under e->lock: may @op start now? If not, it is answered, freed, and the lock dropped. */
+static bool admit(struct op *op)
 {
 	struct ibvf_engine *e = op->e;
 	char err[IBVF_ERR_LEN];
-	bool start;
 
-	pthread_mutex_lock(&e->lock);
 	if (e->stopping) {
 		pthread_mutex_unlock(&e->lock);
 		refuse(op, IBVF_RPC_BUSY, ESHUTDOWN, "", "ibvfd is stopping");
-		return;
+		return false;
 	}
 	if (op->kind == OP_PREPARE && !(e->sm_ok && e->reconciled)) {
 		snprintf(err, sizeof(err), "%s",
@@ -192,8 +191,37 @@ void eng_start(struct op *op)
 					: (e->sm_err[0] ? e->sm_err : "SM backend not validated"));
 		pthread_mutex_unlock(&e->lock);
 		refuse(op, IBVF_RPC_NOT_READY, EAGAIN, "validate", "ibvfd is not ready: %s", err);
-		return;
+		return false;
 	}
+	return true;
+}
+
+/* Under e->lock: take @op's keys, or queue it behind the op that holds one. */
+static bool take_or_wait(struct op *op)
+{
+	struct ibvf_engine *e = op->e;
+	struct op **pp = &e->waiting;
+
+	if (keys_free(e, &op->keys, NULL)) {
+		op->keys.next = e->held;
+		e->held = &op->keys;
+		op->holds_keys = true;
+		return true;
+	}
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = op;
+	return false;
+}
+
+void eng_start(struct op *op)
+{
+	struct ibvf_engine *e = op->e;
+	bool start;
+
+	pthread_mutex_lock(&e->lock);
+	if (!admit(op))
+		return;
 	if (op->kind == OP_PREPARE)
 		op->deadline = ibvf_mono_ms() + e->prepare_timeout_ms;
 	if (op->kind == OP_PREPARE || op->kind == OP_RELEASE) {
@@ -206,18 +234,7 @@ void eng_start(struct op *op)
 		snprintf(op->keys.pci, sizeof(op->keys.pci), "%s", op->req.pci);
 	}
 	e->inflight++;
-	start = keys_free(e, &op->keys, NULL);
-	if (start) {
-		op->keys.next = e->held;
-		e->held = &op->keys;
-		op->holds_keys = true;
-	} else {
-		struct op **pp = &e->waiting;
-
-		while (*pp)
-			pp = &(*pp)->next;
-		*pp = op;
-	}
+	start = take_or_wait(op);
 	pthread_mutex_unlock(&e->lock);
 	if (start && eng_submit(op)) {
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ENOMEM, "", "cannot queue the request");
