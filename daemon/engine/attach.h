@@ -17,7 +17,7 @@
  * state machine is unit-tested with fakes and wired in ibvfd to the netlink /
  * ibsim VF drivers and the port watcher. Blocking work runs on a worker pool;
  * SM membership changes go through the batcher (sm_batch.h) without holding
- * a worker while a batch is open. The GUID pool is used under one mutex.
+ * a worker while a batch is open. The GUID pool locks itself (guid_pool.h).
  */
 #ifndef IBVF_ATTACH_H
 #define IBVF_ATTACH_H
@@ -29,61 +29,11 @@
 
 #include <ibvf/sm_backend.h>
 
+#include "attach_seams.h"
 #include "config.h"
 #include "evloop.h"
 #include "guid_pool.h"
-
-/** A VF as the engine sees it. */
-struct ibvf_attach_vf {
-	char pci[32]; /* "0000:03:00.2" */
-	char pf[16];  /* PF netdev */
-	int vf_index;
-	char netdev[32];    /* VF netdev, "" when none (e.g. moved into a Pod) */
-	char rdma_dev[32];  /* VF RDMA device, "" when none */
-	bool guids_known;   /* node/port GUID could be read back */
-	uint64_t node_guid; /* host order */
-	uint64_t port_guid;
-	char link_state[8]; /* "auto" / "enable" / "disable" / "" unknown */
-};
-
-/** VF seam: inventory and GUID programming (vf_netlink / lab ibsim driver, or fakes). */
-struct ibvf_vf_ops {
-	/** lookup() - the VF at PCI address @pci, current GUIDs read back if possible. */
-	int (*lookup)(void *ctx, const char *pci, struct ibvf_attach_vf *out, char *err,
-		      size_t errlen);
-	/**
-	 * program() - set node and port GUID (and link state unless NULL/""),
-	 * rebind the VF driver, then refresh @vf's netdev/RDMA device names.
-	 * On failure the VF is left as it was (the driver rolls back).
-	 */
-	int (*program)(void *ctx, struct ibvf_attach_vf *vf, uint64_t node_guid, uint64_t port_guid,
-		       const char *link_state, char *err, size_t errlen);
-	/** list() - every VF of the node (reconciliation); @cb's non-zero return stops. */
-	int (*list)(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *vf), void *arg,
-		    char *err, size_t errlen);
-	void *ctx;
-};
-
-/** What the port watcher saw. */
-struct ibvf_port_result {
-	uint16_t lid;
-	uint16_t sm_lid;
-	char state[16];			     /* "ACTIVE", "INIT", ... */
-	int pkey_index[IBVF_POOL_MAX_PKEYS]; /* per requested PKey, -1 if absent */
-};
-
-/** Port seam: wait for the VF port to be ACTIVE with every PKey in its P_Key table. */
-struct ibvf_port_ops {
-	/**
-	 * wait() - until @deadline_ms (CLOCK_MONOTONIC ms). @pkeys carry the
-	 * membership bit. On -ETIMEDOUT @out holds what was last seen and @err
-	 * says what was missing.
-	 */
-	int (*wait)(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid,
-		    const uint16_t *pkeys, size_t n, int64_t deadline_ms,
-		    struct ibvf_port_result *out, char *err, size_t errlen);
-	void *ctx;
-};
+#include "reconcile.h"
 
 struct ibvf_engine_opts {
 	struct ibvf_loop *loop;
@@ -121,35 +71,6 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
  */
 void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 		      ibvf_reply_fn reply, void *ctx);
-
-/** The parameters of a "prepare" call, validated and normalised. */
-struct ibvf_prepare_params {
-	struct ibvf_owner owner;
-	char pci[32];				/* lower case, as sysfs names the VF */
-	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];	/* 15-bit key | 0x8000 when full */
-	size_t n_pkeys;
-	uint64_t req_guid;			/* 0: none requested */
-	char link_state[8];			/* "auto"/"enable"/"disable", "" unset */
-};
-
-/**
- * ibvf_prepare_params_parse() - the checks ibvf_engine_call() applies to the
- * params of "prepare" before any work (include/ibvf/api.h), without an
- * engine: PCI address, PKeys + membership, GUID and link state go through the
- * validators of <ibvf/types.h>. @allow_default_pkey is the engine's
- * allow_default_pkey setting.
- * Return: 0, -EINVAL (the reason in @err), -ENOMEM.
- */
-int ibvf_prepare_params_parse(json_t *params, bool allow_default_pkey,
-			      struct ibvf_prepare_params *out, char *err, size_t errlen);
-
-/** What a reconciliation pass may change (docs/operations.md). */
-enum ibvf_reconcile_pass {
-	IBVF_PASS_DRY_RUN = 0, /* change nothing; report what would be done */
-	IBVF_PASS_REPAIR,      /* roll back mid-flight attaches, finish releases, re-push
-				* lost memberships; report orphans (daemon default) */
-	IBVF_PASS_FIX,	       /* REPAIR + remove orphan SM members, reset orphan VFs */
-};
 
 /**
  * ibvf_engine_reconcile() - run one reconciliation pass now (blocking; not on
@@ -191,5 +112,26 @@ json_t *ibvf_engine_sm_stats(struct ibvf_engine *e);
 
 /** ibvf_engine_free() - wait for workers, free everything it owns. NULL is a no-op. */
 void ibvf_engine_free(struct ibvf_engine *e);
+
+/** The parameters of a "prepare" call, validated and normalised. */
+struct ibvf_prepare_params {
+	struct ibvf_owner owner;
+	char pci[32];				/* lower case, as sysfs names the VF */
+	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];	/* 15-bit key | 0x8000 when full */
+	size_t n_pkeys;
+	uint64_t req_guid;			/* 0: none requested */
+	char link_state[8];			/* "auto"/"enable"/"disable", "" unset */
+};
+
+/**
+ * ibvf_prepare_params_parse() - the checks ibvf_engine_call() applies to the
+ * params of "prepare" before any work (include/ibvf/api.h), without an
+ * engine: PCI address, PKeys + membership, GUID and link state go through the
+ * validators of <ibvf/types.h>. @allow_default_pkey is the engine's
+ * allow_default_pkey setting.
+ * Return: 0, -EINVAL (the reason in @err), -ENOMEM.
+ */
+int ibvf_prepare_params_parse(json_t *params, bool allow_default_pkey,
+			      struct ibvf_prepare_params *out, char *err, size_t errlen);
 
 #endif /* IBVF_ATTACH_H */

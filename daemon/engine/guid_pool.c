@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ struct stmt_slot {
 #define STMT_CACHE_MAX 48
 
 struct ibvf_pool {
+	pthread_mutex_t lock;	/* recursive; held by every public call (guid_pool.h) */
 	sqlite3 *db;
 	struct stmt_slot stmts[STMT_CACHE_MAX];
 	size_t n_stmts;
@@ -698,6 +700,17 @@ static int check_store_files(struct ibvf_pool *p, char *err, size_t errlen)
 	return have_db ? 0 : -ENOENT;
 }
 
+/* Recursive: a list or audit callback may call the pool again. */
+static void init_lock(struct ibvf_pool *p)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&p->lock, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
 int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char *err,
 		   size_t errlen)
 {
@@ -719,6 +732,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		free(p);
 		return -ENOMEM;
 	}
+	init_lock(p);
 	memcpy(p->ranges, o->ranges, o->n_ranges * sizeof(*p->ranges));
 	p->n_ranges = o->n_ranges;
 	p->quarantine_s = o->quarantine_s;
@@ -802,6 +816,7 @@ void ibvf_pool_close(struct ibvf_pool *p)
 		free(p->stmts[i].sql);
 	}
 	sqlite3_close(p->db);
+	pthread_mutex_destroy(&p->lock);
 	free(p->ranges);
 	free(p);
 }
@@ -900,8 +915,8 @@ static int get_one(struct ibvf_pool *p, const char *where, const char *t1, const
 	return db_err(p, err, errlen, "lookup");
 }
 
-int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, char *err,
-		  size_t errlen)
+static int pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, char *err,
+		    size_t errlen)
 {
 	char g[IBVF_GUID_STR_LEN];
 	int ret = get_one(p, "guid = ?1", NULL, NULL, enc(guid), out, err, errlen);
@@ -912,8 +927,19 @@ int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, ch
 	return ret;
 }
 
-int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const char *ifname,
-			 struct ibvf_alloc *out, char *err, size_t errlen)
+int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, char *err,
+		  size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_get(p, guid, out, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+static int pool_find_owner(struct ibvf_pool *p, const char *container_id, const char *ifname,
+			   struct ibvf_alloc *out, char *err, size_t errlen)
 {
 	int ret = get_one(p, "container_id = ?1 AND ifname = ?2 AND state != 7", container_id,
 			  ifname, 0, out, err, errlen);
@@ -924,8 +950,19 @@ int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const ch
 	return ret;
 }
 
-int ibvf_pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *out, char *err,
-		       size_t errlen)
+int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const char *ifname,
+			 struct ibvf_alloc *out, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_find_owner(p, container_id, ifname, out, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+static int pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *out, char *err,
+			 size_t errlen)
 {
 	int ret;
 
@@ -935,6 +972,33 @@ int ibvf_pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *
 		      err, errlen);
 	if (ret == -ENOENT)
 		ibvf_errf(err, errlen, ret, "no GUID recorded on VF %s", pci);
+	return ret;
+}
+
+int ibvf_pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *out, char *err,
+		       size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_find_pci(p, pci, out, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+int ibvf_pool_find_attach(struct ibvf_pool *p, const char *container_id, const char *ifname,
+			  const char *pci, struct ibvf_alloc *mine, struct ibvf_alloc *other,
+			  char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_find_owner(p, container_id, ifname, mine, err, errlen);
+	if (ret == -ENOENT)
+		ret = pool_find_pci(p, pci, other, err, errlen);
+	else if (!ret)
+		ret = 1;
+	pthread_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -1284,8 +1348,8 @@ static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 	return ret < 0 ? ret : -EIO;
 }
 
-int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs,
-			     size_t n, struct ibvf_alloc *out, char *err, size_t errlen)
+static int pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs,
+			       size_t n, struct ibvf_alloc *out, char *err, size_t errlen)
 {
 	int ret = begin(p, err, errlen);
 
@@ -1297,13 +1361,24 @@ int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_reques
 	return finish(p, ret < 0 ? ret : 0, err, errlen);
 }
 
+int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs,
+			     size_t n, struct ibvf_alloc *out, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_allocate_batch(p, reqs, n, out, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
 int ibvf_pool_allocate(struct ibvf_pool *p, const struct ibvf_alloc_request *req,
 		       struct ibvf_alloc *out, char *err, size_t errlen)
 {
 	return ibvf_pool_allocate_batch(p, req, 1, out, err, errlen);
 }
 
-int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
+static int pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	int ret = begin(p, err, errlen);
 
@@ -1312,7 +1387,17 @@ int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 	return finish(p, expire_locked(p, err, errlen), err, errlen);
 }
 
-int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen)
+int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_expire(p, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+static int pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen)
 {
 	struct ibvf_alloc a;
 	sqlite3_stmt *st;
@@ -1342,7 +1427,17 @@ int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errl
 	return finish(p, run(p, st, err, errlen), err, errlen);
 }
 
-int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
+int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_release(p, guid, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+static int pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
 {
 	char pk[128], s[IBVF_GUID_STR_LEN];
 	sqlite3_stmt *st;
@@ -1382,6 +1477,16 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 	return finish(p, ret, err, errlen);
 }
 
+int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_update(p, a, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
 /* -------------------------------------------------------- list/stats -- */
 
 static bool match_filter(const struct ibvf_pool_filter *f, const struct ibvf_alloc *a)
@@ -1405,9 +1510,9 @@ static bool match_filter(const struct ibvf_pool_filter *f, const struct ibvf_all
 	return true;
 }
 
-int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
-		   int (*cb)(void *arg, const struct ibvf_alloc *a), void *arg, char *err,
-		   size_t errlen)
+static int pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
+		     int (*cb)(void *arg, const struct ibvf_alloc *a), void *arg, char *err,
+		     size_t errlen)
 {
 	char sql[512];
 	sqlite3_stmt *st;
@@ -1429,7 +1534,19 @@ int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
 	return ret;
 }
 
-int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, size_t errlen)
+int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
+		   int (*cb)(void *arg, const struct ibvf_alloc *a), void *arg, char *err,
+		   size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_list(p, f, cb, arg, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+static int pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, size_t errlen)
 {
 	sqlite3_int64 v, rows;
 	int ret;
@@ -1460,6 +1577,16 @@ int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, s
 	s->outside = (uint64_t)rows;
 	s->free = s->total - s->allocated - s->quarantined;
 	return 0;
+}
+
+int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_stats(p, s, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
 }
 
 /* ------------------------------------------------------------- audit -- */
@@ -1651,8 +1778,8 @@ static int audit_range(struct audit *au, uint64_t a, uint64_t b, char *err, size
 	return 0;
 }
 
-int ibvf_pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_audit_finding *f),
-		    void *arg, char *err, size_t errlen)
+static int pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_audit_finding *f),
+		      void *arg, char *err, size_t errlen)
 {
 	struct audit au = { .p = p, .cb = cb, .arg = arg };
 	int ret, matches = 0;
@@ -1677,4 +1804,15 @@ int ibvf_pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_
 		log_notice("configured ranges differ from the store's; free-list checks skipped "
 			   "until a write command or ibvfd rebuilds it");
 	return ret ? ret : au.problems;
+}
+
+int ibvf_pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_audit_finding *f),
+		    void *arg, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_audit(p, cb, arg, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
 }

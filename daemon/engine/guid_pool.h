@@ -7,7 +7,15 @@
  * schema). Every allocation is committed before it is returned, so a crash at
  * any later point never leads to a duplicate. Safe for several processes on
  * one store (ibvfd, ibvfctl): write transactions are BEGIN IMMEDIATE with a
- * busy timeout. One struct ibvf_pool must be used by one thread at a time.
+ * busy timeout.
+ *
+ * Threads: a struct ibvf_pool may be shared by threads. Every function below
+ * takes the pool's own (recursive) mutex for the whole call, so each call is
+ * atomic within the process and callers do no locking around it. The
+ * callbacks of ibvf_pool_list() and ibvf_pool_audit() run with that mutex
+ * held: they may call the pool again, but must not wait for another thread
+ * that uses the same pool. A lookup that must be atomic over several
+ * queries is one function (ibvf_pool_find_attach()).
  *
  * GUIDs are host-order u64s (see ibvf/types.h). Times are ms since the Unix
  * epoch (CLOCK_REALTIME), because they must survive restarts.
@@ -162,6 +170,17 @@ int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const ch
  */
 int ibvf_pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *out, char *err,
 		       size_t errlen);
+
+/**
+ * ibvf_pool_find_attach() - the two lookups of an attach, under one hold of
+ * the pool's mutex: the live record of (@container_id, @ifname) into @mine,
+ * else the live record bound to the VF at @pci into @other.
+ * Return: 1 (the owner holds @mine), 0 (another owner holds @pci: @other),
+ * -ENOENT (neither), or another negative errno (@err set).
+ */
+int ibvf_pool_find_attach(struct ibvf_pool *p, const char *container_id, const char *ifname,
+			  const char *pci, struct ibvf_alloc *mine, struct ibvf_alloc *other,
+			  char *err, size_t errlen);
 
 /** Filter for ibvf_pool_list(); empty/zero fields match everything. */
 struct ibvf_pool_filter {

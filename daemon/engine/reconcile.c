@@ -26,9 +26,10 @@
 
 #include <ibvf/types.h>
 
-#include "attach_int.h"
 #include "err.h"
+#include "evloop.h"
 #include "log.h"
+#include "reconcile.h"
 
 struct sm_entry {
 	uint16_t pkey;
@@ -43,11 +44,17 @@ struct rec_ctx {
 	size_t n_recs, cap_recs;
 	struct ibvf_attach_vf *vfs;
 	size_t n_vfs, cap_vfs;
-	struct ibvf_engine *e;
+	const struct ibvf_reconcile_env *env;
 	enum ibvf_reconcile_pass mode;
-	json_t *findings;
+	ibvf_finding_fn cb;
+	void *cb_arg;
 	int problems;
 };
+
+static bool in_ranges(const struct rec_ctx *r, uint64_t g)
+{
+	return r->env->ops->in_ranges(r->env->ctx, g);
+}
 
 static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 {
@@ -69,7 +76,7 @@ static int sm_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool 
 {
 	struct rec_ctx *r = arg;
 
-	if (!managed || !eng_in_ranges(r->e, m->guid))
+	if (!managed || !in_ranges(r, m->guid))
 		return 0;
 	if (grow((void **)&r->sm, &r->cap_sm, r->n_sm, sizeof(*r->sm)))
 		return -ENOMEM;
@@ -104,7 +111,8 @@ static void finding(struct rec_ctx *r, const char *kind, bool problem, uint64_t 
 static void finding(struct rec_ctx *r, const char *kind, bool problem, uint64_t guid, int pkey,
 		    const char *pci, const char *fix, bool fixed, const char *fmt, ...)
 {
-	char detail[512], g[IBVF_GUID_STR_LEN];
+	struct ibvf_reconcile_finding f;
+	char detail[512];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -114,22 +122,17 @@ static void finding(struct rec_ctx *r, const char *kind, bool problem, uint64_t 
 		r->problems++;
 	ibvf_log(problem && !fixed ? LOG_WARNING : LOG_INFO, "reconcile: %s: %s%s%s", kind, detail,
 		 fixed ? "; fixed: " : "", fixed ? fix : "");
-	if (!r->findings)
+	if (!r->cb)
 		return;
-	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "kind", kind, "severity",
-			      problem ? "problem" : "notice", "guid",
-			      guid ? ibvf_guid_format(guid, g) : "", "detail", detail, "fix", fix,
-			      "fixed", fixed);
-
-	if (pkey >= 0) {
-		char p[sizeof("0xffffffff")];	/* room for any non-negative int */
-
-		snprintf(p, sizeof(p), "0x%04x", pkey);
-		json_object_set_new(o, "pkey", json_string(p));
-	}
-	if (pci && *pci)
-		json_object_set_new(o, "pci", json_string(pci));
-	json_array_append_new(r->findings, o);
+	f = (struct ibvf_reconcile_finding){.kind = kind,
+					    .problem = problem,
+					    .guid = guid,
+					    .pkey = pkey,
+					    .pci = pci,
+					    .detail = detail,
+					    .fix = fix,
+					    .fixed = fixed};
+	r->cb(r->cb_arg, &f);
 }
 
 static int cmp_sm(const void *x, const void *y)
@@ -149,20 +152,12 @@ static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
 	return r->n_sm && bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm);
 }
 
-static void owner_keyhold(const struct ibvf_alloc *a, struct keyhold *k)
-{
-	memset(k, 0, sizeof(*k));
-	snprintf(k->owner, sizeof(k->owner), "%.128s/%.16s", a->owner.container_id,
-		 a->owner.ifname);
-	snprintf(k->pci, sizeof(k->pci), "%s", a->pci);
-}
-
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
-	struct ibvf_engine *e = r->e;
+	const struct ibvf_reconcile_env *env = r->env;
 	struct ibvf_alloc a;
-	struct keyhold k;
+	void *hold;
 	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
 	bool pending;
 	int ret;
@@ -180,12 +175,9 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		if (!missing && !snap->pci[0])
 			return;
 	}
-	owner_keyhold(snap, &k);
-	if (!eng_try_keys(e, &k))
+	if (!env->ops->try_hold(env->ctx, &snap->owner, snap->pci, &hold))
 		return; /* a running operation owns it */
-	eng_pool_lock(e);
-	ret = ibvf_pool_get(e->pool, snap->guid, &a, err, sizeof(err));
-	eng_pool_unlock(e);
+	ret = ibvf_pool_get(env->pool, snap->guid, &a, err, sizeof(err));
 	*snap = a;
 	if (ret || a.state == IBVF_ALLOC_QUARANTINED)
 		goto out;
@@ -202,8 +194,8 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 			snap->state = IBVF_ALLOC_RELEASING;
 			goto out;
 		}
-		ret = eng_undo(e, &a, mid ? a.state >= IBVF_ALLOC_SM_REQUESTED : true, &pending,
-			       err, sizeof(err));
+		ret = env->ops->undo(env->ctx, &a, mid ? a.state >= IBVF_ALLOC_SM_REQUESTED : true,
+				     &pending, err, sizeof(err));
 		finding(r, mid ? "mid-flight" : "releasing", true, a.guid, -1, snap->pci,
 			mid ? "roll the attach back" : "finish the release", !ret && !pending,
 			"GUID %s of container %.12s ifname %s was left %s%s%s", s,
@@ -216,7 +208,7 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	if (a.pci[0]) {
 		struct ibvf_attach_vf vf;
 
-		ret = e->vf.lookup(e->vf.ctx, a.pci, &vf, err, sizeof(err));
+		ret = env->vf->lookup(env->vf->ctx, a.pci, &vf, err, sizeof(err));
 		if (ret)
 			finding(r, "vf-missing", true, a.guid, -1, a.pci, "none (report only)",
 				false, "GUID %s: VF %s of container %.12s: %s", s, a.pci,
@@ -245,15 +237,15 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 				s, a.owner.container_id, ibvf_alloc_state_name(a.state), pk);
 			continue;
 		}
-		ret = ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_ADD, pk, &m, ibvf_mono_ms() + 30000,
-					 e2, sizeof(e2));
+		ret = ibvf_sm_batch_call(env->batch, IBVF_SM_REQ_ADD, pk, &m,
+					 ibvf_mono_ms() + 30000, e2, sizeof(e2));
 		finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership", !ret,
 			"the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x%s%s", s,
 			a.owner.container_id, ibvf_alloc_state_name(a.state), pk, ret ? ": " : "",
 			ret ? e2 : "");
 	}
 out:
-	eng_drop_keys(e, &k);
+	env->ops->drop(env->ctx, hold);
 }
 
 /* r->recs comes from ibvf_pool_list() in GUID order: binary search. */
@@ -290,7 +282,7 @@ static void check_sm_orphans(struct rec_ctx *r, bool fix)
 		if (store_holds(r, m->pkey, m->guid))
 			continue;
 		if (fix)
-			ret = ibvf_sm_batch_call(r->e->batch, IBVF_SM_REQ_REMOVE, m->pkey, &mem,
+			ret = ibvf_sm_batch_call(r->env->batch, IBVF_SM_REQ_REMOVE, m->pkey, &mem,
 						 ibvf_mono_ms() + 30000, e2, sizeof(e2));
 		finding(r, "sm-orphan", true, m->guid, m->pkey, NULL,
 			"remove the GUID from the PKey", fix && !ret,
@@ -302,16 +294,16 @@ static void check_sm_orphans(struct rec_ctx *r, bool fix)
 
 static void check_vf_orphans(struct rec_ctx *r, bool fix)
 {
-	struct ibvf_engine *e = r->e;
+	const struct ibvf_reconcile_env *env = r->env;
 	char s[IBVF_GUID_STR_LEN], err[IBVF_ERR_LEN];
 
 	for (size_t i = 0; i < r->n_vfs; i++) {
 		struct ibvf_attach_vf *vf = &r->vfs[i];
 		struct ibvf_alloc a;
-		struct keyhold k = {0};
+		void *hold;
 		int ret;
 
-		if (!vf->guids_known || !eng_in_ranges(e, vf->port_guid))
+		if (!vf->guids_known || !in_ranges(r, vf->port_guid))
 			continue;
 		ibvf_guid_format(vf->port_guid, s);
 		for (size_t j = 0; j < i; j++)
@@ -320,14 +312,11 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 					"none (release one of the attachments)", false,
 					"GUID %s is on VF %s and on VF %s", s, r->vfs[j].pci,
 					vf->pci);
-		snprintf(k.pci, sizeof(k.pci), "%s", vf->pci);
-		if (!eng_try_keys(e, &k))
+		if (!env->ops->try_hold(env->ctx, NULL, vf->pci, &hold))
 			continue; /* being attached or released right now */
-		eng_pool_lock(e);
-		ret = ibvf_pool_find_pci(e->pool, vf->pci, &a, err, sizeof(err));
-		eng_pool_unlock(e);
+		ret = ibvf_pool_find_pci(env->pool, vf->pci, &a, err, sizeof(err));
 		if (ret == 0 && a.guid == vf->port_guid && a.state != IBVF_ALLOC_RELEASING) {
-			eng_drop_keys(e, &k);
+			env->ops->drop(env->ctx, hold);
 			continue;
 		}
 		if (ret == 0 || ret == -ENOENT) {
@@ -340,13 +329,10 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 				snprintf(a.pci, sizeof(a.pci), "%s", vf->pci);
 				snprintf(a.pf, sizeof(a.pf), "%s", vf->pf);
 				a.vf_index = vf->vf_index;
-				uint64_t parked;
+				uint64_t parked = env->ops->parked_guid(env->ctx);
 
-				pthread_mutex_lock(&e->lock);
-				parked = e->parked_guid;
-				pthread_mutex_unlock(&e->lock);
-				fret = e->vf.program(e->vf.ctx, vf, parked, parked, NULL, err,
-						     sizeof(err));
+				fret = env->vf->program(env->vf->ctx, vf, parked, parked, NULL, err,
+							sizeof(err));
 			}
 			finding(r, "vf-orphan", true, vf->port_guid, -1, vf->pci,
 				"reset the VF's GUIDs to the parked value (or 0)", fix && !fret,
@@ -355,7 +341,7 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 				vf->pci, vf->pf, vf->vf_index, s, fix && fret ? ": " : "",
 				fix && fret ? err : "");
 		}
-		eng_drop_keys(e, &k);
+		env->ops->drop(env->ctx, hold);
 	}
 }
 
@@ -372,31 +358,22 @@ static int store_audit_cb(void *arg, const struct ibvf_audit_finding *f)
 	return 0;
 }
 
-int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, json_t *findings,
-			  char *err, size_t errlen)
+int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile_pass mode,
+		       ibvf_finding_fn cb, void *arg, char *err, size_t errlen)
 {
-	struct rec_ctx r = {.e = e, .mode = mode, .findings = findings};
+	struct rec_ctx r = {.env = env, .mode = mode, .cb = cb, .cb_arg = arg};
 	bool fix = mode == IBVF_PASS_FIX;
 	char e2[IBVF_ERR_LEN] = "";
-	bool sm_listed = false, sm_check;
+	bool sm_listed = false;
 	int ret;
 
-	pthread_mutex_lock(&e->lock);
-	if (e->reconcile_running) {
-		pthread_mutex_unlock(&e->lock);
-		return ibvf_errf(err, errlen, -EBUSY, "a reconciliation pass is running");
-	}
-	e->reconcile_running = true;
-	sm_check = e->sm_ok || !e->reconciled;
-	pthread_mutex_unlock(&e->lock);
-
 	/* 1. the SM's view first (see the comment at the top) */
-	if (sm_check) {
+	if (env->check_sm) {
 		struct ibvf_sm_backend *b;
-		const struct ibvf_sm_ops *ops = ibvf_sm_batch_lock(e->batch, &b);
+		const struct ibvf_sm_ops *ops = ibvf_sm_batch_lock(env->batch, &b);
 
 		ret = ops->list_members(b, -1, sm_cb, &r, e2, sizeof(e2));
-		ibvf_sm_batch_unlock(e->batch);
+		ibvf_sm_batch_unlock(env->batch);
 		sm_listed = ret >= 0;
 		if (sm_listed && r.n_sm)
 			qsort(r.sm, r.n_sm, sizeof(*r.sm), cmp_sm);
@@ -406,15 +383,13 @@ int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, 
 				"none (retried every pass)", false,
 				"listing SM membership failed: %s", e2[0] ? e2 : strerror(-ret));
 		}
+		/* the noop backend keeps no membership: nothing to compare */
+		if (!strcmp(ops->name, "noop"))
+			sm_listed = false;
 	}
-	/* the noop backend keeps no membership: nothing to compare */
-	if (!strcmp(e->sm_ops->name, "noop"))
-		sm_listed = false;
 
 	/* 2. the store */
-	eng_pool_lock(e);
-	ret = ibvf_pool_list(e->pool, NULL, rec_cb, &r, err, errlen);
-	eng_pool_unlock(e);
+	ret = ibvf_pool_list(env->pool, NULL, rec_cb, &r, err, errlen);
 	if (ret < 0)
 		goto out;
 	for (size_t i = 0; i < r.n_recs; i++)
@@ -423,8 +398,8 @@ int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, 
 		check_sm_orphans(&r, fix);
 
 	/* 3. the VFs */
-	if (e->vf.list) {
-		ret = e->vf.list(e->vf.ctx, vf_cb, &r, e2, sizeof(e2));
+	if (env->vf->list) {
+		ret = env->vf->list(env->vf->ctx, vf_cb, &r, e2, sizeof(e2));
 		if (ret < 0)
 			finding(&r, "vf-list-failed", true, 0, -1, NULL, "none", false,
 				"listing VFs failed: %s", e2);
@@ -433,17 +408,10 @@ int ibvf_engine_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, 
 	}
 
 	/* 4. the store's own consistency */
-	eng_pool_lock(e);
-	ret = ibvf_pool_audit(e->pool, store_audit_cb, &r, err, errlen);
-	eng_pool_unlock(e);
+	ret = ibvf_pool_audit(env->pool, store_audit_cb, &r, err, errlen);
 	if (ret >= 0)
 		ret = 0;
 out:
-	pthread_mutex_lock(&e->lock);
-	e->reconcile_running = false;
-	if (ret >= 0)
-		e->reconciled = true;
-	pthread_mutex_unlock(&e->lock);
 	free(r.sm);
 	free(r.recs);
 	free(r.vfs);

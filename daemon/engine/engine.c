@@ -1,0 +1,574 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The engine's lifecycle and the order of its operations: creation, reload,
+ * readiness, stop; the keys (per owner and per VF) that keep two operations
+ * on the same attachment from running at once; admitting, starting and
+ * finishing operations on the loop thread; reconciliation passes, with the
+ * engine handed to reconcile.c through struct ibvf_reconcile_ops.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ibvf/api.h>
+#include <ibvf/types.h>
+
+#include "engine_int.h"
+#include "log.h"
+
+/* --------------------------------------------------------------- keys -- */
+
+bool eng_in_ranges(const struct ibvf_engine *e, uint64_t g)
+{
+	for (size_t i = 0; i < e->n_ranges; i++)
+		if (g >= e->ranges[i].start && g <= e->ranges[i].end)
+			return true;
+	return false;
+}
+
+void eng_owner_key(const struct ibvf_owner *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.128s/%.16s", o->container_id, o->ifname);
+}
+
+static bool keys_conflict(const struct keyhold *a, const struct keyhold *b)
+{
+	return (a->owner[0] && !strcmp(a->owner, b->owner)) ||
+	       (a->pci[0] && !strcmp(a->pci, b->pci));
+}
+
+/* Under e->lock. */
+static bool keys_free(struct ibvf_engine *e, const struct keyhold *k, const struct op *upto)
+{
+	for (struct keyhold *h = e->held; h; h = h->next)
+		if (keys_conflict(h, k))
+			return false;
+	/* FIFO: do not overtake an earlier waiting op on the same key */
+	for (struct op *w = e->waiting; w && w != upto; w = w->next)
+		if (keys_conflict(&w->keys, k))
+			return false;
+	return true;
+}
+
+bool eng_try_keys(struct ibvf_engine *e, struct keyhold *k)
+{
+	bool ok;
+
+	pthread_mutex_lock(&e->lock);
+	ok = keys_free(e, k, NULL);
+	if (ok) {
+		k->next = e->held;
+		e->held = k;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return ok;
+}
+
+static void kick_waiting(void *arg);
+
+static void unlink_keys(struct ibvf_engine *e, struct keyhold *k)
+{
+	for (struct keyhold **pp = &e->held; *pp; pp = &(*pp)->next)
+		if (*pp == k) {
+			*pp = k->next;
+			break;
+		}
+}
+
+void eng_drop_keys(struct ibvf_engine *e, struct keyhold *k)
+{
+	bool kick;
+
+	pthread_mutex_lock(&e->lock);
+	unlink_keys(e, k);
+	kick = e->waiting != NULL;
+	pthread_mutex_unlock(&e->lock);
+	if (kick)
+		ibvf_loop_post(e->loop, kick_waiting, e);
+}
+
+int eng_submit(struct op *op)
+{
+	int ret = ibvf_workq_submit(op->e->wq, eng_op_run, NULL, op);
+
+	if (ret)
+		log_err("cannot queue a request: %s", strerror(-ret));
+	return ret;
+}
+
+/* Loop thread: start every waiting op whose keys are free now. */
+static void kick_waiting(void *arg)
+{
+	struct ibvf_engine *e = arg;
+	struct op *start = NULL, **tail = &start;
+
+	pthread_mutex_lock(&e->lock);
+	for (struct op **pp = &e->waiting; *pp;) {
+		struct op *op = *pp;
+
+		if (keys_free(e, &op->keys, op)) {
+			*pp = op->next;
+			op->next = NULL;
+			op->keys.next = e->held;
+			e->held = &op->keys;
+			op->holds_keys = true;
+			*tail = op;
+			tail = &op->next;
+		} else {
+			pp = &op->next;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	while (start) {
+		struct op *op = start;
+
+		start = op->next;
+		op->next = NULL;
+		if (eng_submit(op)) {
+			op->code = IBVF_RPC_INTERNAL_ERROR;
+			snprintf(op->msg, sizeof(op->msg), "cannot queue the request");
+			op->phase = PH_DONE;
+			eng_op_finish(op);
+		}
+	}
+}
+
+bool eng_cancelled(struct ibvf_engine *e)
+{
+	bool c;
+
+	pthread_mutex_lock(&e->lock);
+	c = e->cancel;
+	pthread_mutex_unlock(&e->lock);
+	return c;
+}
+
+/* ---------------------------------------------------------------- ops -- */
+
+/* The op stops being an expected SM request (it submits now, or never will). */
+bool eng_op_arrived(struct op *op)
+{
+	bool was = op->expecting;
+
+	op->expecting = false;
+	return was;
+}
+
+/* Answer @op at once with an error and forget it (loop thread). */
+static void refuse(struct op *op, int code, int err_no, const char *step, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static void refuse(struct op *op, int code, int err_no, const char *step, const char *fmt, ...)
+{
+	va_list ap;
+
+	op->code = code;
+	op->err_no = err_no;
+	snprintf(op->step, sizeof(op->step), "%s", step);
+	va_start(ap, fmt);
+	vsnprintf(op->msg, sizeof(op->msg), fmt, ap);
+	va_end(ap);
+	op->done(op);
+	eng_op_free(op);
+}
+
+/* Under e->lock: may @op start now? If not, it is answered, freed, and the lock dropped. */
+static bool admit(struct op *op)
+{
+	struct ibvf_engine *e = op->e;
+	char err[IBVF_ERR_LEN];
+
+	if (e->stopping) {
+		pthread_mutex_unlock(&e->lock);
+		refuse(op, IBVF_RPC_BUSY, ESHUTDOWN, "", "ibvfd is stopping");
+		return false;
+	}
+	if (op->kind == OP_PREPARE && !(e->sm_ok && e->reconciled)) {
+		snprintf(err, sizeof(err), "%s",
+			 !e->reconciled ? "start-up reconciliation not finished"
+					: (e->sm_err[0] ? e->sm_err : "SM backend not validated"));
+		pthread_mutex_unlock(&e->lock);
+		refuse(op, IBVF_RPC_NOT_READY, EAGAIN, "validate", "ibvfd is not ready: %s", err);
+		return false;
+	}
+	return true;
+}
+
+/* Under e->lock: take @op's keys, or queue it behind the op that holds one. */
+static bool take_or_wait(struct op *op)
+{
+	struct ibvf_engine *e = op->e;
+	struct op **pp = &e->waiting;
+
+	if (keys_free(e, &op->keys, NULL)) {
+		op->keys.next = e->held;
+		e->held = &op->keys;
+		op->holds_keys = true;
+		return true;
+	}
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = op;
+	return false;
+}
+
+void eng_start(struct op *op)
+{
+	struct ibvf_engine *e = op->e;
+	bool start;
+
+	pthread_mutex_lock(&e->lock);
+	if (!admit(op))
+		return;
+	if (op->kind == OP_PREPARE)
+		op->deadline = ibvf_mono_ms() + e->prepare_timeout_ms;
+	if (op->kind == OP_PREPARE || op->kind == OP_RELEASE) {
+		/* announce it: a closing SM batch waits a little for it (sm_batch.h) */
+		op->expecting = true;
+		ibvf_sm_batch_expect(e->batch, 1);
+	}
+	if (op->kind == OP_PREPARE || op->kind == OP_COMMIT || op->kind == OP_RELEASE) {
+		eng_owner_key(&op->req.owner, op->keys.owner, sizeof(op->keys.owner));
+		snprintf(op->keys.pci, sizeof(op->keys.pci), "%s", op->req.pci);
+	}
+	e->inflight++;
+	start = take_or_wait(op);
+	pthread_mutex_unlock(&e->lock);
+	if (start && eng_submit(op)) {
+		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ENOMEM, "", "cannot queue the request");
+		op->phase = PH_DONE;
+		eng_op_finish(op);
+	}
+}
+
+void eng_op_free(struct op *op)
+{
+	if (op->sink.free)
+		op->sink.free(op->sink.arg);
+	free(op->req.valid);
+	free(op->gc_released.v);
+	free(op->gc_skipped.v);
+	free(op);
+}
+
+/* Loop thread: reply, drop keys, start waiting ops. */
+void eng_op_finish(void *arg)
+{
+	struct op *op = arg;
+	struct ibvf_engine *e = op->e;
+	bool delivered = true;
+
+	if (eng_op_arrived(op))
+		ibvf_sm_batch_expect(e->batch, -1);
+	if (op->kind != OP_UNDO) {
+		if (!op->have_result && !op->code)
+			eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, EIO, "internal", "no result");
+		if (op->code && op->kind != OP_STATUS && op->kind != OP_LIST)
+			log_warn("%s of container %.12s ifname %s failed at %s: %s",
+				 eng_kind_name(op->kind), op->req.owner.container_id,
+				 op->req.owner.ifname, op->step[0] ? op->step : "-", op->msg);
+		delivered = op->done(op);
+	}
+	if (!delivered && op->kind == OP_PREPARE && !op->code && op->created) {
+		/* nobody will commit or release this: do not leave the VF half-handed */
+		log_warn("container %.12s ifname %s went away before its prepare answer; rolling "
+			 "back",
+			 op->req.owner.container_id, op->req.owner.ifname);
+		op->kind = OP_UNDO;
+		op->phase = PH_BEGIN;
+		if (!eng_submit(op))
+			return;
+	}
+	pthread_mutex_lock(&e->lock);
+	if (op->holds_keys)
+		unlink_keys(e, &op->keys);
+	e->inflight--;
+	pthread_mutex_unlock(&e->lock);
+	eng_op_free(op);
+	kick_waiting(e);
+}
+
+/* ---------------------------------------------------------- reconcile -- */
+
+static bool rec_in_ranges(void *ctx, uint64_t g)
+{
+	return eng_in_ranges(ctx, g);
+}
+
+static bool rec_try_hold(void *ctx, const struct ibvf_owner *owner, const char *pci, void **hold)
+{
+	struct keyhold *k = calloc(1, sizeof(*k));
+
+	if (!k)
+		return false; /* skipped as if busy: the next pass retries */
+	if (owner)
+		eng_owner_key(owner, k->owner, sizeof(k->owner));
+	snprintf(k->pci, sizeof(k->pci), "%s", pci);
+	if (!eng_try_keys(ctx, k)) {
+		free(k);
+		return false;
+	}
+	*hold = k;
+	return true;
+}
+
+static void rec_drop(void *ctx, void *hold)
+{
+	eng_drop_keys(ctx, hold);
+	free(hold);
+}
+
+static int rec_undo(void *ctx, struct ibvf_alloc *a, bool sm_touched, bool *sm_pending, char *err,
+		    size_t errlen)
+{
+	return eng_undo(ctx, a, sm_touched, sm_pending, err, errlen);
+}
+
+static uint64_t rec_parked_guid(void *ctx)
+{
+	struct ibvf_engine *e = ctx;
+	uint64_t g;
+
+	pthread_mutex_lock(&e->lock);
+	g = e->parked_guid;
+	pthread_mutex_unlock(&e->lock);
+	return g;
+}
+
+static const struct ibvf_reconcile_ops rec_ops = {
+	.in_ranges = rec_in_ranges,
+	.try_hold = rec_try_hold,
+	.drop = rec_drop,
+	.undo = rec_undo,
+	.parked_guid = rec_parked_guid,
+};
+
+int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_finding_fn cb,
+		  void *arg, char *err, size_t errlen)
+{
+	struct ibvf_reconcile_env env = {
+		.ops = &rec_ops,
+		.ctx = e,
+		.pool = e->pool,
+		.batch = e->batch,
+		.vf = &e->vf,
+	};
+	int ret;
+
+	pthread_mutex_lock(&e->lock);
+	if (e->reconcile_running) {
+		pthread_mutex_unlock(&e->lock);
+		return ibvf_errf(err, errlen, -EBUSY, "a reconciliation pass is running");
+	}
+	e->reconcile_running = true;
+	env.check_sm = e->sm_ok || !e->reconciled;
+	pthread_mutex_unlock(&e->lock);
+	ret = ibvf_reconcile_run(&env, mode, cb, arg, err, errlen);
+	pthread_mutex_lock(&e->lock);
+	e->reconcile_running = false;
+	if (ret >= 0)
+		e->reconciled = true;
+	pthread_mutex_unlock(&e->lock);
+	return ret;
+}
+
+static void reconcile_job(void *arg)
+{
+	struct ibvf_engine *e = arg;
+	char err[IBVF_ERR_LEN];
+	bool fix;
+	int ret;
+
+	pthread_mutex_lock(&e->lock);
+	fix = !e->sm_ok;
+	pthread_mutex_unlock(&e->lock);
+	if (fix)
+		ibvf_engine_validate_sm(e);
+	pthread_mutex_lock(&e->lock);
+	fix = e->reconcile == IBVF_RECONCILE_FIX;
+	pthread_mutex_unlock(&e->lock);
+	ret = eng_reconcile(e, fix ? IBVF_PASS_FIX : IBVF_PASS_REPAIR, NULL, NULL, err,
+			    sizeof(err));
+	if (ret < 0 && ret != -EBUSY)
+		log_warn("reconciliation: %s", err);
+	ibvf_pool_expire(e->pool, NULL, 0);
+}
+
+void ibvf_engine_reconcile_async(struct ibvf_engine *e)
+{
+	ibvf_workq_submit(e->wq, reconcile_job, NULL, e);
+}
+
+/* ---------------------------------------------------------- lifecycle -- */
+
+int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, char *err,
+		    size_t errlen)
+{
+	struct ibvf_sm_batch_opts bo = {
+		.ops = o->sm_ops,
+		.backend = o->sm,
+		.window_ms = o->cfg->sm.batch_window_ms,
+		.batch_max = o->cfg->sm.batch_max,
+		.seed = o->seed,
+		.retry_base_ms = o->sm_retry_base_ms,
+		.max_attempts = o->sm_max_attempts,
+	};
+	struct ibvf_engine *e;
+	int ret;
+
+	*out = NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	pthread_mutex_init(&e->lock, NULL);
+	e->loop = o->loop;
+	e->sm_ops = o->sm_ops;
+	e->sm = o->sm;
+	e->vf = o->vf;
+	e->port = o->port;
+	e->n_ranges = o->cfg->pool.n_ranges;
+	e->ranges = calloc(e->n_ranges ? e->n_ranges : 1, sizeof(*e->ranges));
+	if (!e->ranges) {
+		free(e);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	memcpy(e->ranges, o->cfg->pool.ranges, e->n_ranges * sizeof(*e->ranges));
+	snprintf(e->sm_err, sizeof(e->sm_err), "SM backend %s not validated yet", o->sm_ops->name);
+	ibvf_engine_reload(e, o->cfg);
+	ret = ibvf_sm_batch_new(&bo, &e->batch, err, errlen);
+	if (!ret)
+		ret = ibvf_workq_new(o->loop, o->cfg->daemon.workers, &e->wq, err, errlen);
+	if (ret) {
+		ibvf_engine_free(e);
+		return ret;
+	}
+	e->pool = o->pool;
+	*out = e;
+	return 0;
+}
+
+void ibvf_engine_reload(struct ibvf_engine *e, const struct ibvf_config *cfg)
+{
+	char s[IBVF_GUID_STR_LEN];
+
+	pthread_mutex_lock(&e->lock);
+	e->prepare_timeout_ms = cfg->daemon.prepare_timeout_s * 1000;
+	e->port_timeout_ms = cfg->daemon.port_timeout_s * 1000;
+	e->allow_default_pkey = cfg->allow_default_pkey;
+	e->reconcile = cfg->daemon.reconcile;
+	e->parked_guid = cfg->daemon.parked_guid;
+	if (e->parked_guid && eng_in_ranges(e, e->parked_guid)) {
+		log_err("daemon.parked_guid %s is inside the pool ranges: ignored (a released VF "
+			"gets its pre-attach GUID)",
+			ibvf_guid_format(e->parked_guid, s));
+		e->parked_guid = 0;
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (e->batch)
+		ibvf_sm_batch_set_window(e->batch, cfg->sm.batch_window_ms, cfg->sm.batch_max);
+}
+
+int ibvf_engine_validate_sm(struct ibvf_engine *e)
+{
+	char desc[128] = "", err[IBVF_ERR_LEN] = "";
+	struct ibvf_sm_backend *b;
+	const struct ibvf_sm_ops *ops = ibvf_sm_batch_lock(e->batch, &b);
+	int ret = ops->validate(b, desc, sizeof(desc), err, sizeof(err));
+	bool was;
+
+	ibvf_sm_batch_unlock(e->batch);
+	pthread_mutex_lock(&e->lock);
+	was = e->sm_ok;
+	e->sm_ok = ret == 0;
+	if (!ret)
+		snprintf(e->sm_desc, sizeof(e->sm_desc), "%s", desc);
+	else
+		snprintf(e->sm_err, sizeof(e->sm_err), "SM backend %.16s: %.400s", ops->name,
+			 err[0] ? err : strerror(-ret));
+	pthread_mutex_unlock(&e->lock);
+	if (!ret && !was)
+		log_notice("SM backend %s ready: %s", ops->name, desc);
+	else if (ret && was)
+		log_err("SM backend %s failed validation: %s", ops->name, err);
+	return ret;
+}
+
+bool ibvf_engine_ready(struct ibvf_engine *e)
+{
+	bool r;
+
+	pthread_mutex_lock(&e->lock);
+	r = e->sm_ok && e->reconciled;
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+bool ibvf_engine_reconciled(struct ibvf_engine *e)
+{
+	bool r;
+
+	pthread_mutex_lock(&e->lock);
+	r = e->reconciled;
+	pthread_mutex_unlock(&e->lock);
+	return r;
+}
+
+size_t ibvf_engine_inflight(struct ibvf_engine *e)
+{
+	size_t n;
+
+	pthread_mutex_lock(&e->lock);
+	n = e->inflight;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+void ibvf_engine_stop(struct ibvf_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stopping = true;
+	pthread_mutex_unlock(&e->lock);
+}
+
+void ibvf_engine_cancel(struct ibvf_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->stopping = e->cancel = true;
+	pthread_mutex_unlock(&e->lock);
+	ibvf_sm_batch_flush_now(e->batch);
+}
+
+void eng_status_snapshot(struct ibvf_engine *e, struct eng_status *st)
+{
+	pthread_mutex_lock(&e->lock);
+	st->sm_name = e->sm_ops->name;
+	st->sm_ok = e->sm_ok;
+	snprintf(st->sm_desc, sizeof(st->sm_desc), "%s", e->sm_desc);
+	snprintf(st->sm_err, sizeof(st->sm_err), "%s", e->sm_err);
+	st->ready = e->sm_ok && e->reconciled;
+	st->inflight = e->inflight;
+	st->reconciled = e->reconciled;
+	st->stopping = e->stopping;
+	pthread_mutex_unlock(&e->lock);
+	ibvf_sm_batch_get_stats(e->batch, &st->sm);
+}
+
+void ibvf_engine_free(struct ibvf_engine *e)
+{
+	if (!e)
+		return;
+	ibvf_workq_free(e->wq);
+	ibvf_sm_batch_free(e->batch);
+	ibvf_pool_close(e->pool);
+	while (e->waiting) {
+		struct op *op = e->waiting;
+
+		e->waiting = op->next;
+		eng_op_free(op);
+	}
+	pthread_mutex_destroy(&e->lock);
+	free(e->ranges);
+	free(e);
+}

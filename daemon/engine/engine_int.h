@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the engine, shared by its three parts and by no other file:
+ *
+ *   api_methods.c  JSON-RPC: method table, params -> struct eng_req, results -> JSON
+ *   engine.c       lifecycle, keys (per owner and VF), starting and finishing ops
+ *   attach.c       the attach state machine over typed requests, undo
+ *
+ * Reconciliation (reconcile.h) does not see these: the engine hands it what
+ * it needs as a struct ibvf_reconcile_env.
+ */
+#ifndef IBVF_ENGINE_INT_H
+#define IBVF_ENGINE_INT_H
+
+#include <pthread.h>
+
+#include "attach.h"
+#include "err.h"
+#include "reconcile.h"
+#include "sm_batch.h"
+#include "workq.h"
+
+/* Keys an operation holds while it runs: its owner and its VF. */
+struct keyhold {
+	char owner[160]; /* container_id '/' ifname, "" = none */
+	char pci[32];	 /* "" = none */
+	struct keyhold *next;
+};
+
+struct ibvf_engine {
+	struct ibvf_loop *loop;
+	struct ibvf_pool *pool; /* thread-safe (guid_pool.h) */
+	const struct ibvf_sm_ops *sm_ops;
+	struct ibvf_sm_backend *sm;
+	struct ibvf_sm_batch *batch;
+	struct ibvf_workq *wq;
+	struct ibvf_vf_ops vf;
+	struct ibvf_port_ops port;
+	struct ibvf_guid_range *ranges;
+	size_t n_ranges;
+
+	pthread_mutex_t lock; /* everything below */
+	uint32_t prepare_timeout_ms;
+	uint32_t port_timeout_ms;
+	bool allow_default_pkey;
+	uint64_t parked_guid;
+	enum ibvf_reconcile_mode reconcile;
+	struct keyhold *held; /* keys of running operations */
+	struct op *waiting;   /* operations waiting for a key (FIFO) */
+	bool sm_ok;
+	char sm_desc[128];
+	char sm_err[IBVF_ERR_LEN];
+	bool reconciled; /* the start-up pass is done */
+	bool reconcile_running;
+	bool stopping, cancel;
+	size_t inflight;
+};
+
+enum op_kind {
+	OP_PREPARE,
+	OP_COMMIT,
+	OP_RELEASE,
+	OP_STATUS,
+	OP_LIST,
+	OP_GC,
+	OP_AUDIT,
+	OP_UNDO, /* internal: roll back a prepare whose reply was not delivered */
+};
+
+enum op_phase {
+	PH_BEGIN,
+	PH_SM_DONE, /* SM adds completed: confirm, wait for the port */
+	PH_DONE,
+};
+
+/* gc: an attachment the runtime still knows (kept). */
+struct eng_owner_id {
+	char container_id[128];
+	char ifname[16];
+};
+
+/* A method's parameters, parsed and checked by api_methods.c. */
+struct eng_req {
+	struct ibvf_owner owner;
+	char pci[32];
+	uint16_t pkeys[IBVF_POOL_MAX_PKEYS]; /* with membership bit */
+	size_t n_pkeys;
+	uint64_t req_guid;
+	char link_state[8];
+	char network[254];
+	bool has_network;
+	bool fix;		    /* audit */
+	struct eng_owner_id *valid; /* gc */
+	size_t n_valid;
+	size_t limit, offset; /* list */
+};
+
+/*
+ * Where list records and audit findings go as they are produced (worker
+ * thread): the API layer's result under construction.
+ */
+struct eng_sink {
+	int (*record)(void *arg, const struct ibvf_alloc *a);
+	void (*finding)(void *arg, const struct ibvf_reconcile_finding *f);
+	void (*free)(void *arg);
+	void *arg;
+};
+
+/* A GUID list of a gc result. */
+struct eng_guids {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+/* What status reports, one snapshot. */
+struct eng_status {
+	struct ibvf_pool_stats pool;
+	const char *sm_name;
+	bool sm_ok, ready, reconciled, stopping;
+	char sm_desc[128];
+	char sm_err[IBVF_ERR_LEN];
+	size_t inflight;
+	struct ibvf_sm_batch_stats sm;
+};
+
+struct op;
+
+/* Completion of an op on the loop thread (api_methods.c): true if delivered. */
+typedef bool (*eng_done_fn)(struct op *op);
+
+struct op {
+	struct ibvf_engine *e;
+	enum op_kind kind;
+	enum op_phase phase;
+	eng_done_fn done;
+	const void *method;  /* api_methods.c's table entry, for @done */
+	ibvf_reply_fn reply; /* for @done */
+	void *ctx;
+	struct keyhold keys;
+	bool holds_keys;
+
+	struct eng_req req;
+	struct eng_sink sink;
+
+	/* progress */
+	int64_t deadline;
+	struct ibvf_alloc a;
+	bool created; /* this op allocated the record */
+	struct ibvf_attach_vf vf;
+	struct ibvf_port_result port;
+	bool expecting; /* counted in the batcher's expected requests */
+	int sm_pending; /* under e->lock */
+	int sm_status;
+	char sm_msg[IBVF_ERR_LEN + 96];
+
+	/* typed results (code == 0), turned into JSON by api_methods.c */
+	bool have_result;
+	bool released, sm_removal_pending; /* release */
+	struct eng_guids gc_released, gc_skipped;
+	struct eng_status status;
+	size_t total; /* list: records that matched */
+	int problems; /* audit */
+
+	/* error */
+	int code, err_no;
+	char step[32];
+	char msg[IBVF_ERR_LEN + 128];
+
+	struct op *next; /* waiting list */
+};
+
+/* ---- engine.c ---- */
+
+/** Try to take @k's keys (worker threads); false when a running op holds one. */
+bool eng_try_keys(struct ibvf_engine *e, struct keyhold *k);
+/** Give them back and let waiting operations start. */
+void eng_drop_keys(struct ibvf_engine *e, struct keyhold *k);
+/** "container_id/ifname", the owner key. */
+void eng_owner_key(const struct ibvf_owner *o, char *buf, size_t len);
+bool eng_in_ranges(const struct ibvf_engine *e, uint64_t g);
+/** The op stops being an expected SM request; true if it was one. */
+bool eng_op_arrived(struct op *op);
+/** Queue @op on the workers (eng_op_run). */
+int eng_submit(struct op *op);
+/** Loop thread: admit a parsed op (stopping, readiness, keys) and start it or queue it. */
+void eng_start(struct op *op);
+/** Loop thread: reply, drop keys, start waiting ops. */
+void eng_op_finish(void *arg);
+void eng_op_free(struct op *op);
+bool eng_cancelled(struct ibvf_engine *e);
+/**
+ * eng_reconcile() - one reconciliation pass (blocking, not on the loop
+ * thread); @cb (optional) gets each finding. Return: problems left, or -errno.
+ */
+int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_finding_fn cb,
+		  void *arg, char *err, size_t errlen);
+/** The status snapshot of the engine (pool counts are read by the caller). */
+void eng_status_snapshot(struct ibvf_engine *e, struct eng_status *st);
+
+/* ---- attach.c ---- */
+
+/** Worker: run one step of @op. */
+void eng_op_run(void *arg);
+
+void eng_set_error(struct op *op, int code, int err_no, const char *step, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/**
+ * eng_undo() - walk an allocation back (worker thread, blocking): state
+ * releasing, SM removal for its PKeys (@sm_touched), VF GUIDs back to the
+ * pre-attach/parked value when the VF still holds @a's GUID, pool release.
+ * When the SM removal fails the record stays "releasing" (VF unbound from it)
+ * for reconciliation to finish, and *@sm_pending is set.
+ * Return: 0, or -errno when the VF could not be reset (record kept, @err set).
+ */
+int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool *sm_pending,
+	     char *err, size_t errlen);
+
+/* ---- api_methods.c ---- */
+
+/** eng_kind_name() - the method name of @k ("undo" for the internal kind). */
+const char *eng_kind_name(enum op_kind k);
+
+#endif /* IBVF_ENGINE_INT_H */
