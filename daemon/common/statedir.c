@@ -67,8 +67,10 @@ int ibvf_dir_prepare(const char *path, mode_t mode, bool create, char *err, size
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t len)
+int ibvf_write_all(int fd, const void *data, size_t len)
 {
+	const char *p = data;
+
 	while (len) {
 		ssize_t n = write(fd, p, len);
 
@@ -106,7 +108,7 @@ int ibvf_file_replace(const char *path, const void *data, size_t len, mode_t mod
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return ibvf_errf(err, errlen, -errno, "creating %s: %s", tmp, strerror(errno));
-	ret = write_all(fd, data, len);
+	ret = ibvf_write_all(fd, data, len);
 	if (!ret && fchmod(fd, mode))
 		ret = -errno;
 	if (!ret && (flags & IBVF_FILE_FSYNC) && fsync(fd))

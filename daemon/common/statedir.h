@@ -17,6 +17,12 @@
  */
 int ibvf_dir_prepare(const char *path, mode_t mode, bool create, char *err, size_t errlen);
 
+/**
+ * ibvf_write_all() - write(2) all @len bytes of @data to @fd, retrying short
+ * writes and EINTR. Return: 0 or the negative errno of write(2).
+ */
+int ibvf_write_all(int fd, const void *data, size_t len);
+
 /** ibvf_file_replace() flag: fsync the file before and its directory after rename(2). */
 #define IBVF_FILE_FSYNC 1u
 

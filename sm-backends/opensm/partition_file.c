@@ -113,21 +113,6 @@ void pf_unlock(int fd)
 	}
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Does @path still hold exactly @old? */
 static bool unchanged(const char *path, const char *old, size_t old_len)
 {
@@ -152,7 +137,7 @@ static int write_temp(const char *tmp_tmpl, char *tmp, size_t tmplen, const stru
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	ret = write_all(fd, data, len);
+	ret = ibvf_write_all(fd, data, len);
 	if (!ret && fchmod(fd, st->st_mode & 07777))
 		ret = -errno;
 	if (!ret && geteuid() == 0 && fchown(fd, st->st_uid, st->st_gid))
