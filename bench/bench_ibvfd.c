@@ -41,7 +41,7 @@ static bool quick, only_attach, only_store;
 struct worker {
 	struct lab *l;
 	int id, cycles;
-	double *lat;	/* ms per prepare */
+	double *lat; /* ms per prepare */
 	int fails;
 	pthread_barrier_t *bar;
 };
@@ -85,14 +85,14 @@ static struct result run_cycles(struct lab *l, int conc, int cycles)
 	pthread_t th[64];
 	pthread_barrier_t bar;
 	double *all = calloc((size_t)(conc * cycles), sizeof(double));
-	struct result r = { 0 };
+	struct result r = {0};
 	int64_t t0;
 	size_t n = 0;
 
 	pthread_barrier_init(&bar, NULL, (unsigned)conc + 1);
 	for (int i = 0; i < conc; i++) {
-		w[i] = (struct worker){ l, i, cycles, calloc((size_t)cycles, sizeof(double)), 0,
-					&bar };
+		w[i] = (struct worker){l, i,   cycles, calloc((size_t)cycles, sizeof(double)),
+				       0, &bar};
 		pthread_create(&th[i], NULL, cycle_worker, &w[i]);
 	}
 	pthread_barrier_wait(&bar);
@@ -155,7 +155,7 @@ static void bench_attach(void)
 {
 	const int conc = 32, cycles = quick ? 4 : 16;
 	const char *dir, *name = noop_backend(&dir);
-	struct result base = { 0 }, r;
+	struct result base = {0}, r;
 	struct lab l;
 	char label[64];
 
@@ -176,11 +176,11 @@ static void bench_attach(void)
 		lab_fini(&l);
 	}
 	{
-		struct ufm_sim_opts so = { .user = "admin", .password = "bench" };
+		struct ufm_sim_opts so = {.user = "admin", .password = "bench"};
 		struct ufm_sim sim;
 		char err[512], bj[PATH_MAX + 256];
 		const char *miss = ufm_sim_missing();
-		static const int lat[] = { 0, 50, 200 };
+		static const int lat[] = {0, 50, 200};
 
 		if (miss || ufm_sim_start(&so, &sim, err, sizeof(err))) {
 			printf("UFM simulator: not run (%s)\n", miss ? miss : err);
@@ -201,14 +201,16 @@ static void bench_attach(void)
 			if (lab_start(&l, 30000) > 0) {
 				snprintf(cfg, sizeof(cfg), "{\"latency_ms\": %d}", lat[i]);
 				ufm_sim_config(&sim, cfg);
-				r = run_cycles(&l, conc, lat[i] >= 200 && !quick ? cycles / 2 : cycles);
-				r.sm_calls = ufm_sim_calls(&sim, "add") + ufm_sim_calls(&sim, "remove");
+				r = run_cycles(&l, conc,
+					       lat[i] >= 200 && !quick ? cycles / 2 : cycles);
+				r.sm_calls =
+					ufm_sim_calls(&sim, "add") + ufm_sim_calls(&sim, "remove");
 				snprintf(label, sizeof(label), "ufm sim %d ms", lat[i]);
 				print_row(label, &r,
 					  conc * (lat[i] >= 200 && !quick ? cycles / 2 : cycles));
 				if (base.per_s > 0)
-					printf("%-26s throughput %.2fx of %s\n", "", r.per_s / base.per_s,
-					       name);
+					printf("%-26s throughput %.2fx of %s\n", "",
+					       r.per_s / base.per_s, name);
 			}
 			lab_fini(&l);
 		}
@@ -235,8 +237,8 @@ static void *burst_one(void *p)
 
 	snprintf(cid, sizeof(cid), "burst%03d", a->i);
 	pthread_barrier_wait(a->bar);
-	a->ret = a->release ? lab_release(a->l, cid) : lab_prepare(a->l, cid, a->i, "0x00a5",
-								    NULL, NULL);
+	a->ret = a->release ? lab_release(a->l, cid)
+			    : lab_prepare(a->l, cid, a->i, "0x00a5", NULL, NULL);
 	return NULL;
 }
 
@@ -252,7 +254,7 @@ static int64_t burst(struct lab *l, bool release, int *fails)
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	for (int i = 0; i < N_BURST; i++) {
-		a[i] = (struct burst_arg){ l, i, release, -1, &bar };
+		a[i] = (struct burst_arg){l, i, release, -1, &bar};
 		pthread_create(&th[i], &attr, burst_one, &a[i]);
 	}
 	pthread_attr_destroy(&attr);
@@ -270,7 +272,7 @@ static int64_t burst(struct lab *l, bool release, int *fails)
 /* 256 Pods at once against a UFM answering in 200 ms (the batching case). */
 static void bench_burst(void)
 {
-	struct ufm_sim_opts so = { .user = "admin", .password = "bench" };
+	struct ufm_sim_opts so = {.user = "admin", .password = "bench"};
 	struct ufm_sim sim;
 	struct lab l;
 	char err[512], bj[PATH_MAX + 256];
@@ -314,9 +316,12 @@ static void bench_burst(void)
 /* Fill the store of @l with @n handed owners (PKey 0x8012) and the SM file with them. */
 static int populate(struct lab *l, int n)
 {
-	struct ibvf_guid_range r = { LAB_RANGE_START, LAB_RANGE_END };
+	struct ibvf_guid_range r = {LAB_RANGE_START, LAB_RANGE_END};
 	struct ibvf_pool_opts o = {
-		.state_dir = l->state, .ranges = &r, .n_ranges = 1, .quarantine_s = 1,
+		.state_dir = l->state,
+		.ranges = &r,
+		.n_ranges = 1,
+		.quarantine_s = 1,
 	};
 	struct ibvf_alloc_request *req = calloc(1000, sizeof(*req));
 	struct ibvf_alloc *out = calloc(1000, sizeof(*out));
@@ -368,7 +373,7 @@ static int populate(struct lab *l, int n)
 
 static void bench_rss_restart(void)
 {
-	static const int sizes[] = { 0, 10000, 64000 };
+	static const int sizes[] = {0, 10000, 64000};
 	struct lab l;
 
 	printf("\n== store size: RSS and restart-to-ready (SM \"file\" backend holding every "

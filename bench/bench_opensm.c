@@ -87,7 +87,7 @@ static void one_change(const char *path, const char *bak, struct pc_member *mem,
 		       struct steps *s, size_t *bytes)
 {
 	char err[IBVF_ERR_LEN], *text, *out;
-	struct pc_managed want = { 0 };
+	struct pc_managed want = {0};
 	struct pc_doc *doc;
 	size_t len, olen, changed = 0;
 	struct stat st;
@@ -178,9 +178,9 @@ static int offline(size_t n)
 	snprintf(bak, sizeof(bak), "%s/partitions.conf.ibvf-prev", dir);
 	snprintf(pidf, sizeof(pidf), "%s/opensm.pid", dir);
 	for (size_t i = 0; i < n; i++) {
-		mem[i] = (struct pc_member){ UINT64_C(0x0002c90300200000) + i, i % 3 != 0, false };
-		sm[i] = (struct ibvf_sm_member){ mem[i].guid,
-						 i % 3 ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED };
+		mem[i] = (struct pc_member){UINT64_C(0x0002c90300200000) + i, i % 3 != 0, false};
+		sm[i] = (struct ibvf_sm_member){mem[i].guid,
+						i % 3 ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED};
 	}
 	printf("offline, %zu managed members in one PKey (median of 5 rounds):\n", n);
 	for (int r = 0; r < 5; r++) {
@@ -189,11 +189,11 @@ static int offline(size_t n)
 			die("write", path);
 		one_change(path, bak, mem, n, &s[r], &bytes);
 	}
-#define STEP(field, name)                                                                   \
-	do {                                                                                \
-		for (int r = 0; r < 5; r++)                                                 \
-			col[r] = s[r].field;                                                \
-		printf("  %-58s %9.2f ms\n", name, median(col, 5));                         \
+#define STEP(field, name)                                                                          \
+	do {                                                                                       \
+		for (int r = 0; r < 5; r++)                                                        \
+			col[r] = s[r].field;                                                       \
+		printf("  %-58s %9.2f ms\n", name, median(col, 5));                                \
 	} while (0)
 	STEP(parse, "read + parse the current file (admin part only)");
 	STEP(apply, "apply the change to the section");
@@ -214,16 +214,19 @@ static int offline(size_t n)
 	f = fopen(path, "w");
 	if (!f || fputs(admin, f) < 0 || fclose(f))
 		die("write", path);
-	snprintf(cfg, sizeof(cfg), "{\"partition_file\": \"%s\", \"pid_file\": \"%s\", "
-		 "\"verify\": \"off\"}", path, pidf);
+	snprintf(cfg, sizeof(cfg),
+		 "{\"partition_file\": \"%s\", \"pid_file\": \"%s\", "
+		 "\"verify\": \"off\"}",
+		 path, pidf);
 	if (opensm_ops.init(cfg, &b, err, sizeof(err)))
 		die("init", err);
 	printf("backend add_members() (verify off; SIGHUP to a stand-in opensm):\n");
 	all = backend_add(b, 0x0b00, sm, n, "all members in one call");
-	sm[n] = (struct ibvf_sm_member){ UINT64_C(0x0002c90300100001), IBVF_MEMBER_FULL };
+	sm[n] = (struct ibvf_sm_member){UINT64_C(0x0002c90300100001), IBVF_MEMBER_FULL};
 	one = backend_add(b, 0x0b00, &sm[n], 1, "one more member into the big file");
 	printf("  ratio one-more / all-at-once: %.2f (each change rewrites the whole file: batch)"
-	       "\n", one / all);
+	       "\n",
+	       one / all);
 	backend_add(b, 0x0b00, &sm[n], 1, "the same member again (no change: no write)");
 	opensm_ops.fini(b);
 	kill(osm, SIGTERM);
@@ -291,7 +294,7 @@ static int lab(const char *dir, const char *cfg, const char *guid_s, int rounds)
 		die("validate", err);
 	printf("lab (real OpenSM on ibsim, SMP verification from pf0):\n");
 	printf("  %-58s %9.1f ms\n", "warm-up: validate (opens the umad port)", now_ms() - t);
-	one = (struct ibvf_sm_member){ guid, IBVF_MEMBER_FULL };
+	one = (struct ibvf_sm_member){guid, IBVF_MEMBER_FULL};
 	for (int r = 0; r < rounds; r++) {
 		add[r] = lab_op(&sm, true, 0x0c01, &one, 1);
 		rm[r] = lab_op(&sm, false, 0x0c01, &one, 1);
@@ -303,8 +306,8 @@ static int lab(const char *dir, const char *cfg, const char *guid_s, int rounds)
 	if (!big)
 		die("calloc", "out of memory");
 	for (size_t i = 0; i < nbig; i++)
-		big[i] = (struct ibvf_sm_member){ UINT64_C(0x0002c90300600000) + i,
-						  IBVF_MEMBER_LIMITED };
+		big[i] = (struct ibvf_sm_member){UINT64_C(0x0002c90300600000) + i,
+						 IBVF_MEMBER_LIMITED};
 	t = lab_op(&sm, true, 0x0c02, big, nbig);
 	printf("  %-58s %9.1f ms\n", "add 9,999 members not on the fabric (SA lookups)", t);
 	for (int r = 0; r < rounds; r++) {

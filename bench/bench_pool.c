@@ -42,8 +42,7 @@
 #define TARGET_AUDIT_S	   2.0
 #define BATCH		   1000
 
-static const struct ibvf_guid_range ranges[] = { { 0x0200000000000001ull,
-						   0x02000000ffffffffull } };
+static const struct ibvf_guid_range ranges[] = {{0x0200000000000001ull, 0x02000000ffffffffull}};
 
 static double now_s(void)
 {
@@ -102,8 +101,7 @@ static void owner(struct ibvf_alloc_request *rq, unsigned long i)
 }
 
 /* Single allocations, one transaction each, for @secs; prints the rate. */
-static double rate_single(const char *what, struct ibvf_pool *p, unsigned long *next,
-			  double secs)
+static double rate_single(const char *what, struct ibvf_pool *p, unsigned long *next, double secs)
 {
 	double t0 = now_s(), c0 = cpu_s(), t;
 	char err[IBVF_ERR_LEN];
@@ -182,8 +180,8 @@ static void run_ctl(const char *ctl, const char *cfg, const char *obj, const cha
 		perror("bench_pool: ibvfctl");
 		return;
 	}
-	printf("ibvfctl %s %-6s %36s %7.3f s (%.3f s CPU)  exit %d  peak RSS %.1f MiB\n", obj,
-	       cmd, "", now_s() - t0,
+	printf("ibvfctl %s %-6s %36s %7.3f s (%.3f s CPU)  exit %d  peak RSS %.1f MiB\n", obj, cmd,
+	       "", now_s() - t0,
 	       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 		       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
 	       WIFEXITED(st) ? WEXITSTATUS(st) : -1, (double)ru.ru_maxrss / 1024);
@@ -225,7 +223,8 @@ int main(int argc, char **argv)
 			keep = true;
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-n N] [-t SECONDS] [-c IBVFCTL] [-d DIR] [-k]\n",
+			fprintf(stderr,
+				"usage: %s [-n N] [-t SECONDS] [-c IBVFCTL] [-d DIR] [-k]\n",
 				argv[0]);
 			return 2;
 		}

@@ -30,7 +30,7 @@ static double now_us(void)
 
 static struct nl_msg *newlink(int n)
 {
-	struct ifinfomsg ifi = { .ifi_index = 4 };
+	struct ifinfomsg ifi = {.ifi_index = 4};
 	struct nl_msg *m = nlmsg_alloc_simple(RTM_NEWLINK, 0);
 	struct nlattr *list;
 
@@ -38,9 +38,9 @@ static struct nl_msg *newlink(int n)
 	nla_put_u32(m, IFLA_NUM_VF, (uint32_t)n);
 	list = nla_nest_start(m, IFLA_VFINFO_LIST);
 	for (int i = 0; i < n; i++) {
-		struct ifla_vf_mac mac = { .vf = (uint32_t)i };
-		struct ifla_vf_link_state ls = { .vf = (uint32_t)i };
-		struct ifla_vf_guid g = { .vf = (uint32_t)i, .guid = 0x0002c90300000000ULL + i };
+		struct ifla_vf_mac mac = {.vf = (uint32_t)i};
+		struct ifla_vf_link_state ls = {.vf = (uint32_t)i};
+		struct ifla_vf_guid g = {.vf = (uint32_t)i, .guid = 0x0002c90300000000ULL + i};
 		struct nlattr *info = nla_nest_start(m, IFLA_VF_INFO);
 
 		nla_put(m, IFLA_VF_MAC, sizeof(mac), &mac);
@@ -82,9 +82,13 @@ int main(void)
 	for (int p = 0; p < 4; p++) {
 		struct ibvf_fake_vf vfs[64];
 		char names[64][16], rdma[64][16], pci[16], nd[16], pr[16];
-		struct ibvf_fake_pf pf = { .pci = pci, .netdev = nd, .ifindex = 10 + p * 100,
-					   .rdma_dev = pr, .driver = "mlx5_core", .total_vfs = 64,
-					   .num_vfs = 64 };
+		struct ibvf_fake_pf pf = {.pci = pci,
+					  .netdev = nd,
+					  .ifindex = 10 + p * 100,
+					  .rdma_dev = pr,
+					  .driver = "mlx5_core",
+					  .total_vfs = 64,
+					  .num_vfs = 64};
 
 		snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 * (p + 1));
 		snprintf(nd, sizeof(nd), "ib%d", p);
@@ -92,9 +96,10 @@ int main(void)
 		for (int i = 0; i < 64; i++) {
 			snprintf(names[i], sizeof(names[i]), "ib%dv%d", p, i);
 			snprintf(rdma[i], sizeof(rdma[i]), "mlx5_%d", 4 + p * 64 + i);
-			vfs[i] = (struct ibvf_fake_vf){ .driver = "mlx5_core", .netdev = names[i],
-							.ifindex = 11 + p * 100 + i,
-							.rdma_dev = rdma[i] };
+			vfs[i] = (struct ibvf_fake_vf){.driver = "mlx5_core",
+						       .netdev = names[i],
+						       .ifindex = 11 + p * 100 + i,
+						       .rdma_dev = rdma[i]};
 		}
 		if (ibvf_fake_add_pf(root, &pf, vfs))
 			return fprintf(stderr, "fake tree failed\n"), 1;

@@ -453,7 +453,7 @@ static int parse_rc_check(struct pctx *p, json_t *root)
 					   NULL};
 	struct cni_netconf *nc = p->nc;
 	json_t *o;
-	bool en = false;	/* get_bool() writes it only when the key is present */
+	bool en = false; /* get_bool() writes it only when the key is present */
 	int ret;
 
 	nc->rc_check = -1;

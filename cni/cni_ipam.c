@@ -223,7 +223,8 @@ int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errle
 		kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	log_debug("IPAM %s %s: %lld ms, status %d", c->type, c->command, ibvf_mono_ms() - start, status);
+	log_debug("IPAM %s %s: %lld ms, status %d", c->type, c->command, ibvf_mono_ms() - start,
+		  status);
 	if (ret) {
 		ret = ibvf_errf(err, errlen, ret, "IPAM plugin %s %s: %s", c->type, c->command,
 				ret == -ETIMEDOUT ? "timed out and was killed" : strerror(-ret));

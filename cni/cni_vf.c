@@ -136,7 +136,8 @@ static int manager_open(struct ibvf_vf_manager **m, char *err, size_t errlen)
 	if (!ret) {
 		free(cfg.sysfs_root);
 		cfg.sysfs_root = strdup(o.sysfs_root);
-		ret = cfg.sysfs_root ? ibvf_config_vf_driver_create(&cfg, &drv, err, errlen) : -ENOMEM;
+		ret = cfg.sysfs_root ? ibvf_config_vf_driver_create(&cfg, &drv, err, errlen)
+				     : -ENOMEM;
 	}
 	o.lock_dir = locks;
 	o.rebind_timeout_ms = cfg.vf.rebind_timeout_ms;

@@ -23,7 +23,7 @@ static int wait_fd(int fd, short events, long long deadline)
 {
 	for (;;) {
 		long long left = deadline - ibvf_mono_ms();
-		struct pollfd p = { .fd = fd, .events = events };
+		struct pollfd p = {.fd = fd, .events = events};
 		int n;
 
 		if (left <= 0)
@@ -38,7 +38,7 @@ static int wait_fd(int fd, short events, long long deadline)
 
 static int connect_socket(const char *path, long long deadline, char *err, size_t errlen)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd, ret;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
@@ -152,7 +152,7 @@ static int parse_reply(const char *line, json_t **result, struct ibvf_rpc_error 
 	}
 	e = json_object_get(reply, "error");
 	if (e) {
-		struct ibvf_rpc_error tmp = { 0 };
+		struct ibvf_rpc_error tmp = {0};
 		const char *m = json_string_value(json_object_get(e, "message"));
 
 		tmp.code = (int)json_integer_value(json_object_get(e, "code"));

@@ -11,9 +11,9 @@
 
 /** A JSON-RPC error returned by ibvfd. */
 struct ibvf_rpc_error {
-	int code;		/* IBVF_RPC_* */
-	int err_no;		/* data.errno, positive errno or 0 */
-	char step[32];		/* data.step, "" when absent */
+	int code;      /* IBVF_RPC_* */
+	int err_no;    /* data.errno, positive errno or 0 */
+	char step[32]; /* data.step, "" when absent */
 	char message[512];
 };
 

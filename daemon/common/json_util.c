@@ -18,8 +18,8 @@ int ibvf_json_err(const struct ibvf_jctx *c, const char *path, const char *key, 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	snprintf(where, sizeof(where), "%s%s%s", path ? path : "", (path && *path && key) ? "." : "",
-		 key ? key : "");
+	snprintf(where, sizeof(where), "%s%s%s", path ? path : "",
+		 (path && *path && key) ? "." : "", key ? key : "");
 	/* the top level itself has no key path: "<file>: <msg>" */
 	if (!where[0])
 		return ibvf_errf(c->err, c->errlen, -EINVAL, "%s: %s", c->file, msg);
@@ -34,7 +34,8 @@ int ibvf_json_check_keys(const struct ibvf_jctx *c, json_t *obj, const char *pat
 
 	if (!json_is_object(obj))
 		return ibvf_json_err(c, path, NULL, "expected a JSON object");
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		const char *const *a;
 
 		(void)v;

@@ -15,7 +15,7 @@
 
 /** Context of one parse: where the JSON came from, for error messages. */
 struct ibvf_jctx {
-	const char *file;	/* file name or "<env>", "<backend config>" */
+	const char *file; /* file name or "<env>", "<backend config>" */
 	char *err;
 	size_t errlen;
 };

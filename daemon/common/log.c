@@ -16,9 +16,8 @@ static const struct {
 	const char *name;
 	int level;
 } level_names[] = {
-	{ "error", LOG_ERR },	  { "err", LOG_ERR },	{ "warning", LOG_WARNING },
-	{ "warn", LOG_WARNING },  { "notice", LOG_NOTICE }, { "info", LOG_INFO },
-	{ "debug", LOG_DEBUG },
+	{"error", LOG_ERR},	{"err", LOG_ERR},   {"warning", LOG_WARNING}, {"warn", LOG_WARNING},
+	{"notice", LOG_NOTICE}, {"info", LOG_INFO}, {"debug", LOG_DEBUG},
 };
 
 void ibvf_log_init(const char *ident, enum ibvf_log_target target, int level)

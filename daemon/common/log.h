@@ -48,10 +48,10 @@ const char *ibvf_log_level_name(int level);
 void ibvf_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ibvf_vlog(int level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
-#define log_err(...)    ibvf_log(LOG_ERR, __VA_ARGS__)
-#define log_warn(...)   ibvf_log(LOG_WARNING, __VA_ARGS__)
+#define log_err(...)	ibvf_log(LOG_ERR, __VA_ARGS__)
+#define log_warn(...)	ibvf_log(LOG_WARNING, __VA_ARGS__)
 #define log_notice(...) ibvf_log(LOG_NOTICE, __VA_ARGS__)
-#define log_info(...)   ibvf_log(LOG_INFO, __VA_ARGS__)
-#define log_debug(...)  ibvf_log(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)	ibvf_log(LOG_INFO, __VA_ARGS__)
+#define log_debug(...)	ibvf_log(LOG_DEBUG, __VA_ARGS__)
 
 #endif /* IBVF_LOG_H */

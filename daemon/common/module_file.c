@@ -25,7 +25,7 @@ int ibvf_module_name_check(const char *kind, const char *name, const char *examp
 }
 
 int ibvf_module_file_check(const char *kind, const char *path, const char *dir_key, const char *dir,
-		      char *err, size_t errlen)
+			   char *err, size_t errlen)
 {
 	struct stat st;
 

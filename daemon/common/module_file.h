@@ -26,8 +26,8 @@ int ibvf_module_name_check(const char *kind, const char *name, const char *examp
  * @dir_key/@dir as for ibvf_module_open().
  * Return: 0, -ENOENT, -EPERM, or stat(2)'s errno.
  */
-int ibvf_module_file_check(const char *kind, const char *path, const char *dir_key,
-			   const char *dir, char *err, size_t errlen);
+int ibvf_module_file_check(const char *kind, const char *path, const char *dir_key, const char *dir,
+			   char *err, size_t errlen);
 
 /**
  * ibvf_module_open() - check and dlopen(RTLD_NOW | RTLD_LOCAL) @path, then

@@ -84,9 +84,8 @@ bad:
 char *ibvf_guid_format(uint64_t g, char buf[IBVF_GUID_STR_LEN])
 {
 	snprintf(buf, IBVF_GUID_STR_LEN, "%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x",
-		 (unsigned)(g >> 56) & 0xff, (unsigned)(g >> 48) & 0xff,
-		 (unsigned)(g >> 40) & 0xff, (unsigned)(g >> 32) & 0xff,
-		 (unsigned)(g >> 24) & 0xff, (unsigned)(g >> 16) & 0xff,
+		 (unsigned)(g >> 56) & 0xff, (unsigned)(g >> 48) & 0xff, (unsigned)(g >> 40) & 0xff,
+		 (unsigned)(g >> 32) & 0xff, (unsigned)(g >> 24) & 0xff, (unsigned)(g >> 16) & 0xff,
 		 (unsigned)(g >> 8) & 0xff, (unsigned)g & 0xff);
 	return buf;
 }
@@ -232,8 +231,7 @@ const char *ibvf_vf_link_state_name(enum ibvf_vf_link_state s)
 	return "?";
 }
 
-int ibvf_vf_link_state_parse(const char *s, enum ibvf_vf_link_state *out, char *err,
-			     size_t errlen)
+int ibvf_vf_link_state_parse(const char *s, enum ibvf_vf_link_state *out, char *err, size_t errlen)
 {
 	for (int i = IBVF_VF_LINK_AUTO; i <= IBVF_VF_LINK_DISABLE; i++)
 		if (s && !strcasecmp(s, ibvf_vf_link_state_name((enum ibvf_vf_link_state)i))) {
@@ -262,6 +260,6 @@ int ibvf_membership_parse(const char *s, enum ibvf_membership *out, char *err, s
 		*out = IBVF_MEMBER_LIMITED;
 		return 0;
 	}
-	return ibvf_errf(err, errlen, -EINVAL, "invalid membership '%.32s': expected full or limited",
-			 s ? s : "");
+	return ibvf_errf(err, errlen, -EINVAL,
+			 "invalid membership '%.32s': expected full or limited", s ? s : "");
 }

@@ -98,9 +98,9 @@ static int range_cmp(const void *a, const void *b)
 static int parse_one_range(const struct ibvf_jctx *c, json_t *r, const char *path,
 			   struct ibvf_guid_range *out)
 {
-	static const char *const keys[] = { "start", "end", NULL };
-	const char *names[2] = { "start", "end" };
-	uint64_t *vals[2] = { &out->start, &out->end };
+	static const char *const keys[] = {"start", "end", NULL};
+	const char *names[2] = {"start", "end"};
+	uint64_t *vals[2] = {&out->start, &out->end};
 	char e[IBVF_ERR_LEN];
 	int ret;
 
@@ -129,7 +129,7 @@ static int parse_one_range(const struct ibvf_jctx *c, json_t *r, const char *pat
 int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
 			   struct ibvf_guid_range **out, size_t *n, char *err, size_t errlen)
 {
-	struct ibvf_jctx c = { file, err, errlen };
+	struct ibvf_jctx c = {file, err, errlen};
 	json_t *arr = json_array;
 	struct ibvf_guid_range *r;
 	size_t i, cnt;
@@ -177,7 +177,7 @@ int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
 
 static int parse_pool(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = { "ranges", "quarantine_s", "sync", NULL };
+	static const char *const keys[] = {"ranges", "quarantine_s", "sync", NULL};
 	uint64_t q = cfg->pool.quarantine_s;
 	char *sync = NULL;
 	json_t *r;
@@ -239,9 +239,9 @@ static bool backend_name_ok(const char *s)
 
 static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = { "backend", "module_dir", "config",
-					    "periodic_update_s", "batch_window_ms", "batch_max",
-					    NULL };
+	static const char *const keys[] = {
+		"backend",	   "module_dir", "config", "periodic_update_s",
+		"batch_window_ms", "batch_max",	 NULL};
 	uint64_t per = cfg->sm.periodic_update_s, win = cfg->sm.batch_window_ms,
 		 bmax = cfg->sm.batch_max;
 	json_t *bc;
@@ -278,8 +278,8 @@ static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 
 static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = { "driver", "rebind_timeout_ms", "module_dir", "ibsim",
-					    "fake_dir", NULL };
+	static const char *const keys[] = {"driver", "rebind_timeout_ms", "module_dir",
+					   "ibsim",  "fake_dir",	  NULL};
 	uint64_t t = cfg->vf.rebind_timeout_ms;
 	json_t *ib;
 	int ret;
@@ -304,8 +304,8 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 		return ibvf_json_err(c, "vf", "driver",
 				     "expected \"netlink\", \"ibsim\" (labs) or \"fake\" (tests)");
 	/* the lab driver's own keys, checked by its module (tests/lab/vf-drivers/) */
-	if (ib && (ret = ibvf_vf_module_config_check(cfg->vf.module_dir, "ibsim", c, "vf.ibsim",
-						      ib)))
+	if (ib &&
+	    (ret = ibvf_vf_module_config_check(cfg->vf.module_dir, "ibsim", c, "vf.ibsim", ib)))
 		return ret;
 	if (!ib && !strcmp(cfg->vf.driver, "ibsim"))
 		return ibvf_json_err(c, "vf", "ibsim", "required when vf.driver is \"ibsim\"");
@@ -319,7 +319,7 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 
 static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = { "socket", "allowed_uids", NULL };
+	static const char *const keys[] = {"socket", "allowed_uids", NULL};
 	json_t *u;
 	int ret;
 
@@ -342,22 +342,20 @@ static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *c
 
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 		    json_integer_value(v) > 0x7fffffff)
-			return ibvf_json_err(c, "api", "allowed_uids", "entry %zu is not a uid",
-					     i);
+			return ibvf_json_err(c, "api", "allowed_uids", "entry %zu is not a uid", i);
 		cfg->api.allowed_uids[i] = (uid_t)json_integer_value(v);
 	}
 	cfg->api.n_allowed_uids = json_array_size(u);
 	return 0;
 }
 
-static const char *const port_watch_sources[] = { "local", "fabric", NULL };
+static const char *const port_watch_sources[] = {"local", "fabric", NULL};
 
 /* port_watch: { source, poll_min_ms, poll_max_ms, mad_timeout_ms, mad_retries } */
-static int parse_port_watch(const struct ibvf_jctx *c, json_t *o,
-			    struct ibvf_port_watch_config *pw)
+static int parse_port_watch(const struct ibvf_jctx *c, json_t *o, struct ibvf_port_watch_config *pw)
 {
-	static const char *const keys[] = { "source", "poll_min_ms", "poll_max_ms",
-					    "mad_timeout_ms", "mad_retries", NULL };
+	static const char *const keys[] = {"source",	     "poll_min_ms", "poll_max_ms",
+					   "mad_timeout_ms", "mad_retries", NULL};
 	uint64_t pmin = pw->poll_min_ms, pmax = pw->poll_max_ms, to = pw->mad_timeout_ms;
 	uint64_t rt = pw->mad_retries;
 	char *src = NULL;
@@ -400,18 +398,21 @@ static int parse_port_watch(const struct ibvf_jctx *c, json_t *o,
 
 static json_t *port_watch_json(const struct ibvf_port_watch_config *pw)
 {
-	return json_pack("{s:s,s:i,s:i,s:i,s:i}", "source",
-			 port_watch_sources[pw->source == 1 ? 1 : 0], "poll_min_ms",
-			 (int)pw->poll_min_ms, "poll_max_ms", (int)pw->poll_max_ms,
-			 "mad_timeout_ms", (int)pw->mad_timeout_ms, "mad_retries",
-			 (int)pw->mad_retries);
+	return json_pack(
+		"{s:s,s:i,s:i,s:i,s:i}", "source", port_watch_sources[pw->source == 1 ? 1 : 0],
+		"poll_min_ms", (int)pw->poll_min_ms, "poll_max_ms", (int)pw->poll_max_ms,
+		"mad_timeout_ms", (int)pw->mad_timeout_ms, "mad_retries", (int)pw->mad_retries);
 }
 
 static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = { "prepare_timeout_s", "port_timeout_s",
-					    "stop_timeout_s", "workers", "reconcile",
-					    "parked_guid", NULL };
+	static const char *const keys[] = {"prepare_timeout_s",
+					   "port_timeout_s",
+					   "stop_timeout_s",
+					   "workers",
+					   "reconcile",
+					   "parked_guid",
+					   NULL};
 	struct ibvf_daemon_config *d = &cfg->daemon;
 	uint64_t pt = d->prepare_timeout_s, po = d->port_timeout_s, st = d->stop_timeout_s,
 		 w = d->workers;
@@ -437,7 +438,8 @@ static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config
 		else if (!strcmp(mode, "fix"))
 			d->reconcile = IBVF_RECONCILE_FIX;
 		else
-			ret = ibvf_json_err(c, "daemon", "reconcile", "expected \"report\" or \"fix\"");
+			ret = ibvf_json_err(c, "daemon", "reconcile",
+					    "expected \"report\" or \"fix\"");
 	}
 	if (!ret && parked) {
 		if (ibvf_guid_parse(parked, &d->parked_guid, e, sizeof(e)))
@@ -458,9 +460,10 @@ static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config
 
 static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = { "state_dir", "run_dir", "sysfs_root", "log_level",
-					    "allow_default_pkey", "pool", "sm", "vf", "api",
-					    "port_watch", "daemon", NULL };
+	static const char *const keys[] = {
+		"state_dir", "run_dir", "sysfs_root", "log_level", "allow_default_pkey",
+		"pool",	     "sm",	"vf",	      "api",	   "port_watch",
+		"daemon",    NULL};
 	char *level = NULL;
 	json_t *o;
 	int ret;
@@ -521,8 +524,8 @@ static const char *env_get(char *const *envp, const char *name)
 static int backend_set(struct ibvf_config *cfg, const char *key, json_t *v, char *err,
 		       size_t errlen)
 {
-	json_t *o = cfg->sm.backend_json ? json_loads(cfg->sm.backend_json, 0, NULL)
-					 : json_object();
+	json_t *o =
+		cfg->sm.backend_json ? json_loads(cfg->sm.backend_json, 0, NULL) : json_object();
 	int ret;
 
 	if (!o || !v) {
@@ -546,11 +549,11 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 		const char *env, *key;
 		bool number;
 	} ufm_map[] = {
-		{ "UFM_USERNAME", "username", false }, { "UFM_PASSWORD", "password", false },
-		{ "UFM_ADDRESS", "address", false },   { "UFM_HTTP_SCHEMA", "scheme", false },
-		{ "UFM_PORT", "port", true },	       { "UFM_CERTIFICATE", "ca_pem", false },
+		{"UFM_USERNAME", "username", false}, {"UFM_PASSWORD", "password", false},
+		{"UFM_ADDRESS", "address", false},   {"UFM_HTTP_SCHEMA", "scheme", false},
+		{"UFM_PORT", "port", true},	     {"UFM_CERTIFICATE", "ca_pem", false},
 	};
-	struct ibvf_jctx c = { "<environment>", err, errlen };
+	struct ibvf_jctx c = {"<environment>", err, errlen};
 	const char *s = env_get(envp, "GUID_POOL_RANGE_START");
 	const char *e = env_get(envp, "GUID_POOL_RANGE_END");
 	int ignored = 0;
@@ -560,7 +563,8 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 		json_t *arr;
 
 		if (!s || !e)
-			return ibvf_json_err(&c, "", s ? "GUID_POOL_RANGE_END" : "GUID_POOL_RANGE_START",
+			return ibvf_json_err(&c, "",
+					     s ? "GUID_POOL_RANGE_END" : "GUID_POOL_RANGE_START",
 					     "both GUID_POOL_RANGE_START and GUID_POOL_RANGE_END "
 					     "must be set");
 		arr = json_pack("[{s:s,s:s}]", "start", s, "end", e);
@@ -576,9 +580,9 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 	}
 	if ((s = env_get(envp, "DAEMON_SM_PLUGIN")) && *s) {
 		if (!backend_name_ok(s))
-			return ibvf_json_err(&c, "", "DAEMON_SM_PLUGIN",
-					     "'%.40s' is not a backend name (1..32 of A-Z a-z 0-9 _ -)",
-					     s);
+			return ibvf_json_err(
+				&c, "", "DAEMON_SM_PLUGIN",
+				"'%.40s' is not a backend name (1..32 of A-Z a-z 0-9 _ -)", s);
 		if (set_str(&cfg->sm.backend, s))
 			return -ENOMEM;
 	}
@@ -621,13 +625,14 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 			return ret;
 	}
 	if (ignored)
-		log_notice("%d UFM_* environment variable(s) ignored: the SM backend is %s, not ufm",
-			   ignored, cfg->sm.backend);
+		log_notice(
+			"%d UFM_* environment variable(s) ignored: the SM backend is %s, not ufm",
+			ignored, cfg->sm.backend);
 	return 0;
 }
 
-int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
-		     char *const *envp, char *err, size_t errlen)
+int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist, char *const *envp,
+		     char *err, size_t errlen)
 {
 	const char *file = path ? path : IBVF_DEFAULT_CONFIG;
 	json_t *root = NULL;
@@ -637,7 +642,7 @@ int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
 	if (ret)
 		goto fail;
 	if (access(file, F_OK) == 0) {
-		struct ibvf_jctx c = { file, err, errlen };
+		struct ibvf_jctx c = {file, err, errlen};
 
 		root = ibvf_json_load(file, NULL, err, errlen);
 		if (!root) {
@@ -695,7 +700,7 @@ void ibvf_config_free(struct ibvf_config *cfg)
 
 static bool is_secret_key(const char *k)
 {
-	static const char *const secret[] = { "password", "token", "secret", "key_pem", NULL };
+	static const char *const secret[] = {"password", "token", "secret", "key_pem", NULL};
 
 	for (const char *const *s = secret; *s; s++)
 		if (strstr(k, *s) && !strstr(k, "_file"))
@@ -714,11 +719,11 @@ static void mask_secrets(json_t *j)
 	size_t i;
 
 	if (json_is_array(j)) {
-		json_array_foreach(j, i, v)
-			mask_secrets(v);
+		json_array_foreach(j, i, v) mask_secrets(v);
 		return;
 	}
-	json_object_foreach(j, k, v) {
+	json_object_foreach(j, k, v)
+	{
 		if (is_secret_key(k))
 			json_object_set_new(j, k, json_string("********"));
 		else
@@ -734,8 +739,8 @@ static json_t *ranges_json(const struct ibvf_pool_config *p)
 		char a[IBVF_GUID_STR_LEN], b[IBVF_GUID_STR_LEN];
 
 		json_array_append_new(arr, json_pack("{s:s,s:s}", "start",
-						     ibvf_guid_format(p->ranges[i].start, a),
-						     "end", ibvf_guid_format(p->ranges[i].end, b)));
+						     ibvf_guid_format(p->ranges[i].start, a), "end",
+						     ibvf_guid_format(p->ranges[i].end, b)));
 	}
 	return arr;
 }
@@ -767,9 +772,8 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 		(int)cfg->sm.periodic_update_s, "batch_window_ms", (int)cfg->sm.batch_window_ms,
 		"batch_max", (int)cfg->sm.batch_max, "vf", "driver", cfg->vf.driver,
 		"rebind_timeout_ms", (int)cfg->vf.rebind_timeout_ms, "module_dir",
-		cfg->vf.module_dir, "ibsim",
-		opt_json(cfg->vf.ibsim_json), "api", "socket", cfg->api.socket, "allowed_uids",
-		uids);
+		cfg->vf.module_dir, "ibsim", opt_json(cfg->vf.ibsim_json), "api", "socket",
+		cfg->api.socket, "allowed_uids", uids);
 	if (!root)
 		return -ENOMEM;
 	json_object_set_new(root, "port_watch", port_watch_json(&cfg->port_watch));
@@ -781,12 +785,13 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 			json_pack("{s:i,s:i,s:i,s:i,s:s,s:s}", "prepare_timeout_s",
 				  (int)cfg->daemon.prepare_timeout_s, "port_timeout_s",
 				  (int)cfg->daemon.port_timeout_s, "stop_timeout_s",
-				  (int)cfg->daemon.stop_timeout_s, "workers", (int)cfg->daemon.workers,
-				  "reconcile",
+				  (int)cfg->daemon.stop_timeout_s, "workers",
+				  (int)cfg->daemon.workers, "reconcile",
 				  cfg->daemon.reconcile == IBVF_RECONCILE_FIX ? "fix" : "report",
 				  "parked_guid",
-				  cfg->daemon.parked_guid ? ibvf_guid_format(cfg->daemon.parked_guid, pg)
-							  : "pre-attach"));
+				  cfg->daemon.parked_guid
+					  ? ibvf_guid_format(cfg->daemon.parked_guid, pg)
+					  : "pre-attach"));
 	}
 	s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(root);

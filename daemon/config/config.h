@@ -16,10 +16,10 @@
 #include "port_watch.h"
 #include "vf_manager.h"
 
-#define IBVF_DEFAULT_CONFIG     "/etc/ibvf/ibvfd.json"
-#define IBVF_DEFAULT_STATE_DIR  "/var/lib/ibvf"
-#define IBVF_DEFAULT_RUN_DIR    "/run/ibvf"
-#define IBVF_MAX_ALLOWED_UIDS   16
+#define IBVF_DEFAULT_CONFIG    "/etc/ibvf/ibvfd.json"
+#define IBVF_DEFAULT_STATE_DIR "/var/lib/ibvf"
+#define IBVF_DEFAULT_RUN_DIR   "/run/ibvf"
+#define IBVF_MAX_ALLOWED_UIDS  16
 
 /** An inclusive GUID range [start, end], host-order u64s. */
 struct ibvf_guid_range {
@@ -28,57 +28,57 @@ struct ibvf_guid_range {
 };
 
 struct ibvf_pool_config {
-	struct ibvf_guid_range *ranges;	/* sorted by start, non-overlapping */
+	struct ibvf_guid_range *ranges; /* sorted by start, non-overlapping */
 	size_t n_ranges;
-	uint32_t quarantine_s;		/* seconds a released GUID waits; default 60 */
-	bool sync_full;			/* SQLite synchronous=FULL (default) or NORMAL */
+	uint32_t quarantine_s; /* seconds a released GUID waits; default 60 */
+	bool sync_full;	       /* SQLite synchronous=FULL (default) or NORMAL */
 };
 
 struct ibvf_sm_config {
-	char *backend;			/* "noop" (default), "opensm", "ufm" */
-	char *module_dir;		/* where <backend>.so modules live */
-	char *backend_json;		/* text of the backend's own config object */
-	uint32_t periodic_update_s;	/* reconciliation period, s (DAEMON_PERIODIC_UPDATE) */
-	uint32_t batch_window_ms;	/* SM request coalescing window, ms; default 20 */
-	uint32_t batch_max;		/* flush a batch at this many GUIDs; default 1024 */
+	char *backend;		    /* "noop" (default), "opensm", "ufm" */
+	char *module_dir;	    /* where <backend>.so modules live */
+	char *backend_json;	    /* text of the backend's own config object */
+	uint32_t periodic_update_s; /* reconciliation period, s (DAEMON_PERIODIC_UPDATE) */
+	uint32_t batch_window_ms;   /* SM request coalescing window, ms; default 20 */
+	uint32_t batch_max;	    /* flush a batch at this many GUIDs; default 1024 */
 };
 
 struct ibvf_vf_config {
-	char *driver;			/* "netlink" (built in, default) or a lab module */
-	char *module_dir;		/* where VF driver modules (<driver>.so) live */
-	uint32_t rebind_timeout_ms;	/* wait for netdev/RDMA device after rebind; 5000 */
-	char *ibsim_json;		/* text of the "ibsim" lab driver object, or NULL */
-	char *fake_dir;			/* "fake" driver (tests, benchmarks): VF files */
+	char *driver;		    /* "netlink" (built in, default) or a lab module */
+	char *module_dir;	    /* where VF driver modules (<driver>.so) live */
+	uint32_t rebind_timeout_ms; /* wait for netdev/RDMA device after rebind; 5000 */
+	char *ibsim_json;	    /* text of the "ibsim" lab driver object, or NULL */
+	char *fake_dir;		    /* "fake" driver (tests, benchmarks): VF files */
 };
 
 struct ibvf_api_config {
-	char *socket;			/* default <run_dir>/ibvfd.sock */
+	char *socket; /* default <run_dir>/ibvfd.sock */
 	uid_t allowed_uids[IBVF_MAX_ALLOWED_UIDS];
-	size_t n_allowed_uids;		/* default: {0} */
+	size_t n_allowed_uids; /* default: {0} */
 };
 
 /** How reconciliation treats what nobody owns (docs/operations.md). */
 enum ibvf_reconcile_mode {
-	IBVF_RECONCILE_REPORT = 0,	/* log and report only */
-	IBVF_RECONCILE_FIX,		/* remove unowned SM memberships, reset unowned VFs */
+	IBVF_RECONCILE_REPORT = 0, /* log and report only */
+	IBVF_RECONCILE_FIX,	   /* remove unowned SM memberships, reset unowned VFs */
 };
 
 struct ibvf_daemon_config {
-	uint32_t prepare_timeout_s;	/* overall deadline of one prepare; default 60 */
-	uint32_t port_timeout_s;	/* of those, at most this long waiting for the port; 30 */
-	uint32_t stop_timeout_s;	/* SIGTERM: wait this long for in-flight requests; 20 */
-	uint32_t workers;		/* worker threads; default 16 */
-	enum ibvf_reconcile_mode reconcile;	/* default report */
-	uint64_t parked_guid;		/* GUID given to a released VF; 0 = its pre-attach GUID */
+	uint32_t prepare_timeout_s; /* overall deadline of one prepare; default 60 */
+	uint32_t port_timeout_s;    /* of those, at most this long waiting for the port; 30 */
+	uint32_t stop_timeout_s;    /* SIGTERM: wait this long for in-flight requests; 20 */
+	uint32_t workers;	    /* worker threads; default 16 */
+	enum ibvf_reconcile_mode reconcile; /* default report */
+	uint64_t parked_guid; /* GUID given to a released VF; 0 = its pre-attach GUID */
 };
 
 struct ibvf_config {
-	char *path;			/* file it was read from; NULL when defaults only */
+	char *path; /* file it was read from; NULL when defaults only */
 	char *state_dir;
 	char *run_dir;
-	char *sysfs_root;		/* default "/sys" */
-	int log_level;			/* syslog level; default LOG_INFO */
-	bool allow_default_pkey;	/* permit PKey 0x7fff for tenants; default false */
+	char *sysfs_root;	 /* default "/sys" */
+	int log_level;		 /* syslog level; default LOG_INFO */
+	bool allow_default_pkey; /* permit PKey 0x7fff for tenants; default false */
 	struct ibvf_pool_config pool;
 	struct ibvf_sm_config sm;
 	struct ibvf_vf_config vf;
@@ -96,8 +96,8 @@ struct ibvf_config {
  * Return: 0, -ENOENT, -EINVAL (bad value; @err names file and key path),
  * -ENOMEM.
  */
-int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
-		     char *const *envp, char *err, size_t errlen);
+int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist, char *const *envp,
+		     char *err, size_t errlen);
 
 /** ibvf_config_free() - release everything ibvf_config_load() allocated. */
 void ibvf_config_free(struct ibvf_config *cfg);

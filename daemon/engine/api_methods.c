@@ -116,8 +116,8 @@ static int parse_pkeys(bool allow_default, json_t *params, struct eng_req *req, 
 }
 
 /* The prepare parameters; the PCI address and link state come out in lower case. */
-static int parse_prepare_params(bool allow_default, json_t *params, struct eng_req *req,
-				char *err, size_t errlen)
+static int parse_prepare_params(bool allow_default, json_t *params, struct eng_req *req, char *err,
+				size_t errlen)
 {
 	json_t *g = json_object_get(params, "guid");
 	enum ibvf_vf_link_state ls;

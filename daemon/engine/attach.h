@@ -116,11 +116,11 @@ void ibvf_engine_free(struct ibvf_engine *e);
 /** The parameters of a "prepare" call, validated and normalised. */
 struct ibvf_prepare_params {
 	struct ibvf_owner owner;
-	char pci[32];				/* lower case, as sysfs names the VF */
-	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];	/* 15-bit key | 0x8000 when full */
+	char pci[32];			     /* lower case, as sysfs names the VF */
+	uint16_t pkeys[IBVF_POOL_MAX_PKEYS]; /* 15-bit key | 0x8000 when full */
 	size_t n_pkeys;
-	uint64_t req_guid;			/* 0: none requested */
-	char link_state[8];			/* "auto"/"enable"/"disable", "" unset */
+	uint64_t req_guid;  /* 0: none requested */
+	char link_state[8]; /* "auto"/"enable"/"disable", "" unset */
 };
 
 /**

@@ -73,5 +73,4 @@ int ibvf_loop_run(struct ibvf_loop *l);
 /** ibvf_loop_quit() - make ibvf_loop_run() return after the current dispatch (loop thread). */
 void ibvf_loop_quit(struct ibvf_loop *l);
 
-
 #endif /* IBVF_EVLOOP_H */

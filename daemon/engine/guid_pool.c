@@ -31,7 +31,7 @@
 #include "statedir.h"
 
 #define SCHEMA_VERSION 2
-#define ST_Q		IBVF_ALLOC_QUARANTINED
+#define ST_Q	       IBVF_ALLOC_QUARANTINED
 
 /* A prepared statement kept for reuse (see prep()). */
 struct stmt_slot {
@@ -43,7 +43,7 @@ struct stmt_slot {
 #define STMT_CACHE_MAX 48
 
 struct ibvf_pool {
-	pthread_mutex_t lock;	/* recursive; held by every public call (guid_pool.h) */
+	pthread_mutex_t lock; /* recursive; held by every public call (guid_pool.h) */
 	sqlite3 *db;
 	struct stmt_slot stmts[STMT_CACHE_MAX];
 	size_t n_stmts;
@@ -52,14 +52,14 @@ struct ibvf_pool {
 	size_t n_ranges;
 	uint32_t quarantine_s;
 	bool read_only;
-	int schema_version;	/* of the open store (read-only opens may see an old one) */
+	int schema_version; /* of the open store (read-only opens may see an old one) */
 	int64_t (*now_ms)(void *arg);
 	void *now_arg;
 };
 
 static const char *const state_names[IBVF_ALLOC_STATE_COUNT] = {
-	"allocated", "programmed", "sm_requested", "sm_confirmed",
-	"port_ready", "handed",	   "releasing",	   "quarantined",
+	"allocated",  "programmed", "sm_requested", "sm_confirmed",
+	"port_ready", "handed",	    "releasing",    "quarantined",
 };
 
 const char *ibvf_alloc_state_name(enum ibvf_alloc_state s)
@@ -166,7 +166,7 @@ static int prep(struct ibvf_pool *p, sqlite3_stmt **st, const char *sql, char *e
 		char *copy = strdup(sql);
 
 		if (copy)
-			p->stmts[p->n_stmts++] = (struct stmt_slot){ h, copy, *st };
+			p->stmts[p->n_stmts++] = (struct stmt_slot){h, copy, *st};
 	}
 	return 0;
 }
@@ -218,7 +218,7 @@ static int scalar_i64(struct ibvf_pool *p, const char *sql, sqlite3_int64 a, sql
 static const char schema_v1[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 	"CREATE TABLE alloc("
-	" guid INTEGER PRIMARY KEY,"	/* enc(GUID) */
+	" guid INTEGER PRIMARY KEY," /* enc(GUID) */
 	" state INTEGER NOT NULL,"
 	" container_id TEXT NOT NULL, ifname TEXT NOT NULL,"
 	" pod_namespace TEXT NOT NULL DEFAULT '', pod_name TEXT NOT NULL DEFAULT '',"
@@ -312,8 +312,7 @@ static int create_store(struct ibvf_pool *p, char *err, size_t errlen)
 	}
 	if (link(tmp, p->path) == 0) {
 		fsync_dir_of(p->path);
-		log_info("created GUID pool store %s (schema version %d)", p->path,
-			 SCHEMA_VERSION);
+		log_info("created GUID pool store %s (schema version %d)", p->path, SCHEMA_VERSION);
 	} else if (errno != EEXIST) {
 		ret = ibvf_errf(err, errlen, -errno, "linking %s to %s: %s", tmp, p->path,
 				strerror(errno));
@@ -423,8 +422,8 @@ static int extent_delete(struct ibvf_pool *p, uint64_t a, char *err, size_t errl
 }
 
 /* The extent with the greatest start <= g: 1 found, 0 none, <0 error. */
-static int extent_at_or_before(struct ibvf_pool *p, uint64_t g, uint64_t *a, uint64_t *b,
-			       char *err, size_t errlen)
+static int extent_at_or_before(struct ibvf_pool *p, uint64_t g, uint64_t *a, uint64_t *b, char *err,
+			       size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc;
@@ -555,8 +554,9 @@ static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
 
 		if (!clip(&p->ranges[i], &a, &b))
 			continue;
-		if (prep(p, &rows, "SELECT guid FROM alloc WHERE guid BETWEEN ? AND ? ORDER BY guid",
-			 err, errlen))
+		if (prep(p, &rows,
+			 "SELECT guid FROM alloc WHERE guid BETWEEN ? AND ? ORDER BY guid", err,
+			 errlen))
 			return -EIO;
 		sqlite3_bind_int64(rows, 1, enc(a));
 		sqlite3_bind_int64(rows, 2, enc(b));
@@ -675,7 +675,7 @@ static const char *file_type_name(mode_t m)
  */
 static int check_store_files(struct ibvf_pool *p, char *err, size_t errlen)
 {
-	static const char *const suffix[] = { "", "-wal", "-shm", "-journal" };
+	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
 	bool have_db = true;
 
 	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
@@ -711,8 +711,7 @@ static void init_lock(struct ibvf_pool *p)
 	pthread_mutexattr_destroy(&a);
 }
 
-int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char *err,
-		   size_t errlen)
+int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char *err, size_t errlen)
 {
 	struct ibvf_pool *p;
 	struct stat st;
@@ -784,7 +783,8 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 			ret = corrupt(p, err, errlen, sqlite3_errmsg(p->db));
 			goto fail;
 		}
-		snprintf(sql, sizeof(sql), "PRAGMA synchronous=%s", o->sync_full ? "FULL" : "NORMAL");
+		snprintf(sql, sizeof(sql), "PRAGMA synchronous=%s",
+			 o->sync_full ? "FULL" : "NORMAL");
 		if ((ret = exec(p, sql, err, errlen)))
 			goto fail;
 		/*
@@ -823,8 +823,8 @@ void ibvf_pool_close(struct ibvf_pool *p)
 
 /* ----------------------------------------------------------- records -- */
 
-#define ROW_COLS_V1                                                                        \
-	"guid, state, container_id, ifname, pod_namespace, pod_name, pod_uid, network, pf, " \
+#define ROW_COLS_V1                                                                                \
+	"guid, state, container_id, ifname, pod_namespace, pod_name, pod_uid, network, pf, "       \
 	"vf_index, pci, pkeys, created_ms, updated_ms, released_ms"
 /* a read-only open may see a v1 store that no writer has migrated yet */
 static const char row_cols_v2[] = ROW_COLS_V1 ", prev_node_guid, prev_port_guid, prev_link_state";
@@ -968,8 +968,8 @@ static int pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc
 
 	if (!pci || !*pci)
 		return ibvf_errf(err, errlen, -EINVAL, "empty PCI address");
-	ret = get_one(p, "pci = ?1 AND ?2 = ?2 AND state != 7 AND pci != ''", pci, "", 0, out,
-		      err, errlen);
+	ret = get_one(p, "pci = ?1 AND ?2 = ?2 AND state != 7 AND pci != ''", pci, "", 0, out, err,
+		      errlen);
 	if (ret == -ENOENT)
 		ibvf_errf(err, errlen, ret, "no GUID recorded on VF %s", pci);
 	return ret;
@@ -1127,8 +1127,7 @@ static int check_text(const char *what, const char *s, size_t size, char *err, s
 
 		if (!n || u[i] < 0x20 || u[i] == 0x7f)
 			return ibvf_errf(err, errlen, -EINVAL, "%s has %s at byte %zu", what,
-					 n ? "a control character" : "a byte that is not UTF-8",
-					 i);
+					 n ? "a control character" : "a byte that is not UTF-8", i);
 		i += n;
 	}
 	return 0;
@@ -1227,8 +1226,8 @@ static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
 	return ret;
 }
 
-static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o,
-			  char *err, size_t errlen)
+static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o, char *err,
+			  size_t errlen)
 {
 	char s[IBVF_GUID_STR_LEN];
 	struct ibvf_alloc cur;
@@ -1348,8 +1347,8 @@ static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 	return ret < 0 ? ret : -EIO;
 }
 
-static int pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs,
-			       size_t n, struct ibvf_alloc *out, char *err, size_t errlen)
+static int pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs, size_t n,
+			       struct ibvf_alloc *out, char *err, size_t errlen)
 {
 	int ret = begin(p, err, errlen);
 
@@ -1361,8 +1360,8 @@ static int pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_requ
 	return finish(p, ret < 0 ? ret : 0, err, errlen);
 }
 
-int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs,
-			     size_t n, struct ibvf_alloc *out, char *err, size_t errlen)
+int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs, size_t n,
+			     struct ibvf_alloc *out, char *err, size_t errlen)
 {
 	int ret;
 
@@ -1418,8 +1417,9 @@ static int pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t er
 			ret = extent_give(p, guid, err, errlen);
 		return finish(p, ret, err, errlen);
 	}
-	if (prep(p, &st, "UPDATE alloc SET state = 7, released_ms = ?, updated_ms = ? WHERE guid = ?",
-		 err, errlen))
+	if (prep(p, &st,
+		 "UPDATE alloc SET state = 7, released_ms = ?, updated_ms = ? WHERE guid = ?", err,
+		 errlen))
 		return finish(p, -EIO, err, errlen);
 	sqlite3_bind_int64(st, 1, t);
 	sqlite3_bind_int64(st, 2, t);
@@ -1561,14 +1561,16 @@ static int pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err,
 		if (!clip(&p->ranges[i], &a, &b))
 			continue;
 		s->total += b - a + 1;
-		ret = scalar_i64(p, "SELECT count(*) FROM alloc WHERE guid BETWEEN ? AND ? AND state != 7",
-				 enc(a), enc(b), &v, err, errlen);
+		ret = scalar_i64(
+			p, "SELECT count(*) FROM alloc WHERE guid BETWEEN ? AND ? AND state != 7",
+			enc(a), enc(b), &v, err, errlen);
 		if (ret < 0)
 			return ret;
 		s->allocated += (uint64_t)v;
 		rows -= v;
-		ret = scalar_i64(p, "SELECT count(*) FROM alloc WHERE guid BETWEEN ? AND ? AND state = 7",
-				 enc(a), enc(b), &v, err, errlen);
+		ret = scalar_i64(
+			p, "SELECT count(*) FROM alloc WHERE guid BETWEEN ? AND ? AND state = 7",
+			enc(a), enc(b), &v, err, errlen);
 		if (ret < 0)
 			return ret;
 		s->quarantined += (uint64_t)v;
@@ -1619,7 +1621,7 @@ static void report(struct audit *au, enum ibvf_audit_kind k, bool problem, uint6
 static void report(struct audit *au, enum ibvf_audit_kind k, bool problem, uint64_t g,
 		   uint64_t count, const char *fmt, ...)
 {
-	struct ibvf_audit_finding f = { .kind = k, .problem = problem, .guid = g, .count = count };
+	struct ibvf_audit_finding f = {.kind = k, .problem = problem, .guid = g, .count = count};
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -1655,7 +1657,8 @@ static int audit_owners(struct audit *au, char *err, size_t errlen)
 		 err, errlen))
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		report(au, IBVF_AUDIT_DUPLICATE_OWNER, true, 0, (uint64_t)sqlite3_column_int64(st, 2),
+		report(au, IBVF_AUDIT_DUPLICATE_OWNER, true, 0,
+		       (uint64_t)sqlite3_column_int64(st, 2),
 		       "container %.64s ifname %.16s holds %lld GUIDs",
 		       (const char *)sqlite3_column_text(st, 0),
 		       (const char *)sqlite3_column_text(st, 1),
@@ -1781,7 +1784,7 @@ static int audit_range(struct audit *au, uint64_t a, uint64_t b, char *err, size
 static int pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_audit_finding *f),
 		      void *arg, char *err, size_t errlen)
 {
-	struct audit au = { .p = p, .cb = cb, .arg = arg };
+	struct audit au = {.p = p, .cb = cb, .arg = arg};
 	int ret, matches = 0;
 
 	/* one read transaction: a consistent snapshot while others write */

@@ -29,17 +29,17 @@
 
 #include "config.h"
 
-#define IBVF_POOL_DB_NAME     "pool.db"
-#define IBVF_POOL_MAX_PKEYS   8
+#define IBVF_POOL_DB_NAME   "pool.db"
+#define IBVF_POOL_MAX_PKEYS 8
 
 /** Who holds a GUID: the CNI attachment (container ID + ifname) and its Pod. */
 struct ibvf_owner {
-	char container_id[128];	/* CNI_CONTAINERID; required */
+	char container_id[128]; /* CNI_CONTAINERID; required */
 	char ifname[16];	/* CNI_IFNAME (IFNAMSIZ); required */
 	char pod_namespace[64];
 	char pod_name[254];
 	char pod_uid[64];
-	char network[254];	/* NetworkAttachmentDefinition / CNI network name */
+	char network[254]; /* NetworkAttachmentDefinition / CNI network name */
 };
 
 /** Attach states, in order (the daemon's state machine; docs/pool.md). */
@@ -60,49 +60,49 @@ struct ibvf_alloc {
 	uint64_t guid;
 	enum ibvf_alloc_state state;
 	struct ibvf_owner owner;
-	char pf[16];		/* PF netdev, "" when not yet bound to a VF */
-	int vf_index;		/* -1 when not yet bound to a VF */
-	char pci[32];		/* VF PCI address "0000:03:00.2" */
-	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];	/* P_Keys with membership bit */
+	char pf[16];			     /* PF netdev, "" when not yet bound to a VF */
+	int vf_index;			     /* -1 when not yet bound to a VF */
+	char pci[32];			     /* VF PCI address "0000:03:00.2" */
+	uint16_t pkeys[IBVF_POOL_MAX_PKEYS]; /* P_Keys with membership bit */
 	size_t n_pkeys;
 	int64_t created_ms;
 	int64_t updated_ms;
-	int64_t released_ms;	/* 0 unless quarantined */
+	int64_t released_ms; /* 0 unless quarantined */
 	/* the VF as it was before this attach (schema v2), restored on release */
 	uint64_t prev_node_guid;
 	uint64_t prev_port_guid;
-	char prev_link_state[8];	/* "auto", "enable", "disable" or "" (unknown) */
+	char prev_link_state[8]; /* "auto", "enable", "disable" or "" (unknown) */
 };
 
 /** A request to allocate. */
 struct ibvf_alloc_request {
 	struct ibvf_owner owner;
-	uint64_t guid;		/* a specific GUID, or 0 for the lowest free one */
-	const char *pf;		/* optional */
-	int vf_index;		/* -1 if unknown */
-	const char *pci;	/* optional */
-	const uint16_t *pkeys;	/* optional, with membership bit */
+	uint64_t guid;	       /* a specific GUID, or 0 for the lowest free one */
+	const char *pf;	       /* optional */
+	int vf_index;	       /* -1 if unknown */
+	const char *pci;       /* optional */
+	const uint16_t *pkeys; /* optional, with membership bit */
 	size_t n_pkeys;
-	uint64_t prev_node_guid;	/* the VF's GUIDs before this attach, or 0 */
+	uint64_t prev_node_guid; /* the VF's GUIDs before this attach, or 0 */
 	uint64_t prev_port_guid;
-	const char *prev_link_state;	/* optional */
+	const char *prev_link_state; /* optional */
 };
 
 struct ibvf_pool_stats {
-	uint64_t total;		/* assignable GUIDs in the ranges */
-	uint64_t allocated;	/* held by an owner (any state but quarantined) */
-	uint64_t quarantined;	/* released, waiting out the quarantine */
-	uint64_t free;		/* total - allocated - quarantined */
-	uint64_t outside;	/* records whose GUID is outside the ranges */
+	uint64_t total;	      /* assignable GUIDs in the ranges */
+	uint64_t allocated;   /* held by an owner (any state but quarantined) */
+	uint64_t quarantined; /* released, waiting out the quarantine */
+	uint64_t free;	      /* total - allocated - quarantined */
+	uint64_t outside;     /* records whose GUID is outside the ranges */
 };
 
 struct ibvf_pool_opts {
-	const char *state_dir;	/* directory of pool.db (checked: owner, no g/o write) */
+	const char *state_dir; /* directory of pool.db (checked: owner, no g/o write) */
 	const struct ibvf_guid_range *ranges;
 	size_t n_ranges;
 	uint32_t quarantine_s;
-	bool sync_full;		/* synchronous=FULL (survives power loss) or NORMAL */
-	bool read_only;		/* open without writing; a missing store is -ENOENT */
+	bool sync_full; /* synchronous=FULL (survives power loss) or NORMAL */
+	bool read_only; /* open without writing; a missing store is -ENOENT */
 	/* test seam: clock in ms since the epoch; NULL = CLOCK_REALTIME */
 	int64_t (*now_ms)(void *arg);
 	void *now_arg;
@@ -140,8 +140,8 @@ int ibvf_pool_allocate(struct ibvf_pool *p, const struct ibvf_alloc_request *req
  * ibvf_pool_allocate_batch() - allocate @n requests in one transaction: all
  * or nothing. @out has @n entries.
  */
-int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs,
-			     size_t n, struct ibvf_alloc *out, char *err, size_t errlen);
+int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs, size_t n,
+			     struct ibvf_alloc *out, char *err, size_t errlen);
 
 /**
  * ibvf_pool_release() - release @guid into quarantine. Releasing a GUID that
@@ -184,8 +184,8 @@ int ibvf_pool_find_attach(struct ibvf_pool *p, const char *container_id, const c
 
 /** Filter for ibvf_pool_list(); empty/zero fields match everything. */
 struct ibvf_pool_filter {
-	const char *owner;	/* substring of container ID, pod namespace/name */
-	int pkey;		/* 15-bit key to match (-1: any) */
+	const char *owner; /* substring of container ID, pod namespace/name */
+	int pkey;	   /* 15-bit key to match (-1: any) */
 	bool include_quarantined;
 };
 
@@ -199,19 +199,19 @@ int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *st, char *err, 
 
 /** Kinds of audit finding. */
 enum ibvf_audit_kind {
-	IBVF_AUDIT_OUTSIDE_RANGE,	/* record's GUID not in any configured range */
-	IBVF_AUDIT_DUPLICATE_OWNER,	/* two live records for one (container, ifname) */
-	IBVF_AUDIT_EXPIRED_QUARANTINE,	/* quarantine over but not yet freed */
-	IBVF_AUDIT_FREE_AND_HELD,	/* GUID in the free list and held: duplicate risk */
-	IBVF_AUDIT_LOST,		/* GUID neither free nor held: it leaked */
-	IBVF_AUDIT_INVALID_GUID,	/* 0 or all-ones in the store */
+	IBVF_AUDIT_OUTSIDE_RANGE,      /* record's GUID not in any configured range */
+	IBVF_AUDIT_DUPLICATE_OWNER,    /* two live records for one (container, ifname) */
+	IBVF_AUDIT_EXPIRED_QUARANTINE, /* quarantine over but not yet freed */
+	IBVF_AUDIT_FREE_AND_HELD,      /* GUID in the free list and held: duplicate risk */
+	IBVF_AUDIT_LOST,	       /* GUID neither free nor held: it leaked */
+	IBVF_AUDIT_INVALID_GUID,       /* 0 or all-ones in the store */
 };
 
 struct ibvf_audit_finding {
 	enum ibvf_audit_kind kind;
-	bool problem;		/* true: counts as a problem (exit 1); false: notice */
+	bool problem; /* true: counts as a problem (exit 1); false: notice */
 	uint64_t guid;
-	uint64_t count;		/* for LOST: how many GUIDs from @guid on */
+	uint64_t count; /* for LOST: how many GUIDs from @guid on */
 	char detail[256];
 };
 

@@ -129,5 +129,4 @@ void ibvf_sm_batch_get_stats(struct ibvf_sm_batch *b, struct ibvf_sm_batch_stats
  */
 void ibvf_sm_batch_free(struct ibvf_sm_batch *b);
 
-
 #endif /* IBVF_SM_BATCH_H */

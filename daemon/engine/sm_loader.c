@@ -33,8 +33,7 @@ static unsigned other_abi_version(void *handle)
 }
 
 /* Find the entry point; a module of another ABI version is refused by name. */
-static int find_entry(struct ibvf_sm_module *m, ibvf_sm_entry_fn *entry, char *err,
-		      size_t errlen)
+static int find_entry(struct ibvf_sm_module *m, ibvf_sm_entry_fn *entry, char *err, size_t errlen)
 {
 	const char *e;
 	char why[256];
@@ -49,36 +48,49 @@ static int find_entry(struct ibvf_sm_module *m, ibvf_sm_entry_fn *entry, char *e
 	snprintf(why, sizeof(why), "%s", e ? e : "not found");
 	v = other_abi_version(m->handle);
 	if (v)
-		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s implements SM ABI "
+		return ibvf_errf(err, errlen, -EPROTO,
+				 "SM backend module %s implements SM ABI "
 				 "version %u (it exports %s%u, not %s); this ibvfd needs version "
 				 "%u: rebuild the module against this ibvf's "
-				 "include/ibvf/sm_backend.h", m->path, v, IBVF_SM_ENTRY_PREFIX, v,
-				 IBVF_SM_ENTRY_SYMBOL, IBVF_SM_ABI_VERSION);
-	return ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s has no symbol %s "
-			 "(not an ibvf SM backend): %s", m->path, IBVF_SM_ENTRY_SYMBOL, why);
+				 "include/ibvf/sm_backend.h",
+				 m->path, v, IBVF_SM_ENTRY_PREFIX, v, IBVF_SM_ENTRY_SYMBOL,
+				 IBVF_SM_ABI_VERSION);
+	return ibvf_errf(err, errlen, -ENOEXEC,
+			 "SM backend module %s has no symbol %s "
+			 "(not an ibvf SM backend): %s",
+			 m->path, IBVF_SM_ENTRY_SYMBOL, why);
 }
 
-static int check_ops(const struct ibvf_sm_ops *o, const char *path, const char *name,
-		     char *err, size_t errlen)
+static int check_ops(const struct ibvf_sm_ops *o, const char *path, const char *name, char *err,
+		     size_t errlen)
 {
 	if (!o)
-		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s: %s() returned "
-				 "NULL", path, IBVF_SM_ENTRY_SYMBOL);
+		return ibvf_errf(err, errlen, -EPROTO,
+				 "SM backend module %s: %s() returned "
+				 "NULL",
+				 path, IBVF_SM_ENTRY_SYMBOL);
 	if (o->abi_version != IBVF_SM_ABI_VERSION)
-		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s implements SM ABI "
+		return ibvf_errf(err, errlen, -EPROTO,
+				 "SM backend module %s implements SM ABI "
 				 "version %u; this ibvfd needs version %u (rebuild the module)",
 				 path, o->abi_version, IBVF_SM_ABI_VERSION);
 	if (o->struct_size < sizeof(struct ibvf_sm_ops))
-		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s: ops table of %u "
-				 "bytes, smaller than the %zu bytes of ABI version %u", path,
-				 o->struct_size, sizeof(struct ibvf_sm_ops), IBVF_SM_ABI_VERSION);
+		return ibvf_errf(err, errlen, -EPROTO,
+				 "SM backend module %s: ops table of %u "
+				 "bytes, smaller than the %zu bytes of ABI version %u",
+				 path, o->struct_size, sizeof(struct ibvf_sm_ops),
+				 IBVF_SM_ABI_VERSION);
 	if (!o->name || strcmp(o->name, name))
-		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s calls itself '%.64s', "
-				 "expected '%s'", path, o->name ? o->name : "(null)", name);
+		return ibvf_errf(err, errlen, -EPROTO,
+				 "SM backend module %s calls itself '%.64s', "
+				 "expected '%s'",
+				 path, o->name ? o->name : "(null)", name);
 	if (!o->init || !o->fini || !o->validate || !o->add_members || !o->remove_members ||
 	    !o->list_members)
-		return ibvf_errf(err, errlen, -EPROTO, "SM backend module %s: its ops table "
-				 "lacks an operation", path);
+		return ibvf_errf(err, errlen, -EPROTO,
+				 "SM backend module %s: its ops table "
+				 "lacks an operation",
+				 path);
 	return 0;
 }
 
@@ -108,8 +120,8 @@ int ibvf_sm_module_load(const char *module_dir, const char *name, struct ibvf_sm
 	dlerror();
 	m->handle = dlopen(m->path, RTLD_NOW | RTLD_LOCAL);
 	if (!m->handle) {
-		ret = ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s: dlopen: %s",
-				m->path, dlerror());
+		ret = ibvf_errf(err, errlen, -ENOEXEC, "SM backend module %s: dlopen: %s", m->path,
+				dlerror());
 		goto fail;
 	}
 	ret = find_entry(m, &entry, err, errlen);

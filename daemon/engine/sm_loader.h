@@ -14,9 +14,9 @@
 
 /** A loaded module. */
 struct ibvf_sm_module {
-	void *handle;			/* dlopen() handle */
-	const struct ibvf_sm_ops *ops;	/* the module's table, checked */
-	char path[4096];		/* the file loaded */
+	void *handle;		       /* dlopen() handle */
+	const struct ibvf_sm_ops *ops; /* the module's table, checked */
+	char path[4096];	       /* the file loaded */
 };
 
 /** A backend instance: its module and its state. */

@@ -37,15 +37,15 @@
 #include "log.h"
 
 /* IBTA vol. 1, 13.4.7: MAD status; 15.2.1.1: SA class-specific codes in bits 8..15. */
-#define MAD_STATUS_SA_CODE(st)	(((st) >> 8) & 0xff)
-#define SA_ERR_NO_RECORDS	3
+#define MAD_STATUS_SA_CODE(st) (((st) >> 8) & 0xff)
+#define SA_ERR_NO_RECORDS      3
 /* IBTA vol. 1, 15.2.5.16: PathRecord component mask bits for DGID and SGID. */
-#define PR_COMPMASK_DGID	(1ull << 2)
-#define PR_COMPMASK_SGID	(1ull << 3)
+#define PR_COMPMASK_DGID (1ull << 2)
+#define PR_COMPMASK_SGID (1ull << 3)
 /* Unicast LIDs: 0x0001..0xbfff (IBTA vol. 1, 4.1.3). */
-#define LID_UNICAST_MAX		0xbfff
+#define LID_UNICAST_MAX 0xbfff
 /* GUID -> LID answers kept per source (one SA query per new GUID target). */
-#define LID_CACHE_SIZE		32
+#define LID_CACHE_SIZE 32
 
 struct ibvf_port_src {
 	enum ibvf_port_source kind;
@@ -53,14 +53,14 @@ struct ibvf_port_src {
 	int port;
 	char name[UMAD_CA_NAME_LEN + 8];
 	struct ibvf_port_watch_config cfg;
-	struct ibmad_port *mp;		/* fabric only */
-	int umad_fd;			/* mad_rpc_portid(mp) */
-	uint32_t trid;			/* our own transaction IDs (low 32 bits) */
+	struct ibmad_port *mp; /* fabric only */
+	int umad_fd;	       /* mad_rpc_portid(mp) */
+	uint32_t trid;	       /* our own transaction IDs (low 32 bits) */
 	struct {
-		uint64_t guid;		/* GUID targets resolved through the SA ... */
-		uint16_t lid;		/* ... and their LIDs (0 = free slot) */
+		uint64_t guid; /* GUID targets resolved through the SA ... */
+		uint16_t lid;  /* ... and their LIDs (0 = free slot) */
 	} lids[LID_CACHE_SIZE];
-	unsigned lids_next;		/* round-robin replacement */
+	unsigned lids_next; /* round-robin replacement */
 };
 
 /* The cached LID of GUID target @t, or 0. */
@@ -100,16 +100,21 @@ void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw)
 
 const char *ibvf_port_state_name(unsigned state)
 {
-	static const char *const n[] = { "NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER" };
+	static const char *const n[] = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
 
 	return state < sizeof(n) / sizeof(n[0]) ? n[state] : "?";
 }
 
 const char *ibvf_port_phys_state_name(unsigned phys_state)
 {
-	static const char *const n[] = { "NoStateChange", "Sleep",  "Polling",
-					 "Disabled",	  "PortConfigurationTraining",
-					 "LinkUp",	  "LinkErrorRecovery", "PhyTest" };
+	static const char *const n[] = {"NoStateChange",
+					"Sleep",
+					"Polling",
+					"Disabled",
+					"PortConfigurationTraining",
+					"LinkUp",
+					"LinkErrorRecovery",
+					"PhyTest"};
 
 	return phys_state < sizeof(n) / sizeof(n[0]) ? n[phys_state] : "?";
 }
@@ -259,7 +264,7 @@ static void sb_missing(struct sbuf *b, const struct ibvf_port_info *i,
 char *ibvf_port_describe(const struct ibvf_port_info *info, const struct ibvf_port_cond *c,
 			 char *buf, size_t len)
 {
-	struct sbuf b = { buf, len, 0 };
+	struct sbuf b = {buf, len, 0};
 	bool any = false;
 
 	if (!len)
@@ -378,7 +383,7 @@ static void umad_dev_path(const char *ca, int port, char *buf, size_t len)
 
 static int fabric_open(struct ibvf_port_src *s, char *err, size_t errlen)
 {
-	int classes[] = { IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS };
+	int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_SA_CLASS};
 	char dev[128];
 	int e;
 
@@ -400,8 +405,8 @@ static int fabric_open(struct ibvf_port_src *s, char *err, size_t errlen)
 		return ibvf_errf(err, errlen, -ENODEV,
 				 "%s: umad device %s missing (is the ib_umad module loaded?)",
 				 s->name, dev);
-	return ibvf_errf(err, errlen, -EIO, "%s: libibmad could not open %s for SMPs: %s",
-			 s->name, dev, e ? strerror(e) : "unknown error");
+	return ibvf_errf(err, errlen, -EIO, "%s: libibmad could not open %s for SMPs: %s", s->name,
+			 dev, e ? strerror(e) : "unknown error");
 }
 
 int ibvf_port_src_open(const char *ca, int port, enum ibvf_port_source kind,
@@ -554,9 +559,9 @@ static int mad_call(struct ibvf_port_src *s, ib_rpc_t *rpc, ib_portid_t *dport, 
 				return -EIO;
 			mad = umad_get_mad(rbuf);
 			if ((uint32_t)mad_get_field64(mad, 0, IB_MAD_TRID_F) != trid)
-				continue;	/* a late answer to an earlier attempt */
+				continue; /* a late answer to an earlier attempt */
 			if (umad_status(rbuf))
-				break;		/* kernel send timeout: try again */
+				break; /* kernel send timeout: try again */
 			if ((rpc->mgtclass & 0xff) == IB_SA_CLASS)
 				*status = mad_get_field(mad, 0, IB_MAD_STATUS_F);
 			else
@@ -595,7 +600,7 @@ static void target_str(const struct ibvf_port_target *t, char *buf, size_t len)
 static int smp_get(struct ibvf_port_src *s, ib_portid_t *id, unsigned attr, unsigned mod,
 		   uint8_t data[IB_SMP_DATA_SIZE], const char *what, char *err, size_t errlen)
 {
-	ib_rpc_t rpc = { 0 };
+	ib_rpc_t rpc = {0};
 	unsigned status = 0;
 	int ret;
 
@@ -638,8 +643,8 @@ static int self_portinfo(struct ibvf_port_src *s, uint8_t pi[IB_SMP_DATA_SIZE],
 	ret = smp_get(s, &self, IB_ATTR_NODE_INFO, 0, ni, "NodeInfo of the local port", err,
 		      errlen);
 	if (!ret)
-		ret = smp_get(s, &self, IB_ATTR_PORT_INFO, 0, pi, "PortInfo of the local port",
-			      err, errlen);
+		ret = smp_get(s, &self, IB_ATTR_PORT_INFO, 0, pi, "PortInfo of the local port", err,
+			      errlen);
 	return ret;
 }
 
@@ -650,7 +655,7 @@ int ibvf_port_resolve_guid(struct ibvf_port_src *s, uint64_t guid, uint16_t *lid
 	ibmad_gid_t sgid, dgid;
 	uint64_t prefix, selfguid;
 	unsigned smlid, mylid, smsl, status = 0;
-	ib_rpc_t rpc = { 0 };
+	ib_rpc_t rpc = {0};
 	ib_portid_t sm;
 	int ret, dlid;
 
@@ -730,11 +735,10 @@ static int parse_dr(const char *dr, char *err, size_t errlen)
 
 		errno = 0;
 		v = strtoul(p, &end, 10);
-		if (end == p || errno || (hops >= 0 && (v < 1 || v > 254)) ||
-		    (*end && *end != ','))
+		if (end == p || errno || (hops >= 0 && (v < 1 || v > 254)) || (*end && *end != ','))
 			return ibvf_errf(err, errlen, -EINVAL,
-					 "directed route '%s': bad hop at '%s' (ports 1..254)",
-					 dr, p);
+					 "directed route '%s': bad hop at '%s' (ports 1..254)", dr,
+					 p);
 		if (++hops > IBVF_DR_MAX_HOPS)
 			return ibvf_errf(err, errlen, -EINVAL,
 					 "directed route '%s' has more than %d hops", dr,
@@ -748,8 +752,8 @@ static int parse_dr(const char *dr, char *err, size_t errlen)
 }
 
 /* Validate @t against the source (without any MAD). */
-static int target_check(const struct ibvf_port_src *s, const struct ibvf_port_target *t,
-			char *err, size_t errlen)
+static int target_check(const struct ibvf_port_src *s, const struct ibvf_port_target *t, char *err,
+			size_t errlen)
 {
 	if (s->kind == IBVF_PORT_SRC_LOCAL && t->kind != IBVF_TARGET_SELF)
 		return ibvf_errf(err, errlen, -EOPNOTSUPP,
@@ -777,8 +781,8 @@ static int target_check(const struct ibvf_port_src *s, const struct ibvf_port_ta
 }
 
 /* Address of @t for an SMP; resolves (and caches) a GUID target through the SA. */
-static int target_portid(struct ibvf_port_src *s, const struct ibvf_port_target *t,
-			 ib_portid_t *id, char *err, size_t errlen)
+static int target_portid(struct ibvf_port_src *s, const struct ibvf_port_target *t, ib_portid_t *id,
+			 char *err, size_t errlen)
 {
 	char dr[sizeof(t->dr)];
 	uint16_t lid;
@@ -838,7 +842,7 @@ static int fabric_nodeinfo(struct ibvf_port_src *s, const struct ibvf_port_targe
 		snprintf(what, sizeof(what), "NodeInfo of %s", tgt);
 		ret = smp_get(s, id, IB_ATTR_NODE_INFO, 0, ni, what, err, errlen);
 		if (ret) {
-			lid_cache_drop(s, t);	/* re-resolve a GUID target next time */
+			lid_cache_drop(s, t); /* re-resolve a GUID target next time */
 			return ret;
 		}
 		mad_decode_field(ni, IB_NODE_TYPE_F, node_type);
@@ -883,9 +887,9 @@ static int fabric_portinfo(struct ibvf_port_src *s, const struct ibvf_port_targe
 	return 0;
 }
 
-static int fabric_pkeys(struct ibvf_port_src *s, const struct ibvf_port_target *t,
-			ib_portid_t *id, unsigned node_type, unsigned cap,
-			struct ibvf_port_info *out, char *err, size_t errlen)
+static int fabric_pkeys(struct ibvf_port_src *s, const struct ibvf_port_target *t, ib_portid_t *id,
+			unsigned node_type, unsigned cap, struct ibvf_port_info *out, char *err,
+			size_t errlen)
 {
 	uint8_t data[IB_SMP_DATA_SIZE];
 	char what[400], tgt[300];
@@ -1079,7 +1083,7 @@ static void who_str(const struct ibvf_port_src *s, const struct ibvf_port_target
 /* Sleep @ms or until @fd is readable. Return -ECANCELED when it is. */
 static int nap(int fd, int64_t ms)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 	int64_t end = ibvf_mono_ms() + ms;
 
 	for (;;) {
@@ -1089,7 +1093,7 @@ static int nap(int fd, int64_t ms)
 		if (left <= 0)
 			return 0;
 		if (fd < 0) {
-			struct timespec ts = { left / 1000, (left % 1000) * 1000000 };
+			struct timespec ts = {left / 1000, (left % 1000) * 1000000};
 
 			nanosleep(&ts, NULL);
 			continue;
@@ -1182,12 +1186,12 @@ struct ibvf_port_watch {
 
 static int arm(struct ibvf_port_watch *w, uint32_t ms)
 {
-	struct itimerspec its = { 0 };
+	struct itimerspec its = {0};
 
 	its.it_value.tv_sec = ms / 1000;
 	its.it_value.tv_nsec = (long)(ms % 1000) * 1000000L;
 	if (!ms)
-		its.it_value.tv_nsec = 1;	/* "now": a zero it_value would disarm */
+		its.it_value.tv_nsec = 1; /* "now": a zero it_value would disarm */
 	return timerfd_settime(w->tfd, 0, &its, NULL) < 0 ? -errno : 0;
 }
 

@@ -40,11 +40,11 @@
  *          the default) or IBVF_PORT_SRC_FABRIC (1, SMPs through libibmad).
  */
 struct ibvf_port_watch_config {
-	int source;			/* enum ibvf_port_source; "local" (default) or "fabric" */
-	uint32_t poll_min_ms;		/* first poll interval, ms; default 10 */
-	uint32_t poll_max_ms;		/* backoff cap, ms; default 500 */
-	uint32_t mad_timeout_ms;	/* per SMP/SA MAD attempt, ms; default 200 */
-	uint32_t mad_retries;		/* libibmad retries per MAD; default 2 */
+	int source;		 /* enum ibvf_port_source; "local" (default) or "fabric" */
+	uint32_t poll_min_ms;	 /* first poll interval, ms; default 10 */
+	uint32_t poll_max_ms;	 /* backoff cap, ms; default 500 */
+	uint32_t mad_timeout_ms; /* per SMP/SA MAD attempt, ms; default 200 */
+	uint32_t mad_retries;	 /* libibmad retries per MAD; default 2 */
 };
 
 /** ibvf_port_watch_config_defaults() - fill @pw with the defaults above. */
@@ -61,7 +61,7 @@ void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw);
 
 /** PortInfo:PortState (IBTA vol. 1, 14.2.5.6, table 155). */
 enum ibvf_port_state {
-	IBVF_PORT_NOP = 0,	/* no state change / unknown */
+	IBVF_PORT_NOP = 0, /* no state change / unknown */
 	IBVF_PORT_DOWN = 1,
 	IBVF_PORT_INIT = 2,
 	IBVF_PORT_ARMED = 3,
@@ -77,10 +77,10 @@ enum ibvf_port_source {
 
 /** How a fabric-source query addresses its target port. */
 enum ibvf_port_target_kind {
-	IBVF_TARGET_SELF = 0,	/* the source's own port (local: sysfs; fabric: DR path "0") */
-	IBVF_TARGET_LID,	/* LID-routed SMP to @lid */
-	IBVF_TARGET_GUID,	/* SA PathRecord → LID, re-resolved when a query fails */
-	IBVF_TARGET_DR,		/* directed route @dr ("0,1,5": out port 1, then 5) */
+	IBVF_TARGET_SELF = 0, /* the source's own port (local: sysfs; fabric: DR path "0") */
+	IBVF_TARGET_LID,      /* LID-routed SMP to @lid */
+	IBVF_TARGET_GUID,     /* SA PathRecord → LID, re-resolved when a query fails */
+	IBVF_TARGET_DR,	      /* directed route @dr ("0,1,5": out port 1, then 5) */
 };
 
 /**
@@ -145,16 +145,16 @@ struct ibvf_port_info {
 
 /** Which entries a P_Key lookup accepts (IBTA vol. 1, 10.9.1.2). */
 enum ibvf_pkey_match {
-	IBVF_PKEY_MATCH_ANY = 0,	/* full (0x8000|k) or limited (k) */
-	IBVF_PKEY_MATCH_FULL,		/* only 0x8000|k */
-	IBVF_PKEY_MATCH_LIMITED,	/* only k (bit 15 clear) */
+	IBVF_PKEY_MATCH_ANY = 0, /* full (0x8000|k) or limited (k) */
+	IBVF_PKEY_MATCH_FULL,	 /* only 0x8000|k */
+	IBVF_PKEY_MATCH_LIMITED, /* only k (bit 15 clear) */
 };
 
 /** What a wait expects of the P_Key. */
 enum ibvf_pkey_want {
-	IBVF_PKEY_WANT_NONE = 0,	/* do not look at the P_Key table */
-	IBVF_PKEY_WANT_PRESENT,		/* an entry matching @match exists */
-	IBVF_PKEY_WANT_ABSENT,		/* no entry matching @match exists */
+	IBVF_PKEY_WANT_NONE = 0, /* do not look at the P_Key table */
+	IBVF_PKEY_WANT_PRESENT,	 /* an entry matching @match exists */
+	IBVF_PKEY_WANT_ABSENT,	 /* no entry matching @match exists */
 };
 
 /**
@@ -347,12 +347,12 @@ int ibvf_port_wait(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 
 /** Bits of the @changed mask passed to an ibvf_port_watch_fn. */
 enum ibvf_port_change {
-	IBVF_PORT_CHG_REACHABLE = 1 << 0,	/* became reachable or unreachable */
+	IBVF_PORT_CHG_REACHABLE = 1 << 0, /* became reachable or unreachable */
 	IBVF_PORT_CHG_STATE = 1 << 1,
 	IBVF_PORT_CHG_PHYS = 1 << 2,
-	IBVF_PORT_CHG_LID = 1 << 3,		/* LID or LMC */
+	IBVF_PORT_CHG_LID = 1 << 3, /* LID or LMC */
 	IBVF_PORT_CHG_SM_LID = 1 << 4,
-	IBVF_PORT_CHG_PKEYS = 1 << 5,		/* any P_Key table entry */
+	IBVF_PORT_CHG_PKEYS = 1 << 5, /* any P_Key table entry */
 	IBVF_PORT_CHG_GUID = 1 << 6,
 };
 

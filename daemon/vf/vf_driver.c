@@ -34,19 +34,24 @@ int ibvf_vf_module_load(const char *module_dir, const char *name, const struct i
 	ret = ibvf_module_open("VF driver", path, "vf.module_dir", module_dir,
 			       IBVF_VF_MODULE_SYMBOL, handle, &sym, err, errlen);
 	if (ret == -ENOENT)
-		return ibvf_err_prefix(err, errlen, ret, "vf.driver \"%s\" is not built in (only "
+		return ibvf_err_prefix(err, errlen, ret,
+				       "vf.driver \"%s\" is not built in (only "
 				       "\"netlink\" is; other VF drivers are lab modules, built "
-				       "for tests only)", name);
+				       "for tests only)",
+				       name);
 	if (ret)
 		return ret;
 	m = sym;
 	if (m->abi != IBVF_VF_MODULE_ABI)
-		ret = ibvf_errf(err, errlen, -EPROTO, "VF driver module %s implements VF module "
-				"ABI %u; this build needs %u (rebuild the module)", path, m->abi,
-				IBVF_VF_MODULE_ABI);
+		ret = ibvf_errf(err, errlen, -EPROTO,
+				"VF driver module %s implements VF module "
+				"ABI %u; this build needs %u (rebuild the module)",
+				path, m->abi, IBVF_VF_MODULE_ABI);
 	else if (!m->name || strcmp(m->name, name))
-		ret = ibvf_errf(err, errlen, -EPROTO, "VF driver module %s calls itself '%.64s', "
-				"expected '%s'", path, m->name ? m->name : "(null)", name);
+		ret = ibvf_errf(err, errlen, -EPROTO,
+				"VF driver module %s calls itself '%.64s', "
+				"expected '%s'",
+				path, m->name ? m->name : "(null)", name);
 	if (ret) {
 		dlclose(*handle);
 		*handle = NULL;
@@ -62,8 +67,8 @@ void ibvf_vf_module_unload(void *handle)
 		dlclose(handle);
 }
 
-int ibvf_vf_module_config_check(const char *module_dir, const char *name,
-				const struct ibvf_jctx *c, const char *path, json_t *obj)
+int ibvf_vf_module_config_check(const char *module_dir, const char *name, const struct ibvf_jctx *c,
+				const char *path, json_t *obj)
 {
 	const struct ibvf_vf_module *m;
 	void *h;
@@ -93,7 +98,8 @@ int ibvf_vf_driver_open(const struct ibvf_vf_driver_params *p, struct ibvf_vf_dr
 		return ret;
 	if (!m->create) {
 		ibvf_vf_module_unload(h);
-		return ibvf_errf(err, errlen, -EOPNOTSUPP, "vf.driver \"%s\" programs no VF: it "
+		return ibvf_errf(err, errlen, -EOPNOTSUPP,
+				 "vf.driver \"%s\" programs no VF: it "
 				 "only replaces ibvfd's VF and port seams (tests, benchmarks)",
 				 name);
 	}

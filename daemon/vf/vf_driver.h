@@ -30,8 +30,8 @@
 
 /** Which GUID of a VF (the values are the IFLA_VF_IB_* attribute types). */
 enum ibvf_guid_kind {
-	IBVF_GUID_NODE = 10,	/* IFLA_VF_IB_NODE_GUID */
-	IBVF_GUID_PORT = 11,	/* IFLA_VF_IB_PORT_GUID */
+	IBVF_GUID_NODE = 10, /* IFLA_VF_IB_NODE_GUID */
+	IBVF_GUID_PORT = 11, /* IFLA_VF_IB_PORT_GUID */
 };
 
 /* enum ibvf_vf_link_state and its parser live in <ibvf/types.h>. */
@@ -69,8 +69,8 @@ struct ibvf_vf_driver_ops {
 	 * read_back() - state of @n VFs of ONE PF into @out[n]; what the driver
 	 * cannot tell is left "unknown" (that is not an error).
 	 */
-	int (*read_back)(struct ibvf_vf_driver *d, const struct ibvf_vf_info *const *vfs,
-			 size_t n, struct ibvf_vf_state *out, char *err, size_t errlen);
+	int (*read_back)(struct ibvf_vf_driver *d, const struct ibvf_vf_info *const *vfs, size_t n,
+			 struct ibvf_vf_state *out, char *err, size_t errlen);
 	void (*destroy)(struct ibvf_vf_driver *d);
 };
 
@@ -115,8 +115,8 @@ struct ibvf_vf_module {
 	const char *name;
 	const char *banner;
 	int (*config_check)(const struct ibvf_jctx *c, const char *path, json_t *obj);
-	int (*create)(const char *sysfs_root, const char *options_json,
-		      struct ibvf_vf_driver **out, char *err, size_t errlen);
+	int (*create)(const char *sysfs_root, const char *options_json, struct ibvf_vf_driver **out,
+		      char *err, size_t errlen);
 	const void *engine_seams;
 };
 
@@ -140,8 +140,8 @@ void ibvf_vf_module_unload(void *handle);
  * config_check() on @obj (a module without one accepts any object).
  * Return: 0, the loader's errors (message in @c), or config_check()'s.
  */
-int ibvf_vf_module_config_check(const char *module_dir, const char *name,
-				const struct ibvf_jctx *c, const char *path, json_t *obj);
+int ibvf_vf_module_config_check(const char *module_dir, const char *name, const struct ibvf_jctx *c,
+				const char *path, json_t *obj);
 
 /**
  * ibvf_vf_driver_open() - the driver @p->name on @p->sysfs_root: netlink is
@@ -169,8 +169,8 @@ int ibvf_vf_driver_netlink_create(const char *sysfs_root, struct ibvf_vf_driver 
  * Return: 0, -ENODEV (the VF vanished), -ETIMEDOUT (still bound), -EINVAL
  * (no driver known), or the write's errno.
  */
-int ibvf_vf_sysfs_rebind(const char *sysfs_root, const struct ibvf_vf_info *vf,
-			 const char *driver, uint32_t timeout_ms, char *err, size_t errlen);
+int ibvf_vf_sysfs_rebind(const char *sysfs_root, const struct ibvf_vf_info *vf, const char *driver,
+			 uint32_t timeout_ms, char *err, size_t errlen);
 
 /** ibvf_guid_kind_name() - "node" or "port". */
 const char *ibvf_guid_kind_name(enum ibvf_guid_kind k);

@@ -53,8 +53,8 @@ static int sysfs_write(const char *path, const char *text)
 	return (size_t)n == strlen(text) ? 0 : -EIO;
 }
 
-int ibvf_vf_sysfs_rebind(const char *sysfs_root, const struct ibvf_vf_info *vf,
-			 const char *driver, uint32_t timeout_ms, char *err, size_t errlen)
+int ibvf_vf_sysfs_rebind(const char *sysfs_root, const struct ibvf_vf_info *vf, const char *driver,
+			 uint32_t timeout_ms, char *err, size_t errlen)
 {
 	const char *drv = driver && *driver ? driver : vf->driver;
 	char p[PATH_MAX];
@@ -90,8 +90,7 @@ int ibvf_vf_sysfs_rebind(const char *sysfs_root, const struct ibvf_vf_info *vf,
 	}
 	if (!ibvf_pci_dev_exists(sysfs_root, vf->pci))
 		return ibvf_errf(err, errlen, -ENODEV, "VF %s vanished during rebind", vf->pci);
-	if (snprintf(p, sizeof(p), "%s/bus/pci/drivers/%s/bind", sysfs_root, drv) >=
-	    (int)sizeof(p))
+	if (snprintf(p, sizeof(p), "%s/bus/pci/drivers/%s/bind", sysfs_root, drv) >= (int)sizeof(p))
 		return ibvf_errf(err, errlen, -ENAMETOOLONG, "sysfs path too long");
 	ret = sysfs_write(p, vf->pci);
 	if (ret)
@@ -151,8 +150,8 @@ static int nl_set_link_state(struct ibvf_vf_driver *d, const struct ibvf_vf_info
 
 	if (ret)
 		return ret;
-	ret = ibvf_nl_set_vf_link_state(p->nl, vf->pf_ifindex, (uint32_t)vf->index,
-					(uint32_t)st, e, sizeof(e));
+	ret = ibvf_nl_set_vf_link_state(p->nl, vf->pf_ifindex, (uint32_t)vf->index, (uint32_t)st, e,
+					sizeof(e));
 	if (ret == -EOPNOTSUPP)
 		return ibvf_errf(err, errlen, ret,
 				 "PF %s VF %d: setting link state %s: driver %s does not support "

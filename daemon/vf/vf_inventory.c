@@ -126,7 +126,7 @@ static void find_netdev(const char *dev, bool need_ib, char *name, size_t len, i
 		    strlen(de->d_name) >= IBVF_IFNAME_LEN)
 			continue;
 		if (exists(netdir, de->d_name, "parent"))
-			continue;	/* IPoIB P_Key child interface */
+			continue; /* IPoIB P_Key child interface */
 		if (!path_of(p, sizeof(p), netdir, de->d_name, "type"))
 			read_int(p, &type);
 		if (!path_of(p, sizeof(p), netdir, de->d_name, "ifindex"))
@@ -225,14 +225,14 @@ static int virtfn_index(const char *pfdir, const char *vf_pci)
 	return idx;
 }
 
-int ibvf_vf_lookup(const char *sysfs_root, const char *pci_in, struct ibvf_vf_info *out,
-		   char *err, size_t errlen)
+int ibvf_vf_lookup(const char *sysfs_root, const char *pci_in, struct ibvf_vf_info *out, char *err,
+		   size_t errlen)
 {
 	char dev[PATH_MAX], pfdir[PATH_MAX], p[PATH_MAX], pci[IBVF_PCI_LEN];
-	struct ibvf_pf_info pf = { 0 };
+	struct ibvf_pf_info pf = {0};
 	int ret, idx;
 
-	ret = ibvf_pci_addr_parse(pci_in, pci, err, errlen);	/* sysfs names are lowercase */
+	ret = ibvf_pci_addr_parse(pci_in, pci, err, errlen); /* sysfs names are lowercase */
 	if (ret)
 		return ret;
 	memset(out, 0, sizeof(*out));
@@ -257,8 +257,8 @@ int ibvf_vf_lookup(const char *sysfs_root, const char *pci_in, struct ibvf_vf_in
 	fill_pf(pfdir, &pf);
 	if (pf.num_vfs <= 0)
 		return ibvf_errf(err, errlen, -ENODEV,
-				 "PF %s of VF %s is not in SR-IOV mode (sriov_numvfs is 0)",
-				 pf.pci, pci);
+				 "PF %s of VF %s is not in SR-IOV mode (sriov_numvfs is 0)", pf.pci,
+				 pci);
 	idx = virtfn_index(pfdir, pci);
 	if (idx < 0)
 		return ibvf_errf(err, errlen, -ENODEV,
@@ -272,11 +272,11 @@ int ibvf_vf_lookup(const char *sysfs_root, const char *pci_in, struct ibvf_vf_in
 static int resolve_pf(const char *sysfs_root, const char *pf, char *pci, size_t len, char *err,
 		      size_t errlen)
 {
-	static const char *const classes[] = { "net", "infiniband" };
+	static const char *const classes[] = {"net", "infiniband"};
 	char p[PATH_MAX];
 
 	if (len >= IBVF_PCI_ADDR_LEN && !ibvf_pci_addr_parse(pf, pci, NULL, 0))
-		return 0;	/* a PCI address, in lower case as sysfs names it */
+		return 0; /* a PCI address, in lower case as sysfs names it */
 	if (!*pf || strchr(pf, '/') || !strcmp(pf, ".") || !strcmp(pf, ".."))
 		return ibvf_errf(err, errlen, -EINVAL, "'%.40s' is not a PF name", pf);
 	for (size_t i = 0; i < 2; i++) {
@@ -294,7 +294,7 @@ int ibvf_vf_lookup_index(const char *sysfs_root, const char *pf, int index,
 			 struct ibvf_vf_info *out, char *err, size_t errlen)
 {
 	char pci[IBVF_PCI_LEN], p[PATH_MAX], link[32], vf[IBVF_PCI_LEN];
-	struct ibvf_pf_info pfi = { 0 };
+	struct ibvf_pf_info pfi = {0};
 	int ret = resolve_pf(sysfs_root, pf, pci, sizeof(pci), err, errlen);
 
 	if (ret)
@@ -439,7 +439,7 @@ int ibvf_inventory_scan(const char *sysfs_root, struct ibvf_inventory **out, cha
 		snprintf(pf->pci, sizeof(pf->pci), "%.*s", (int)sizeof(pf->pci) - 1, de->d_name);
 		fill_pf(dev, pf);
 		if (!pf->netdev[0] && !pf->rdma_dev[0])
-			continue;	/* an SR-IOV NIC that is not an HCA */
+			continue; /* an SR-IOV NIC that is not an HCA */
 		inv->n_pfs++;
 		ret = scan_vfs(sysfs_root, dev, pf);
 		if (ret)
@@ -480,9 +480,9 @@ const struct ibvf_pf_info *ibvf_inventory_find_pf(const struct ibvf_inventory *i
 	return NULL;
 }
 
-#define FOR_EACH_VF(inv, vf)                                       \
-	for (size_t _p = 0; _p < (inv)->n_pfs; _p++)               \
-		for (size_t _v = 0; _v < (inv)->pfs[_p].n_vfs; _v++) \
+#define FOR_EACH_VF(inv, vf)                                                                       \
+	for (size_t _p = 0; _p < (inv)->n_pfs; _p++)                                               \
+		for (size_t _v = 0; _v < (inv)->pfs[_p].n_vfs; _v++)                               \
 			if (((vf) = &(inv)->pfs[_p].vfs[_v]))
 
 const struct ibvf_vf_info *ibvf_inventory_find_vf_pci(const struct ibvf_inventory *inv,
@@ -491,8 +491,8 @@ const struct ibvf_vf_info *ibvf_inventory_find_vf_pci(const struct ibvf_inventor
 	const struct ibvf_vf_info *vf;
 
 	FOR_EACH_VF(inv, vf)
-		if (!strcasecmp(vf->pci, pci))
-			return vf;
+	if (!strcasecmp(vf->pci, pci))
+		return vf;
 	return NULL;
 }
 
@@ -503,14 +503,14 @@ const struct ibvf_vf_info *ibvf_inventory_find_vf_netdev(const struct ibvf_inven
 	unsigned int idx;
 
 	FOR_EACH_VF(inv, vf)
-		if (vf->netdev[0] && !strcmp(vf->netdev, name))
-			return vf;
-	idx = inv->resolve ? inv->resolve(name) : 0;	/* altname → ifindex */
+	if (vf->netdev[0] && !strcmp(vf->netdev, name))
+		return vf;
+	idx = inv->resolve ? inv->resolve(name) : 0; /* altname → ifindex */
 	if (!idx)
 		return NULL;
 	FOR_EACH_VF(inv, vf)
-		if (vf->ifindex > 0 && (unsigned int)vf->ifindex == idx)
-			return vf;
+	if (vf->ifindex > 0 && (unsigned int)vf->ifindex == idx)
+		return vf;
 	return NULL;
 }
 
@@ -520,7 +520,7 @@ const struct ibvf_vf_info *ibvf_inventory_find_vf_rdma(const struct ibvf_invento
 	const struct ibvf_vf_info *vf;
 
 	FOR_EACH_VF(inv, vf)
-		if (vf->rdma_dev[0] && !strcmp(vf->rdma_dev, name))
-			return vf;
+	if (vf->rdma_dev[0] && !strcmp(vf->rdma_dev, name))
+		return vf;
 	return NULL;
 }

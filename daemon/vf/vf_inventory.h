@@ -28,36 +28,36 @@
 
 #include <ibvf/types.h>
 
-#define IBVF_PCI_LEN     32	/* "0000:03:00.2" + NUL, with room for long domains */
-#define IBVF_IFNAME_LEN  16	/* IFNAMSIZ */
-#define IBVF_IBDEV_LEN   64	/* IB_DEVICE_NAME_MAX */
-#define IBVF_DRIVER_LEN  64
+#define IBVF_PCI_LEN	       32 /* "0000:03:00.2" + NUL, with room for long domains */
+#define IBVF_IFNAME_LEN	       16 /* IFNAMSIZ */
+#define IBVF_IBDEV_LEN	       64 /* IB_DEVICE_NAME_MAX */
+#define IBVF_DRIVER_LEN	       64
 #define IBVF_ARPHRD_INFINIBAND 32
 
 /** One VF as sysfs shows it now. Empty strings mean "none". */
 struct ibvf_vf_info {
-	char pci[IBVF_PCI_LEN];		/* VF PCI address, what Multus passes as deviceID */
-	int index;			/* N of the PF's virtfnN link */
-	char driver[IBVF_DRIVER_LEN];	/* bound driver ("mlx5_core", "vfio-pci"); "" unbound */
-	char netdev[IBVF_IFNAME_LEN];	/* the VF's netdev, "" when none */
-	int ifindex;			/* of @netdev, 0 when none */
-	char rdma_dev[IBVF_IBDEV_LEN];	/* the VF's RDMA device, "" when none */
+	char pci[IBVF_PCI_LEN];	       /* VF PCI address, what Multus passes as deviceID */
+	int index;		       /* N of the PF's virtfnN link */
+	char driver[IBVF_DRIVER_LEN];  /* bound driver ("mlx5_core", "vfio-pci"); "" unbound */
+	char netdev[IBVF_IFNAME_LEN];  /* the VF's netdev, "" when none */
+	int ifindex;		       /* of @netdev, 0 when none */
+	char rdma_dev[IBVF_IBDEV_LEN]; /* the VF's RDMA device, "" when none */
 	char pf_pci[IBVF_PCI_LEN];
-	char pf_netdev[IBVF_IFNAME_LEN];	/* PF's IPoIB netdev, "" when none */
-	int pf_ifindex;			/* of @pf_netdev, 0 when none */
+	char pf_netdev[IBVF_IFNAME_LEN]; /* PF's IPoIB netdev, "" when none */
+	int pf_ifindex;			 /* of @pf_netdev, 0 when none */
 	char pf_driver[IBVF_DRIVER_LEN];
 };
 
 /** One SR-IOV capable PF with an RDMA device or an IPoIB netdev. */
 struct ibvf_pf_info {
 	char pci[IBVF_PCI_LEN];
-	char netdev[IBVF_IFNAME_LEN];	/* IPoIB netdev, "" when none */
+	char netdev[IBVF_IFNAME_LEN]; /* IPoIB netdev, "" when none */
 	int ifindex;
 	char rdma_dev[IBVF_IBDEV_LEN];
 	char driver[IBVF_DRIVER_LEN];
-	int num_vfs;			/* sriov_numvfs: 0 = not in SR-IOV mode */
-	int total_vfs;			/* sriov_totalvfs */
-	struct ibvf_vf_info *vfs;	/* sorted by index */
+	int num_vfs;		  /* sriov_numvfs: 0 = not in SR-IOV mode */
+	int total_vfs;		  /* sriov_totalvfs */
+	struct ibvf_vf_info *vfs; /* sorted by index */
 	size_t n_vfs;
 };
 
@@ -71,9 +71,9 @@ typedef unsigned int (*ibvf_ifname_resolver)(const char *name);
 
 struct ibvf_inventory {
 	char *sysfs_root;
-	struct ibvf_pf_info *pfs;	/* sorted by PCI address */
+	struct ibvf_pf_info *pfs; /* sorted by PCI address */
 	size_t n_pfs;
-	ibvf_ifname_resolver resolve;	/* test seam; default if_nametoindex */
+	ibvf_ifname_resolver resolve; /* test seam; default if_nametoindex */
 };
 
 /* ibvf_pci_addr_parse() / ibvf_pci_addr_valid(): <ibvf/types.h>. */

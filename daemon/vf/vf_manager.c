@@ -31,7 +31,7 @@ struct ibvf_vf_manager {
 
 static void sleep_ms(uint32_t ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
@@ -130,8 +130,8 @@ static void unlock_vf(int fd)
 
 static int check_driver(const struct ibvf_vf_info *vf, char *err, size_t errlen)
 {
-	static const char *const passthrough[] = { "vfio-pci", "uio_pci_generic", "pci-stub",
-						   "igb_uio", NULL };
+	static const char *const passthrough[] = {"vfio-pci", "uio_pci_generic", "pci-stub",
+						  "igb_uio", NULL};
 
 	if (!vf->driver[0])
 		return ibvf_errf(err, errlen, -EINVAL,
@@ -162,16 +162,16 @@ static int wait_back(struct ibvf_vf_manager *m, const struct ibvf_vf_info *old,
 	for (;;) {
 		if (!ibvf_pci_dev_exists(m->sysfs_root, old->pci))
 			return ibvf_errf(err, errlen, -ENODEV,
-					 "PF %s VF %d (%s) vanished during rebind",
-					 old->pf_netdev, old->index, old->pci);
+					 "PF %s VF %d (%s) vanished during rebind", old->pf_netdev,
+					 old->index, old->pci);
 		memset(&cur, 0, sizeof(cur));
-		if (!ibvf_vf_lookup(m->sysfs_root, old->pci, &cur, e, sizeof(e)) &&
-		    cur.driver[0] && cur.netdev[0] && cur.rdma_dev[0]) {
+		if (!ibvf_vf_lookup(m->sysfs_root, old->pci, &cur, e, sizeof(e)) && cur.driver[0] &&
+		    cur.netdev[0] && cur.rdma_dev[0]) {
 			*out = cur;
 			log_debug("PF %s VF %d (%s): back after %lld ms as netdev %s, RDMA device "
 				  "%s",
-				  cur.pf_netdev, cur.index, cur.pci, (long long)(ibvf_mono_ms() - start),
-				  cur.netdev, cur.rdma_dev);
+				  cur.pf_netdev, cur.index, cur.pci,
+				  (long long)(ibvf_mono_ms() - start), cur.netdev, cur.rdma_dev);
 			return 0;
 		}
 		if (ibvf_mono_ms() >= end)
@@ -215,9 +215,8 @@ static void addf(char *buf, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
-static bool rb_guid(struct ibvf_vf_manager *m, const struct ibvf_vf_info *vf,
-		    enum ibvf_guid_kind k, bool known, uint64_t g, char *done, char *fail,
-		    size_t len)
+static bool rb_guid(struct ibvf_vf_manager *m, const struct ibvf_vf_info *vf, enum ibvf_guid_kind k,
+		    bool known, uint64_t g, char *done, char *fail, size_t len)
 {
 	char e[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
 
@@ -343,23 +342,22 @@ static int run_steps(struct ibvf_vf_manager *m, const struct ibvf_vf_info *vf,
 	return rebind_and_wait(m, vf, out, err, errlen);
 }
 
-static int do_program(struct ibvf_vf_manager *m, const char *pci,
-		      const struct ibvf_vf_request *req, bool allow_zero, struct ibvf_vf_info *out,
-		      char *err_in, size_t errlen_in)
+static int do_program(struct ibvf_vf_manager *m, const char *pci, const struct ibvf_vf_request *req,
+		      bool allow_zero, struct ibvf_vf_info *out, char *err_in, size_t errlen_in)
 {
 	char n[IBVF_GUID_STR_LEN], p[IBVF_GUID_STR_LEN], ebuf[IBVF_ERR_LEN];
 	char lpci[IBVF_PCI_ADDR_LEN];
-	char *err = err_in ? err_in : ebuf;	/* rollback appends to it */
+	char *err = err_in ? err_in : ebuf; /* rollback appends to it */
 	size_t errlen = err_in ? errlen_in : sizeof(ebuf);
 	struct ibvf_vf_state before;
-	struct progress pg = { 0 };
+	struct progress pg = {0};
 	struct ibvf_vf_info vf;
 	int fd = -1, ret;
 
 	ibvf_guid_format(req->node_guid, n);
 	ibvf_guid_format(req->port_guid, p);
-	if (!allow_zero && (!ibvf_guid_is_assignable(req->node_guid) ||
-			    !ibvf_guid_is_assignable(req->port_guid)))
+	if (!allow_zero &&
+	    (!ibvf_guid_is_assignable(req->node_guid) || !ibvf_guid_is_assignable(req->port_guid)))
 		return ibvf_errf(err, errlen, -EINVAL,
 				 "VF %s: %s GUID %s is not assignable (0 and all-ones are "
 				 "invalid: an SM gives no LID to a zero port GUID)",
@@ -368,7 +366,7 @@ static int do_program(struct ibvf_vf_manager *m, const char *pci,
 	if (req->link_state < -1 || req->link_state > IBVF_VF_LINK_DISABLE)
 		return ibvf_errf(err, errlen, -EINVAL, "VF %s: bad link state %d", pci,
 				 req->link_state);
-	ret = ibvf_pci_addr_parse(pci, lpci, err, errlen);	/* one lock per VF, any case */
+	ret = ibvf_pci_addr_parse(pci, lpci, err, errlen); /* one lock per VF, any case */
 	if (ret)
 		return ret;
 	pci = lpci;
@@ -387,11 +385,12 @@ static int do_program(struct ibvf_vf_manager *m, const char *pci,
 		 m->drv->ops->name);
 	ret = run_steps(m, &vf, req, &pg, out, err, errlen);
 	if (ret) {
-		log_err("PF %s VF %d (%s) port GUID %s: %s", vf.pf_netdev, vf.index, vf.pci, p, err);
+		log_err("PF %s VF %d (%s) port GUID %s: %s", vf.pf_netdev, vf.index, vf.pci, p,
+			err);
 		rollback(m, &vf, &before, &pg, err, errlen);
 	} else {
-		log_info("PF %s VF %d (%s): node GUID %s, port GUID %s programmed%s%s", vf.pf_netdev,
-			 vf.index, vf.pci, n, p, req->rebind ? "; netdev " : "",
+		log_info("PF %s VF %d (%s): node GUID %s, port GUID %s programmed%s%s",
+			 vf.pf_netdev, vf.index, vf.pci, n, p, req->rebind ? "; netdev " : "",
 			 req->rebind ? out->netdev : "");
 	}
 out:
@@ -408,8 +407,8 @@ int ibvf_vf_program(struct ibvf_vf_manager *m, const char *pci, const struct ibv
 int ibvf_vf_reset(struct ibvf_vf_manager *m, const char *pci, struct ibvf_vf_info *out, char *err,
 		  size_t errlen)
 {
-	struct ibvf_vf_request req = { .node_guid = 0, .port_guid = 0, .link_state = -1,
-				       .rebind = true };
+	struct ibvf_vf_request req = {
+		.node_guid = 0, .port_guid = 0, .link_state = -1, .rebind = true};
 
 	return do_program(m, pci, &req, true, out, err, errlen);
 }

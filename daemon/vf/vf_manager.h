@@ -26,18 +26,18 @@
 
 struct ibvf_vf_manager_opts {
 	const char *sysfs_root;
-	const char *lock_dir;		/* created (0700) if absent */
-	uint32_t rebind_timeout_ms;	/* wait for netdev + RDMA device; 0 → 5000 */
-	uint32_t lock_timeout_ms;	/* wait for another operation on the VF; 0 → 30000 */
-	uint32_t poll_ms;		/* sysfs polling period; 0 → 20 */
+	const char *lock_dir;	    /* created (0700) if absent */
+	uint32_t rebind_timeout_ms; /* wait for netdev + RDMA device; 0 → 5000 */
+	uint32_t lock_timeout_ms;   /* wait for another operation on the VF; 0 → 30000 */
+	uint32_t poll_ms;	    /* sysfs polling period; 0 → 20 */
 };
 
 /** A request to program one VF. */
 struct ibvf_vf_request {
-	uint64_t node_guid;		/* assignable (not 0, not all-ones) */
-	uint64_t port_guid;		/* assignable */
-	int link_state;			/* enum ibvf_vf_link_state, or -1 to leave it */
-	bool rebind;			/* unbind/bind so the GUIDs take effect (normally true) */
+	uint64_t node_guid; /* assignable (not 0, not all-ones) */
+	uint64_t port_guid; /* assignable */
+	int link_state;	    /* enum ibvf_vf_link_state, or -1 to leave it */
+	bool rebind;	    /* unbind/bind so the GUIDs take effect (normally true) */
 	/*
 	 * The caller's record of the VF before (e.g. the daemon's store), used
 	 * for rollback where the driver cannot read back (kernels without

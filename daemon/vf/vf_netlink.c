@@ -129,11 +129,11 @@ static int on_error(struct sockaddr_nl *who, struct nlmsgerr *e, void *arg)
 	return NL_STOP;
 }
 
-static int sock_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_cb cb,
-		     void *cb_arg, char *err, size_t errlen)
+static int sock_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_cb cb, void *cb_arg,
+		     char *err, size_t errlen)
 {
 	struct ibvf_nl *nl = arg;
-	struct xfer_state st = { .cb = cb, .cb_arg = cb_arg, .err = err, .errlen = errlen };
+	struct xfer_state st = {.cb = cb, .cb_arg = cb_arg, .err = err, .errlen = errlen};
 	struct nl_cb *ncb;
 	int ret;
 
@@ -276,7 +276,7 @@ int ibvf_nl_build_vf_link_state(int ifindex, uint32_t vf, uint32_t state, struct
 
 int ibvf_nl_build_getlink(int ifindex, bool dump, struct nl_msg **out)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = dump ? 0 : ifindex };
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = dump ? 0 : ifindex};
 	struct nl_msg *m;
 
 	*out = NULL;
@@ -335,15 +335,15 @@ int ibvf_nl_set_vf_link_state(struct ibvf_nl *nl, int ifindex, uint32_t vf, uint
 /* ---------------------------------------------------------- parser -- */
 
 static struct nla_policy link_policy[IFLA_MAX + 1] = {
-	[IFLA_NUM_VF] = { .type = NLA_U32 },
-	[IFLA_VFINFO_LIST] = { .type = NLA_NESTED },
+	[IFLA_NUM_VF] = {.type = NLA_U32},
+	[IFLA_VFINFO_LIST] = {.type = NLA_NESTED},
 };
 
 static struct nla_policy vf_policy[IFLA_VF_MAX + 1] = {
-	[IFLA_VF_MAC] = { .minlen = sizeof(struct ifla_vf_mac) },
-	[IFLA_VF_LINK_STATE] = { .minlen = sizeof(struct ifla_vf_link_state) },
-	[IFLA_VF_IB_NODE_GUID] = { .minlen = sizeof(struct ifla_vf_guid) },
-	[IFLA_VF_IB_PORT_GUID] = { .minlen = sizeof(struct ifla_vf_guid) },
+	[IFLA_VF_MAC] = {.minlen = sizeof(struct ifla_vf_mac)},
+	[IFLA_VF_LINK_STATE] = {.minlen = sizeof(struct ifla_vf_link_state)},
+	[IFLA_VF_IB_NODE_GUID] = {.minlen = sizeof(struct ifla_vf_guid)},
+	[IFLA_VF_IB_PORT_GUID] = {.minlen = sizeof(struct ifla_vf_guid)},
 };
 
 static int parse_guid(struct nlattr *a, uint32_t vf, const char *name, bool *has, uint64_t *out,
@@ -353,7 +353,7 @@ static int parse_guid(struct nlattr *a, uint32_t vf, const char *name, bool *has
 
 	if (!a)
 		return 0;
-	memcpy(&g, nla_data(a), sizeof(g));	/* the attribute is only 4-byte aligned */
+	memcpy(&g, nla_data(a), sizeof(g)); /* the attribute is only 4-byte aligned */
 	if (g.vf != vf)
 		return ibvf_errf(err, errlen, -EBADMSG,
 				 "IFLA_VF_INFO #%zu: %s is for VF %u, the nest for VF %u", i, name,
@@ -379,8 +379,7 @@ static int parse_vfinfo(struct nlattr *nest, size_t i, struct ibvf_nl_vf *vf, ch
 		return ibvf_errf(err, errlen, -EBADMSG,
 				 "IFLA_VF_INFO #%zu: an attribute is shorter than its struct", i);
 	if (!tb[IFLA_VF_MAC] || !tb[IFLA_VF_LINK_STATE])
-		return ibvf_errf(err, errlen, -EBADMSG,
-				 "IFLA_VF_INFO #%zu lacks required %s", i,
+		return ibvf_errf(err, errlen, -EBADMSG, "IFLA_VF_INFO #%zu lacks required %s", i,
 				 !tb[IFLA_VF_MAC] ? "IFLA_VF_MAC" : "IFLA_VF_LINK_STATE");
 	memcpy(&mac, nla_data(tb[IFLA_VF_MAC]), sizeof(mac));
 	memcpy(&ls, nla_data(tb[IFLA_VF_LINK_STATE]), sizeof(ls));
@@ -423,7 +422,8 @@ int ibvf_nl_parse_link(const struct nlmsghdr *cnlh, struct ibvf_nl_link *out, ch
 		out->num_vf = (int)nla_get_u32(tb[IFLA_NUM_VF]);
 	if (!tb[IFLA_VFINFO_LIST])
 		return 0;
-	nla_for_each_nested(pos, tb[IFLA_VFINFO_LIST], rem) {
+	nla_for_each_nested(pos, tb[IFLA_VFINFO_LIST], rem)
+	{
 		if (out->n_vfs == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			void *nv = realloc(out->vfs, ncap * sizeof(*out->vfs));
@@ -491,7 +491,7 @@ static int on_link(const struct nlmsghdr *nlh, void *arg)
 int ibvf_nl_read_link(struct ibvf_nl *nl, int ifindex, struct ibvf_nl_link *out, char *err,
 		      size_t errlen)
 {
-	struct read_state rs = { .ifindex = ifindex, .out = out, .err = err, .errlen = errlen };
+	struct read_state rs = {.ifindex = ifindex, .out = out, .err = err, .errlen = errlen};
 	struct nl_msg *m;
 	int ret;
 
@@ -527,14 +527,15 @@ int ibvf_nl_read_link(struct ibvf_nl *nl, int ifindex, struct ibvf_nl_link *out,
 
 static int on_ifindex(const struct nlmsghdr *nlh, void *arg)
 {
-	if (nlh->nlmsg_type == RTM_NEWLINK && nlh->nlmsg_len >= NLMSG_LENGTH(sizeof(struct ifinfomsg)))
+	if (nlh->nlmsg_type == RTM_NEWLINK &&
+	    nlh->nlmsg_len >= NLMSG_LENGTH(sizeof(struct ifinfomsg)))
 		*(int *)arg = ((const struct ifinfomsg *)NLMSG_DATA(nlh))->ifi_index;
 	return 0;
 }
 
 int ibvf_nl_ifindex_by_name(struct ibvf_nl *nl, const char *name, char *err, size_t errlen)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
 	struct nl_msg *m;
 	int ifindex = 0, ret;
 

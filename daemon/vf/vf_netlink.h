@@ -38,8 +38,8 @@ struct nlmsghdr;
 
 /** One VF of a parsed RTM_NEWLINK. GUIDs are host-order u64s. */
 struct ibvf_nl_vf {
-	uint32_t vf;			/* VF index */
-	uint32_t link_state;		/* IFLA_VF_LINK_STATE_AUTO/ENABLE/DISABLE */
+	uint32_t vf;	     /* VF index */
+	uint32_t link_state; /* IFLA_VF_LINK_STATE_AUTO/ENABLE/DISABLE */
 	bool has_node_guid, has_port_guid;
 	uint64_t node_guid, port_guid;
 };
@@ -47,8 +47,8 @@ struct ibvf_nl_vf {
 /** A parsed RTM_NEWLINK (only what VF programming needs). */
 struct ibvf_nl_link {
 	int ifindex;
-	int num_vf;			/* IFLA_NUM_VF, -1 when absent */
-	struct ibvf_nl_vf *vfs;		/* malloc'd, in message order */
+	int num_vf;		/* IFLA_NUM_VF, -1 when absent */
+	struct ibvf_nl_vf *vfs; /* malloc'd, in message order */
 	size_t n_vfs;
 };
 
@@ -89,7 +89,8 @@ void ibvf_nl_set_xfer(struct ibvf_nl *nl, ibvf_nl_xfer_fn fn, void *arg);
  */
 int ibvf_nl_build_vf_guid(int ifindex, uint32_t vf, int attr, uint64_t guid, struct nl_msg **out);
 
-/** ibvf_nl_build_vf_link_state() - as above with IFLA_VF_LINK_STATE (0 auto, 1 enable, 2 disable). */
+/** ibvf_nl_build_vf_link_state() - as above with IFLA_VF_LINK_STATE (0 auto, 1 enable, 2 disable).
+ */
 int ibvf_nl_build_vf_link_state(int ifindex, uint32_t vf, uint32_t state, struct nl_msg **out);
 
 /**

@@ -61,14 +61,14 @@
  * ibvf application error codes (JSON-RPC "server error" range). The error
  * object's "data" carries {"errno": N, "step": "<state machine step>"}.
  */
-#define IBVF_RPC_POOL_EXHAUSTED	  (-32001)	/* no free GUID */
-#define IBVF_RPC_GUID_CONFLICT	  (-32002)	/* requested GUID held / in quarantine / outside */
-#define IBVF_RPC_SM_ERROR	  (-32003)	/* SM backend refused or is unreachable */
-#define IBVF_RPC_VF_ERROR	  (-32004)	/* VF lookup, netlink or rebind failed */
-#define IBVF_RPC_PORT_NOT_READY	  (-32005)	/* port not ACTIVE with the PKey in time */
-#define IBVF_RPC_DEADLINE	  (-32006)	/* the request's overall deadline passed */
-#define IBVF_RPC_DENIED		  (-32007)	/* peer UID not allowed */
-#define IBVF_RPC_BUSY		  (-32008)	/* try again later (VF busy, daemon stopping) */
-#define IBVF_RPC_NOT_READY	  (-32009)	/* daemon up but SM backend not validated */
+#define IBVF_RPC_POOL_EXHAUSTED (-32001) /* no free GUID */
+#define IBVF_RPC_GUID_CONFLICT	(-32002) /* requested GUID held / in quarantine / outside */
+#define IBVF_RPC_SM_ERROR	(-32003) /* SM backend refused or is unreachable */
+#define IBVF_RPC_VF_ERROR	(-32004) /* VF lookup, netlink or rebind failed */
+#define IBVF_RPC_PORT_NOT_READY (-32005) /* port not ACTIVE with the PKey in time */
+#define IBVF_RPC_DEADLINE	(-32006) /* the request's overall deadline passed */
+#define IBVF_RPC_DENIED		(-32007) /* peer UID not allowed */
+#define IBVF_RPC_BUSY		(-32008) /* try again later (VF busy, daemon stopping) */
+#define IBVF_RPC_NOT_READY	(-32009) /* daemon up but SM backend not validated */
 
 #endif /* IBVF_API_H */

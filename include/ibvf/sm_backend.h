@@ -147,14 +147,14 @@ static inline bool ibvf_sm_err_is_member_fault(int err)
 
 /** One member of a partition: a port GUID and its membership. */
 struct ibvf_sm_member {
-	uint64_t guid;			/* port GUID, host order */
+	uint64_t guid; /* port GUID, host order */
 	enum ibvf_membership membership;
 };
 
 /** Flags of a partition, applied when the backend creates it. */
 struct ibvf_sm_pkey_flags {
-	bool index0;	/* put the PKey at P_Key table index 0 (UFM index0, OpenSM indx0) */
-	bool ipoib;	/* create the IPoIB broadcast group (UFM ip_over_ib, OpenSM ipoib) */
+	bool index0; /* put the PKey at P_Key table index 0 (UFM index0, OpenSM indx0) */
+	bool ipoib;  /* create the IPoIB broadcast group (UFM ip_over_ib, OpenSM ipoib) */
 };
 
 /** Opaque per-instance state of a backend. */
@@ -172,9 +172,9 @@ typedef int (*ibvf_sm_list_cb)(void *arg, uint16_t pkey, const struct ibvf_sm_me
 			       bool managed);
 
 struct ibvf_sm_ops {
-	uint32_t abi_version;	/* IBVF_SM_ABI_VERSION */
-	uint32_t struct_size;	/* sizeof(struct ibvf_sm_ops) as the module was built */
-	const char *name;	/* "opensm", "ufm", "noop" */
+	uint32_t abi_version; /* IBVF_SM_ABI_VERSION */
+	uint32_t struct_size; /* sizeof(struct ibvf_sm_ops) as the module was built */
+	const char *name;     /* "opensm", "ufm", "noop" */
 
 	/**
 	 * init() - create an instance from the backend's JSON config object

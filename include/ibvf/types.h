@@ -175,9 +175,9 @@ static inline int ibvf_pci_addr_valid(const char *s, char *err, size_t errlen)
 
 /** VF link state (values of IFLA_VF_LINK_STATE_*, uapi linux/if_link.h). */
 enum ibvf_vf_link_state {
-	IBVF_VF_LINK_AUTO = 0,		/* follow the PF port (mlx5 policy Follow) */
-	IBVF_VF_LINK_ENABLE = 1,	/* always up (Up) */
-	IBVF_VF_LINK_DISABLE = 2,	/* always down (Down) */
+	IBVF_VF_LINK_AUTO = 0,	  /* follow the PF port (mlx5 policy Follow) */
+	IBVF_VF_LINK_ENABLE = 1,  /* always up (Up) */
+	IBVF_VF_LINK_DISABLE = 2, /* always down (Down) */
 };
 
 /** ibvf_vf_link_state_name() - "auto", "enable", "disable" (the normalised spelling). */
@@ -194,8 +194,7 @@ const char *ibvf_vf_link_state_name(enum ibvf_vf_link_state s);
  *
  * Return: 0, or -EINVAL naming the three words.
  */
-int ibvf_vf_link_state_parse(const char *s, enum ibvf_vf_link_state *out, char *err,
-			     size_t errlen);
+int ibvf_vf_link_state_parse(const char *s, enum ibvf_vf_link_state *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

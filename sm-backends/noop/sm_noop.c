@@ -17,20 +17,20 @@
 
 struct noop_pkey {
 	uint16_t pkey;
-	struct ibvf_sm_member *m;	/* sorted by GUID */
+	struct ibvf_sm_member *m; /* sorted by GUID */
 	size_t n, cap;
 };
 
 struct ibvf_sm_backend {
-	struct noop_pkey *pk;		/* sorted by PKey */
+	struct noop_pkey *pk; /* sorted by PKey */
 	size_t n, cap;
 };
 
 static int noop_init(const char *json_config, struct ibvf_sm_backend **out, char *err,
 		     size_t errlen)
 {
-	static const char *const keys[] = { NULL };
-	struct ibvf_jctx c = { "sm.config (noop backend)", err, errlen };
+	static const char *const keys[] = {NULL};
+	struct ibvf_jctx c = {"sm.config (noop backend)", err, errlen};
 	json_t *root;
 	int ret;
 
@@ -65,8 +65,10 @@ static int noop_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen, 
 	(void)errlen;
 	for (size_t i = 0; i < b->n; i++)
 		members += b->pk[i].n;
-	snprintf(desc, desclen, "noop: no SM is changed; %zu PKeys with %zu members held in "
-		 "memory", b->n, members);
+	snprintf(desc, desclen,
+		 "noop: no SM is changed; %zu PKeys with %zu members held in "
+		 "memory",
+		 b->n, members);
 	return 0;
 }
 
@@ -105,8 +107,10 @@ static size_t guid_pos(const struct noop_pkey *p, uint64_t guid)
 static int check_pkey(uint16_t pkey, char *err, size_t errlen)
 {
 	if (pkey == 0 || pkey > 0x7fff)
-		return ibvf_errf(err, errlen, -EINVAL, "PKey 0x%04x: expected a 15-bit partition "
-				 "key 0x0001..0x7fff", pkey);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "PKey 0x%04x: expected a 15-bit partition "
+				 "key 0x0001..0x7fff",
+				 pkey);
 	return 0;
 }
 
@@ -158,19 +162,22 @@ static int noop_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_
 		return ibvf_errf(err, errlen, -EINVAL, "no member array");
 	for (size_t k = 0; k < n; k++) {
 		if (!ibvf_guid_is_assignable(m[k].guid))
-			return ibvf_errf(err, errlen, -EINVAL, "GUID 0x%016llx cannot be a "
-					 "partition member", (unsigned long long)m[k].guid);
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "GUID 0x%016llx cannot be a "
+					 "partition member",
+					 (unsigned long long)m[k].guid);
 		if (m[k].membership != IBVF_MEMBER_FULL && m[k].membership != IBVF_MEMBER_LIMITED)
-			return ibvf_errf(err, errlen, -EINVAL, "GUID 0x%016llx: invalid "
-					 "membership %d", (unsigned long long)m[k].guid,
-					 (int)m[k].membership);
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "GUID 0x%016llx: invalid "
+					 "membership %d",
+					 (unsigned long long)m[k].guid, (int)m[k].membership);
 	}
 	i = pkey_pos(b, pkey);
 	if (i == b->n || b->pk[i].pkey != pkey) {
 		if (grow((void **)&b->pk, &b->cap, b->n + 1, sizeof(*b->pk)))
 			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 		memmove(&b->pk[i + 1], &b->pk[i], (b->n - i) * sizeof(*b->pk));
-		b->pk[i] = (struct noop_pkey){ .pkey = pkey };
+		b->pk[i] = (struct noop_pkey){.pkey = pkey};
 		b->n++;
 	}
 	for (size_t k = 0; k < n; k++)
@@ -210,12 +217,14 @@ static int noop_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t 
 	return 0;
 }
 
-static int noop_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void *arg,
-		     char *err, size_t errlen)
+static int noop_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void *arg, char *err,
+		     size_t errlen)
 {
 	if (pkey < -1 || pkey > 0x7fff || !cb)
-		return ibvf_errf(err, errlen, -EINVAL, "list_members: PKey %d: expected -1 (all) "
-				 "or 0x0000..0x7fff, and a callback", pkey);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "list_members: PKey %d: expected -1 (all) "
+				 "or 0x0000..0x7fff, and a callback",
+				 pkey);
 	for (size_t i = 0; i < b->n; i++) {
 		if (pkey >= 0 && b->pk[i].pkey != pkey)
 			continue;

@@ -15,7 +15,7 @@
 
 #include "err.h"
 
-#define OPENSM_DEFAULT_CONF "/etc/opensm/opensm.conf"
+#define OPENSM_DEFAULT_CONF	  "/etc/opensm/opensm.conf"
 #define OPENSM_DEFAULT_PARTITIONS "/etc/opensm/partitions.conf"
 
 /*
@@ -67,8 +67,10 @@ int opensm_find(const char *pid_file, pid_t *pid, char *err, size_t errlen)
 	n = read_small(pid_file, buf, sizeof(buf));
 	/* -ESRCH, not -ENOENT: the SM is not running (e.g. restarting), retried */
 	if (n == -ENOENT)
-		return ibvf_errf(err, errlen, -ESRCH, "OpenSM pid file %s does not exist (is "
-				 "OpenSM running?)", pid_file);
+		return ibvf_errf(err, errlen, -ESRCH,
+				 "OpenSM pid file %s does not exist (is "
+				 "OpenSM running?)",
+				 pid_file);
 	if (n == -EINVAL)
 		return ibvf_errf(err, errlen, -EINVAL, "OpenSM pid file %s is not a regular file",
 				 pid_file);
@@ -80,17 +82,23 @@ int opensm_find(const char *pid_file, pid_t *pid, char *err, size_t errlen)
 	while (isspace((unsigned char)*end))
 		end++;
 	if (errno || end == buf || *end || v < 2 || v > 0x3fffffff)
-		return ibvf_errf(err, errlen, -EINVAL, "OpenSM pid file %s does not hold a "
-				 "process id", pid_file);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "OpenSM pid file %s does not hold a "
+				 "process id",
+				 pid_file);
 	snprintf(path, sizeof(path), "/proc/%lu/comm", v);
 	n = read_small(path, comm, sizeof(comm));
 	if (n < 0)
-		return ibvf_errf(err, errlen, -ESRCH, "OpenSM is not running: no process %lu "
-				 "(from %s)", v, pid_file);
+		return ibvf_errf(err, errlen, -ESRCH,
+				 "OpenSM is not running: no process %lu "
+				 "(from %s)",
+				 v, pid_file);
 	comm[strcspn(comm, "\n")] = '\0';
 	if (strcmp(comm, "opensm"))
-		return ibvf_errf(err, errlen, -ESRCH, "process %lu (from %s) is '%s', not "
-				 "opensm; refusing to signal it", v, pid_file, comm);
+		return ibvf_errf(err, errlen, -ESRCH,
+				 "process %lu (from %s) is '%s', not "
+				 "opensm; refusing to signal it",
+				 v, pid_file, comm);
 	*pid = (pid_t)v;
 	return 0;
 }

@@ -40,10 +40,10 @@ struct parser {
 	const char *name;
 	struct pc_file *f;
 	size_t parts_cap, warn_cap;
-	unsigned line;		/* current line, 1-based */
-	unsigned barrier[2];	/* marker lines no definition may be open across */
-	size_t loff;		/* offset of the current line */
-	long cur;		/* index of the open definition, -1 if none */
+	unsigned line;	     /* current line, 1-based */
+	unsigned barrier[2]; /* marker lines no definition may be open across */
+	size_t loff;	     /* offset of the current line */
+	long cur;	     /* index of the open definition, -1 if none */
 	char *err;
 	size_t errlen;
 };
@@ -175,7 +175,7 @@ static int parse_num(const struct parser *p, struct span s, uint64_t max, uint64
 		i = 1;
 	}
 	if (i == n)
-		return -EINVAL;	/* "" or "0x" */
+		return -EINVAL; /* "" or "0x" */
 	for (; i < n; i++) {
 		int c = (unsigned char)t[i], d;
 
@@ -303,7 +303,8 @@ static int header_flag(struct parser *p, struct span tok)
 		part->ipoib = true;
 	} else if (prefix_of(p, f, "defmember")) {
 		if (!has_val || membership_of(p, v, &part->defmember))
-			return pwarn(p, v.b, "defmember needs full, limited or both; OpenSM "
+			return pwarn(p, v.b,
+				     "defmember needs full, limited or both; OpenSM "
 				     "skips it");
 	} else if (span_eq(p, f, "indx0")) {
 		part->indx0 = true;
@@ -318,14 +319,14 @@ static int header(struct parser *p, struct span h)
 {
 	struct pc_partition *part = cur_part(p);
 	size_t comma = find(p, h.b, h.e, ',');
-	struct span first = { h.b, comma }, name, id;
+	struct span first = {h.b, comma}, name, id;
 	bool has_id;
 	uint64_t v;
 	int ret;
 
 	split_eq(p, first, &name, &id, &has_id);
 	if (!has_id && span_len(name) && isdigit((unsigned char)p->text[name.b])) {
-		id = name;	/* "0x10 : ..." is a PKey without a name */
+		id = name; /* "0x10 : ..." is a PKey without a name */
 		name.e = name.b;
 		has_id = true;
 	}
@@ -340,14 +341,17 @@ static int header(struct parser *p, struct span h)
 			return perr(p, id.b, "PKey '%.*s' is larger than 0xffff", (int)span_len(id),
 				    p->text + id.b);
 		if (ret)
-			return perr(p, id.b, "bad PKey '%.*s': expected a number such as 0x0a10 "
-				    "(OpenSM rejects the file)", (int)span_len(id),
-				    p->text + id.b);
+			return perr(p, id.b,
+				    "bad PKey '%.*s': expected a number such as 0x0a10 "
+				    "(OpenSM rejects the file)",
+				    (int)span_len(id), p->text + id.b);
 		part->pkey = (uint16_t)(v & 0x7fff);
 		part->has_pkey = part->pkey != 0;
 		if (!part->has_pkey) {
-			ret = pwarn(p, id.b, "PKey 0x%04llx has no key bits; OpenSM generates "
-				    "a PKey for it", (unsigned long long)v);
+			ret = pwarn(p, id.b,
+				    "PKey 0x%04llx has no key bits; OpenSM generates "
+				    "a PKey for it",
+				    (unsigned long long)v);
 			if (ret)
 				return ret;
 		}
@@ -355,7 +359,7 @@ static int header(struct parser *p, struct span h)
 	while (comma < h.e) {
 		size_t next = find(p, comma + 1, h.e, ',');
 
-		ret = header_flag(p, (struct span){ comma + 1, next });
+		ret = header_flag(p, (struct span){comma + 1, next});
 		if (ret)
 			return ret;
 		comma = next;
@@ -389,18 +393,18 @@ static int port_entry(struct parser *p, struct span name, struct span val, bool 
 		const char *kw;
 		enum pc_port_kind kind;
 	} kws[] = {
-		{ "ALL", PC_PORT_ALL },
-		{ "ALL_CAS", PC_PORT_ALL_CAS },
-		{ "ALL_SWITCHES", PC_PORT_ALL_SWITCHES },
-		{ "ALL_ROUTERS", PC_PORT_ALL_ROUTERS },
-		{ "SELF", PC_PORT_SELF },
+		{"ALL", PC_PORT_ALL},
+		{"ALL_CAS", PC_PORT_ALL_CAS},
+		{"ALL_SWITCHES", PC_PORT_ALL_SWITCHES},
+		{"ALL_ROUTERS", PC_PORT_ALL_ROUTERS},
+		{"SELF", PC_PORT_SELF},
 	};
-	struct pc_port port = { .kind = PC_PORT_GUID };
+	struct pc_port port = {.kind = PC_PORT_GUID};
 	size_t i;
 	int ret;
 
 	if (!span_len(name) || prefix_of(p, name, "NONE"))
-		return 0;	/* an empty entry, or NONE: no port */
+		return 0; /* an empty entry, or NONE: no port */
 	port.pos.line = p->line;
 	port.pos.col = col_of(p, name.b);
 	for (i = 0; i < sizeof(kws) / sizeof(kws[0]); i++) {
@@ -412,7 +416,8 @@ static int port_entry(struct parser *p, struct span name, struct span val, bool 
 	if (port.kind == PC_PORT_GUID) {
 		ret = parse_num(p, name, UINT64_MAX, &port.guid);
 		if (ret || !port.guid)
-			return perr(p, name.b, "bad port GUID '%.*s': expected a nonzero number "
+			return perr(p, name.b,
+				    "bad port GUID '%.*s': expected a nonzero number "
 				    "such as 0x0002c90300001001 or one of ALL, ALL_CAS, "
 				    "ALL_SWITCHES, ALL_ROUTERS, SELF (OpenSM rejects the file)",
 				    (int)span_len(name), p->text + name.b);
@@ -422,12 +427,15 @@ static int port_entry(struct parser *p, struct span name, struct span val, bool 
 		port.explicit_membership = true;
 		if (!span_len(val)) {
 			port.membership = PC_FULL;
-			ret = pwarn(p, val.b, "empty membership after '=': OpenSM reads it as "
+			ret = pwarn(p, val.b,
+				    "empty membership after '=': OpenSM reads it as "
 				    "full");
 		} else if (membership_of(p, val, &port.membership)) {
 			port.membership = PC_LIMITED;
-			ret = pwarn(p, val.b, "unknown membership '%.*s': OpenSM makes the port "
-				    "a limited member", (int)span_len(val), p->text + val.b);
+			ret = pwarn(p, val.b,
+				    "unknown membership '%.*s': OpenSM makes the port "
+				    "a limited member",
+				    (int)span_len(val), p->text + val.b);
 		} else {
 			ret = 0;
 		}
@@ -453,19 +461,21 @@ static int mgid_entry(struct parser *p, struct span name, struct span val, bool 
 	int ret;
 
 	if (!has_val || !span_len(val))
-		return perr(p, name.b, "mgid without a GID: OpenSM 3.3.23 passes a NULL GID "
+		return perr(p, name.b,
+			    "mgid without a GID: OpenSM 3.3.23 passes a NULL GID "
 			    "to inet_pton() and crashes");
 	snprintf(gid, sizeof(gid), "%.*s", (int)span_len(val), p->text + val.b);
-	if (span_len(val) >= sizeof(gid) || inet_pton(AF_INET6, gid, raw) != 1 ||
-	    raw[0] != 0xff) {
-		ret = pwarn(p, val.b, "mgid '%.*s' is not a multicast GID; OpenSM skips the "
-			    "group", (int)span_len(val), p->text + val.b);
+	if (span_len(val) >= sizeof(gid) || inet_pton(AF_INET6, gid, raw) != 1 || raw[0] != 0xff) {
+		ret = pwarn(p, val.b,
+			    "mgid '%.*s' is not a multicast GID; OpenSM skips the "
+			    "group",
+			    (int)span_len(val), p->text + val.b);
 		if (ret)
 			return ret;
 	}
 	while (rest < e) {
 		size_t next = find(p, rest, e, ',');
-		struct span tok = trim(p, (struct span){ rest, next }), f, v;
+		struct span tok = trim(p, (struct span){rest, next}), f, v;
 		bool hv;
 
 		split_eq(p, tok, &f, &v, &hv);
@@ -473,7 +483,8 @@ static int mgid_entry(struct parser *p, struct span name, struct span val, bool 
 		if (ret < 0)
 			return ret;
 		if (!ret) {
-			ret = pwarn(p, tok.b, "'%.*s' after an mgid entry is read as a multicast "
+			ret = pwarn(p, tok.b,
+				    "'%.*s' after an mgid entry is read as a multicast "
 				    "group flag and ignored: put it on its own line",
 				    (int)span_len(tok), p->text + tok.b);
 			if (ret)
@@ -482,7 +493,8 @@ static int mgid_entry(struct parser *p, struct span name, struct span val, bool 
 		rest = next + 1;
 	}
 	if (semi)
-		return perr(p, e, "';' on the line of an mgid entry: OpenSM 3.3.23 then reads "
+		return perr(p, e,
+			    "';' on the line of an mgid entry: OpenSM 3.3.23 then reads "
 			    "past the end of the line and may reject the whole file; end "
 			    "the line after the mgid entry and put ';' on the next line");
 	cur_part(p)->n_mgroups++;
@@ -497,7 +509,7 @@ static int body(struct parser *p, size_t b, size_t e, bool semi)
 		bool has_val;
 		int ret;
 
-		split_eq(p, (struct span){ b, comma }, &name, &val, &has_val);
+		split_eq(p, (struct span){b, comma}, &name, &val, &has_val);
 		if (span_eq(p, name, "mgid"))
 			return mgid_entry(p, name, val, has_val, comma + 1, e, semi);
 		ret = port_entry(p, name, val, has_val);
@@ -525,7 +537,8 @@ static int line(struct parser *p, size_t clen)
 		semi = find(p, pos, end, ';');
 		seg_end = semi;
 		if (semi == pos)
-			return perr(p, pos, "';' with nothing before it on its line: OpenSM 3.3.23 "
+			return perr(p, pos,
+				    "';' with nothing before it on its line: OpenSM 3.3.23 "
 				    "then reads past the end of the line (into bytes an earlier "
 				    "line left in its buffer) and may reject the whole file; put "
 				    "the ';' after the last member");
@@ -533,12 +546,13 @@ static int line(struct parser *p, size_t clen)
 			size_t colon = find(p, pos, seg_end, ':');
 
 			if (colon == seg_end)
-				return perr(p, pos, "no ':' after the partition name and flags "
+				return perr(p, pos,
+					    "no ':' after the partition name and flags "
 					    "(expected \"Name=PKey[,flags] : members ;\" with "
 					    "the ':' on the first line; OpenSM rejects the file)");
 			ret = new_part(p, pos);
 			if (!ret)
-				ret = header(p, (struct span){ pos, colon });
+				ret = header(p, (struct span){pos, colon});
 			if (ret)
 				return ret;
 			b = colon + 1;
@@ -570,11 +584,13 @@ static int parse_lines(struct parser *p)
 		p->line++;
 		p->loff = off;
 		if (p->cur >= 0 && (p->line == p->barrier[0] || p->line == p->barrier[1]))
-			return perr(p, off, "the definition at line %u is not terminated by ';' "
+			return perr(p, off,
+				    "the definition at line %u is not terminated by ';' "
 				    "before the ibvf section marker on this line",
 				    cur_part(p)->pos.line);
 		if (raw > PC_LINE_MAX)
-			return perr(p, off + PC_LINE_MAX, "line is %zu bytes long; OpenSM reads "
+			return perr(p, off + PC_LINE_MAX,
+				    "line is %zu bytes long; OpenSM reads "
 				    "at most %d bytes of a line at a time and would misread it",
 				    raw, PC_LINE_MAX);
 		if (nul)
@@ -586,7 +602,8 @@ static int parse_lines(struct parser *p)
 	}
 	p->f->n_lines = p->line;
 	if (p->cur >= 0) {
-		ret = pwarn(p, p->loff, "the definition at line %u is not terminated by ';' "
+		ret = pwarn(p, p->loff,
+			    "the definition at line %u is not terminated by ';' "
 			    "(OpenSM accepts that only at the end of the file)",
 			    cur_part(p)->pos.line);
 		if (ret)
@@ -595,7 +612,8 @@ static int parse_lines(struct parser *p)
 	if (!p->f->n_parts) {
 		p->loff = off;
 		p->line = p->line ? p->line : 1;
-		return perr(p, off, "no partition definition: OpenSM treats such a file as an "
+		return perr(p, off,
+			    "no partition definition: OpenSM treats such a file as an "
 			    "error and falls back to Default=0x7fff : ALL=full, dropping "
 			    "every other PKey");
 	}
@@ -606,8 +624,13 @@ static int parse_text(const char *text, size_t len, const char *name, const unsi
 		      struct pc_file **out, char *err, size_t errlen)
 {
 	struct parser p = {
-		.text = text, .len = len, .name = name ? name : "<partitions>", .cur = -1,
-		.barrier = { barrier[0], barrier[1] }, .err = err, .errlen = errlen,
+		.text = text,
+		.len = len,
+		.name = name ? name : "<partitions>",
+		.cur = -1,
+		.barrier = {barrier[0], barrier[1]},
+		.err = err,
+		.errlen = errlen,
 	};
 	int ret;
 
@@ -669,7 +692,7 @@ void pc_managed_free(struct pc_managed *m)
 
 int pc_managed_copy(struct pc_managed *dst, const struct pc_managed *src)
 {
-	struct pc_managed c = { 0 };
+	struct pc_managed c = {0};
 
 	c.pkeys = calloc(src->n ? src->n : 1, sizeof(*c.pkeys));
 	if (!c.pkeys)
@@ -795,9 +818,9 @@ int pc_managed_add(struct pc_managed *m, uint16_t pkey, const struct pc_props *p
 	if (!all)
 		return -ENOMEM;
 	for (i = 0; i < p->n; i++)
-		all[i] = (struct seq_member){ p->members[i], i };
+		all[i] = (struct seq_member){p->members[i], i};
 	for (i = 0; i < n; i++)
-		all[p->n + i] = (struct seq_member){ members[i], p->n + i };
+		all[p->n + i] = (struct seq_member){members[i], p->n + i};
 	qsort(all, total, sizeof(*all), seq_cmp);
 	for (i = 0; i < total; i++) {
 		const struct seq_member *last = &all[i];
@@ -925,34 +948,41 @@ static int find_markers(struct pc_doc *d, const char *name, char *err, size_t er
 		    !(raw == elen && !memcmp(s, PC_END_MARKER, elen)) &&
 		    (has_text(s, raw, "BEGIN ibvf managed partitions") ||
 		     has_text(s, raw, "END ibvf managed partitions")))
-			return ibvf_errf(err, errlen, -EINVAL, "%s:%u:1: this line looks like an "
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "%s:%u:1: this line looks like an "
 					 "ibvf section marker but is not one; the markers are the "
 					 "exact lines \"%s\" and \"%s\": restore it (or remove the "
-					 "section with both markers)", name, ln, PC_BEGIN_MARKER,
-					 PC_END_MARKER);
+					 "section with both markers)",
+					 name, ln, PC_BEGIN_MARKER, PC_END_MARKER);
 		if (raw == blen && !memcmp(s, PC_BEGIN_MARKER, blen)) {
 			if (d->begin_line)
-				return ibvf_errf(err, errlen, -EINVAL, "%s:%u:1: a second ibvf "
-						 "BEGIN marker (the first is at line %u)", name,
-						 ln, d->begin_line);
+				return ibvf_errf(err, errlen, -EINVAL,
+						 "%s:%u:1: a second ibvf "
+						 "BEGIN marker (the first is at line %u)",
+						 name, ln, d->begin_line);
 			d->begin_line = ln;
 			d->head_len = off;
 		} else if (raw == elen && !memcmp(s, PC_END_MARKER, elen)) {
 			if (d->end_line)
-				return ibvf_errf(err, errlen, -EINVAL, "%s:%u:1: a second ibvf END "
-						 "marker (the first is at line %u)", name, ln,
-						 d->end_line);
+				return ibvf_errf(err, errlen, -EINVAL,
+						 "%s:%u:1: a second ibvf END "
+						 "marker (the first is at line %u)",
+						 name, ln, d->end_line);
 			if (!d->begin_line)
-				return ibvf_errf(err, errlen, -EINVAL, "%s:%u:1: ibvf END marker "
-						 "without a BEGIN marker before it", name, ln);
+				return ibvf_errf(err, errlen, -EINVAL,
+						 "%s:%u:1: ibvf END marker "
+						 "without a BEGIN marker before it",
+						 name, ln);
 			d->end_line = ln;
 			d->tail_off = next;
 		}
 		off = next;
 	}
 	if (d->begin_line && !d->end_line)
-		return ibvf_errf(err, errlen, -EINVAL, "%s:%u:1: ibvf BEGIN marker without an "
-				 "END marker after it", name, d->begin_line);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s:%u:1: ibvf BEGIN marker without an "
+				 "END marker after it",
+				 name, d->begin_line);
 	d->has_section = d->begin_line != 0;
 	return 0;
 }
@@ -961,14 +991,15 @@ static int find_markers(struct pc_doc *d, const char *name, char *err, size_t er
 static int take_managed(struct pc_doc *d, const struct pc_partition *pt, const char *name,
 			char *err, size_t errlen)
 {
-	struct pc_props props = { pt->ipoib, pt->mtu, pt->rate, pt->sl };
+	struct pc_props props = {pt->ipoib, pt->mtu, pt->rate, pt->sl};
 	struct pc_member *mem;
 	struct pc_mpkey *mp;
 	size_t changed = 0;
 	int ret;
 
 	if (!pt->has_pkey || pt->n_mgroups || pt->scope_mask || !pt->terminated)
-		return ibvf_errf(err, errlen, -EINVAL, "%s:%u:%u: the ibvf section (lines "
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s:%u:%u: the ibvf section (lines "
 				 "%u-%u) was edited: this definition is not in ibvf's form "
 				 "(explicit PKey, no mgid, no scope, ends with ';'); restore "
 				 "the section from the backup file or delete it with its markers",
@@ -982,12 +1013,14 @@ static int take_managed(struct pc_doc *d, const struct pc_partition *pt, const c
 		if (po->kind != PC_PORT_GUID || !po->explicit_membership ||
 		    po->membership == PC_BOTH) {
 			free(mem);
-			return ibvf_errf(err, errlen, -EINVAL, "%s:%u:%u: the ibvf section "
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "%s:%u:%u: the ibvf section "
 					 "(lines %u-%u) was edited: members there must be GUIDs "
-					 "with =full or =limited", name, po->pos.line,
-					 po->pos.col, d->begin_line, d->end_line);
+					 "with =full or =limited",
+					 name, po->pos.line, po->pos.col, d->begin_line,
+					 d->end_line);
 		}
-		mem[i] = (struct pc_member){ po->guid, po->membership == PC_FULL, pt->indx0 };
+		mem[i] = (struct pc_member){po->guid, po->membership == PC_FULL, pt->indx0};
 	}
 	ret = pc_managed_add(&d->managed, pt->pkey, &props, mem, pt->n_ports, &changed);
 	free(mem);
@@ -1035,9 +1068,11 @@ static int split_doc(struct pc_doc *d, const char *name, char *err, size_t errle
 			continue;
 		}
 		if (pt->pos.line < d->begin_line || pt->last_line > d->end_line)
-			return ibvf_errf(err, errlen, -EINVAL, "%s:%u:%u: this definition runs "
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "%s:%u:%u: this definition runs "
 					 "across the ibvf section marker at line %u (is its ';' "
-					 "missing?)", name, pt->pos.line, pt->pos.col,
+					 "missing?)",
+					 name, pt->pos.line, pt->pos.col,
 					 pt->pos.line < d->begin_line ? d->begin_line
 								      : d->end_line);
 		ret = take_managed(d, pt, name, err, errlen);
@@ -1045,15 +1080,17 @@ static int split_doc(struct pc_doc *d, const char *name, char *err, size_t errle
 			return ret;
 	}
 	if (!d->n_admin)
-		return ibvf_errf(err, errlen, -EINVAL, "%s: no partition definition outside the "
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s: no partition definition outside the "
 				 "ibvf section: with only ibvf's partitions OpenSM would make "
 				 "every port a limited member of the Default partition; define "
-				 "it first, e.g. \"Default=0x7fff, ipoib : ALL=full ;\"", name);
+				 "it first, e.g. \"Default=0x7fff, ipoib : ALL=full ;\"",
+				 name);
 	return 0;
 }
 
-int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **out,
-		char *err, size_t errlen)
+int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **out, char *err,
+		size_t errlen)
 {
 	struct pc_doc *d;
 	int ret;
@@ -1073,7 +1110,7 @@ int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **
 	d->len = len;
 	ret = find_markers(d, name, err, errlen);
 	if (!ret) {
-		unsigned barrier[2] = { d->begin_line, d->end_line };
+		unsigned barrier[2] = {d->begin_line, d->end_line};
 
 		ret = parse_text(d->text, d->len, name, barrier, &d->file, err, errlen);
 	}
@@ -1215,20 +1252,24 @@ static int managed_diff(const struct pc_managed *a, const struct pc_managed *b, 
 			size_t errlen)
 {
 	if (a->n != b->n)
-		return ibvf_errf(err, errlen, -EINVAL, "the rendered section holds %zu PKeys, "
-				 "expected %zu", a->n, b->n);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "the rendered section holds %zu PKeys, "
+				 "expected %zu",
+				 a->n, b->n);
 	for (size_t i = 0; i < a->n; i++) {
 		const struct pc_mpkey *x = &a->pkeys[i], *y = &b->pkeys[i];
 
 		if (x->pkey != y->pkey || x->n != y->n || !props_eq(&x->props, &y->props))
-			return ibvf_errf(err, errlen, -EINVAL, "the rendered section differs at "
-					 "PKey 0x%04x", y->pkey);
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "the rendered section differs at "
+					 "PKey 0x%04x",
+					 y->pkey);
 		for (size_t k = 0; k < x->n; k++)
 			if (!member_eq(&x->members[k], &y->members[k]))
-				return ibvf_errf(err, errlen, -EINVAL, "the rendered section "
+				return ibvf_errf(err, errlen, -EINVAL,
+						 "the rendered section "
 						 "differs at PKey 0x%04x GUID 0x%016llx",
-						 y->pkey,
-						 (unsigned long long)y->members[k].guid);
+						 y->pkey, (unsigned long long)y->members[k].guid);
 	}
 	return 0;
 }

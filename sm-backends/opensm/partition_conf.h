@@ -33,7 +33,7 @@
 
 /* The marker lines around the section ibvf owns (whole lines, exact). */
 #define PC_BEGIN_MARKER "# BEGIN ibvf managed partitions: do not edit (ibvfd rewrites up to END)"
-#define PC_END_MARKER   "# END ibvf managed partitions"
+#define PC_END_MARKER	"# END ibvf managed partitions"
 
 /* Name of every partition definition ibvf writes: "ibvf_0x0a10". */
 #define PC_NAME_PREFIX "ibvf_"
@@ -45,17 +45,17 @@
 enum pc_membership {
 	PC_LIMITED = 0,
 	PC_FULL = 1,
-	PC_BOTH = 2,	/* full and limited with allow_both_pkeys, else full */
+	PC_BOTH = 2, /* full and limited with allow_both_pkeys, else full */
 };
 
 /** What a port specifier names. */
 enum pc_port_kind {
 	PC_PORT_GUID = 0,
-	PC_PORT_ALL,		/* every end port */
+	PC_PORT_ALL, /* every end port */
 	PC_PORT_ALL_CAS,
 	PC_PORT_ALL_SWITCHES,
 	PC_PORT_ALL_ROUTERS,
-	PC_PORT_SELF,		/* the SM's own port */
+	PC_PORT_SELF, /* the SM's own port */
 };
 
 struct pc_pos {
@@ -66,28 +66,28 @@ struct pc_pos {
 /** One port specifier of a definition. */
 struct pc_port {
 	enum pc_port_kind kind;
-	uint64_t guid;			/* PC_PORT_GUID only */
-	enum pc_membership membership;	/* resolved: explicit, or the defmember */
-	bool explicit_membership;	/* "=..." was given */
+	uint64_t guid;		       /* PC_PORT_GUID only */
+	enum pc_membership membership; /* resolved: explicit, or the defmember */
+	bool explicit_membership;      /* "=..." was given */
 	struct pc_pos pos;
 };
 
 /** One partition definition ("Name=PKey,flags : members ;"). */
 struct pc_partition {
-	char *name;			/* "" when omitted */
-	bool has_pkey;			/* false: OpenSM generates a PKey */
-	uint16_t pkey;			/* 15-bit key (only when has_pkey) */
+	char *name;    /* "" when omitted */
+	bool has_pkey; /* false: OpenSM generates a PKey */
+	uint16_t pkey; /* 15-bit key (only when has_pkey) */
 	bool ipoib;
 	bool indx0;
-	enum pc_membership defmember;	/* default LIMITED */
-	int mtu, rate, sl;		/* -1 when not given */
-	unsigned scope_mask;		/* bit n: scope=n given */
+	enum pc_membership defmember; /* default LIMITED */
+	int mtu, rate, sl;	      /* -1 when not given */
+	unsigned scope_mask;	      /* bit n: scope=n given */
 	struct pc_port *ports;
 	size_t n_ports;
-	size_t n_mgroups;		/* "mgid=" entries */
-	bool terminated;		/* ended by ';' (OpenSM accepts EOF too) */
-	struct pc_pos pos;		/* first byte of the definition */
-	unsigned last_line;		/* line of its ';' (or last content line) */
+	size_t n_mgroups;   /* "mgid=" entries */
+	bool terminated;    /* ended by ';' (OpenSM accepts EOF too) */
+	struct pc_pos pos;  /* first byte of the definition */
+	unsigned last_line; /* line of its ';' (or last content line) */
 };
 
 /** A warning: text OpenSM accepts but ignores or reads unexpectedly. */
@@ -125,19 +125,19 @@ void pc_file_free(struct pc_file *f);
 /** One GUID ibvf made a member of a PKey. */
 struct pc_member {
 	uint64_t guid;
-	bool full;		/* full (P_Key bit 15 set) or limited */
-	bool index0;		/* rendered in a definition with indx0 */
+	bool full;   /* full (P_Key bit 15 set) or limited */
+	bool index0; /* rendered in a definition with indx0 */
 };
 
 /** Properties ibvf gives a partition it creates (not one the admin defines). */
 struct pc_props {
 	bool ipoib;
-	int mtu, rate, sl;	/* -1: leave OpenSM's default */
+	int mtu, rate, sl; /* -1: leave OpenSM's default */
 };
 
 /** The members ibvf manages in one PKey, sorted by GUID. */
 struct pc_mpkey {
-	uint16_t pkey;		/* 15-bit */
+	uint16_t pkey; /* 15-bit */
 	struct pc_props props;
 	struct pc_member *members;
 	size_t n, cap;
@@ -227,8 +227,8 @@ struct pc_doc {
  *
  * Return: 0, -EINVAL, -ENOMEM. Free with pc_doc_free().
  */
-int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **out,
-		char *err, size_t errlen);
+int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **out, char *err,
+		size_t errlen);
 
 /** pc_doc_free() - NULL is a no-op. */
 void pc_doc_free(struct pc_doc *d);

@@ -19,8 +19,7 @@
 #include "err.h"
 #include "statedir.h"
 
-int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *err,
-	    size_t errlen)
+int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *err, size_t errlen)
 {
 	size_t got = 0;
 	char *buf;
@@ -30,10 +29,12 @@ int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *e
 	/* O_NONBLOCK: opening a FIFO put in the file's place must not wait for a writer */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0 && errno == ENOENT)
-		return ibvf_errf(err, errlen, -ENOENT, "%s does not exist; ibvf never creates "
+		return ibvf_errf(err, errlen, -ENOENT,
+				 "%s does not exist; ibvf never creates "
 				 "OpenSM's partition file (an absent file means Default=0x7fff "
 				 ": ALL=full to OpenSM): create it with at least the Default "
-				 "partition", path);
+				 "partition",
+				 path);
 	if (fd < 0)
 		return ibvf_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
 	if (fstat(fd, st)) {
@@ -49,7 +50,7 @@ int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *e
 		return ibvf_errf(err, errlen, ret, "%s: %s", path,
 				 ret == -EFBIG ? "larger than 64 MiB" : "not a regular file");
 	}
-	fcntl(fd, F_SETFL, 0);	/* a regular file: back to plain blocking reads */
+	fcntl(fd, F_SETFL, 0); /* a regular file: back to plain blocking reads */
 	buf = malloc((size_t)st->st_size + 1);
 	if (!buf) {
 		close(fd);
@@ -96,8 +97,10 @@ int pf_lock(const char *lock_path, unsigned timeout_ms, int *fd, char *err, size
 		}
 		if (ibvf_mono_ms() >= end) {
 			close(l);
-			return ibvf_errf(err, errlen, -EBUSY, "%s is held by another ibvf process "
-					 "for more than %u ms", lock_path, timeout_ms);
+			return ibvf_errf(err, errlen, -EBUSY,
+					 "%s is held by another ibvf process "
+					 "for more than %u ms",
+					 lock_path, timeout_ms);
 		}
 		usleep(10000);
 	}
@@ -197,8 +200,7 @@ static void remove_stale_temps(const char *dir, const char *base, const char *ba
 }
 
 int pf_install(const char *path, const char *backup, const char *old, size_t old_len,
-	       const struct stat *old_st, const char *new, size_t new_len, char *err,
-	       size_t errlen)
+	       const struct stat *old_st, const char *new, size_t new_len, char *err, size_t errlen)
 {
 	char dbuf[PATH_MAX], base[PATH_MAX], tmpl[PATH_MAX], tmp[PATH_MAX];
 	const char *dir;
@@ -223,8 +225,10 @@ int pf_install(const char *path, const char *backup, const char *old, size_t old
 				 strerror(-ret));
 	if (!unchanged(path, old, old_len)) {
 		unlink(tmp);
-		return ibvf_errf(err, errlen, -EAGAIN, "%s changed while ibvf was updating it; "
-				 "nothing was replaced (retry)", path);
+		return ibvf_errf(err, errlen, -EAGAIN,
+				 "%s changed while ibvf was updating it; "
+				 "nothing was replaced (retry)",
+				 path);
 	}
 	if (rename(tmp, path)) {
 		ret = -errno;

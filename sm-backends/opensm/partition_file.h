@@ -25,8 +25,7 @@
  * -EFBIG (over PF_MAX_SIZE), -EINVAL (not a regular file: a FIFO is refused
  * at once, never waited on), or the errno of open/read.
  */
-int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *err,
-	    size_t errlen);
+int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *err, size_t errlen);
 
 /**
  * pf_lock() - take an exclusive flock(2) on @lock_path (created 0600 if

@@ -11,7 +11,7 @@
 #include "clock.h"
 #include "err.h"
 
-#define PV_SHOW_FAILURES 3
+#define PV_SHOW_FAILURES       3
 #define PV_RESOLVE_INTERVAL_MS 20
 
 void pv_close(struct pkey_verifier *v)
@@ -24,7 +24,7 @@ void pv_close(struct pkey_verifier *v)
 
 int pv_policy_parse(const char *s, enum pv_policy *out)
 {
-	static const char *const names[] = { "off", "fabric", "all" };
+	static const char *const names[] = {"off", "fabric", "all"};
 
 	for (unsigned i = 0; i < 3; i++) {
 		if (!strcmp(s, names[i])) {
@@ -54,8 +54,10 @@ int pv_prepare(struct pkey_verifier *v, enum pv_policy policy, struct pv_item *i
 			it->lid = 0;
 			it->skip = it->want == PV_ABSENT || policy == PV_FABRIC;
 		} else if (ret) {
-			return ibvf_err_prefix(err, errlen, ret, "SMP verification from %s cannot "
-					       "ask the SA", v->ops->name(v->ctx));
+			return ibvf_err_prefix(err, errlen, ret,
+					       "SMP verification from %s cannot "
+					       "ask the SA",
+					       v->ops->name(v->ctx));
 		}
 		count += !it->skip;
 	}
@@ -124,7 +126,9 @@ int pv_run(struct pkey_verifier *v, uint16_t pkey, struct pv_item *items, size_t
 	}
 	if (!failed)
 		return 0;
-	return ibvf_errf(err, errlen, first_ret, "P_Key 0x%04x not confirmed through SMPs on %zu "
-			 "of %zu ports within %u ms: %s%s", pkey, failed, checked, timeout_ms,
-			 shown, failed > PV_SHOW_FAILURES ? "; ..." : "");
+	return ibvf_errf(err, errlen, first_ret,
+			 "P_Key 0x%04x not confirmed through SMPs on %zu "
+			 "of %zu ports within %u ms: %s%s",
+			 pkey, failed, checked, timeout_ms, shown,
+			 failed > PV_SHOW_FAILURES ? "; ..." : "");
 }

@@ -18,16 +18,16 @@
 
 /** The expected P_Key table state of one port. */
 enum pv_want {
-	PV_ABSENT = 0,	/* no entry with the key, full or limited */
-	PV_LIMITED,	/* the entry with bit 15 clear */
-	PV_FULL,	/* the entry with bit 15 set */
+	PV_ABSENT = 0, /* no entry with the key, full or limited */
+	PV_LIMITED,    /* the entry with bit 15 clear */
+	PV_FULL,       /* the entry with bit 15 set */
 };
 
 /** Which ports are verified (config key "verify"). */
 enum pv_policy {
-	PV_OFF = 0,	/* none: trust the reload */
-	PV_FABRIC,	/* ports the SA knows when the change is made (default) */
-	PV_ALL,		/* every added GUID must come up with the P_Key */
+	PV_OFF = 0, /* none: trust the reload */
+	PV_FABRIC,  /* ports the SA knows when the change is made (default) */
+	PV_ALL,	    /* every added GUID must come up with the P_Key */
 };
 
 /** What a verifier can do; every call returns 0 or a negative errno. */
@@ -46,7 +46,7 @@ struct pkey_verifier_ops {
 };
 
 struct pkey_verifier {
-	const struct pkey_verifier_ops *ops;	/* NULL: not open */
+	const struct pkey_verifier_ops *ops; /* NULL: not open */
 	void *ctx;
 };
 
@@ -54,8 +54,8 @@ struct pkey_verifier {
 struct pv_item {
 	uint64_t guid;
 	enum pv_want want;
-	uint16_t lid;	/* resolved LID; 0 = not known (yet) */
-	bool skip;	/* not verified (see pv_prepare()) */
+	uint16_t lid; /* resolved LID; 0 = not known (yet) */
+	bool skip;    /* not verified (see pv_prepare()) */
 };
 
 /**

@@ -12,14 +12,14 @@ static int smp_resolve(void *ctx, uint64_t guid, uint16_t *lid, char *err, size_
 	return ibvf_port_resolve_guid(ctx, guid, lid, err, errlen);
 }
 
-static int smp_wait(void *ctx, uint16_t lid, uint16_t pkey, enum pv_want want,
-		    uint32_t timeout_ms, char *err, size_t errlen)
+static int smp_wait(void *ctx, uint16_t lid, uint16_t pkey, enum pv_want want, uint32_t timeout_ms,
+		    char *err, size_t errlen)
 {
-	struct ibvf_port_target t = { .kind = IBVF_TARGET_LID, .lid = lid };
+	struct ibvf_port_target t = {.kind = IBVF_TARGET_LID, .lid = lid};
 	struct ibvf_port_cond c = {
 		.pkey_want = want == PV_ABSENT ? IBVF_PKEY_WANT_ABSENT : IBVF_PKEY_WANT_PRESENT,
 		.pkey = pkey,
-		.match = want == PV_FULL	  ? IBVF_PKEY_MATCH_FULL
+		.match = want == PV_FULL      ? IBVF_PKEY_MATCH_FULL
 			 : want == PV_LIMITED ? IBVF_PKEY_MATCH_LIMITED
 					      : IBVF_PKEY_MATCH_ANY,
 	};

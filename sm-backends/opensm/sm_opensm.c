@@ -42,12 +42,12 @@ void opensm_cfg_free(struct opensm_cfg *cfg)
 
 static int parse_defaults(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cfg)
 {
-	static const char *const keys[] = { "ipoib", "indx0", "mtu", "rate", "sl", NULL };
+	static const char *const keys[] = {"ipoib", "indx0", "mtu", "rate", "sl", NULL};
 	static const struct {
 		const char *key;
 		uint64_t min, max;
-	} nums[] = { { "mtu", 1, 5 }, { "rate", 2, 63 }, { "sl", 0, 15 } };
-	int *dst[] = { &cfg->props.mtu, &cfg->props.rate, &cfg->props.sl };
+	} nums[] = {{"mtu", 1, 5}, {"rate", 2, 63}, {"sl", 0, 15}};
+	int *dst[] = {&cfg->props.mtu, &cfg->props.rate, &cfg->props.sl};
 	int ret;
 
 	ret = ibvf_json_check_keys(c, o, "defaults", keys);
@@ -74,10 +74,10 @@ static int derive_path(char **dst, const char *base, const char *suffix)
 
 static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cfg)
 {
-	static const char *const keys[] = { "partition_file", "backup_file", "lock_file",
-					    "pid_file", "reload_timeout_ms", "lock_timeout_ms",
-					    "verify", "umad_ca", "umad_port", "poll_min_ms",
-					    "poll_max_ms", "defaults", NULL };
+	static const char *const keys[] = {
+		"partition_file",  "backup_file", "lock_file", "pid_file",  "reload_timeout_ms",
+		"lock_timeout_ms", "verify",	  "umad_ca",   "umad_port", "poll_min_ms",
+		"poll_max_ms",	   "defaults",	  NULL};
 	uint64_t rt = cfg->reload_timeout_ms, lt = cfg->lock_timeout_ms, port = 0;
 	uint64_t pmin = cfg->poll_min_ms, pmax = cfg->poll_max_ms;
 	char *verify = NULL;
@@ -115,17 +115,18 @@ static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cf
 	if (!ret && !(ret = ibvf_json_object(c, o, "", "defaults", &d)) && d)
 		ret = parse_defaults(c, d, cfg);
 	if (!ret && !cfg->pid_file)
-		ret = ibvf_json_err(c, "", "pid_file", "required: the file holding the pid of "
+		ret = ibvf_json_err(c, "", "pid_file",
+				    "required: the file holding the pid of "
 				    "the OpenSM to signal (OpenSM writes none itself)");
 	if (!ret && (!*cfg->partition_file || !*cfg->pid_file))
 		ret = ibvf_json_err(c, "", *cfg->pid_file ? "partition_file" : "pid_file",
 				    "must not be empty");
 	/* ibvfd and ibvfctl run in different directories: no relative paths */
 	for (size_t i = 0; !ret && i < 4; i++) {
-		static const char *const names[] = { "partition_file", "backup_file", "lock_file",
-						     "pid_file" };
-		const char *v[] = { cfg->partition_file, cfg->backup_file, cfg->lock_file,
-				    cfg->pid_file };
+		static const char *const names[] = {"partition_file", "backup_file", "lock_file",
+						    "pid_file"};
+		const char *v[] = {cfg->partition_file, cfg->backup_file, cfg->lock_file,
+				   cfg->pid_file};
 
 		if (v[i] && v[i][0] != '/')
 			ret = ibvf_json_err(c, "", names[i], "'%.64s' is not an absolute path",
@@ -141,7 +142,7 @@ static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cf
 
 int opensm_cfg_parse(const char *json, struct opensm_cfg *cfg, char *err, size_t errlen)
 {
-	struct ibvf_jctx c = { CFG_FILE, err, errlen };
+	struct ibvf_jctx c = {CFG_FILE, err, errlen};
 	json_t *root;
 	int ret;
 
@@ -151,7 +152,7 @@ int opensm_cfg_parse(const char *json, struct opensm_cfg *cfg, char *err, size_t
 	cfg->poll_min_ms = 5;
 	cfg->poll_max_ms = 50;
 	cfg->verify = PV_FABRIC;
-	cfg->props = (struct pc_props){ .ipoib = true, .mtu = -1, .rate = -1, .sl = -1 };
+	cfg->props = (struct pc_props){.ipoib = true, .mtu = -1, .rate = -1, .sl = -1};
 	root = ibvf_json_load(CFG_FILE, json ? json : "{}", err, errlen);
 	if (!root)
 		return -EINVAL;
@@ -209,8 +210,8 @@ static int verifier(struct ibvf_sm_backend *b, char *err, size_t errlen)
 {
 	if (b->v.ops)
 		return 0;
-	return pv_open_smp(b->cfg.umad_ca, b->cfg.umad_port, b->cfg.poll_min_ms,
-			   b->cfg.poll_max_ms, &b->v, err, errlen);
+	return pv_open_smp(b->cfg.umad_ca, b->cfg.umad_port, b->cfg.poll_min_ms, b->cfg.poll_max_ms,
+			   &b->v, err, errlen);
 }
 
 /* ------------------------------------------------------------- the file -- */
@@ -249,8 +250,8 @@ static int commit(struct ibvf_sm_backend *b, const struct pc_doc *doc, const str
 		return ret;
 	ret = pc_check_rendered(doc, want, text, len, path, err, errlen);
 	if (!ret)
-		ret = pf_install(path, b->cfg.backup_file, doc->text, doc->len, st, text, len,
-				 err, errlen);
+		ret = pf_install(path, b->cfg.backup_file, doc->text, doc->len, st, text, len, err,
+				 errlen);
 	if (ret) {
 		free(text);
 		return ret;
@@ -259,8 +260,7 @@ static int commit(struct ibvf_sm_backend *b, const struct pc_doc *doc, const str
 	if (ret) {
 		/* nothing reached OpenSM: put the old file back */
 		if (pf_install(path, NULL, text, len, st, doc->text, doc->len, e2, sizeof(e2)))
-			ibvf_err_prefix(err, errlen, ret, "restoring %s failed too (%s)", path,
-					e2);
+			ibvf_err_prefix(err, errlen, ret, "restoring %s failed too (%s)", path, e2);
 		else
 			ibvf_err_prefix(err, errlen, ret, "%s was restored", path);
 	}
@@ -273,7 +273,7 @@ static void drop_admin_props(const struct pc_doc *doc, struct pc_managed *m)
 {
 	for (size_t i = 0; i < m->n; i++)
 		if (pc_admin_defines(doc, m->pkeys[i].pkey))
-			m->pkeys[i].props = (struct pc_props){ false, -1, -1, -1 };
+			m->pkeys[i].props = (struct pc_props){false, -1, -1, -1};
 }
 
 /* --------------------------------------------------------------- changes -- */
@@ -281,15 +281,18 @@ static void drop_admin_props(const struct pc_doc *doc, struct pc_managed *m)
 static int check_pkey(uint16_t pkey, char *err, size_t errlen)
 {
 	if (pkey == 0 || pkey > 0x7fff)
-		return ibvf_errf(err, errlen, -EINVAL, "PKey 0x%04x: expected a 15-bit partition "
-				 "key 0x0001..0x7fff", pkey);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "PKey 0x%04x: expected a 15-bit partition "
+				 "key 0x0001..0x7fff",
+				 pkey);
 	return 0;
 }
 
 static int check_guid(uint64_t guid, char *err, size_t errlen)
 {
 	if (!ibvf_guid_is_assignable(guid))
-		return ibvf_errf(err, errlen, -EINVAL, "GUID 0x%016llx cannot be a partition "
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "GUID 0x%016llx cannot be a partition "
 				 "member (0 and all-ones are invalid port GUIDs)",
 				 (unsigned long long)guid);
 	return 0;
@@ -303,9 +306,10 @@ static int check_members(const struct ibvf_sm_member *m, size_t n, char *err, si
 		if (ret)
 			return ret;
 		if (m[i].membership != IBVF_MEMBER_FULL && m[i].membership != IBVF_MEMBER_LIMITED)
-			return ibvf_errf(err, errlen, -EINVAL, "GUID 0x%016llx: invalid "
-					 "membership %d", (unsigned long long)m[i].guid,
-					 (int)m[i].membership);
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "GUID 0x%016llx: invalid "
+					 "membership %d",
+					 (unsigned long long)m[i].guid, (int)m[i].membership);
 	}
 	return 0;
 }
@@ -318,7 +322,8 @@ static int check_admin(const struct pc_doc *doc, uint16_t pkey, const struct ibv
 		const struct pc_port *adm = pc_admin_find_guid(doc, pkey, m[i].guid);
 
 		if (adm)
-			return ibvf_errf(err, errlen, -EEXIST, "GUID 0x%016llx is already a %s "
+			return ibvf_errf(err, errlen, -EEXIST,
+					 "GUID 0x%016llx is already a %s "
 					 "member of PKey 0x%04x by the administrator's definition "
 					 "at line %u of the partition file; ibvf does not override "
 					 "the administrator's members",
@@ -329,8 +334,8 @@ static int check_admin(const struct pc_doc *doc, uint16_t pkey, const struct ibv
 }
 
 /* After the reload: wait for the prepared ports to show the change. */
-static int verify_after(struct ibvf_sm_backend *b, uint16_t pkey, struct pv_item *items,
-			size_t n, int planned, char *err, size_t errlen)
+static int verify_after(struct ibvf_sm_backend *b, uint16_t pkey, struct pv_item *items, size_t n,
+			int planned, char *err, size_t errlen)
 {
 	int ret;
 
@@ -373,8 +378,8 @@ static int apply(struct ibvf_sm_backend *b, const struct pc_doc *doc, const stru
 	if (!mem)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < c->n; i++)
-		mem[i] = (struct pc_member){ c->add[i].guid,
-					     c->add[i].membership == IBVF_MEMBER_FULL, index0 };
+		mem[i] = (struct pc_member){c->add[i].guid,
+					    c->add[i].membership == IBVF_MEMBER_FULL, index0};
 	if (c->flags)
 		props.ipoib = c->flags->ipoib;
 	ret = pc_managed_add(want, c->pkey, &props, mem, c->n, changed);
@@ -439,7 +444,7 @@ static int prepare_verify(struct ibvf_sm_backend *b, const struct pc_doc *doc,
  */
 static int change(struct ibvf_sm_backend *b, const struct change *c, char *err, size_t errlen)
 {
-	struct pc_managed want = { 0 };
+	struct pc_managed want = {0};
 	struct pc_doc *doc = NULL;
 	size_t changed = 0;
 	int lock = -1, planned = 0, ret;
@@ -455,7 +460,7 @@ static int change(struct ibvf_sm_backend *b, const struct change *c, char *err, 
 		ret = apply(b, doc, c, &want, &changed, err, errlen);
 	/* an OpenSM that is not there is the clearest error: before any SMP */
 	if (!ret && (changed || b->cfg.verify != PV_OFF))
-		ret = opensm_find(b->cfg.pid_file, &(pid_t){ 0 }, err, errlen);
+		ret = opensm_find(b->cfg.pid_file, &(pid_t){0}, err, errlen);
 	if (!ret && b->cfg.verify != PV_OFF)
 		ret = prepare_verify(b, doc, c, changed, &planned, err, errlen);
 	if (!ret && changed)
@@ -507,8 +512,10 @@ static int check_duplicates(const struct ibvf_sm_member *m, size_t n, char *err,
 	qsort(s, n, sizeof(*s), member_cmp);
 	for (size_t i = 1; i < n && !ret; i++)
 		if (s[i].guid == s[i - 1].guid && s[i].membership != s[i - 1].membership)
-			ret = ibvf_errf(err, errlen, -EINVAL, "GUID 0x%016llx is given twice with "
-					"different memberships", (unsigned long long)s[i].guid);
+			ret = ibvf_errf(err, errlen, -EINVAL,
+					"GUID 0x%016llx is given twice with "
+					"different memberships",
+					(unsigned long long)s[i].guid);
 	free(s);
 	return ret;
 }
@@ -517,7 +524,7 @@ static int opensm_add(struct ibvf_sm_backend *b, uint16_t pkey,
 		      const struct ibvf_sm_member *members, size_t n,
 		      const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
 {
-	struct change c = { .pkey = pkey, .add = members, .n = n, .flags = flags };
+	struct change c = {.pkey = pkey, .add = members, .n = n, .flags = flags};
 	int ret;
 
 	if (n && !members)
@@ -528,10 +535,10 @@ static int opensm_add(struct ibvf_sm_backend *b, uint16_t pkey,
 	return ret ? ret : run_change(b, &c, err, errlen);
 }
 
-static int opensm_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *guids,
-			 size_t n, char *err, size_t errlen)
+static int opensm_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *guids, size_t n,
+			 char *err, size_t errlen)
 {
-	struct change c = { .pkey = pkey, .remove = guids, .n = n };
+	struct change c = {.pkey = pkey, .remove = guids, .n = n};
 
 	if (n && !guids)
 		return ibvf_errf(err, errlen, -EINVAL, "no GUID array");
@@ -563,7 +570,7 @@ static int list_admin(const struct pc_doc *doc, int pkey, ibvf_sm_list_cb cb, vo
 			int ret;
 
 			if (po->kind != PC_PORT_GUID)
-				continue;	/* ALL, SELF...: not a GUID */
+				continue; /* ALL, SELF...: not a GUID */
 			ret = cb(arg, pt->pkey, &m, false);
 			if (ret)
 				return ret;
@@ -580,8 +587,10 @@ static int opensm_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, 
 	int ret;
 
 	if (pkey < -1 || pkey > 0x7fff || !cb)
-		return ibvf_errf(err, errlen, -EINVAL, "list_members: PKey %d: expected -1 (all) "
-				 "or 0x0000..0x7fff, and a callback", pkey);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "list_members: PKey %d: expected -1 (all) "
+				 "or 0x0000..0x7fff, and a callback",
+				 pkey);
 	ret = load(b, &doc, &st, err, errlen);
 	if (ret)
 		return ret;
@@ -616,8 +625,10 @@ static int check_same_file(const struct opensm_cfg *cfg, pid_t pid, char *err, s
 		return 0;
 	if (!realpath(theirs, a) || !realpath(cfg->partition_file, b) || !strcmp(a, b))
 		return 0;
-	return ibvf_errf(err, errlen, -EINVAL, "opensm pid %d reads its partitions from %s, "
-			 "not from %s (partition_file)", (int)pid, theirs, cfg->partition_file);
+	return ibvf_errf(err, errlen, -EINVAL,
+			 "opensm pid %d reads its partitions from %s, "
+			 "not from %s (partition_file)",
+			 (int)pid, theirs, cfg->partition_file);
 }
 
 static int opensm_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen, char *err,
@@ -641,9 +652,10 @@ static int opensm_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen
 			snprintf(via, sizeof(via), "SMPs from %s", b->v.ops->name(b->v.ctx));
 	}
 	if (!ret)
-		snprintf(desc, desclen, "OpenSM pid %d; %s: %zu admin partitions (%zu warnings), "
-			 "%zu managed PKeys with %zu members; verification %s", (int)pid,
-			 b->cfg.partition_file, doc->n_admin, doc->file->n_warnings,
+		snprintf(desc, desclen,
+			 "OpenSM pid %d; %s: %zu admin partitions (%zu warnings), "
+			 "%zu managed PKeys with %zu members; verification %s",
+			 (int)pid, b->cfg.partition_file, doc->n_admin, doc->file->n_warnings,
 			 doc->managed.n, pc_managed_count(&doc->managed), via);
 	pc_doc_free(doc);
 	return ret;

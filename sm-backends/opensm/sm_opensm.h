@@ -19,19 +19,19 @@
 
 /** The backend's config (JSON object "sm.config"). */
 struct opensm_cfg {
-	char *partition_file;		/* default /etc/opensm/partitions.conf */
-	char *backup_file;		/* default <partition_file>.ibvf-prev */
-	char *lock_file;		/* default <partition_file>.ibvf-lock */
-	char *pid_file;			/* required */
-	uint32_t reload_timeout_ms;	/* SIGHUP → P_Keys confirmed; default 10000 */
-	uint32_t lock_timeout_ms;	/* wait for another ibvf writer; default 5000 */
-	enum pv_policy verify;		/* default PV_FABRIC */
-	char *umad_ca;			/* NULL: libibumad's first CA */
-	int umad_port;			/* 0: libibumad's default port */
-	uint32_t poll_min_ms;		/* first SMP poll interval; default 5 */
-	uint32_t poll_max_ms;		/* poll backoff cap; default 50 */
-	struct pc_props props;		/* properties of partitions ibvf creates */
-	bool index0;			/* default when add_members() gets no flags */
+	char *partition_file;	    /* default /etc/opensm/partitions.conf */
+	char *backup_file;	    /* default <partition_file>.ibvf-prev */
+	char *lock_file;	    /* default <partition_file>.ibvf-lock */
+	char *pid_file;		    /* required */
+	uint32_t reload_timeout_ms; /* SIGHUP → P_Keys confirmed; default 10000 */
+	uint32_t lock_timeout_ms;   /* wait for another ibvf writer; default 5000 */
+	enum pv_policy verify;	    /* default PV_FABRIC */
+	char *umad_ca;		    /* NULL: libibumad's first CA */
+	int umad_port;		    /* 0: libibumad's default port */
+	uint32_t poll_min_ms;	    /* first SMP poll interval; default 5 */
+	uint32_t poll_max_ms;	    /* poll backoff cap; default 50 */
+	struct pc_props props;	    /* properties of partitions ibvf creates */
+	bool index0;		    /* default when add_members() gets no flags */
 };
 
 /** opensm_cfg_parse() - parse @json (NULL = "{}") into @cfg; errors name the key. */

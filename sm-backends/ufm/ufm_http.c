@@ -22,7 +22,7 @@ struct ufm_http {
 	struct ufm_reply *reply;     /* reply being received */
 	bool too_big;
 	long timeout_ms;
-	char *secret;	     /* password or token, only to mask it in reasons */
+	char *secret;	    /* password or token, only to mask it in reasons */
 	char *secret_basic; /* base64 of "user:password", as sent in the header */
 	char curl_err[CURL_ERROR_SIZE];
 };

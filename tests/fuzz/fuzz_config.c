@@ -46,8 +46,7 @@ static void check_ranges(const struct ibvf_config *cfg)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const env[] = {"UFM_PASSWORD=hunter2", "DAEMON_PERIODIC_UPDATE=7",
-					  NULL};
+	static const char *const env[] = {"UFM_PASSWORD=hunter2", "DAEMON_PERIODIC_UPDATE=7", NULL};
 	char err[IBVF_ERR_LEN] = "", path[64], *text;
 	struct ibvf_config cfg;
 	struct opensm_cfg ocfg;

@@ -68,7 +68,7 @@ static void put(struct ibvf_sm_backend *b, uint16_t pkey, uint64_t guid, int mem
 		b->cap = b->cap ? b->cap * 2 : 64;
 		b->m = realloc(b->m, b->cap * sizeof(*b->m));
 	}
-	b->m[b->n++] = (struct member){ pkey, guid, mem, managed };
+	b->m[b->n++] = (struct member){pkey, guid, mem, managed};
 }
 
 static void drop(struct ibvf_sm_backend *b, uint16_t pkey, uint64_t guid)
@@ -126,7 +126,7 @@ static void enter(struct ibvf_sm_backend *b)
 	lat = b->ctl.latency_ms;
 	pthread_mutex_unlock(&b->lock);
 	if (lat) {
-		struct timespec ts = { lat / 1000, (long)(lat % 1000) * 1000000 };
+		struct timespec ts = {lat / 1000, (long)(lat % 1000) * 1000000};
 
 		nanosleep(&ts, NULL);
 	}
@@ -175,8 +175,8 @@ static int f_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen, cha
 	return ret;
 }
 
-static int f_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
-		 size_t n, const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
+static int f_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
+		 const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
 {
 	int ret = 0;
 
@@ -252,7 +252,7 @@ static int f_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void 
 	leave(b);
 	pthread_mutex_unlock(&b->lock);
 	for (size_t i = 0; i < n && !ret; i++) {
-		struct ibvf_sm_member m = { copy[i].guid, (enum ibvf_membership)copy[i].membership };
+		struct ibvf_sm_member m = {copy[i].guid, (enum ibvf_membership)copy[i].membership};
 
 		if (pkey < 0 || copy[i].pkey == pkey)
 			ret = cb(arg, copy[i].pkey, &m, copy[i].managed);

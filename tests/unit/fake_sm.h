@@ -16,16 +16,16 @@
 extern const struct ibvf_sm_ops fake_sm_ops;
 
 struct fake_sm_ctl {
-	unsigned latency_ms;		/* per call */
-	int fail_add;			/* next N add calls fail with fail_errno */
+	unsigned latency_ms; /* per call */
+	int fail_add;	     /* next N add calls fail with fail_errno */
 	int fail_remove;
 	int fail_list;
 	int fail_validate;
-	int fail_errno;			/* negative errno, default -ECONNREFUSED */
-	uint64_t bad_guid;		/* add with this GUID in it fails -EINVAL */
+	int fail_errno;	   /* negative errno, default -ECONNREFUSED */
+	uint64_t bad_guid; /* add with this GUID in it fails -EINVAL */
 	unsigned add_calls, remove_calls, list_calls, validate_calls;
-	unsigned max_batch;		/* largest n seen in one call */
-	bool concurrent_call_seen;	/* two calls overlapped: ABI violation */
+	unsigned max_batch;	   /* largest n seen in one call */
+	bool concurrent_call_seen; /* two calls overlapped: ABI violation */
 };
 
 /** fake_sm_new() - an instance (what init() would return). */

@@ -16,10 +16,10 @@
 #include "testutil.h"
 
 struct pool_fx {
-	char *dir;		/* temp root */
-	char *state;		/* <dir>/state: the pool's state directory */
-	char *db;		/* <state>/pool.db */
-	int64_t now;		/* fake clock, ms since the epoch */
+	char *dir;   /* temp root */
+	char *state; /* <dir>/state: the pool's state directory */
+	char *db;    /* <state>/pool.db */
+	int64_t now; /* fake clock, ms since the epoch */
 	struct ibvf_pool *p;
 	char err[IBVF_ERR_LEN];
 };
@@ -96,7 +96,7 @@ static inline void fx_owner(struct ibvf_owner *o, const char *cid, const char *i
 /* Allocate for container @cid (ifname net1); @want 0 = lowest. *@got set on success. */
 static inline int fx_alloc(struct pool_fx *f, const char *cid, uint64_t want, uint64_t *got)
 {
-	struct ibvf_alloc_request rq = { .vf_index = -1, .guid = want };
+	struct ibvf_alloc_request rq = {.vf_index = -1, .guid = want};
 	struct ibvf_alloc a;
 	int ret;
 
@@ -140,8 +140,9 @@ static inline void fx_sql(struct pool_fx *f, const char *sql)
 	sqlite3 *db = NULL;
 	char *msg = NULL;
 
-	assert_int_equal(sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
-			 SQLITE_OK);
+	assert_int_equal(
+		sqlite3_open_v2(f->db, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+		SQLITE_OK);
 	sqlite3_busy_timeout(db, 5000);
 	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
 		print_error("sql '%s': %s\n", sql, msg ? msg : "?");

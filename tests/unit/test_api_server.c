@@ -74,8 +74,7 @@ static void slow_fire(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
 }
 
 /* echo: answer at once; slow: after params.ms; stop: quit the loop */
-static void dispatch(void *ctx, const char *method, json_t *params, ibvf_reply_fn reply,
-		     void *rctx)
+static void dispatch(void *ctx, const char *method, json_t *params, ibvf_reply_fn reply, void *rctx)
 {
 	struct fx *f = ctx;
 
@@ -141,8 +140,7 @@ static int teardown(void **state)
 	char cmd[128], err[256];
 
 	/* ask the loop thread to stop itself */
-	assert_int_equal(ibvf_api_call(f->sock, "stop", NULL, 5000, &r, NULL, err, sizeof(err)),
-			 0);
+	assert_int_equal(ibvf_api_call(f->sock, "stop", NULL, 5000, &r, NULL, err, sizeof(err)), 0);
 	json_decref(r);
 	pthread_join(f->th, NULL);
 	ibvf_api_server_free(f->srv);
@@ -156,9 +154,9 @@ static int teardown(void **state)
 
 static int connect_to(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct timeval tv = { 10, 0 };
+	struct timeval tv = {10, 0};
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
@@ -237,8 +235,8 @@ static void test_client_library(void **state)
 	assert_int_equal(re.code, IBVF_RPC_METHOD_NOT_FOUND);
 	json_decref(p);
 	/* no daemon: a clear error callers can fall back on */
-	assert_int_equal(ibvf_api_call("/nonexistent/ibvfd.sock", "echo", NULL, 1000, &r, NULL,
-				       err, sizeof(err)),
+	assert_int_equal(ibvf_api_call("/nonexistent/ibvfd.sock", "echo", NULL, 1000, &r, NULL, err,
+				       sizeof(err)),
 			 -ENOENT);
 }
 
@@ -253,7 +251,8 @@ static void test_garbage_keeps_connection(void **state)
 	assert_int_equal(err_code(r), IBVF_RPC_PARSE_ERROR);
 	assert_true(json_is_null(json_object_get(r, "id")));
 	json_decref(r);
-	send_str(fd, "\x01\xff\xfe{{{\n[1,2]\n{\"jsonrpc\":\"1.0\",\"method\":\"echo\",\"id\":3}\n");
+	send_str(fd,
+		 "\x01\xff\xfe{{{\n[1,2]\n{\"jsonrpc\":\"1.0\",\"method\":\"echo\",\"id\":3}\n");
 	r = read_reply(fd);
 	assert_int_equal(err_code(r), IBVF_RPC_PARSE_ERROR);
 	json_decref(r);
@@ -265,11 +264,12 @@ static void test_garbage_keeps_connection(void **state)
 	assert_int_equal(json_integer_value(json_object_get(r, "id")), 3);
 	json_decref(r);
 	/* duplicate keys, wrong params type, unknown method, blank line, CRLF */
-	send_str(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"method\":\"x\",\"id\":4}\n"
-		     "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1],\"id\":5}\n"
-		     "\n\n"
-		     "{\"jsonrpc\":\"2.0\",\"method\":\"nope\",\"id\":6}\r\n"
-		     "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{},\"id\":\"seven\"}\r\n");
+	send_str(fd,
+		 "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"method\":\"x\",\"id\":4}\n"
+		 "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[1],\"id\":5}\n"
+		 "\n\n"
+		 "{\"jsonrpc\":\"2.0\",\"method\":\"nope\",\"id\":6}\r\n"
+		 "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{},\"id\":\"seven\"}\r\n");
 	r = read_reply(fd);
 	assert_int_equal(err_code(r), IBVF_RPC_PARSE_ERROR);
 	json_decref(r);
@@ -300,9 +300,9 @@ static void test_huge_line(void **state)
 	send_str(fd, big);
 	r = read_reply(fd);
 	assert_int_equal(err_code(r), IBVF_RPC_INVALID_REQUEST);
-	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(r, "error"),
-								 "message")),
-			       "longer than"));
+	assert_non_null(
+		strstr(json_string_value(json_object_get(json_object_get(r, "error"), "message")),
+		       "longer than"));
 	json_decref(r);
 	/* a line just over the limit, in a JSON string */
 	memcpy(big, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{\"s\":\"", 48);
@@ -332,9 +332,10 @@ static void test_pipelining(void **state)
 	for (int i = 1; i <= 10; i++) {
 		size_t l = strlen(buf);
 
-		snprintf(buf + l, sizeof(buf) - l,
-			 "{\"jsonrpc\":\"2.0\",\"method\":\"%s\",\"params\":{\"ms\":%d},\"id\":%d}\n",
-			 i % 2 ? "slow" : "echo", 50 - 4 * i, i);
+		snprintf(
+			buf + l, sizeof(buf) - l,
+			"{\"jsonrpc\":\"2.0\",\"method\":\"%s\",\"params\":{\"ms\":%d},\"id\":%d}\n",
+			i % 2 ? "slow" : "echo", 50 - 4 * i, i);
 	}
 	send_str(fd, buf);
 	for (int i = 0; i < 10; i++) {
@@ -377,7 +378,8 @@ static void test_disconnect_mid_request(void **state)
 	struct fx *f = *state;
 	int fd = connect_to(f->sock);
 
-	send_str(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"params\":{\"ms\":200},\"id\":1}\n");
+	send_str(fd,
+		 "{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"params\":{\"ms\":200},\"id\":1}\n");
 	usleep(50000);
 	close(fd);
 	for (int i = 0; i < 100; i++) {
@@ -424,8 +426,7 @@ static void test_wrong_uid(void **state)
 		if (fd < 0)
 			_exit(11);
 		/* no cmocka asserts in the child; the server may have closed already */
-		if (send(fd, "{}\n", 3, MSG_NOSIGNAL) < 0 && errno != EPIPE &&
-		    errno != ECONNRESET)
+		if (send(fd, "{}\n", 3, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
 			_exit(14);
 		r = read_reply(fd);
 		code = err_code(r);

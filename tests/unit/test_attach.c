@@ -45,8 +45,8 @@ struct fake_vfs {
 	pthread_mutex_t lock;
 	struct fvf vf[N_VFS];
 	char fail_program_pci[32];
-	int fail_program;	/* next N program calls fail */
-	int fail_port;		/* next N port waits fail */
+	int fail_program; /* next N program calls fail */
+	int fail_port;	  /* next N port waits fail */
 	unsigned program_calls;
 };
 
@@ -173,7 +173,7 @@ struct fx {
 	char dir[64];
 	struct ibvf_config cfg;
 	struct ibvf_loop *loop;
-	struct ibvf_pool *pool;	/* owned by the engine; used by tests when idle */
+	struct ibvf_pool *pool; /* owned by the engine; used by tests when idle */
 	struct ibvf_sm_backend *sm;
 	struct fake_sm_ctl *ctl;
 	struct ibvf_engine *e;
@@ -250,9 +250,8 @@ static void run_until(struct fx *f, int n)
 static void drain(struct fx *f)
 {
 	for (int i = 0; i < 200 && ibvf_engine_inflight(f->e); i++) {
-		struct ibvf_timer *t = ibvf_loop_timer(f->loop, 10, 0,
-						       (ibvf_timer_cb)(void (*)(void))ibvf_loop_quit,
-						       NULL);
+		struct ibvf_timer *t = ibvf_loop_timer(
+			f->loop, 10, 0, (ibvf_timer_cb)(void (*)(void))ibvf_loop_quit, NULL);
 		(void)t;
 		ibvf_loop_run(f->loop);
 		ibvf_timer_free(t);
@@ -290,19 +289,20 @@ static const char *pci_of(int i)
 static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct ibvf_engine_opts o = { 0 };
-	struct ibvf_pool_opts po = { 0 };
+	struct ibvf_engine_opts o = {0};
+	struct ibvf_pool_opts po = {0};
 	char path[128], err[512], cfgtext[1024];
 	FILE *fp;
 
 	snprintf(f->dir, sizeof(f->dir), "/tmp/ibvf-attach-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(path, sizeof(path), "%s/ibvfd.json", f->dir);
-	snprintf(cfgtext, sizeof(cfgtext),
-		 "{\"state_dir\": \"%s/state\", \"pool\": {\"ranges\": [{\"start\": "
-		 "\"0x%016llx\", \"end\": \"0x%016llx\"}], \"quarantine_s\": 60, \"sync\": \"normal\"},"
-		 " \"sm\": {\"batch_window_ms\": 20}%s}",
-		 f->dir, RANGE_START, RANGE_END, extra ? extra : "");
+	snprintf(
+		cfgtext, sizeof(cfgtext),
+		"{\"state_dir\": \"%s/state\", \"pool\": {\"ranges\": [{\"start\": "
+		"\"0x%016llx\", \"end\": \"0x%016llx\"}], \"quarantine_s\": 60, \"sync\": \"normal\"},"
+		" \"sm\": {\"batch_window_ms\": 20}%s}",
+		f->dir, RANGE_START, RANGE_END, extra ? extra : "");
 	fp = fopen(path, "w");
 	fputs(cfgtext, fp);
 	fclose(fp);
@@ -328,8 +328,8 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 	o.pool = f->pool;
 	o.sm_ops = &fake_sm_ops;
 	o.sm = f->sm;
-	o.vf = (struct ibvf_vf_ops){ f_lookup, f_program, f_list, NULL };
-	o.port = (struct ibvf_port_ops){ f_port_wait, NULL };
+	o.vf = (struct ibvf_vf_ops){f_lookup, f_program, f_list, NULL};
+	o.port = (struct ibvf_port_ops){f_port_wait, NULL};
 	o.cfg = &f->cfg;
 	o.seed = 7;
 	o.sm_retry_base_ms = 10;
@@ -373,9 +373,8 @@ static uint64_t guid_of(json_t *r)
 	uint64_t g = 0;
 
 	assert_non_null(r);
-	assert_int_equal(ibvf_guid_parse(json_string_value(json_object_get(r, "guid")), &g, NULL,
-					 0),
-			 0);
+	assert_int_equal(
+		ibvf_guid_parse(json_string_value(json_object_get(r, "guid")), &g, NULL, 0), 0);
 	return g;
 }
 
@@ -621,26 +620,25 @@ static void test_gc_list_status(void **state)
 	r = call(f, "list", json_pack("{s:i,s:i}", "limit", 1, "offset", 1));
 	assert_int_equal(json_array_size(json_object_get(r, "owners")), 1);
 	assert_int_equal(json_integer_value(json_object_get(r, "total")), 3);
-	r = call(f, "gc", json_pack("{s:s,s:[{s:s,s:s}]}", "network", "net-a", "valid",
-				    "container_id", "gc1", "ifname", "net1"));
+	r = call(f, "gc",
+		 json_pack("{s:s,s:[{s:s,s:s}]}", "network", "net-a", "valid", "container_id",
+			   "gc1", "ifname", "net1"));
 	assert_int_equal(f->code[0], 0);
 	rel = json_object_get(r, "released");
 	assert_int_equal(json_array_size(rel), 2);
 	r = call(f, "list", NULL);
 	assert_int_equal(json_array_size(json_object_get(r, "owners")), 1);
-	assert_string_equal(json_string_value(json_object_get(
-				    json_object_get(json_array_get(json_object_get(r, "owners"), 0),
-						    "owner"),
-				    "container_id")),
-			    "gc1");
+	assert_string_equal(
+		json_string_value(json_object_get(
+			json_object_get(json_array_get(json_object_get(r, "owners"), 0), "owner"),
+			"container_id")),
+		"gc1");
 	r = call(f, "status", NULL);
 	assert_true(json_is_true(json_object_get(r, "ready")));
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(r, "pool"),
-							    "allocated")),
-			 1);
-	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "backend"),
-							      "name")),
-			    "fake");
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(r, "pool"), "allocated")), 1);
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(r, "backend"), "name")), "fake");
 	call(f, "gc", json_pack("{s:s}", "network", "x"));
 	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
 }
@@ -729,7 +727,7 @@ static void test_release_sm_pending(void **state)
 static void test_reconcile(void **state)
 {
 	struct fx *f = *state;
-	struct ibvf_alloc_request req = { .vf_index = 40 };
+	struct ibvf_alloc_request req = {.vf_index = 40};
 	uint16_t pk = 0x8016;
 	struct ibvf_alloc mid, handed;
 	json_t *fnd = json_array(), *r;
@@ -788,7 +786,8 @@ static void test_reconcile(void **state)
 		json_t *it;
 		int kinds = 0;
 
-		json_array_foreach(fnd, i, it) {
+		json_array_foreach(fnd, i, it)
+		{
 			const char *k = json_string_value(json_object_get(it, "kind"));
 
 			kinds |= !strcmp(k, "mid-flight") << 0 | !strcmp(k, "sm-missing") << 1 |
@@ -820,7 +819,7 @@ static void test_reconcile(void **state)
 static void test_reconcile_sm_down(void **state)
 {
 	struct fx *f;
-	struct ibvf_alloc_request req = { .vf_index = 50 };
+	struct ibvf_alloc_request req = {.vf_index = 50};
 	uint16_t pk = 0x8017;
 	struct ibvf_alloc mid, a;
 	int64_t t0;
@@ -886,6 +885,7 @@ int main(void)
 		cmocka_unit_test(test_reconcile_sm_down),
 	};
 
-	ibvf_log_init("test_attach", IBVF_LOG_STDERR, getenv("IBVF_TEST_DEBUG") ? LOG_DEBUG : LOG_ERR);
+	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
+		      getenv("IBVF_TEST_DEBUG") ? LOG_DEBUG : LOG_ERR);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

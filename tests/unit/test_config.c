@@ -16,7 +16,7 @@
 
 struct fixture {
 	char *dir;
-	char *file;	/* <dir>/ibvfd.json */
+	char *file; /* <dir>/ibvfd.json */
 	struct ibvf_config cfg;
 	bool loaded;
 	char err[IBVF_ERR_LEN];
@@ -76,8 +76,9 @@ static char *print_config(const struct ibvf_config *cfg)
 	return buf;
 }
 
-#define RANGE1 "\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", " \
-	       "\"end\": \"02:00:00:00:00:00:ff:ff\"}]}"
+#define RANGE1                                                                                     \
+	"\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", "                        \
+	"\"end\": \"02:00:00:00:00:00:ff:ff\"}]}"
 
 /* ----------------------------------------------------------- defaults -- */
 
@@ -216,8 +217,8 @@ static void test_edge_values_accepted(void **state)
 	assert_int_equal(f->cfg.sm.batch_max, 1000000);
 	assert_int_equal(f->cfg.vf.rebind_timeout_ms, 600000);
 	assert_int_equal(f->cfg.api.n_allowed_uids, IBVF_MAX_ALLOWED_UIDS);
-	for (const char *const *l = (const char *const[]){ "error", "err", "warning", "warn",
-							    "notice", "info", "debug", NULL };
+	for (const char *const *l = (const char *const[]){"error", "err", "warning", "warn",
+							  "notice", "info", "debug", NULL};
 	     *l; l++) {
 		char json[64];
 
@@ -238,104 +239,101 @@ static const struct {
 	const char *frag;
 } bad[] = {
 	/* not an object / syntax */
-	{ "[]", "expected a JSON object" },
-	{ "42", "%F:1:" },
-	{ "{\"state_dir\": \"/x\",}", "%F:1:" },
-	{ "{\"state_dir\": \"/x\", \"state_dir\": \"/y\"}", "duplicate object key" },
-	{ "", "%F:" },
+	{"[]", "expected a JSON object"},
+	{"42", "%F:1:"},
+	{"{\"state_dir\": \"/x\",}", "%F:1:"},
+	{"{\"state_dir\": \"/x\", \"state_dir\": \"/y\"}", "duplicate object key"},
+	{"", "%F:"},
 	/* top-level keys */
-	{ "{\"state_dir\": 5}", "%F: state_dir: expected a string" },
-	{ "{\"state_dir\": null}", "%F: state_dir: expected a string" },
-	{ "{\"state_dir\": \"a\\u0000b\"}", "%F:" },
-	{ "{\"run_dir\": []}", "%F: run_dir: expected a string" },
-	{ "{\"sysfs_root\": true}", "%F: sysfs_root: expected a string" },
+	{"{\"state_dir\": 5}", "%F: state_dir: expected a string"},
+	{"{\"state_dir\": null}", "%F: state_dir: expected a string"},
+	{"{\"state_dir\": \"a\\u0000b\"}", "%F:"},
+	{"{\"run_dir\": []}", "%F: run_dir: expected a string"},
+	{"{\"sysfs_root\": true}", "%F: sysfs_root: expected a string"},
 	/* relative paths: ibvfd and ibvfctl would use different stores, sockets, trees */
-	{ "{\"state_dir\": \"var/lib/ibvf\"}",
-	  "%F: state_dir: 'var/lib/ibvf' is not an absolute path" },
-	{ "{\"state_dir\": \"\"}", "%F: state_dir: '' is not an absolute path" },
-	{ "{\"run_dir\": \"./run\"}", "%F: run_dir: './run' is not an absolute path" },
-	{ "{\"sysfs_root\": \"sys\"}", "%F: sysfs_root: 'sys' is not an absolute path" },
-	{ "{\"sm\": {\"module_dir\": \"lib/sm\"}}",
-	  "%F: sm.module_dir: 'lib/sm' is not an absolute path" },
-	{ "{\"api\": {\"socket\": \"ibvfd.sock\"}}",
-	  "%F: api.socket: 'ibvfd.sock' is not an absolute path" },
-	{ "{\"log_level\": 7}", "%F: log_level: expected a string" },
-	{ "{\"log_level\": \"verbose\"}", "%F: log_level: expected error, warning" },
-	{ "{\"allow_default_pkey\": \"yes\"}", "%F: allow_default_pkey: expected true or false" },
-	{ "{\"allow_default_pkey\": 1}", "%F: allow_default_pkey: expected true or false" },
+	{"{\"state_dir\": \"var/lib/ibvf\"}",
+	 "%F: state_dir: 'var/lib/ibvf' is not an absolute path"},
+	{"{\"state_dir\": \"\"}", "%F: state_dir: '' is not an absolute path"},
+	{"{\"run_dir\": \"./run\"}", "%F: run_dir: './run' is not an absolute path"},
+	{"{\"sysfs_root\": \"sys\"}", "%F: sysfs_root: 'sys' is not an absolute path"},
+	{"{\"sm\": {\"module_dir\": \"lib/sm\"}}",
+	 "%F: sm.module_dir: 'lib/sm' is not an absolute path"},
+	{"{\"api\": {\"socket\": \"ibvfd.sock\"}}",
+	 "%F: api.socket: 'ibvfd.sock' is not an absolute path"},
+	{"{\"log_level\": 7}", "%F: log_level: expected a string"},
+	{"{\"log_level\": \"verbose\"}", "%F: log_level: expected error, warning"},
+	{"{\"allow_default_pkey\": \"yes\"}", "%F: allow_default_pkey: expected true or false"},
+	{"{\"allow_default_pkey\": 1}", "%F: allow_default_pkey: expected true or false"},
 	/* pool */
-	{ "{\"pool\": []}", "%F: pool: expected an object" },
-	{ "{\"pool\": {\"ranges\": {}}}", "%F: pool.ranges: expected a non-empty array" },
-	{ "{\"pool\": {\"ranges\": []}}", "%F: pool.ranges: expected a non-empty array" },
-	{ "{\"pool\": {\"ranges\": [\"02:00:00:00:00:00:00:01\"]}}",
-	  "%F: pool.ranges[0]: expected a JSON object" },
-	{ "{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\"}]}}",
-	  "%F: pool.ranges[0].end: required GUID string" },
-	{ "{\"pool\": {\"ranges\": [{\"end\": \"02:00:00:00:00:00:00:01\"}]}}",
-	  "%F: pool.ranges[0].start: required GUID string" },
-	{ "{\"pool\": {\"ranges\": [{\"start\": 1, \"end\": \"02:00:00:00:00:00:00:01\"}]}}",
-	  "%F: pool.ranges[0].start: required GUID string" },
-	{ "{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", "
-	  "\"end\": \"02:00:00:00:00:00:00:0x\"}]}}",
-	  "%F: pool.ranges[0].end: invalid GUID '02:00:00:00:00:00:00:0x'" },
-	{ "{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", "
-	  "\"end\": \"02:00:00:00:00:00:00:05\"}, {\"start\": \"bogus\", "
-	  "\"end\": \"02:00:00:00:00:00:00:09\"}]}}",
-	  "%F: pool.ranges[1].start: invalid GUID 'bogus'" },
-	{ "{\"pool\": {\"quarantine_s\": \"60\"}}",
-	  "%F: pool.quarantine_s: expected an integer in 0..2592000" },
-	{ "{\"pool\": {\"quarantine_s\": 1.5}}",
-	  "%F: pool.quarantine_s: expected an integer" },
-	{ "{\"pool\": {\"quarantine_s\": -1}}",
-	  "%F: pool.quarantine_s: -1 is out of range 0..2592000" },
-	{ "{\"pool\": {\"quarantine_s\": 2592001}}",
-	  "%F: pool.quarantine_s: 2592001 is out of range" },
-	{ "{\"pool\": {\"sync\": true}}", "%F: pool.sync: expected a string" },
-	{ "{\"pool\": {\"sync\": \"off\"}}", "%F: pool.sync: expected \"full\" or \"normal\"" },
-	{ "{\"pool\": {\"sync\": \"FULL\"}}", "%F: pool.sync: expected \"full\" or \"normal\"" },
+	{"{\"pool\": []}", "%F: pool: expected an object"},
+	{"{\"pool\": {\"ranges\": {}}}", "%F: pool.ranges: expected a non-empty array"},
+	{"{\"pool\": {\"ranges\": []}}", "%F: pool.ranges: expected a non-empty array"},
+	{"{\"pool\": {\"ranges\": [\"02:00:00:00:00:00:00:01\"]}}",
+	 "%F: pool.ranges[0]: expected a JSON object"},
+	{"{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\"}]}}",
+	 "%F: pool.ranges[0].end: required GUID string"},
+	{"{\"pool\": {\"ranges\": [{\"end\": \"02:00:00:00:00:00:00:01\"}]}}",
+	 "%F: pool.ranges[0].start: required GUID string"},
+	{"{\"pool\": {\"ranges\": [{\"start\": 1, \"end\": \"02:00:00:00:00:00:00:01\"}]}}",
+	 "%F: pool.ranges[0].start: required GUID string"},
+	{"{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", "
+	 "\"end\": \"02:00:00:00:00:00:00:0x\"}]}}",
+	 "%F: pool.ranges[0].end: invalid GUID '02:00:00:00:00:00:00:0x'"},
+	{"{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", "
+	 "\"end\": \"02:00:00:00:00:00:00:05\"}, {\"start\": \"bogus\", "
+	 "\"end\": \"02:00:00:00:00:00:00:09\"}]}}",
+	 "%F: pool.ranges[1].start: invalid GUID 'bogus'"},
+	{"{\"pool\": {\"quarantine_s\": \"60\"}}",
+	 "%F: pool.quarantine_s: expected an integer in 0..2592000"},
+	{"{\"pool\": {\"quarantine_s\": 1.5}}", "%F: pool.quarantine_s: expected an integer"},
+	{"{\"pool\": {\"quarantine_s\": -1}}",
+	 "%F: pool.quarantine_s: -1 is out of range 0..2592000"},
+	{"{\"pool\": {\"quarantine_s\": 2592001}}",
+	 "%F: pool.quarantine_s: 2592001 is out of range"},
+	{"{\"pool\": {\"sync\": true}}", "%F: pool.sync: expected a string"},
+	{"{\"pool\": {\"sync\": \"off\"}}", "%F: pool.sync: expected \"full\" or \"normal\""},
+	{"{\"pool\": {\"sync\": \"FULL\"}}", "%F: pool.sync: expected \"full\" or \"normal\""},
 	/* sm */
-	{ "{\"sm\": \"ufm\"}", "%F: sm: expected an object" },
-	{ "{\"sm\": {\"backend\": 1}}", "%F: sm.backend: expected a string" },
-	{ "{\"sm\": {\"module_dir\": false}}", "%F: sm.module_dir: expected a string" },
-	{ "{\"sm\": {\"config\": \"x\"}}", "%F: sm.config: expected an object" },
-	{ "{\"sm\": {\"config\": []}}", "%F: sm.config: expected an object" },
-	{ "{\"sm\": {\"periodic_update_s\": 0}}",
-	  "%F: sm.periodic_update_s: 0 is out of range 1..86400" },
-	{ "{\"sm\": {\"periodic_update_s\": 86401}}",
-	  "%F: sm.periodic_update_s: 86401 is out of range 1..86400" },
-	{ "{\"sm\": {\"periodic_update_s\": \"5\"}}",
-	  "%F: sm.periodic_update_s: expected an integer in 1..86400" },
-	{ "{\"sm\": {\"batch_window_ms\": 10001}}",
-	  "%F: sm.batch_window_ms: 10001 is out of range 0..10000" },
-	{ "{\"sm\": {\"batch_window_ms\": -5}}",
-	  "%F: sm.batch_window_ms: -5 is out of range 0..10000" },
-	{ "{\"sm\": {\"batch_max\": 0}}", "%F: sm.batch_max: 0 is out of range 1..1000000" },
-	{ "{\"sm\": {\"batch_max\": 1000001}}",
-	  "%F: sm.batch_max: 1000001 is out of range 1..1000000" },
-	{ "{\"sm\": {\"batch_max\": null}}", "%F: sm.batch_max: expected an integer" },
+	{"{\"sm\": \"ufm\"}", "%F: sm: expected an object"},
+	{"{\"sm\": {\"backend\": 1}}", "%F: sm.backend: expected a string"},
+	{"{\"sm\": {\"module_dir\": false}}", "%F: sm.module_dir: expected a string"},
+	{"{\"sm\": {\"config\": \"x\"}}", "%F: sm.config: expected an object"},
+	{"{\"sm\": {\"config\": []}}", "%F: sm.config: expected an object"},
+	{"{\"sm\": {\"periodic_update_s\": 0}}",
+	 "%F: sm.periodic_update_s: 0 is out of range 1..86400"},
+	{"{\"sm\": {\"periodic_update_s\": 86401}}",
+	 "%F: sm.periodic_update_s: 86401 is out of range 1..86400"},
+	{"{\"sm\": {\"periodic_update_s\": \"5\"}}",
+	 "%F: sm.periodic_update_s: expected an integer in 1..86400"},
+	{"{\"sm\": {\"batch_window_ms\": 10001}}",
+	 "%F: sm.batch_window_ms: 10001 is out of range 0..10000"},
+	{"{\"sm\": {\"batch_window_ms\": -5}}",
+	 "%F: sm.batch_window_ms: -5 is out of range 0..10000"},
+	{"{\"sm\": {\"batch_max\": 0}}", "%F: sm.batch_max: 0 is out of range 1..1000000"},
+	{"{\"sm\": {\"batch_max\": 1000001}}",
+	 "%F: sm.batch_max: 1000001 is out of range 1..1000000"},
+	{"{\"sm\": {\"batch_max\": null}}", "%F: sm.batch_max: expected an integer"},
 	/* vf */
-	{ "{\"vf\": 1}", "%F: vf: expected an object" },
-	{ "{\"vf\": {\"driver\": 1}}", "%F: vf.driver: expected a string" },
-	{ "{\"vf\": {\"driver\": \"sysfs\"}}",
-	  "%F: vf.driver: expected \"netlink\", \"ibsim\" (labs) or \"fake\" (tests)" },
-	{ "{\"vf\": {\"rebind_timeout_ms\": 0}}",
-	  "%F: vf.rebind_timeout_ms: 0 is out of range 1..600000" },
-	{ "{\"vf\": {\"rebind_timeout_ms\": 600001}}",
-	  "%F: vf.rebind_timeout_ms: 600001 is out of range 1..600000" },
-	{ "{\"vf\": {\"ibsim\": true}}", "%F: vf.ibsim: expected an object" },
+	{"{\"vf\": 1}", "%F: vf: expected an object"},
+	{"{\"vf\": {\"driver\": 1}}", "%F: vf.driver: expected a string"},
+	{"{\"vf\": {\"driver\": \"sysfs\"}}",
+	 "%F: vf.driver: expected \"netlink\", \"ibsim\" (labs) or \"fake\" (tests)"},
+	{"{\"vf\": {\"rebind_timeout_ms\": 0}}",
+	 "%F: vf.rebind_timeout_ms: 0 is out of range 1..600000"},
+	{"{\"vf\": {\"rebind_timeout_ms\": 600001}}",
+	 "%F: vf.rebind_timeout_ms: 600001 is out of range 1..600000"},
+	{"{\"vf\": {\"ibsim\": true}}", "%F: vf.ibsim: expected an object"},
 	/* api */
-	{ "{\"api\": []}", "%F: api: expected an object" },
-	{ "{\"api\": {\"socket\": 1}}", "%F: api.socket: expected a string" },
-	{ "{\"api\": {\"allowed_uids\": 0}}", "%F: api.allowed_uids: expected 1..16 user IDs" },
-	{ "{\"api\": {\"allowed_uids\": []}}", "%F: api.allowed_uids: expected 1..16 user IDs" },
-	{ "{\"api\": {\"allowed_uids\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}}",
-	  "%F: api.allowed_uids: expected 1..16 user IDs" },
-	{ "{\"api\": {\"allowed_uids\": [0, -1]}}",
-	  "%F: api.allowed_uids: entry 1 is not a uid" },
-	{ "{\"api\": {\"allowed_uids\": [\"root\"]}}",
-	  "%F: api.allowed_uids: entry 0 is not a uid" },
-	{ "{\"api\": {\"allowed_uids\": [2147483648]}}",
-	  "%F: api.allowed_uids: entry 0 is not a uid" },
+	{"{\"api\": []}", "%F: api: expected an object"},
+	{"{\"api\": {\"socket\": 1}}", "%F: api.socket: expected a string"},
+	{"{\"api\": {\"allowed_uids\": 0}}", "%F: api.allowed_uids: expected 1..16 user IDs"},
+	{"{\"api\": {\"allowed_uids\": []}}", "%F: api.allowed_uids: expected 1..16 user IDs"},
+	{"{\"api\": {\"allowed_uids\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}}",
+	 "%F: api.allowed_uids: expected 1..16 user IDs"},
+	{"{\"api\": {\"allowed_uids\": [0, -1]}}", "%F: api.allowed_uids: entry 1 is not a uid"},
+	{"{\"api\": {\"allowed_uids\": [\"root\"]}}", "%F: api.allowed_uids: entry 0 is not a uid"},
+	{"{\"api\": {\"allowed_uids\": [2147483648]}}",
+	 "%F: api.allowed_uids: entry 0 is not a uid"},
 };
 
 /* Replace "%F" in @frag by @file. */
@@ -372,16 +370,16 @@ static const struct {
 	const char *json;
 	const char *frag;
 } unknown[] = {
-	{ "{\"state_directory\": \"/x\"}", "%F: state_directory: unknown key" },
-	{ "{\"pool\": {\"range\": []}}", "%F: pool.range: unknown key" },
-	{ "{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", "
-	  "\"end\": \"02:00:00:00:00:00:00:05\", \"step\": 1}]}}",
-	  "%F: pool.ranges[0].step: unknown key" },
-	{ "{\"pool\": {\"quarantine\": 60}}", "%F: pool.quarantine: unknown key" },
-	{ "{\"sm\": {\"plugin\": \"ufm\"}}", "%F: sm.plugin: unknown key" },
-	{ "{\"vf\": {\"rebind_timeout\": 5}}", "%F: vf.rebind_timeout: unknown key" },
-	{ "{\"api\": {\"sock\": \"/x\"}}", "%F: api.sock: unknown key" },
-	{ "{\"Pool\": {}}", "%F: Pool: unknown key" },
+	{"{\"state_directory\": \"/x\"}", "%F: state_directory: unknown key"},
+	{"{\"pool\": {\"range\": []}}", "%F: pool.range: unknown key"},
+	{"{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", "
+	 "\"end\": \"02:00:00:00:00:00:00:05\", \"step\": 1}]}}",
+	 "%F: pool.ranges[0].step: unknown key"},
+	{"{\"pool\": {\"quarantine\": 60}}", "%F: pool.quarantine: unknown key"},
+	{"{\"sm\": {\"plugin\": \"ufm\"}}", "%F: sm.plugin: unknown key"},
+	{"{\"vf\": {\"rebind_timeout\": 5}}", "%F: vf.rebind_timeout: unknown key"},
+	{"{\"api\": {\"sock\": \"/x\"}}", "%F: api.sock: unknown key"},
+	{"{\"Pool\": {}}", "%F: Pool: unknown key"},
 };
 
 static void test_unknown_keys(void **state)
@@ -404,43 +402,43 @@ static const struct {
 	const char *frag;   /* NULL: accepted */
 } ranges[] = {
 	/* start > end */
-	{ "[{\"start\": \"02:00:00:00:00:00:00:10\", \"end\": \"02:00:00:00:00:00:00:0f\"}]",
-	  "pool.ranges[0]: start is greater than end" },
+	{"[{\"start\": \"02:00:00:00:00:00:00:10\", \"end\": \"02:00:00:00:00:00:00:0f\"}]",
+	 "pool.ranges[0]: start is greater than end"},
 	/* containing 0 or all-ones as a member */
-	{ "[{\"start\": \"00:00:00:00:00:00:00:00\", \"end\": \"00:00:00:00:00:00:00:ff\"}]",
-	  "pool.ranges[0]: range contains the invalid GUID 00:00:00:00:00:00:00:00" },
-	{ "[{\"start\": \"00:00:00:00:00:00:00:00\", \"end\": \"00:00:00:00:00:00:00:00\"}]",
-	  "range contains the invalid GUID 00:00:00:00:00:00:00:00" },
-	{ "[{\"start\": \"ff:ff:ff:ff:ff:ff:ff:00\", \"end\": \"ff:ff:ff:ff:ff:ff:ff:ff\"}]",
-	  "pool.ranges[0]: range contains the invalid GUID ff:ff:ff:ff:ff:ff:ff:ff" },
-	{ "[{\"start\": \"ff:ff:ff:ff:ff:ff:ff:ff\", \"end\": \"ff:ff:ff:ff:ff:ff:ff:ff\"}]",
-	  "range contains the invalid GUID ff:ff:ff:ff:ff:ff:ff:ff" },
-	{ "[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"},"
-	  " {\"start\": \"00:00:00:00:00:00:00:00\", \"end\": \"00:00:00:00:00:00:00:01\"}]",
-	  "pool.ranges[1]: range contains the invalid GUID 00:00:00:00:00:00:00:00" },
+	{"[{\"start\": \"00:00:00:00:00:00:00:00\", \"end\": \"00:00:00:00:00:00:00:ff\"}]",
+	 "pool.ranges[0]: range contains the invalid GUID 00:00:00:00:00:00:00:00"},
+	{"[{\"start\": \"00:00:00:00:00:00:00:00\", \"end\": \"00:00:00:00:00:00:00:00\"}]",
+	 "range contains the invalid GUID 00:00:00:00:00:00:00:00"},
+	{"[{\"start\": \"ff:ff:ff:ff:ff:ff:ff:00\", \"end\": \"ff:ff:ff:ff:ff:ff:ff:ff\"}]",
+	 "pool.ranges[0]: range contains the invalid GUID ff:ff:ff:ff:ff:ff:ff:ff"},
+	{"[{\"start\": \"ff:ff:ff:ff:ff:ff:ff:ff\", \"end\": \"ff:ff:ff:ff:ff:ff:ff:ff\"}]",
+	 "range contains the invalid GUID ff:ff:ff:ff:ff:ff:ff:ff"},
+	{"[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"},"
+	 " {\"start\": \"00:00:00:00:00:00:00:00\", \"end\": \"00:00:00:00:00:00:00:01\"}]",
+	 "pool.ranges[1]: range contains the invalid GUID 00:00:00:00:00:00:00:00"},
 	/* overlap: identical, nested, touching one GUID, given out of order */
-	{ "[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"},"
-	  " {\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"}]",
-	  "pool.ranges: ranges overlap at 02:00:00:00:00:00:00:01" },
-	{ "[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:ff\"},"
-	  " {\"start\": \"02:00:00:00:00:00:00:10\", \"end\": \"02:00:00:00:00:00:00:20\"}]",
-	  "ranges overlap at 02:00:00:00:00:00:00:10..02:00:00:00:00:00:00:20 (range "
-	  "02:00:00:00:00:00:00:01..02:00:00:00:00:00:00:ff holds them too)" },
-	{ "[{\"start\": \"02:00:00:00:00:00:00:05\", \"end\": \"02:00:00:00:00:00:00:09\"},"
-	  " {\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"}]",
-	  "ranges overlap at 02:00:00:00:00:00:00:05" },
-	{ "[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:03\"},"
-	  " {\"start\": \"02:00:00:00:00:00:01:00\", \"end\": \"02:00:00:00:00:00:02:00\"},"
-	  " {\"start\": \"02:00:00:00:00:00:01:ff\", \"end\": \"02:00:00:00:00:00:03:00\"}]",
-	  "ranges overlap at 02:00:00:00:00:00:01:ff" },
+	{"[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"},"
+	 " {\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"}]",
+	 "pool.ranges: ranges overlap at 02:00:00:00:00:00:00:01"},
+	{"[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:ff\"},"
+	 " {\"start\": \"02:00:00:00:00:00:00:10\", \"end\": \"02:00:00:00:00:00:00:20\"}]",
+	 "ranges overlap at 02:00:00:00:00:00:00:10..02:00:00:00:00:00:00:20 (range "
+	 "02:00:00:00:00:00:00:01..02:00:00:00:00:00:00:ff holds them too)"},
+	{"[{\"start\": \"02:00:00:00:00:00:00:05\", \"end\": \"02:00:00:00:00:00:00:09\"},"
+	 " {\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"}]",
+	 "ranges overlap at 02:00:00:00:00:00:00:05"},
+	{"[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:03\"},"
+	 " {\"start\": \"02:00:00:00:00:00:01:00\", \"end\": \"02:00:00:00:00:00:02:00\"},"
+	 " {\"start\": \"02:00:00:00:00:00:01:ff\", \"end\": \"02:00:00:00:00:00:03:00\"}]",
+	 "ranges overlap at 02:00:00:00:00:00:01:ff"},
 	/* accepted: adjacent, single GUID, the assignable extremes */
-	{ "[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"},"
-	  " {\"start\": \"02:00:00:00:00:00:00:06\", \"end\": \"02:00:00:00:00:00:00:06\"}]",
-	  NULL },
-	{ "[{\"start\": \"00:00:00:00:00:00:00:01\", \"end\": \"ff:ff:ff:ff:ff:ff:ff:fe\"}]", NULL },
-	{ "[{\"start\": \"ff:ff:ff:ff:ff:ff:ff:fe\", \"end\": \"ff:ff:ff:ff:ff:ff:ff:fe\"},"
-	  " {\"start\": \"00:00:00:00:00:00:00:01\", \"end\": \"00:00:00:00:00:00:00:01\"}]",
-	  NULL },
+	{"[{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": \"02:00:00:00:00:00:00:05\"},"
+	 " {\"start\": \"02:00:00:00:00:00:00:06\", \"end\": \"02:00:00:00:00:00:00:06\"}]",
+	 NULL},
+	{"[{\"start\": \"00:00:00:00:00:00:00:01\", \"end\": \"ff:ff:ff:ff:ff:ff:ff:fe\"}]", NULL},
+	{"[{\"start\": \"ff:ff:ff:ff:ff:ff:ff:fe\", \"end\": \"ff:ff:ff:ff:ff:ff:ff:fe\"},"
+	 " {\"start\": \"00:00:00:00:00:00:00:01\", \"end\": \"00:00:00:00:00:00:00:01\"}]",
+	 NULL},
 };
 
 static void test_ranges(void **state)
@@ -473,22 +471,21 @@ static void test_parse_ranges_direct(void **state)
 	char err[IBVF_ERR_LEN];
 	struct ibvf_guid_range *r = NULL;
 	size_t n = 0;
-	json_t *arr = json_loads("[{\"start\": \"0x0000000000000010\", \"end\": \"0x20\"}]", 0,
-				 NULL);
+	json_t *arr =
+		json_loads("[{\"start\": \"0x0000000000000010\", \"end\": \"0x20\"}]", 0, NULL);
 
 	(void)state;
 	assert_non_null(arr);
-	assert_int_equal(ibvf_parse_guid_ranges("f.json", "x.ranges", arr, &r, &n, err,
-						 sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+		ibvf_parse_guid_ranges("f.json", "x.ranges", arr, &r, &n, err, sizeof(err)),
+		-EINVAL);
 	assert_contains(err, "f.json: x.ranges[0].end: invalid GUID '0x20'");
 	assert_null(r);
 	json_decref(arr);
 	arr = json_loads("[{\"start\": \"0x0000000000000010\", \"end\": \"0x0000000000000020\"}]",
 			 0, NULL);
-	assert_int_equal(ibvf_parse_guid_ranges("f.json", "x.ranges", arr, &r, &n, err,
-						 sizeof(err)),
-			 0);
+	assert_int_equal(
+		ibvf_parse_guid_ranges("f.json", "x.ranges", arr, &r, &n, err, sizeof(err)), 0);
 	assert_int_equal(n, 1);
 	assert_true(r[0].start == 0x10 && r[0].end == 0x20);
 	free(r);
@@ -518,7 +515,8 @@ static void test_env_overrides(void **state)
 
 	/* the environment overrides the file; keys the env does not set stay */
 	assert_int_equal(load(f,
-			      "{" RANGE1 ", \"sm\": {\"backend\": \"noop\", \"periodic_update_s\": 9,"
+			      "{" RANGE1
+			      ", \"sm\": {\"backend\": \"noop\", \"periodic_update_s\": 9,"
 			      " \"config\": {\"address\": \"file.example\", \"timeout_ms\": 700}}}",
 			      env),
 			 0);
@@ -542,9 +540,8 @@ static void test_env_overrides(void **state)
 static void test_env_without_file(void **state)
 {
 	struct fixture *f = *state;
-	const char *env[] = { "GUID_POOL_RANGE_START=0x0200000000000001",
-			      "GUID_POOL_RANGE_END=0x02000000000000ff", "UFM_PORT=443", NULL,
-			      NULL };
+	const char *env[] = {"GUID_POOL_RANGE_START=0x0200000000000001",
+			     "GUID_POOL_RANGE_END=0x02000000000000ff", "UFM_PORT=443", NULL, NULL};
 	struct ibvf_config c;
 	char err[IBVF_ERR_LEN];
 	char *missing = tu_path(f->dir, "absent.json");
@@ -567,34 +564,34 @@ static const struct {
 	const char *env[3];
 	const char *frag;
 } bad_env[] = {
-	{ { "GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01" },
-	  "<environment>: GUID_POOL_RANGE_END: both GUID_POOL_RANGE_START and "
-	  "GUID_POOL_RANGE_END must be set" },
-	{ { "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01" },
-	  "<environment>: GUID_POOL_RANGE_START: both" },
-	{ { "GUID_POOL_RANGE_START=02:00:00:00:00:00:00:10",
-	    "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01" },
-	  "GUID_POOL_RANGE_START..END[0]: start is greater than end" },
-	{ { "GUID_POOL_RANGE_START=00:00:00:00:00:00:00:00",
-	    "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01" },
-	  "range contains the invalid GUID 00:00:00:00:00:00:00:00" },
-	{ { "GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01",
-	    "GUID_POOL_RANGE_END=FF:FF:FF:FF:FF:FF:FF:FF" },
-	  "range contains the invalid GUID ff:ff:ff:ff:ff:ff:ff:ff" },
-	{ { "GUID_POOL_RANGE_START=02:00", "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01" },
-	  "GUID_POOL_RANGE_START..END[0].start: invalid GUID '02:00'" },
-	{ { "DAEMON_PERIODIC_UPDATE=0" },
-	  "<environment>: DAEMON_PERIODIC_UPDATE: '0' is not a number of seconds in 1..86400" },
-	{ { "DAEMON_PERIODIC_UPDATE=5s" }, "DAEMON_PERIODIC_UPDATE: '5s' is not a number" },
-	{ { "DAEMON_PERIODIC_UPDATE=86401" }, "DAEMON_PERIODIC_UPDATE: '86401' is not" },
-	{ { "DAEMON_PERIODIC_UPDATE=-5" }, "DAEMON_PERIODIC_UPDATE: '-5' is not" },
-	{ { "DAEMON_PERIODIC_UPDATE=99999999999999999999999" },
-	  "DAEMON_PERIODIC_UPDATE: '99999999999999999999999' is not" },
-	{ { "GUID_POOL_RANGE_START=", "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01" },
-	  "GUID_POOL_RANGE_START..END[0].start: empty GUID" },
-	{ { "UFM_PORT=0" }, "<environment>: UFM_PORT: '0' is not a TCP port" },
-	{ { "UFM_PORT=65536" }, "UFM_PORT: '65536' is not a TCP port" },
-	{ { "UFM_PORT=https" }, "UFM_PORT: 'https' is not a TCP port" },
+	{{"GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01"},
+	 "<environment>: GUID_POOL_RANGE_END: both GUID_POOL_RANGE_START and "
+	 "GUID_POOL_RANGE_END must be set"},
+	{{"GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01"},
+	 "<environment>: GUID_POOL_RANGE_START: both"},
+	{{"GUID_POOL_RANGE_START=02:00:00:00:00:00:00:10",
+	  "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01"},
+	 "GUID_POOL_RANGE_START..END[0]: start is greater than end"},
+	{{"GUID_POOL_RANGE_START=00:00:00:00:00:00:00:00",
+	  "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01"},
+	 "range contains the invalid GUID 00:00:00:00:00:00:00:00"},
+	{{"GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01",
+	  "GUID_POOL_RANGE_END=FF:FF:FF:FF:FF:FF:FF:FF"},
+	 "range contains the invalid GUID ff:ff:ff:ff:ff:ff:ff:ff"},
+	{{"GUID_POOL_RANGE_START=02:00", "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01"},
+	 "GUID_POOL_RANGE_START..END[0].start: invalid GUID '02:00'"},
+	{{"DAEMON_PERIODIC_UPDATE=0"},
+	 "<environment>: DAEMON_PERIODIC_UPDATE: '0' is not a number of seconds in 1..86400"},
+	{{"DAEMON_PERIODIC_UPDATE=5s"}, "DAEMON_PERIODIC_UPDATE: '5s' is not a number"},
+	{{"DAEMON_PERIODIC_UPDATE=86401"}, "DAEMON_PERIODIC_UPDATE: '86401' is not"},
+	{{"DAEMON_PERIODIC_UPDATE=-5"}, "DAEMON_PERIODIC_UPDATE: '-5' is not"},
+	{{"DAEMON_PERIODIC_UPDATE=99999999999999999999999"},
+	 "DAEMON_PERIODIC_UPDATE: '99999999999999999999999' is not"},
+	{{"GUID_POOL_RANGE_START=", "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:01"},
+	 "GUID_POOL_RANGE_START..END[0].start: empty GUID"},
+	{{"UFM_PORT=0"}, "<environment>: UFM_PORT: '0' is not a TCP port"},
+	{{"UFM_PORT=65536"}, "UFM_PORT: '65536' is not a TCP port"},
+	{{"UFM_PORT=https"}, "UFM_PORT: 'https' is not a TCP port"},
 };
 
 static void test_env_bad(void **state)
@@ -602,8 +599,8 @@ static void test_env_bad(void **state)
 	struct fixture *f = *state;
 
 	for (size_t i = 0; i < sizeof(bad_env) / sizeof(bad_env[0]); i++) {
-		const char *env[4] = { bad_env[i].env[0], bad_env[i].env[1], bad_env[i].env[2],
-				       NULL };
+		const char *env[4] = {bad_env[i].env[0], bad_env[i].env[1], bad_env[i].env[2],
+				      NULL};
 		int ret = load(f, "{" RANGE1 "}", env);
 
 		if (ret != -EINVAL)
@@ -618,8 +615,8 @@ static void test_env_bad(void **state)
 static void test_env_empty_ufm_ignored(void **state)
 {
 	struct fixture *f = *state;
-	const char *env[] = { "UFM_PORT=", "UFM_HTTP_SCHEMA=", "UFM_ADDRESS=", "DAEMON_SM_PLUGIN=",
-			      "DAEMON_PERIODIC_UPDATE=", NULL };
+	const char *env[] = {"UFM_PORT=",	  "UFM_HTTP_SCHEMA=",	     "UFM_ADDRESS=",
+			     "DAEMON_SM_PLUGIN=", "DAEMON_PERIODIC_UPDATE=", NULL};
 
 	assert_int_equal(load(f, "{" RANGE1 "}", env), 0);
 	assert_null(f->cfg.sm.backend_json);
@@ -632,7 +629,7 @@ static void test_env_empty_ufm_ignored(void **state)
 static void test_print_masks_secrets(void **state)
 {
 	struct fixture *f = *state;
-	const char *env[] = { "UFM_PASSWORD=pw-from-env-9137", "UFM_USERNAME=admin", NULL };
+	const char *env[] = {"UFM_PASSWORD=pw-from-env-9137", "UFM_USERNAME=admin", NULL};
 	char *out;
 	json_t *root, *sm;
 
@@ -662,12 +659,11 @@ static void test_print_masks_secrets(void **state)
 		json_string_value(json_object_get(json_object_get(sm, "config"), "password")),
 		"********");
 	assert_string_equal(json_string_value(json_object_get(root, "config_file")), f->file);
-	assert_string_equal(json_string_value(json_object_get(
-				    json_array_get(json_object_get(json_object_get(root, "pool"),
-								   "ranges"),
-						   0),
-				    "start")),
-			    "02:00:00:00:00:00:00:01");
+	assert_string_equal(
+		json_string_value(json_object_get(
+			json_array_get(json_object_get(json_object_get(root, "pool"), "ranges"), 0),
+			"start")),
+		"02:00:00:00:00:00:00:01");
 	json_decref(root);
 	/* printing does not change the config itself */
 	assert_contains(f->cfg.sm.backend_json, "pw-from-env-9137");
@@ -763,13 +759,17 @@ static void test_print_masks_nested_secrets(void **state)
 static void test_backend_name_checked(void **state)
 {
 	struct fixture *f = *state;
-	static const char *const bad_names[] = { "../../tmp/evil", "/usr/lib/x", "ufm.so", "a b",
-						 "", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" };
-	static const char *const good_names[] = { "ufm", "opensm", "noop", "my_sm-2" };
+	static const char *const bad_names[] = {"../../tmp/evil",
+						"/usr/lib/x",
+						"ufm.so",
+						"a b",
+						"",
+						"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+	static const char *const good_names[] = {"ufm", "opensm", "noop", "my_sm-2"};
 
 	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
 		char json[256], env_s[256];
-		const char *env[] = { env_s, NULL };
+		const char *env[] = {env_s, NULL};
 
 		snprintf(json, sizeof(json), "{\"sm\": {\"backend\": \"%s\"}}", bad_names[i]);
 		assert_int_equal(load(f, json, NULL), -EINVAL);
@@ -785,7 +785,7 @@ static void test_backend_name_checked(void **state)
 	}
 	for (size_t i = 0; i < sizeof(good_names) / sizeof(good_names[0]); i++) {
 		char env_s[256];
-		const char *env[] = { env_s, NULL };
+		const char *env[] = {env_s, NULL};
 
 		snprintf(env_s, sizeof(env_s), "DAEMON_SM_PLUGIN=%s", good_names[i]);
 		assert_int_equal(load(f, "{\"sm\": {\"backend\": \"noop\"}}", env), 0);

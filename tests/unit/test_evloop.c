@@ -42,7 +42,7 @@ static void tick(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
 /* One-shot after 30 ms, then every 10 ms: three ticks, the first not early. */
 static void test_timer(void **state)
 {
-	struct ctx c = { 0 };
+	struct ctx c = {0};
 	struct ibvf_timer *t;
 
 	(void)state;
@@ -78,7 +78,7 @@ static void *poster(void *arg)
 /* Posts from other threads run on the loop thread, none lost. */
 static void test_post_from_threads(void **state)
 {
-	struct ctx c = { 0 };
+	struct ctx c = {0};
 	pthread_t a, b;
 
 	(void)state;
@@ -105,8 +105,8 @@ static void on_sig(struct ibvf_loop *l, int signo, void *arg)
 /* Signals arrive through the signalfd, no handler runs. */
 static void test_signal(void **state)
 {
-	static const int sigs[] = { SIGUSR1 };
-	struct ctx c = { 0 };
+	static const int sigs[] = {SIGUSR1};
+	struct ctx c = {0};
 	sigset_t set;
 
 	(void)state;
@@ -138,7 +138,7 @@ static void job_done(void *arg)
 /* 64 jobs on 4 workers, every completion on the loop. */
 static void test_workq(void **state)
 {
-	struct ctx c = { 0 };
+	struct ctx c = {0};
 	struct ibvf_workq *q;
 
 	(void)state;
@@ -156,7 +156,7 @@ static void test_workq(void **state)
 /* READY=1 reaches $NOTIFY_SOCKET (path and abstract); unset: nothing, 0. */
 static void test_sd_notify(void **state)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char path[64], buf[64], env[80];
 	int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
 	ssize_t n;
@@ -200,10 +200,8 @@ static void test_sd_notify(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_timer),
-		cmocka_unit_test(test_post_from_threads),
-		cmocka_unit_test(test_signal),
-		cmocka_unit_test(test_workq),
+		cmocka_unit_test(test_timer),	  cmocka_unit_test(test_post_from_threads),
+		cmocka_unit_test(test_signal),	  cmocka_unit_test(test_workq),
 		cmocka_unit_test(test_sd_notify),
 	};
 

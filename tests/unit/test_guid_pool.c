@@ -15,7 +15,7 @@
 
 #define G(x) ((uint64_t)(x))
 
-static const struct ibvf_guid_range r_1_4[] = { { 1, 4 } };
+static const struct ibvf_guid_range r_1_4[] = {{1, 4}};
 
 /* ------------------------------------------------------------- store -- */
 
@@ -98,7 +98,7 @@ static void test_read_only_open(void **state)
 static void test_range_edges(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 0x10, 0x11 }, { 0x20, 0x22 } };
+	static const struct ibvf_guid_range r[] = {{0x10, 0x11}, {0x20, 0x22}};
 	uint64_t g;
 
 	assert_int_equal(fx_open(f, r, 2, 60), 0);
@@ -122,8 +122,7 @@ static void test_range_edges(void **state)
 static void test_range_across_sign_bit(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 0x7ffffffffffffffeull,
-						      0x8000000000000001ull } };
+	static const struct ibvf_guid_range r[] = {{0x7ffffffffffffffeull, 0x8000000000000001ull}};
 	struct ibvf_pool_stats st;
 
 	assert_int_equal(fx_open(f, r, 1, 60), 0);
@@ -143,8 +142,7 @@ static void test_range_across_sign_bit(void **state)
 static void test_zero_and_all_ones_never_handed_out(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 0, 2 },
-						    { UINT64_MAX - 2, UINT64_MAX } };
+	static const struct ibvf_guid_range r[] = {{0, 2}, {UINT64_MAX - 2, UINT64_MAX}};
 	struct ibvf_pool_stats st;
 	uint64_t got[8], g = 0;
 	size_t n = 0;
@@ -156,7 +154,7 @@ static void test_zero_and_all_ones_never_handed_out(void **state)
 	got[n++] = g;
 	assert_int_equal(fx_alloc(f, "x", UINT64_MAX, &g), -EINVAL);
 	assert_contains(f->err, "ff:ff:ff:ff:ff:ff:ff:ff is not assignable");
-	for (const char *const *c = (const char *const[]){ "a", "b", "c", "d", NULL }; *c; c++) {
+	for (const char *const *c = (const char *const[]){"a", "b", "c", "d", NULL}; *c; c++) {
 		int ret = fx_alloc(f, *c, 0, &g);
 
 		if (ret == -ENOSPC)
@@ -179,7 +177,7 @@ static void test_zero_and_all_ones_never_handed_out(void **state)
 static void test_whole_guid_space(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 0, UINT64_MAX } };
+	static const struct ibvf_guid_range r[] = {{0, UINT64_MAX}};
 	struct ibvf_pool_stats st;
 	struct fx_findings fs;
 	uint64_t g;
@@ -202,10 +200,8 @@ static void test_whole_guid_space(void **state)
 static void test_exhaustion_error(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 0x0200000000000001ull,
-						      0x0200000000000002ull },
-						    { 0x0200000000000010ull,
-						      0x0200000000000010ull } };
+	static const struct ibvf_guid_range r[] = {{0x0200000000000001ull, 0x0200000000000002ull},
+						   {0x0200000000000010ull, 0x0200000000000010ull}};
 	uint64_t g;
 
 	assert_int_equal(fx_open(f, r, 2, 60), 0);
@@ -218,8 +214,8 @@ static void test_exhaustion_error(void **state)
 	assert_contains(f->err, "0200000000000010-0200000000000010");
 	assert_contains(f->err, "3 assignable GUIDs, 3 allocated, 0 quarantined");
 	/* the failed allocation left no record behind */
-	assert_int_equal(ibvf_pool_find_owner(f->p, "d", "net1", &(struct ibvf_alloc){ 0 },
-					      f->err, sizeof(f->err)),
+	assert_int_equal(ibvf_pool_find_owner(f->p, "d", "net1", &(struct ibvf_alloc){0}, f->err,
+					      sizeof(f->err)),
 			 -ENOENT);
 }
 
@@ -270,7 +266,8 @@ static void test_quarantine_expiry(void **state)
 	/* 1 ms before the end of the quarantine: not reused, and not requestable */
 	f->now += 59999;
 	assert_int_equal(fx_alloc(f, "x", 1, &g), -EBUSY);
-	assert_contains(f->err, "00:00:00:00:00:00:00:01 was released 59 s ago and is in quarantine");
+	assert_contains(f->err,
+			"00:00:00:00:00:00:00:01 was released 59 s ago and is in quarantine");
 	assert_true(fx_alloc_ok(f, "c") == 3);
 	/* at the end of it, the GUID is free again and the lowest one */
 	f->now += 1;
@@ -296,8 +293,7 @@ static void test_expire_explicitly(void **state)
 	assert_int_equal(ibvf_pool_expire(f->p, f->err, sizeof(f->err)), 2);
 	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
 	assert_true(st.quarantined == 0 && st.free == 4);
-	assert_int_equal(ibvf_pool_get(f->p, 1, &(struct ibvf_alloc){ 0 }, f->err,
-				       sizeof(f->err)),
+	assert_int_equal(ibvf_pool_get(f->p, 1, &(struct ibvf_alloc){0}, f->err, sizeof(f->err)),
 			 -ENOENT);
 }
 
@@ -305,7 +301,7 @@ static void test_expire_explicitly(void **state)
 static void test_expire_many(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 1, 1000 } };
+	static const struct ibvf_guid_range r[] = {{1, 1000}};
 	struct ibvf_alloc_request rq[600];
 	struct ibvf_alloc out[600];
 	struct ibvf_pool_stats st;
@@ -346,11 +342,11 @@ static void test_expire_many(void **state)
 static void test_exhausted_reuse_stays_in_ranges(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r2[] = { { 2, 4 } };
+	static const struct ibvf_guid_range r2[] = {{2, 4}};
 	uint64_t g;
 
 	assert_int_equal(fx_open(f, r_1_4, 1, 60), 0);
-	for (const char *const *c = (const char *const[]){ "a", "b", "c", "d", NULL }; *c; c++)
+	for (const char *const *c = (const char *const[]){"a", "b", "c", "d", NULL}; *c; c++)
 		fx_alloc_ok(f, *c);
 	assert_int_equal(fx_release(f, 1), 0); /* oldest quarantined, soon outside */
 	f->now += 1000;
@@ -392,8 +388,7 @@ static void test_release_without_quarantine(void **state)
 	assert_true(fx_alloc_ok(f, "a") == 1);
 	assert_true(fx_alloc_ok(f, "b") == 2);
 	assert_int_equal(fx_release(f, 1), 0);
-	assert_int_equal(ibvf_pool_get(f->p, 1, &(struct ibvf_alloc){ 0 }, f->err,
-				       sizeof(f->err)),
+	assert_int_equal(ibvf_pool_get(f->p, 1, &(struct ibvf_alloc){0}, f->err, sizeof(f->err)),
 			 -ENOENT);
 	assert_contains(f->err, "00:00:00:00:00:00:00:01 is not in the pool store");
 	assert_true(fx_alloc_ok(f, "c") == 1);
@@ -410,23 +405,23 @@ static void test_release_without_quarantine(void **state)
 static void test_owner_text_checked(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 1, 100 } };
-	struct ibvf_alloc_request rq = { .vf_index = -1 };
+	static const struct ibvf_guid_range r[] = {{1, 100}};
+	struct ibvf_alloc_request rq = {.vf_index = -1};
 	struct ibvf_alloc a;
 	struct ibvf_pool_stats st;
 
 	assert_int_equal(fx_open(f, r, 1, 60), 0);
-#define REFUSED(frag)                                                                  \
-	do {                                                                           \
-		f->err[0] = 0;                                                         \
-		assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), \
-				 -EINVAL);                                             \
-		assert_contains(f->err, frag);                                         \
-		fx_owner(&rq.owner, "ok", NULL);                                       \
-		rq.pf = rq.pci = NULL;                                                 \
+#define REFUSED(frag)                                                                              \
+	do {                                                                                       \
+		f->err[0] = 0;                                                                     \
+		assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)),        \
+				 -EINVAL);                                                         \
+		assert_contains(f->err, frag);                                                     \
+		fx_owner(&rq.owner, "ok", NULL);                                                   \
+		rq.pf = rq.pci = NULL;                                                             \
 	} while (0)
 	fx_owner(&rq.owner, "ok", NULL);
-	memset(rq.owner.container_id, 'c', sizeof(rq.owner.container_id));	/* no NUL */
+	memset(rq.owner.container_id, 'c', sizeof(rq.owner.container_id)); /* no NUL */
 	REFUSED("container ID is longer than 127 bytes");
 	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "a\xe2\x82");
 	REFUSED("container ID has a byte that is not UTF-8 at byte 1");
@@ -438,7 +433,7 @@ static void test_owner_text_checked(void **state)
 	REFUSED("interface name '.' is not valid");
 	snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net:1");
 	REFUSED("interface name 'net:1' is not valid");
-	snprintf(rq.owner.pod_uid, sizeof(rq.owner.pod_uid), "\xed\xa0\x80");	/* surrogate */
+	snprintf(rq.owner.pod_uid, sizeof(rq.owner.pod_uid), "\xed\xa0\x80"); /* surrogate */
 	REFUSED("pod UID has a byte that is not UTF-8");
 	snprintf(rq.owner.network, sizeof(rq.owner.network), "net\x7f");
 	REFUSED("network name has a control character");
@@ -469,8 +464,7 @@ static void test_owner_text_checked(void **state)
 static void test_explicit_request_conflicts(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 0x0200000000000001ull,
-						      0x02000000000000ffull } };
+	static const struct ibvf_guid_range r[] = {{0x0200000000000001ull, 0x02000000000000ffull}};
 	struct ibvf_pool_stats before, after;
 	struct ibvf_alloc a;
 	uint64_t g;
@@ -496,8 +490,7 @@ static void test_explicit_request_conflicts(void **state)
 	assert_int_equal(fx_alloc(f, "thief", UINT64_MAX, &g), -EINVAL);
 
 	/* nothing changed: the holder still holds it, no record for the thief */
-	assert_int_equal(ibvf_pool_get(f->p, 0x0200000000000005ull, &a, f->err, sizeof(f->err)),
-			 0);
+	assert_int_equal(ibvf_pool_get(f->p, 0x0200000000000005ull, &a, f->err, sizeof(f->err)), 0);
 	assert_string_equal(a.owner.container_id, "holder");
 	assert_int_equal(ibvf_pool_find_owner(f->p, "thief", "net1", &a, f->err, sizeof(f->err)),
 			 -ENOENT);
@@ -517,7 +510,7 @@ static void test_explicit_request_conflicts(void **state)
 static void test_idempotent_same_owner(void **state)
 {
 	struct pool_fx *f = *state;
-	struct ibvf_alloc_request rq = { .vf_index = -1 };
+	struct ibvf_alloc_request rq = {.vf_index = -1};
 	struct ibvf_alloc a1, a2;
 	struct ibvf_pool_stats st;
 	uint64_t g;
@@ -551,8 +544,8 @@ static void test_idempotent_same_owner(void **state)
 static void test_bad_requests(void **state)
 {
 	struct pool_fx *f = *state;
-	struct ibvf_alloc_request rq = { .vf_index = -1 };
-	uint16_t pk[IBVF_POOL_MAX_PKEYS + 1] = { 0 };
+	struct ibvf_alloc_request rq = {.vf_index = -1};
+	uint16_t pk[IBVF_POOL_MAX_PKEYS + 1] = {0};
 	struct ibvf_alloc a;
 
 	assert_int_equal(fx_open(f, r_1_4, 1, 60), 0);
@@ -585,7 +578,7 @@ static void batch_reqs(struct ibvf_alloc_request *rq, size_t n, const char *pref
 static void test_batch_all_or_nothing(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 1, 6 } };
+	static const struct ibvf_guid_range r[] = {{1, 6}};
 	struct ibvf_alloc_request rq[4];
 	struct ibvf_alloc out[4];
 	struct ibvf_pool_stats st;
@@ -601,13 +594,12 @@ static void test_batch_all_or_nothing(void **state)
 			 -EEXIST);
 	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
 	assert_true(st.allocated == 1 && st.free == 5);
-	assert_int_equal(ibvf_pool_find_owner(f->p, "x0", "net1", &out[0], f->err,
-					      sizeof(f->err)),
+	assert_int_equal(ibvf_pool_find_owner(f->p, "x0", "net1", &out[0], f->err, sizeof(f->err)),
 			 -ENOENT);
 
 	/* more than what is left: none of the batch is stored */
 	batch_reqs(rq, 4, "y");
-	fx_alloc_ok(f, "filler"); /* 2; 4 left */
+	fx_alloc_ok(f, "filler");  /* 2; 4 left */
 	fx_alloc_ok(f, "filler2"); /* 3; 3 left */
 	assert_int_equal(ibvf_pool_allocate_batch(f->p, rq, 4, out, f->err, sizeof(f->err)),
 			 -ENOSPC);
@@ -632,8 +624,8 @@ static void test_batch_all_or_nothing(void **state)
 static void test_update_and_lookup(void **state)
 {
 	struct pool_fx *f = *state;
-	static const uint16_t pk[] = { 0x8001, 0x0002 };
-	struct ibvf_alloc_request rq = { .vf_index = 3, .pf = "ib0", .pci = "0000:03:00.2" };
+	static const uint16_t pk[] = {0x8001, 0x0002};
+	struct ibvf_alloc_request rq = {.vf_index = 3, .pf = "ib0", .pci = "0000:03:00.2"};
 	struct ibvf_alloc a, b;
 
 	assert_int_equal(fx_open(f, r_1_4, 1, 60), 0);
@@ -696,12 +688,12 @@ static int list_cb(void *arg, const struct ibvf_alloc *a)
 static void test_list_filters(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 1, 10 } };
-	static const uint16_t pk_a[] = { 0x8001 }, pk_b[] = { 0x0002, 0x0001 };
-	struct ibvf_alloc_request rq = { .vf_index = -1 };
+	static const struct ibvf_guid_range r[] = {{1, 10}};
+	static const uint16_t pk_a[] = {0x8001}, pk_b[] = {0x0002, 0x0001};
+	struct ibvf_alloc_request rq = {.vf_index = -1};
 	struct ibvf_alloc a;
-	struct ibvf_pool_filter flt = { .pkey = -1 };
-	struct list_acc l = { 0 };
+	struct ibvf_pool_filter flt = {.pkey = -1};
+	struct list_acc l = {0};
 
 	assert_int_equal(fx_open(f, r, 1, 60), 0);
 	fx_owner(&rq.owner, "alpha", NULL);
@@ -712,7 +704,7 @@ static void test_list_filters(void **state)
 	rq.pkeys = pk_b;
 	rq.n_pkeys = 2;
 	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), 0); /* 2 */
-	fx_alloc_ok(f, "gamma"); /* 3 */
+	fx_alloc_ok(f, "gamma");							/* 3 */
 	assert_int_equal(fx_release(f, 3), 0);
 	fx_alloc_ok(f, "delta"); /* 4 */
 
@@ -772,16 +764,16 @@ static int reenter_cb(void *arg, const struct ibvf_alloc *a)
 	r->outer++;
 	assert_int_equal(ibvf_pool_get(r->f->p, a->guid, &b, r->f->err, sizeof(r->f->err)), 0);
 	assert_string_equal(a->owner.container_id, b.owner.container_id);
-	assert_int_equal(ibvf_pool_list(r->f->p, NULL, count_inner, &r->inner, r->f->err,
-					sizeof(r->f->err)),
-			 0);
+	assert_int_equal(
+		ibvf_pool_list(r->f->p, NULL, count_inner, &r->inner, r->f->err, sizeof(r->f->err)),
+		0);
 	return 0;
 }
 
 static void test_list_callback_reenters(void **state)
 {
 	struct pool_fx *f = *state;
-	struct reenter r = { .f = f };
+	struct reenter r = {.f = f};
 
 	assert_int_equal(fx_open(f, r_1_4, 1, 60), 0);
 	fx_alloc_ok(f, "a");
@@ -789,8 +781,7 @@ static void test_list_callback_reenters(void **state)
 	fx_alloc_ok(f, "c");
 	for (int round = 0; round < 2; round++) {
 		r.outer = r.inner = 0;
-		assert_int_equal(ibvf_pool_list(f->p, NULL, reenter_cb, &r, f->err,
-						sizeof(f->err)),
+		assert_int_equal(ibvf_pool_list(f->p, NULL, reenter_cb, &r, f->err, sizeof(f->err)),
 				 0);
 		assert_int_equal(r.outer, 3);
 		assert_int_equal(r.inner, 9);
@@ -802,7 +793,7 @@ static void test_list_callback_reenters(void **state)
 static void test_persistence_across_reopen(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 0x100, 0x1ff } };
+	static const struct ibvf_guid_range r[] = {{0x100, 0x1ff}};
 	struct ibvf_pool_stats s1, s2;
 	struct ibvf_alloc a;
 	uint64_t g[5];
@@ -843,8 +834,8 @@ static void test_persistence_across_reopen(void **state)
 static void test_range_change_rebuilds_and_audits(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r1[] = { { 1, 10 } };
-	static const struct ibvf_guid_range r2[] = { { 4, 20 } };
+	static const struct ibvf_guid_range r1[] = {{1, 10}};
+	static const struct ibvf_guid_range r2[] = {{4, 20}};
 	struct ibvf_pool_stats st;
 	struct fx_findings fs;
 	size_t first = 0;
@@ -917,8 +908,8 @@ static void test_range_change_after_many_ranges(void **state)
 	struct ibvf_pool_stats st;
 	struct fx_findings fs;
 
-	many_ranges(small, 1);	/* 2 GUIDs per range */
-	many_ranges(big, 9);	/* the last range grows to 10 */
+	many_ranges(small, 1); /* 2 GUIDs per range */
+	many_ranges(big, 9);   /* the last range grows to 10 */
 	assert_int_equal(fx_open(f, small, MANY_RANGES, 0), 0);
 	fx_alloc_ok(f, "first");
 	/* grow the last range: its new GUIDs are free */
@@ -951,13 +942,16 @@ static void test_range_change_after_many_ranges(void **state)
 static void test_other_writer_with_other_ranges(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range ra[] = { { 1, 10 } };
-	static const struct ibvf_guid_range rb[] = { { 100, 110 } };
+	static const struct ibvf_guid_range ra[] = {{1, 10}};
+	static const struct ibvf_guid_range rb[] = {{100, 110}};
 	struct ibvf_pool_opts ob = {
-		.state_dir = f->state, .ranges = rb, .n_ranges = 1, .quarantine_s = 60,
+		.state_dir = f->state,
+		.ranges = rb,
+		.n_ranges = 1,
+		.quarantine_s = 60,
 	};
 	struct ibvf_pool *b = NULL;
-	struct ibvf_alloc_request rq = { .vf_index = -1 };
+	struct ibvf_alloc_request rq = {.vf_index = -1};
 	struct ibvf_alloc a;
 	struct fx_findings fs;
 
@@ -1008,7 +1002,7 @@ static void test_audit_expired_quarantine_is_notice(void **state)
 static void test_audit_detects_corruption(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 1, 100 } };
+	static const struct ibvf_guid_range r[] = {{1, 100}};
 	struct fx_findings fs;
 	char sql[1024];
 	size_t i = 0;
@@ -1042,7 +1036,8 @@ static void test_audit_detects_corruption(void **state)
 	assert_int_equal(fx_audit(f, &fs), 1);
 	assert_int_equal(fx_count_kind(&fs, IBVF_AUDIT_FREE_AND_HELD, &i), 1);
 	assert_true(fs.f[i].guid == 5);
-	assert_contains(fs.f[i].detail, "00:00:00:00:00:00:00:05 is both held and in the free list");
+	assert_contains(fs.f[i].detail,
+			"00:00:00:00:00:00:00:05 is both held and in the free list");
 	/* the allocator refuses to hand out the held GUID: an error, not a duplicate */
 	assert_true(fx_alloc(f, "x", 0, &g) < 0);
 	{
@@ -1093,8 +1088,8 @@ static int stop_first(void *arg, const struct ibvf_audit_finding *fi)
 static void test_audit_callback_stops(void **state)
 {
 	struct pool_fx *f = *state;
-	static const struct ibvf_guid_range r[] = { { 1, 10 } };
-	static const struct ibvf_guid_range r2[] = { { 5, 10 } };
+	static const struct ibvf_guid_range r[] = {{1, 10}};
+	static const struct ibvf_guid_range r2[] = {{5, 10}};
 	int calls = 0;
 
 	assert_int_equal(fx_open(f, r, 1, 60), 0);

@@ -17,11 +17,10 @@
 #include "log.h"
 #include "pool_fixture.h"
 
-#define N_PROC 4
+#define N_PROC	   4
 #define N_EXPLICIT 10
 
-static const struct ibvf_guid_range ranges[] = { { 0x0200000000000001ull,
-						   0x020000000000ffffull } };
+static const struct ibvf_guid_range ranges[] = {{0x0200000000000001ull, 0x020000000000ffffull}};
 /* explicit requests all children race for */
 #define EXPLICIT_BASE 0x0200000000008000ull
 
@@ -49,8 +48,8 @@ static void say(int fd, const char *fmt, ...)
  * One child: wait on @go, open the store, allocate @n_single one by one and
  * @n_batch batches of 5, and race for the explicit GUIDs when @explicit.
  */
-static void __attribute__((noreturn)) child(const char *state_dir, int id, int go, int out,
-					    int n_single, int n_batch, bool explicit)
+static void __attribute__((noreturn))
+child(const char *state_dir, int id, int go, int out, int n_single, int n_batch, bool explicit)
 {
 	struct ibvf_pool_opts o = {
 		.state_dir = state_dir,
@@ -91,8 +90,8 @@ static void __attribute__((noreturn)) child(const char *state_dir, int id, int g
 		idx += n;
 		/* interleave the explicit requests with the others */
 		if (explicit && i < N_EXPLICIT) {
-			struct ibvf_alloc_request x = { .vf_index = -1,
-							.guid = EXPLICIT_BASE + (uint64_t)i };
+			struct ibvf_alloc_request x = {.vf_index = -1,
+						       .guid = EXPLICIT_BASE + (uint64_t)i};
 			char cid[32];
 			int ret;
 
@@ -201,7 +200,7 @@ static void check_reports(struct pool_fx *f, struct report *r, size_t n, size_t 
 static void test_concurrent_allocations(void **state)
 {
 	struct pool_fx *f = *state;
-	size_t max = N_PROC * (60 + 10 * 5 + N_EXPLICIT), n, won[N_EXPLICIT] = { 0 };
+	size_t max = N_PROC * (60 + 10 * 5 + N_EXPLICIT), n, won[N_EXPLICIT] = {0};
 	struct report *r = calloc(max, sizeof(*r));
 
 	assert_non_null(r);

@@ -16,8 +16,7 @@
 
 #include "pool_fixture.h"
 
-static const struct ibvf_guid_range ranges[] = { { 0x0200000000000001ull,
-						   0x020000000000ffffull } };
+static const struct ibvf_guid_range ranges[] = {{0x0200000000000001ull, 0x020000000000ffffull}};
 
 /* Fill a real store with @n allocations (some released), then close it. */
 static void make_store(struct pool_fx *f, size_t n)
@@ -35,9 +34,8 @@ static void make_store(struct pool_fx *f, size_t n)
 			fx_owner(&rq[i].owner, cid, NULL);
 			rq[i].vf_index = -1;
 		}
-		assert_int_equal(ibvf_pool_allocate_batch(f->p, rq, 100, out, f->err,
-							   sizeof(f->err)),
-				 0);
+		assert_int_equal(
+			ibvf_pool_allocate_batch(f->p, rq, 100, out, f->err, sizeof(f->err)), 0);
 		assert_int_equal(fx_release(f, out[7].guid), 0);
 	}
 	ibvf_pool_close(f->p);
@@ -67,8 +65,8 @@ static void expect_refused(struct pool_fx *f, int want_ret, const char *frag)
 		int ret = fx_open_opts(f, ranges, 1, 60, ro, true);
 
 		if (ret != want_ret)
-			print_error("%s open: ret %d, want %d: %s\n", ro ? "read-only" : "read-write",
-				    ret, want_ret, f->err);
+			print_error("%s open: ret %d, want %d: %s\n",
+				    ro ? "read-only" : "read-write", ret, want_ret, f->err);
 		assert_int_equal(ret, want_ret);
 		assert_null(f->p);
 		assert_contains(f->err, f->db);
@@ -246,7 +244,7 @@ static void expect_special_refused(struct pool_fx *f, const char *file, const ch
 static void test_special_file_store(void **state)
 {
 	struct pool_fx *f = *state;
-	static const char *const sfx[] = { "", "-wal", "-shm", "-journal" };
+	static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
 	char *target = tu_path(f->dir, "gone.db");
 
 	make_store(f, 100);
@@ -263,7 +261,7 @@ static void test_special_file_store(void **state)
 		assert_int_equal(mkdir(path, 0700), 0);
 		expect_special_refused(f, path, "a directory");
 		assert_int_equal(rmdir(path), 0);
-		assert_int_equal(symlink(target, path), 0);	/* dangling */
+		assert_int_equal(symlink(target, path), 0); /* dangling */
 		expect_special_refused(f, path, "a symbolic link");
 		assert_int_equal(unlink(path), 0);
 		if (!i)
@@ -294,10 +292,10 @@ static void test_healthy_store_opens(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_healthy_store_opens),   T(test_zero_byte_store),
-		T(test_random_bytes_store),    T(test_text_file_store),
-		T(test_foreign_sqlite_store),  T(test_newer_schema_store),
-		T(test_truncated_store),       T(test_truncated_after_header),
+		T(test_healthy_store_opens),	T(test_zero_byte_store),
+		T(test_random_bytes_store),	T(test_text_file_store),
+		T(test_foreign_sqlite_store),	T(test_newer_schema_store),
+		T(test_truncated_store),	T(test_truncated_after_header),
 		T(test_overwritten_page_store), T(test_symlinked_store),
 		T(test_special_file_store),
 	};

@@ -26,8 +26,7 @@
 #include "log.h"
 #include "pool_fixture.h"
 
-static const struct ibvf_guid_range ranges[] = { { 0x0200000000000001ull,
-						   0x02000000000fffffull } };
+static const struct ibvf_guid_range ranges[] = {{0x0200000000000001ull, 0x02000000000fffffull}};
 
 #define MAX_MODEL (1u << 16)
 
@@ -176,8 +175,9 @@ static int apply_reports(struct model *m, char *buf, int round, struct stats *s)
 
 			h = slot(m, g);
 			if (m->e[h].st != M_EMPTY) {
-				print_error("round %d: GUID %016llx handed to %s while %s holds it\n",
-					    round, g, owner, m->e[h].owner);
+				print_error(
+					"round %d: GUID %016llx handed to %s while %s holds it\n",
+					round, g, owner, m->e[h].owner);
 				fail();
 			}
 			assert_true(m->n < MAX_MODEL / 2);
@@ -241,7 +241,7 @@ static int check_record(void *arg, const struct ibvf_alloc *a)
 static void restart_and_check(struct pool_fx *f, struct model *m, int round, int max_idx,
 			      struct stats *s)
 {
-	struct check_ctx c = { .m = m, .round = round, .max_idx = max_idx, .s = s };
+	struct check_ctx c = {.m = m, .round = round, .max_idx = max_idx, .s = s};
 	struct ibvf_pool_stats st;
 	struct fx_findings fs;
 	int ret;
@@ -277,8 +277,8 @@ static void restart_and_check(struct pool_fx *f, struct model *m, int round, int
 		}
 		if (ret || a.state == IBVF_ALLOC_QUARANTINED ||
 		    strcmp(a.owner.container_id, m->e[h].owner)) {
-			print_error("round %d: reported GUID %016llx of %s is %s in the store\n", round,
-				    (unsigned long long)m->e[h].guid, m->e[h].owner,
+			print_error("round %d: reported GUID %016llx of %s is %s in the store\n",
+				    round, (unsigned long long)m->e[h].guid, m->e[h].owner,
 				    ret ? "missing" : a.owner.container_id);
 			fail();
 		}
@@ -303,7 +303,7 @@ static void test_crash_loop(void **state)
 {
 	struct pool_fx *f = *state;
 	struct model *m = calloc(1, sizeof(*m));
-	struct stats s = { 0 };
+	struct stats s = {0};
 	const char *e;
 	unsigned seed;
 	int rounds = 40;
@@ -326,7 +326,7 @@ static void test_crash_loop(void **state)
 		 */
 		bool early = round % 8 == 0;
 		long delay_us = early ? random() % 500 : random() % 20000;
-		struct timespec ts = { 0, delay_us * 1000 };
+		struct timespec ts = {0, delay_us * 1000};
 		size_t len = 0, cap = 1 << 16;
 		char *buf = malloc(cap);
 		int fds[2], st, max_idx;
@@ -343,7 +343,7 @@ static void test_crash_loop(void **state)
 		}
 		close(fds[1]);
 		if (!early) {
-			struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+			struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
 
 			/* up to 30 s for the first report (the child's open) */
 			assert_int_equal(poll(&pfd, 1, 30000), 1);

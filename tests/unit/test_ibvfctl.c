@@ -146,7 +146,8 @@ static void render(json_t *v, char *buf, size_t len)
 		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
 	else if (json_is_array(v)) {
 		buf[0] = 0;
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			char tmp[256];
 
 			render(e, tmp, sizeof(tmp));
@@ -208,8 +209,8 @@ static void rows_match(const char *table, json_t *arr, const struct col *cols)
 			render(json_object_get(o, cols[c].key), want, sizeof(want));
 			assert_non_null(cell);
 			if (strcmp(cell, want))
-				print_error("row %zu %s: table '%s' json '%s'\n", row, cols[c].title,
-					    cell, want);
+				print_error("row %zu %s: table '%s' json '%s'\n", row,
+					    cols[c].title, cell, want);
 			assert_string_equal(cell, want);
 			cell = strtok_r(NULL, " ", &cell_save);
 		}
@@ -219,34 +220,53 @@ static void rows_match(const char *table, json_t *arr, const struct col *cols)
 }
 
 static const struct col status_cols[] = {
-	{ "store", "Store:" },
-	{ "ranges", "Ranges:" },
-	{ "total", "Total:" },
-	{ "allocated", "Allocated:" },
-	{ "quarantined", "Quarantined:" },
-	{ "free", "Free:" },
-	{ "outside_ranges", "Outside ranges:" },
-	{ "quarantine_s", "Quarantine (s):" },
-	{ 0 },
+	{"store", "Store:"},
+	{"ranges", "Ranges:"},
+	{"total", "Total:"},
+	{"allocated", "Allocated:"},
+	{"quarantined", "Quarantined:"},
+	{"free", "Free:"},
+	{"outside_ranges", "Outside ranges:"},
+	{"quarantine_s", "Quarantine (s):"},
+	{0},
 };
 
 static const struct col alloc_cols[] = {
-	{ "guid", "GUID:" },	     { "state", "State:" },	{ "container_id", "Container:" },
-	{ "ifname", "Interface:" },  { "pod", "Pod:" },		{ "pod_uid", "Pod UID:" },
-	{ "network", "Network:" },   { "pf", "PF:" },		{ "vf", "VF:" },
-	{ "pci", "PCI:" },	     { "pkeys", "PKeys:" },	{ "created", "Created:" },
-	{ "updated", "Updated:" },   { "released", "Released:" }, { 0 },
+	{"guid", "GUID:"},
+	{"state", "State:"},
+	{"container_id", "Container:"},
+	{"ifname", "Interface:"},
+	{"pod", "Pod:"},
+	{"pod_uid", "Pod UID:"},
+	{"network", "Network:"},
+	{"pf", "PF:"},
+	{"vf", "VF:"},
+	{"pci", "PCI:"},
+	{"pkeys", "PKeys:"},
+	{"created", "Created:"},
+	{"updated", "Updated:"},
+	{"released", "Released:"},
+	{0},
 };
 
 static const struct col list_cols[] = {
-	{ "guid", "GUID" }, { "state", "STATE" }, { "owner_short", "CONTAINER" },
-	{ "ifname", "IF" }, { "pod", "POD" },	  { "pf", "PF" },
-	{ "vf", "VF" },	    { "pkeys", "PKEYS" }, { "updated", "UPDATED" },
-	{ 0 },
+	{"guid", "GUID"},
+	{"state", "STATE"},
+	{"owner_short", "CONTAINER"},
+	{"ifname", "IF"},
+	{"pod", "POD"},
+	{"pf", "PF"},
+	{"vf", "VF"},
+	{"pkeys", "PKEYS"},
+	{"updated", "UPDATED"},
+	{0},
 };
 
 static const struct col audit_cols[] = {
-	{ "severity", "SEVERITY" }, { "kind", "KIND" }, { "guid", "GUID" }, { 0 },
+	{"severity", "SEVERITY"},
+	{"kind", "KIND"},
+	{"guid", "GUID"},
+	{0},
 };
 
 /* --------------------------------------------------------------- tests -- */
@@ -257,7 +277,7 @@ static void test_no_store_yet(void **state)
 
 	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 60);
 	/* read-only commands never create a store */
-	for (const char *const *c = (const char *const[]){ "status", "list", "audit", NULL }; *c;
+	for (const char *const *c = (const char *const[]){"status", "list", "audit", NULL}; *c;
 	     c++) {
 		assert_int_equal(ctl(f, "pool", (char *)*c), 3);
 		assert_contains(f->r.err, "no GUID pool store at ");
@@ -308,9 +328,9 @@ static void test_allocate_status_list_show(void **state)
 		assert_string_equal(json_string_value(json_object_get(j, "pod_uid")), "U-1");
 		assert_string_equal(json_string_value(json_object_get(j, "network")), "ibnet");
 		assert_int_equal(json_array_size(json_object_get(j, "pkeys")), 2);
-		assert_string_equal(json_string_value(json_array_get(json_object_get(j, "pkeys"),
-								      1)),
-				    "0x0002");
+		assert_string_equal(
+			json_string_value(json_array_get(json_object_get(j, "pkeys"), 1)),
+			"0x0002");
 		object_matches(table, j, alloc_cols);
 		json_decref(j);
 		free(table);
@@ -354,9 +374,9 @@ static void test_allocate_status_list_show(void **state)
 		assert_int_equal(ctl(f, "pool", "list", "--json"), 0);
 		j = out_json(f);
 		assert_int_equal(json_array_size(j), 2);
-		assert_string_equal(json_string_value(json_object_get(json_array_get(j, 0),
-								       "owner_short")),
-				    "ctr-aaaa1111");
+		assert_string_equal(
+			json_string_value(json_object_get(json_array_get(j, 0), "owner_short")),
+			"ctr-aaaa1111");
 		rows_match(table, j, list_cols);
 		json_decref(j);
 		free(table);
@@ -369,12 +389,12 @@ static void test_list_filters_and_release(void **state)
 	json_t *j;
 
 	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 60);
-	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a", "--pod", "nsA/x", "--pkey",
-			     "0x8001"),
-			 0);
-	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "b", "--pod", "nsB/y", "--pkey",
-			     "0x0002"),
-			 0);
+	assert_int_equal(
+		ctl(f, "pool", "allocate", "--owner", "a", "--pod", "nsA/x", "--pkey", "0x8001"),
+		0);
+	assert_int_equal(
+		ctl(f, "pool", "allocate", "--owner", "b", "--pod", "nsB/y", "--pkey", "0x0002"),
+		0);
 	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "c", "--pod", "nsB/z"), 0);
 
 	assert_int_equal(ctl(f, "--json", "pool", "list", "--owner", "nsB"), 0);
@@ -396,7 +416,9 @@ static void test_list_filters_and_release(void **state)
 	assert_int_equal(ctl(f, "pool", "release", G2), 0);
 	{
 		static const struct col release_cols[] = {
-			{ "guid", "GUID:" }, { "result", "Result:" }, { 0 },
+			{"guid", "GUID:"},
+			{"result", "Result:"},
+			{0},
 		};
 		char *table = strdup(f->r.out);
 
@@ -449,9 +471,9 @@ static void test_allocate_errors(void **state)
 	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "thief", "--guid", G1), 3);
 	assert_contains(f->r.err, "is held by container holder");
 	assert_contains(f->r.err, "refusing to take it away");
-	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "thief", "--guid",
-			     "02:00:00:00:00:00:00:11"),
-			 3);
+	assert_int_equal(
+		ctl(f, "pool", "allocate", "--owner", "thief", "--guid", "02:00:00:00:00:00:00:11"),
+		3);
 	assert_contains(f->r.err, "outside the configured pool ranges");
 	/* usage errors */
 	assert_int_equal(ctl(f, "pool", "allocate"), 2);
@@ -533,13 +555,14 @@ static void test_audit(void **state)
 		assert_int_equal(ctl(f, "--json", "pool", "audit"), 1);
 		j = out_json(f);
 		assert_int_equal(json_array_size(j), 1);
-		assert_string_equal(json_string_value(json_object_get(json_array_get(j, 0), "kind")),
-				    "outside-range");
+		assert_string_equal(
+			json_string_value(json_object_get(json_array_get(j, 0), "kind")),
+			"outside-range");
 		assert_string_equal(
 			json_string_value(json_object_get(json_array_get(j, 0), "severity")),
 			"problem");
-		assert_string_equal(json_string_value(json_object_get(json_array_get(j, 0), "guid")),
-				    G1);
+		assert_string_equal(
+			json_string_value(json_object_get(json_array_get(j, 0), "guid")), G1);
 		assert_contains(json_string_value(json_object_get(json_array_get(j, 0), "detail")),
 				"container a");
 		rows_match(table, j, audit_cols);
@@ -639,7 +662,7 @@ static void test_config_errors(void **state)
 	assert_contains(f->r.err, "no GUID ranges configured");
 	/* bad environment override */
 	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 60);
-	assert_int_equal(ctl_env(f, (const char *[]){ "GUID_POOL_RANGE_START=xyz", NULL }, "pool",
+	assert_int_equal(ctl_env(f, (const char *[]){"GUID_POOL_RANGE_START=xyz", NULL}, "pool",
 				 "status", NULL),
 			 2);
 	assert_contains(f->r.err, "GUID_POOL_RANGE_START");
@@ -649,8 +672,8 @@ static void test_config_errors(void **state)
 static void test_env_and_state_dir(void **state)
 {
 	struct fx *f = *state;
-	const char *env[] = { "GUID_POOL_RANGE_START=0x0300000000000001",
-			      "GUID_POOL_RANGE_END=0x0300000000000004", NULL };
+	const char *env[] = {"GUID_POOL_RANGE_START=0x0300000000000001",
+			     "GUID_POOL_RANGE_END=0x0300000000000004", NULL};
 	char *other = tu_path(f->dir, "other");
 	json_t *j;
 

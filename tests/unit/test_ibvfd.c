@@ -61,16 +61,20 @@ static int run(struct fx *f, const char *const *env, const char *const *args)
 	return f->r.status;
 }
 
-#define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 static void test_print_config_masks_secrets(void **state)
 {
 	struct fx *f = *state;
-	const char *env[] = { "UFM_PASSWORD=env-pass-31337", "UFM_USERNAME=admin",
-			      "UFM_ADDRESS=ufm.example", "UFM_PORT=8443", "DAEMON_SM_PLUGIN=ufm",
-			      "DAEMON_PERIODIC_UPDATE=12",
-			      "GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01",
-			      "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:ff", NULL };
+	const char *env[] = {"UFM_PASSWORD=env-pass-31337",
+			     "UFM_USERNAME=admin",
+			     "UFM_ADDRESS=ufm.example",
+			     "UFM_PORT=8443",
+			     "DAEMON_SM_PLUGIN=ufm",
+			     "DAEMON_PERIODIC_UPDATE=12",
+			     "GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01",
+			     "GUID_POOL_RANGE_END=02:00:00:00:00:00:00:ff",
+			     NULL};
 	json_t *j, *sm, *bc;
 
 	assert_int_equal(tu_write_str(f->cfg, "{\"log_level\": \"debug\", \"sm\": {\"config\": "
@@ -96,11 +100,11 @@ static void test_print_config_masks_secrets(void **state)
 	assert_int_equal(json_integer_value(json_object_get(sm, "periodic_update_s")), 12);
 	assert_string_equal(json_string_value(json_object_get(j, "log_level")), "debug");
 	assert_string_equal(json_string_value(json_object_get(j, "config_file")), f->cfg);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(
-							json_object_get(j, "pool"), "ranges"),
-							0),
-						"end")),
-			    "02:00:00:00:00:00:00:ff");
+	assert_string_equal(
+		json_string_value(json_object_get(
+			json_array_get(json_object_get(json_object_get(j, "pool"), "ranges"), 0),
+			"end")),
+		"02:00:00:00:00:00:00:ff");
 	json_decref(j);
 	/* the short option is the same */
 	assert_int_equal(run(f, env, ARGS("-c", f->cfg, "-p")), 0);
@@ -125,7 +129,7 @@ static void test_config_errors(void **state)
 	assert_contains(f->r.err, f->cfg);
 	assert_not_contains(f->r.err, "s3cr3t");
 	assert_int_equal(tu_write_str(f->cfg, "{}"), 0);
-	assert_int_equal(run(f, (const char *[]){ "DAEMON_PERIODIC_UPDATE=soon", NULL },
+	assert_int_equal(run(f, (const char *[]){"DAEMON_PERIODIC_UPDATE=soon", NULL},
 			     ARGS("-c", f->cfg, "-p")),
 			 2);
 	assert_contains(f->r.err, "DAEMON_PERIODIC_UPDATE: 'soon' is not a number of seconds");

@@ -42,68 +42,68 @@ struct valid_case {
 };
 
 static const struct valid_case valid[] = {
-	{ "the classic one-liner", "Default=0x7fff, ipoib : ALL=full ;\n", 1, 0 },
-	{ "cluster file: comments, SELF, defmember, flags, mgid lines, continuation",
-	  "# /etc/opensm/partitions.conf - cluster A\n"
-	  "# Default: every port limited, the SM full\n"
-	  "Default=0x7fff, ipoib, mtu=5, rate=7 : ALL=limited, SELF=full ;\n"
-	  "\n"
-	  "# storage tenant: the file servers are full members\n"
-	  "storage=0x0a01, ipoib, defmember=full :\n"
-	  "\t0x0002c90300a00001, 0x0002c90300a00002,   # fs1, fs2\n"
-	  "\t0x0002c90300a00003=limited ;\n"
-	  "\n"
-	  "# compute partition with multicast groups\n"
-	  "compute = 0x0b01 , ipoib, sl=1, indx0 :\n"
-	  "\tmgid=ff12:401b::0707,sl=1 # random IPv4 group\n"
-	  "\tmgid=ff12:601b::16    # MLDv2-capable routers\n"
-	  "\tALL_CAS=full, ALL_SWITCHES=full ;\n",
-	  3, 0 },
-	{ "man page examples that OpenSM accepts",
-	  "Default=0x7fff : ALL, SELF=full ;\n"
-	  "NewPartition , ipoib : 0x123456=full, 0x3456789034=limi, 0x2134af2306 ;\n"
-	  "YetAnotherOne = 0x300 : SELF=full ;\n"
-	  "YetAnotherOne = 0x300 : ALL=limited ;\n"
-	  "ShareIO = 0x80 , defmember=full : 0x123451, 0x123452;\n"
-	  "ShareIO = 0x80 : 0x123453, 0x123454, 0x123455=full;\n",
-	  6, 0 },
-	{ "header alone on its line, decimal PKey, both, empty entries, NONE",
-	  "Default=0x7fff,ipoib:ALL=full;\n"
-	  "tenant1=32769:\n"
-	  "  0x0002c90300001001=both,\n"
-	  "  , NONE,\n"
-	  "  0x0002c90300001002=full;\n",
-	  2, 0 },
-	{ "several definitions on one line, ALL_ROUTERS and prefix keywords",
-	  "Default=0x7fff : ALL=full; a=0x10 : ALL_ROUTERS=limited; b=0x11 : SEL=full, "
-	  "ALL_S=full ;\n",
-	  3, 0 },
-	{ "multicast groups on the Default partition (man page)",
-	  "# multicast groups added to default\n"
-	  "Default=0x7fff,ipoib:\n"
-	  "        mgid=ff12:401b::0707,sl=1 # random IPv4 group\n"
-	  "        mgid=ff12:601b::16    # MLDv2-capable routers\n"
-	  "        mgid=ff12:401b::16    # IGMP\n"
-	  "        mgid=ff12:601b::2     # All routers\n"
-	  "        mgid=ff12::1,sl=1,Q_Key=0xDEADBEEF,rate=3,mtu=2 # random group\n"
-	  "        ALL=full;\n",
-	  1, 0 },
-	{ "last definition without ';' at the end of the file (warning)",
-	  "Default=0x7fff : ALL=full ;\ntenant=0x0a05 : 0x0002c90300001001=full", 2, 1 },
-	{ "unknown flag, unknown membership, empty membership (warnings)",
-	  "Default=0x7fff, ipob : ALL=full ;\n"
-	  "t=0x0a06 : 0x0002c90300001001=ful1, 0x0002c90300001002= ;\n",
-	  2, 3 },
-	{ "a non-multicast mgid and a member after an mgid (warnings)",
-	  "Default=0x7fff, ipoib :\n"
-	  "\tmgid=fe80::1\n"
-	  "\tmgid=ff12::2, ALL=full\n"
-	  "\tALL=full ;\n",
-	  1, 2 },
-	{ "PKey 0x8000 is auto-generated (warning), name with spaces",
-	  "Default=0x7fff : ALL=full ;\nmy tenant=0x8000 : SELF=full ;\n", 2, 1 },
-	{ "CRLF inside a definition: '\\r' before ';' is a membership typo (warning)",
-	  "Default=0x7fff : ALL=full\r ;\n", 1, 1 },
+	{"the classic one-liner", "Default=0x7fff, ipoib : ALL=full ;\n", 1, 0},
+	{"cluster file: comments, SELF, defmember, flags, mgid lines, continuation",
+	 "# /etc/opensm/partitions.conf - cluster A\n"
+	 "# Default: every port limited, the SM full\n"
+	 "Default=0x7fff, ipoib, mtu=5, rate=7 : ALL=limited, SELF=full ;\n"
+	 "\n"
+	 "# storage tenant: the file servers are full members\n"
+	 "storage=0x0a01, ipoib, defmember=full :\n"
+	 "\t0x0002c90300a00001, 0x0002c90300a00002,   # fs1, fs2\n"
+	 "\t0x0002c90300a00003=limited ;\n"
+	 "\n"
+	 "# compute partition with multicast groups\n"
+	 "compute = 0x0b01 , ipoib, sl=1, indx0 :\n"
+	 "\tmgid=ff12:401b::0707,sl=1 # random IPv4 group\n"
+	 "\tmgid=ff12:601b::16    # MLDv2-capable routers\n"
+	 "\tALL_CAS=full, ALL_SWITCHES=full ;\n",
+	 3, 0},
+	{"man page examples that OpenSM accepts",
+	 "Default=0x7fff : ALL, SELF=full ;\n"
+	 "NewPartition , ipoib : 0x123456=full, 0x3456789034=limi, 0x2134af2306 ;\n"
+	 "YetAnotherOne = 0x300 : SELF=full ;\n"
+	 "YetAnotherOne = 0x300 : ALL=limited ;\n"
+	 "ShareIO = 0x80 , defmember=full : 0x123451, 0x123452;\n"
+	 "ShareIO = 0x80 : 0x123453, 0x123454, 0x123455=full;\n",
+	 6, 0},
+	{"header alone on its line, decimal PKey, both, empty entries, NONE",
+	 "Default=0x7fff,ipoib:ALL=full;\n"
+	 "tenant1=32769:\n"
+	 "  0x0002c90300001001=both,\n"
+	 "  , NONE,\n"
+	 "  0x0002c90300001002=full;\n",
+	 2, 0},
+	{"several definitions on one line, ALL_ROUTERS and prefix keywords",
+	 "Default=0x7fff : ALL=full; a=0x10 : ALL_ROUTERS=limited; b=0x11 : SEL=full, "
+	 "ALL_S=full ;\n",
+	 3, 0},
+	{"multicast groups on the Default partition (man page)",
+	 "# multicast groups added to default\n"
+	 "Default=0x7fff,ipoib:\n"
+	 "        mgid=ff12:401b::0707,sl=1 # random IPv4 group\n"
+	 "        mgid=ff12:601b::16    # MLDv2-capable routers\n"
+	 "        mgid=ff12:401b::16    # IGMP\n"
+	 "        mgid=ff12:601b::2     # All routers\n"
+	 "        mgid=ff12::1,sl=1,Q_Key=0xDEADBEEF,rate=3,mtu=2 # random group\n"
+	 "        ALL=full;\n",
+	 1, 0},
+	{"last definition without ';' at the end of the file (warning)",
+	 "Default=0x7fff : ALL=full ;\ntenant=0x0a05 : 0x0002c90300001001=full", 2, 1},
+	{"unknown flag, unknown membership, empty membership (warnings)",
+	 "Default=0x7fff, ipob : ALL=full ;\n"
+	 "t=0x0a06 : 0x0002c90300001001=ful1, 0x0002c90300001002= ;\n",
+	 2, 3},
+	{"a non-multicast mgid and a member after an mgid (warnings)",
+	 "Default=0x7fff, ipoib :\n"
+	 "\tmgid=fe80::1\n"
+	 "\tmgid=ff12::2, ALL=full\n"
+	 "\tALL=full ;\n",
+	 1, 2},
+	{"PKey 0x8000 is auto-generated (warning), name with spaces",
+	 "Default=0x7fff : ALL=full ;\nmy tenant=0x8000 : SELF=full ;\n", 2, 1},
+	{"CRLF inside a definition: '\\r' before ';' is a membership typo (warning)",
+	 "Default=0x7fff : ALL=full\r ;\n", 1, 1},
 };
 
 static void test_valid(void **state)
@@ -135,71 +135,70 @@ static void test_valid(void **state)
 
 /* What OpenSM 3.3.23 itself does with an invalid case (checked in the lab). */
 enum osm_verdict {
-	OSM_REJECTS = 0,	/* "Partition configuration in error": Default ALL=full only */
-	OSM_ACCEPTS,		/* OpenSM reads it (wrapping, truncating): ibvf is stricter */
-	OSM_CRASHES,		/* the opensm process dies */
+	OSM_REJECTS = 0, /* "Partition configuration in error": Default ALL=full only */
+	OSM_ACCEPTS,	 /* OpenSM reads it (wrapping, truncating): ibvf is stricter */
+	OSM_CRASHES,	 /* the opensm process dies */
 };
 
-static const char *const osm_verdict_name[] = { "rejects", "accepts", "crashes" };
+static const char *const osm_verdict_name[] = {"rejects", "accepts", "crashes"};
 
 struct invalid_case {
 	const char *what;
 	const char *text;
-	size_t len;		/* 0: strlen */
-	const char *where;	/* "p.conf:L:C:" */
-	const char *msg;	/* part of the message */
+	size_t len;	   /* 0: strlen */
+	const char *where; /* "p.conf:L:C:" */
+	const char *msg;   /* part of the message */
 	enum osm_verdict osm;
 };
 
 static char long_line[5000];
 
 static struct invalid_case invalid[] = {
-	{ "empty file", "", 0, "p.conf:1:1:", "no partition definition" },
-	{ "only comments", "# nothing here yet\n\n# really\n", 0, "p.conf:3:1:",
-	  "no partition definition" },
-	{ "missing ':'", "Default=0x7fff ALL=full ;\n", 0, "p.conf:1:1:", "no ':'" },
-	{ "bad GUID in the lab's broken file",
-	  "Default=0x7fff, ipoib : ALL=full ;\n"
-	  "tenant1=0x8001 : 0x0002c90300002001=full, 0xZZZZ=full ;\n",
-	  0, "p.conf:2:43:", "bad port GUID '0xZZZZ'" },
-	{ "GUID 0", "Default=0x7fff : ALL=full ;\nt=0x10 : 0x0=full ;\n", 0, "p.conf:2:10:",
-	  "bad port GUID '0x0'" },
-	{ "bad PKey", "Default=0x7fff : ALL=full ;\nt=0x1g : ALL ;\n", 0, "p.conf:2:3:",
-	  "bad PKey '0x1g'" },
-	{ "'=' without a PKey", "t= : ALL ;\n", 0, "p.conf:1:4:", "missing PKey" },
-	{ "lower-case keyword", "Default=0x7fff : all=full ;\n", 0, "p.conf:1:18:",
-	  "bad port GUID 'all'" },
-	{ "man page example with two ':' (OpenSM reads 'defmember' as a GUID)",
-	  "Default=0x7fff : ALL=full ;\n"
-	  "ShareIO = 0x80 : defmember=limited : 0x123456, 0x123457, 0x123458=full;\n",
-	  0, "p.conf:2:18:", "bad port GUID 'defmember'" },
-	{ "header split over two lines", "Default=0x7fff,\n ipoib : ALL=full ;\n", 0,
-	  "p.conf:1:1:", "no ':'" },
-	{ "CRLF line ends: '\\r' after ';' starts a definition", "Default=0x7fff : ALL=full ;\r\n",
-	  0, "p.conf:1:28:", "no ':'" },
-	{ "';' on the line of an mgid entry",
-	  "Default=0x7fff, ipoib : ALL=full,\n\tmgid=ff12:401b::0707 ;\n", 0, "p.conf:2:23:",
-	  "mgid entry" },
-	{ "';' alone on the line after the members",
-	  "Default=0x7fff : ALL=full ;\ntenant=0x10 :\n  0x0002c90300001001=full,\n"
-	  "  0x0002c90300001002=full\n;\n",
-	  0, "p.conf:5:1:", "';' with nothing before it" },
-	{ "';' after white space only, as in \"\\t;\"",
-	  "Default=0x7fff : ALL=full,\n\tSELF=full\n\t;\n", 0, "p.conf:3:2:",
-	  "';' with nothing before it" },
-	{ "mgid without a GID", "Default=0x7fff : ALL=full,\n\tmgid\n ALL=full ;\n", 0,
-	  "p.conf:2:2:",
-	  "mgid without a GID", OSM_CRASHES },
-	{ "line longer than OpenSM's buffer", long_line, 0, "p.conf:1:4095:", "OpenSM reads" },
-	{ "NUL byte", "Default=0x7fff : ALL=full ;\0\n", 29, "p.conf:1:28:", "NUL byte",
-	  OSM_ACCEPTS },
-	{ "PKey above 0xffff", "Default=0x7fff : ALL=full ;\nt=0x18001 : ALL ;\n", 0,
-	  "p.conf:2:3:", "larger than 0xffff", OSM_ACCEPTS },
-	{ "negative GUID", "Default=0x7fff : ALL=full ;\nt=0x10 : -1=full ;\n", 0, "p.conf:2:10:",
-	  "bad port GUID '-1'", OSM_ACCEPTS },
-	{ "GUID wider than 64 bits",
-	  "Default=0x7fff : ALL=full ;\nt=0x10 : 0x10002c90300001001=full ;\n", 0,
-	  "p.conf:2:10:", "bad port GUID", OSM_ACCEPTS },
+	{"empty file", "", 0, "p.conf:1:1:", "no partition definition"},
+	{"only comments", "# nothing here yet\n\n# really\n", 0,
+	 "p.conf:3:1:", "no partition definition"},
+	{"missing ':'", "Default=0x7fff ALL=full ;\n", 0, "p.conf:1:1:", "no ':'"},
+	{"bad GUID in the lab's broken file",
+	 "Default=0x7fff, ipoib : ALL=full ;\n"
+	 "tenant1=0x8001 : 0x0002c90300002001=full, 0xZZZZ=full ;\n",
+	 0, "p.conf:2:43:", "bad port GUID '0xZZZZ'"},
+	{"GUID 0", "Default=0x7fff : ALL=full ;\nt=0x10 : 0x0=full ;\n", 0,
+	 "p.conf:2:10:", "bad port GUID '0x0'"},
+	{"bad PKey", "Default=0x7fff : ALL=full ;\nt=0x1g : ALL ;\n", 0,
+	 "p.conf:2:3:", "bad PKey '0x1g'"},
+	{"'=' without a PKey", "t= : ALL ;\n", 0, "p.conf:1:4:", "missing PKey"},
+	{"lower-case keyword", "Default=0x7fff : all=full ;\n", 0,
+	 "p.conf:1:18:", "bad port GUID 'all'"},
+	{"man page example with two ':' (OpenSM reads 'defmember' as a GUID)",
+	 "Default=0x7fff : ALL=full ;\n"
+	 "ShareIO = 0x80 : defmember=limited : 0x123456, 0x123457, 0x123458=full;\n",
+	 0, "p.conf:2:18:", "bad port GUID 'defmember'"},
+	{"header split over two lines", "Default=0x7fff,\n ipoib : ALL=full ;\n", 0,
+	 "p.conf:1:1:", "no ':'"},
+	{"CRLF line ends: '\\r' after ';' starts a definition", "Default=0x7fff : ALL=full ;\r\n",
+	 0, "p.conf:1:28:", "no ':'"},
+	{"';' on the line of an mgid entry",
+	 "Default=0x7fff, ipoib : ALL=full,\n\tmgid=ff12:401b::0707 ;\n", 0,
+	 "p.conf:2:23:", "mgid entry"},
+	{"';' alone on the line after the members",
+	 "Default=0x7fff : ALL=full ;\ntenant=0x10 :\n  0x0002c90300001001=full,\n"
+	 "  0x0002c90300001002=full\n;\n",
+	 0, "p.conf:5:1:", "';' with nothing before it"},
+	{"';' after white space only, as in \"\\t;\"",
+	 "Default=0x7fff : ALL=full,\n\tSELF=full\n\t;\n", 0,
+	 "p.conf:3:2:", "';' with nothing before it"},
+	{"mgid without a GID", "Default=0x7fff : ALL=full,\n\tmgid\n ALL=full ;\n", 0,
+	 "p.conf:2:2:", "mgid without a GID", OSM_CRASHES},
+	{"line longer than OpenSM's buffer", long_line, 0, "p.conf:1:4095:", "OpenSM reads"},
+	{"NUL byte", "Default=0x7fff : ALL=full ;\0\n", 29, "p.conf:1:28:", "NUL byte",
+	 OSM_ACCEPTS},
+	{"PKey above 0xffff", "Default=0x7fff : ALL=full ;\nt=0x18001 : ALL ;\n", 0,
+	 "p.conf:2:3:", "larger than 0xffff", OSM_ACCEPTS},
+	{"negative GUID", "Default=0x7fff : ALL=full ;\nt=0x10 : -1=full ;\n", 0,
+	 "p.conf:2:10:", "bad port GUID '-1'", OSM_ACCEPTS},
+	{"GUID wider than 64 bits",
+	 "Default=0x7fff : ALL=full ;\nt=0x10 : 0x10002c90300001001=full ;\n", 0,
+	 "p.conf:2:10:", "bad port GUID", OSM_ACCEPTS},
 };
 
 static void fill_long_line(void)
@@ -225,8 +224,8 @@ static void test_invalid(void **state)
 		if (ret != -EINVAL || f || !strstr(err, invalid[i].where) ||
 		    !strstr(err, invalid[i].msg)) {
 			print_error("invalid case %zu (%s): ret %d, message \"%s\", want \"%s\" "
-				    "and \"%s\"\n", i, invalid[i].what, ret, err, invalid[i].where,
-				    invalid[i].msg);
+				    "and \"%s\"\n",
+				    i, invalid[i].what, ret, err, invalid[i].where, invalid[i].msg);
 			fail();
 		}
 	}
@@ -270,7 +269,7 @@ static void test_semantics(void **state)
 	assert_int_equal(s->defmember, PC_FULL);
 	assert_int_equal(s->n_ports, 3);
 	assert_true(s->ports[0].guid == G(0x0002c90300a00001));
-	assert_int_equal(s->ports[0].membership, PC_FULL);	/* defmember */
+	assert_int_equal(s->ports[0].membership, PC_FULL); /* defmember */
 	assert_false(s->ports[0].explicit_membership);
 	assert_int_equal(s->ports[2].membership, PC_LIMITED);
 	assert_int_equal(s->ports[2].pos.line, 8);
@@ -289,23 +288,23 @@ static void test_semantics(void **state)
 	pc_file_free(f);
 
 	f = parse_ok(valid[2].text);
-	assert_false(f->parts[1].has_pkey);	/* NewPartition: auto PKey */
+	assert_false(f->parts[1].has_pkey); /* NewPartition: auto PKey */
 	assert_true(f->parts[1].ipoib);
-	assert_int_equal(f->parts[1].ports[1].membership, PC_LIMITED);	/* "limi" */
+	assert_int_equal(f->parts[1].ports[1].membership, PC_LIMITED); /* "limi" */
 	assert_true(f->parts[1].ports[2].guid == G(0x2134af2306));
 	assert_int_equal(f->parts[1].ports[2].membership, PC_LIMITED);
 	assert_int_equal(f->parts[4].ports[0].membership, PC_FULL);
 	pc_file_free(f);
 
 	f = parse_ok(valid[3].text);
-	assert_int_equal(f->parts[1].pkey, 0x0001);	/* 32769 = 0x8001 */
+	assert_int_equal(f->parts[1].pkey, 0x0001); /* 32769 = 0x8001 */
 	assert_int_equal(f->parts[1].n_ports, 2);
 	assert_int_equal(f->parts[1].ports[0].membership, PC_BOTH);
 	pc_file_free(f);
 
 	f = parse_ok(valid[4].text);
-	assert_int_equal(f->parts[2].ports[0].kind, PC_PORT_SELF);	/* "SEL" */
-	assert_int_equal(f->parts[2].ports[1].kind, PC_PORT_ALL_SWITCHES);	/* "ALL_S" */
+	assert_int_equal(f->parts[2].ports[0].kind, PC_PORT_SELF);	   /* "SEL" */
+	assert_int_equal(f->parts[2].ports[1].kind, PC_PORT_ALL_SWITCHES); /* "ALL_S" */
 	pc_file_free(f);
 
 	f = parse_ok(valid[6].text);
@@ -314,17 +313,17 @@ static void test_semantics(void **state)
 	pc_file_free(f);
 
 	f = parse_ok(valid[7].text);
-	assert_int_equal(f->parts[1].ports[0].membership, PC_LIMITED);	/* "ful1" */
-	assert_int_equal(f->parts[1].ports[1].membership, PC_FULL);	/* "" */
+	assert_int_equal(f->parts[1].ports[0].membership, PC_LIMITED); /* "ful1" */
+	assert_int_equal(f->parts[1].ports[1].membership, PC_FULL);    /* "" */
 	assert_has(f->warnings[0].msg, "unknown partition flag 'ipob'");
 	pc_file_free(f);
 
 	f = parse_ok(valid[8].text);
-	assert_int_equal(f->parts[0].n_ports, 1);	/* the ALL after the mgid is lost */
+	assert_int_equal(f->parts[0].n_ports, 1); /* the ALL after the mgid is lost */
 	assert_has(f->warnings[1].msg, "'ALL=full' after an mgid entry");
 	pc_file_free(f);
 
-	f = parse_ok("0x0a10 : 10=full ;\n");	/* a name that is a number is the PKey */
+	f = parse_ok("0x0a10 : 10=full ;\n"); /* a name that is a number is the PKey */
 	assert_string_equal(f->parts[0].name, "");
 	assert_int_equal(f->parts[0].pkey, 0x0a10);
 	assert_true(f->parts[0].ports[0].guid == 10);
@@ -333,10 +332,9 @@ static void test_semantics(void **state)
 
 /* -------------------------------------------------------- managed section -- */
 
-static const char admin[] =
-	"# cluster A partitions\n"
-	"Default=0x7fff, ipoib : ALL=full ;\n"
-	"storage=0x0a01, ipoib : 0x0002c90300a00001=full, ALL_CAS=limited ;\n";
+static const char admin[] = "# cluster A partitions\n"
+			    "Default=0x7fff, ipoib : ALL=full ;\n"
+			    "storage=0x0a01, ipoib : 0x0002c90300a00001=full, ALL_CAS=limited ;\n";
 
 static struct pc_doc *doc_ok(const char *text, size_t len)
 {
@@ -365,7 +363,7 @@ static char *render_ok(const struct pc_doc *d, const struct pc_managed *m, size_
 static void add(struct pc_managed *m, uint16_t pkey, uint64_t guid, bool full, bool index0,
 		const struct pc_props *pr)
 {
-	struct pc_member mem = { guid, full, index0 };
+	struct pc_member mem = {guid, full, index0};
 	size_t changed = 0;
 
 	assert_int_equal(pc_managed_add(m, pkey, pr, &mem, 1, &changed), 0);
@@ -373,9 +371,9 @@ static void add(struct pc_managed *m, uint16_t pkey, uint64_t guid, bool full, b
 
 static void test_render_roundtrip(void **state)
 {
-	struct pc_props ipoib = { true, 4, 3, -1 }, none = { false, -1, -1, -1 };
+	struct pc_props ipoib = {true, 4, 3, -1}, none = {false, -1, -1, -1};
 	struct pc_doc *d = doc_ok(admin, strlen(admin)), *d2;
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	size_t len;
 	char *out;
 
@@ -407,10 +405,10 @@ static void test_render_roundtrip(void **state)
 	assert_int_equal(d2->managed.n, 2);
 	assert_int_equal(pc_managed_count(&d2->managed), 4);
 	assert_true(pc_managed_find(&d2->managed, 0x0a10)->props.ipoib);
-	assert_true(pc_mpkey_find(pc_managed_find(&d2->managed, 0x0a10),
-				  G(0x0002c90300100005))->index0);
-	assert_false(pc_mpkey_find(pc_managed_find(&d2->managed, 0x0a10),
-				   G(0x0002c90300100003))->full);
+	assert_true(pc_mpkey_find(pc_managed_find(&d2->managed, 0x0a10), G(0x0002c90300100005))
+			    ->index0);
+	assert_false(
+		pc_mpkey_find(pc_managed_find(&d2->managed, 0x0a10), G(0x0002c90300100003))->full);
 	free(out);
 
 	/* rendering again from the loaded section gives the same bytes */
@@ -426,10 +424,10 @@ static void test_render_roundtrip(void **state)
 static void test_section_in_middle_and_tail(void **state)
 {
 	const char *text = "# head\nDefault=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n"
-			   "ibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n"
-			   PC_END_MARKER "\n# tail the admin wrote\nlate=0x0a20 : SELF=full ;\n";
+			   "ibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n" PC_END_MARKER
+			   "\n# tail the admin wrote\nlate=0x0a20 : SELF=full ;\n";
 	struct pc_doc *d = doc_ok(text, strlen(text)), *d2;
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	size_t len, changed = 0;
 	uint64_t g = G(0x0002c90300100001);
 	char *out;
@@ -471,10 +469,11 @@ static void test_section_in_middle_and_tail(void **state)
  */
 static void test_admin_defines(void **state)
 {
-	const char *text = "Default=0x7fff : ALL=full ;\nhead=0x0001 : SELF=full ;\n"
-			   "gen : SELF=full ;\nzero=0x8000 : SELF=full ;\nfull=0xffc0 : SELF ;\n"
-			   PC_BEGIN_MARKER "\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n"
-			   PC_END_MARKER "\nlate=0x0a20 : SELF=full ;\n";
+	const char *text =
+		"Default=0x7fff : ALL=full ;\nhead=0x0001 : SELF=full ;\n"
+		"gen : SELF=full ;\nzero=0x8000 : SELF=full ;\nfull=0xffc0 : SELF ;\n" PC_BEGIN_MARKER
+		"\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n" PC_END_MARKER
+		"\nlate=0x0a20 : SELF=full ;\n";
 	struct pc_doc *d = doc_ok(text, strlen(text));
 	unsigned n = 0;
 
@@ -493,7 +492,7 @@ static void test_no_trailing_newline(void **state)
 {
 	const char *text = "Default=0x7fff : ALL=full ;";
 	struct pc_doc *d = doc_ok(text, strlen(text));
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	size_t len;
 	char *out;
 
@@ -514,63 +513,62 @@ struct doc_error {
 };
 
 static const struct doc_error doc_errors[] = {
-	{ "BEGIN without END", "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n",
-	  "p.conf:2:1: ibvf BEGIN marker without an END marker" },
-	{ "END without BEGIN", "Default=0x7fff : ALL=full ;\n" PC_END_MARKER "\n",
-	  "p.conf:2:1: ibvf END marker without a BEGIN marker" },
-	{ "two sections",
-	  "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n" PC_END_MARKER "\n" PC_BEGIN_MARKER
-	  "\n" PC_END_MARKER "\n",
-	  "p.conf:4:1: a second ibvf BEGIN marker" },
-	{ "admin definition open before the section",
-	  "Default=0x7fff : ALL=full\n" PC_BEGIN_MARKER "\n" PC_END_MARKER "\n;\n",
-	  "p.conf:2:1: the definition at line 1 is not terminated by ';' before the ibvf" },
-	{ "hand-edited section: keyword",
-	  "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\nx=0x0a10 : ALL=full ;\n" PC_END_MARKER
-	  "\n",
-	  "p.conf:3:12: the ibvf section (lines 2-4) was edited" },
-	{ "hand-edited section: mgid",
-	  "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER
-	  "\nx=0x0a10 :\n mgid=ff12::1\n 0x0002c90300100001=full ;\n"
-	  PC_END_MARKER "\n",
-	  "p.conf:3:1: the ibvf section (lines 2-6) was edited" },
-	{ "only ibvf's partitions",
-	  "# admin removed everything\n" PC_BEGIN_MARKER
-	  "\nibvf_0x0a10=0x0a10 : 0x0002c90300100001=full ;\n" PC_END_MARKER "\n",
-	  "no partition definition outside the ibvf section" },
-	{ "unparsable admin part", "Default=0x7fff : ALL=full ;\nbroken 0x0a02 ALL ;\n",
-	  "p.conf:2:1: no ':'" },
+	{"BEGIN without END", "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n",
+	 "p.conf:2:1: ibvf BEGIN marker without an END marker"},
+	{"END without BEGIN", "Default=0x7fff : ALL=full ;\n" PC_END_MARKER "\n",
+	 "p.conf:2:1: ibvf END marker without a BEGIN marker"},
+	{"two sections",
+	 "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n" PC_END_MARKER "\n" PC_BEGIN_MARKER
+	 "\n" PC_END_MARKER "\n",
+	 "p.conf:4:1: a second ibvf BEGIN marker"},
+	{"admin definition open before the section",
+	 "Default=0x7fff : ALL=full\n" PC_BEGIN_MARKER "\n" PC_END_MARKER "\n;\n",
+	 "p.conf:2:1: the definition at line 1 is not terminated by ';' before the ibvf"},
+	{"hand-edited section: keyword",
+	 "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\nx=0x0a10 : ALL=full ;\n" PC_END_MARKER
+	 "\n",
+	 "p.conf:3:12: the ibvf section (lines 2-4) was edited"},
+	{"hand-edited section: mgid",
+	 "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER
+	 "\nx=0x0a10 :\n mgid=ff12::1\n 0x0002c90300100001=full ;\n" PC_END_MARKER "\n",
+	 "p.conf:3:1: the ibvf section (lines 2-6) was edited"},
+	{"only ibvf's partitions",
+	 "# admin removed everything\n" PC_BEGIN_MARKER
+	 "\nibvf_0x0a10=0x0a10 : 0x0002c90300100001=full ;\n" PC_END_MARKER "\n",
+	 "no partition definition outside the ibvf section"},
+	{"unparsable admin part", "Default=0x7fff : ALL=full ;\nbroken 0x0a02 ALL ;\n",
+	 "p.conf:2:1: no ':'"},
 	/*
 	 * A damaged marker pair used to turn the section into admin text: its
 	 * members were then never removed (remove_members reported success),
 	 * and a second section was appended.
 	 */
-	{ "both markers indented",
-	  "Default=0x7fff : ALL=full ;\n  " PC_BEGIN_MARKER "\nibvf_0x0a10=0x0a10 :\n"
-	  "\t0x0002c90300100001=full ;\n  " PC_END_MARKER "\n",
-	  "p.conf:2:1: this line looks like an ibvf section marker but is not one" },
-	{ "marker text changed",
-	  "Default=0x7fff : ALL=full ;\n# BEGIN ibvf managed partitions\nibvf_0x0a10=0x0a10 :\n"
-	  "\t0x0002c90300100001=full ;\n# END ibvf managed partitions (old)\n",
-	  "p.conf:2:1: this line looks like an ibvf section marker" },
-	{ "markers deleted, section left",
-	  "Default=0x7fff : ALL=full ;\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n",
-	  "p.conf:2:1: partition 'ibvf_0x0a10' is outside ibvf's section but named like ibvf's" },
-	{ "an ibvf definition copied into the tail",
-	  "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n" PC_END_MARKER
-	  "\nibvf_0x0a11=0x0a11 : 0x0002c90300100001=full ;\n",
-	  "p.conf:4:1: partition 'ibvf_0x0a11' is outside ibvf's section" },
+	{"both markers indented",
+	 "Default=0x7fff : ALL=full ;\n  " PC_BEGIN_MARKER "\nibvf_0x0a10=0x0a10 :\n"
+	 "\t0x0002c90300100001=full ;\n  " PC_END_MARKER "\n",
+	 "p.conf:2:1: this line looks like an ibvf section marker but is not one"},
+	{"marker text changed",
+	 "Default=0x7fff : ALL=full ;\n# BEGIN ibvf managed partitions\nibvf_0x0a10=0x0a10 :\n"
+	 "\t0x0002c90300100001=full ;\n# END ibvf managed partitions (old)\n",
+	 "p.conf:2:1: this line looks like an ibvf section marker"},
+	{"markers deleted, section left",
+	 "Default=0x7fff : ALL=full ;\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n",
+	 "p.conf:2:1: partition 'ibvf_0x0a10' is outside ibvf's section but named like ibvf's"},
+	{"an ibvf definition copied into the tail",
+	 "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n" PC_END_MARKER
+	 "\nibvf_0x0a11=0x0a11 : 0x0002c90300100001=full ;\n",
+	 "p.conf:4:1: partition 'ibvf_0x0a11' is outside ibvf's section"},
 };
 
 /* Marker lines with trailing blanks or a CR are still the markers. */
 static void test_marker_trailing_blanks(void **state)
 {
-	const char *text = "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER " \t\r\n"
-			   "ibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n" PC_END_MARKER
-			   "  \n# tail\n";
+	const char *text =
+		"Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER " \t\r\n"
+		"ibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n" PC_END_MARKER "  \n# tail\n";
 	struct pc_doc *d = doc_ok(text, strlen(text));
 	uint64_t g = G(0x0002c90300100001);
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	size_t len, changed = 0;
 	char *out;
 
@@ -581,8 +579,8 @@ static void test_marker_trailing_blanks(void **state)
 	assert_int_equal(pc_managed_remove(&m, 0x0a10, &g, 1, &changed), 0);
 	assert_int_equal(changed, 1);
 	out = render_ok(d, &m, &len);
-	assert_string_equal(out, "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n"
-				 PC_END_MARKER "\n# tail\n");
+	assert_string_equal(out, "Default=0x7fff : ALL=full ;\n" PC_BEGIN_MARKER "\n" PC_END_MARKER
+				 "\n# tail\n");
 	free(out);
 	pc_managed_free(&m);
 	pc_doc_free(d);
@@ -594,8 +592,8 @@ static void test_doc_errors(void **state)
 	for (size_t i = 0; i < sizeof(doc_errors) / sizeof(doc_errors[0]); i++) {
 		char err[IBVF_ERR_LEN] = "";
 		struct pc_doc *d = NULL;
-		int ret = pc_doc_load(doc_errors[i].text, strlen(doc_errors[i].text), "p.conf",
-				      &d, err, sizeof(err));
+		int ret = pc_doc_load(doc_errors[i].text, strlen(doc_errors[i].text), "p.conf", &d,
+				      err, sizeof(err));
 
 		if (ret != -EINVAL || d || !strstr(err, doc_errors[i].msg)) {
 			print_error("doc case %zu (%s): ret %d, \"%s\"\n", i, doc_errors[i].what,
@@ -607,9 +605,9 @@ static void test_doc_errors(void **state)
 
 static void test_unterminated_admin_refused_on_render(void **state)
 {
-	const char *text = "Default=0x7fff : ALL=full";	/* valid for OpenSM at EOF */
+	const char *text = "Default=0x7fff : ALL=full"; /* valid for OpenSM at EOF */
 	struct pc_doc *d = doc_ok(text, strlen(text));
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	char err[IBVF_ERR_LEN] = "", *out = NULL;
 	size_t len;
 
@@ -617,8 +615,7 @@ static void test_unterminated_admin_refused_on_render(void **state)
 	add(&m, 0x0a10, G(0x0002c90300100001), true, false, NULL);
 	assert_int_equal(pc_render(d, &m, &out, &len, err, sizeof(err)), 0);
 	/* appending the section would swallow it into the admin's definition */
-	assert_int_equal(pc_check_rendered(d, &m, out, len, "new.conf", err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(pc_check_rendered(d, &m, out, len, "new.conf", err, sizeof(err)), -EINVAL);
 	assert_has(err, "refusing the new partition file");
 	assert_has(err, "not terminated by ';'");
 	free(out);
@@ -629,7 +626,7 @@ static void test_unterminated_admin_refused_on_render(void **state)
 static void test_check_detects_tampering(void **state)
 {
 	struct pc_doc *d = doc_ok(admin, strlen(admin));
-	struct pc_managed m = { 0 }, other = { 0 };
+	struct pc_managed m = {0}, other = {0};
 	char err[IBVF_ERR_LEN] = "", *out;
 	size_t len;
 
@@ -638,8 +635,7 @@ static void test_check_detects_tampering(void **state)
 	out = render_ok(d, &m, &len);
 	/* an admin byte changed (a comment: still parses) */
 	out[3] = 'C';
-	assert_int_equal(pc_check_rendered(d, &m, out, len, "new.conf", err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(pc_check_rendered(d, &m, out, len, "new.conf", err, sizeof(err)), -EINVAL);
 	assert_has(err, "administrator's part would change");
 	out[3] = admin[3];
 	/* a different section than intended */
@@ -649,8 +645,7 @@ static void test_check_detects_tampering(void **state)
 	assert_has(err, "differs at PKey 0x0a10 GUID 0x0002c90300100001");
 	/* a broken file */
 	memcpy(strstr(out, "0x0002c90300100001"), "0xZZZZ", 6);
-	assert_int_equal(pc_check_rendered(d, &m, out, len, "new.conf", err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(pc_check_rendered(d, &m, out, len, "new.conf", err, sizeof(err)), -EINVAL);
 	assert_has(err, "bad port GUID");
 	free(out);
 	pc_managed_free(&other);
@@ -660,29 +655,32 @@ static void test_check_detects_tampering(void **state)
 
 static void test_managed_add_remove(void **state)
 {
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	struct pc_member b[4] = {
-		{ 5, true, false }, { 3, false, false }, { 5, false, false }, { 9, true, true },
+		{5, true, false},
+		{3, false, false},
+		{5, false, false},
+		{9, true, true},
 	};
-	uint64_t rm[] = { 3, 42, 3 };
+	uint64_t rm[] = {3, 42, 3};
 	size_t changed = 0;
 	struct pc_mpkey *p;
 
 	(void)state;
 	assert_int_equal(pc_managed_add(&m, 0x20, NULL, b, 4, &changed), 0);
-	assert_int_equal(changed, 3);	/* 5 given twice: one member, the last wins */
+	assert_int_equal(changed, 3); /* 5 given twice: one member, the last wins */
 	p = pc_managed_find(&m, 0x20);
 	assert_int_equal(p->n, 3);
 	assert_false(pc_mpkey_find(p, 5)->full);
 	assert_int_equal(p->props.mtu, -1);
 	changed = 0;
 	assert_int_equal(pc_managed_add(&m, 0x20, NULL, b, 4, &changed), 0);
-	assert_int_equal(changed, 0);	/* idempotent */
+	assert_int_equal(changed, 0); /* idempotent */
 	b[3].full = false;
 	assert_int_equal(pc_managed_add(&m, 0x20, NULL, &b[3], 1, &changed), 0);
 	assert_int_equal(changed, 1);
 	add(&m, 0x10, 1, true, false, NULL);
-	assert_int_equal(m.pkeys[0].pkey, 0x10);	/* sorted by PKey */
+	assert_int_equal(m.pkeys[0].pkey, 0x10); /* sorted by PKey */
 	changed = 0;
 	assert_int_equal(pc_managed_remove(&m, 0x20, rm, 3, &changed), 0);
 	assert_int_equal(changed, 1);
@@ -696,13 +694,12 @@ static void test_ten_thousand_members(void **state)
 	size_t n = 10000, len, changed = 0, longest = 0;
 	struct pc_member *mem = calloc(n, sizeof(*mem));
 	struct pc_doc *d = doc_ok(admin, strlen(admin)), *d2;
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	char *out, *s;
 
 	(void)state;
 	for (size_t i = 0; i < n; i++)
-		mem[i] = (struct pc_member){ G(0x0002c90300200001) + 2 * (n - i), i % 3 != 0,
-					     false };
+		mem[i] = (struct pc_member){G(0x0002c90300200001) + 2 * (n - i), i % 3 != 0, false};
 	assert_int_equal(pc_managed_add(&m, 0x0b00, NULL, mem, n, &changed), 0);
 	assert_int_equal(changed, n);
 	out = render_ok(d, &m, &len);
@@ -742,15 +739,15 @@ static int write_case(const char *dir, const char *kind, size_t i, const char *t
 /* A file as the renderer writes it: merged, index0 and ipoib definitions. */
 static int dump_rendered(const char *dir)
 {
-	struct pc_props ipoib = { true, 4, 3, 0 };
+	struct pc_props ipoib = {true, 4, 3, 0};
 	char err[IBVF_ERR_LEN], *out = NULL;
-	struct pc_managed m = { 0 };
+	struct pc_managed m = {0};
 	struct pc_doc *d = NULL;
 	size_t len, changed = 0;
 	int bad;
 
 	for (unsigned i = 0; i < 9; i++) {
-		struct pc_member mem = { G(0x0002c90300100001) + 2 * i, i % 2, i % 3 == 0 };
+		struct pc_member mem = {G(0x0002c90300100001) + 2 * i, i % 2, i % 3 == 0};
 
 		bad = pc_managed_add(&m, i < 5 ? 0x0a10 : 0x0a01, i < 5 ? &ipoib : NULL, &mem, 1,
 				     &changed);

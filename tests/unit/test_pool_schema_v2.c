@@ -20,12 +20,15 @@
 #include "guid_pool.h"
 #include "log.h"
 
-static const struct ibvf_guid_range range = { 0x0200000000000001ull, 0x02000000000000ffull };
+static const struct ibvf_guid_range range = {0x0200000000000001ull, 0x02000000000000ffull};
 
 static struct ibvf_pool *open_pool(const char *dir, bool ro)
 {
 	struct ibvf_pool_opts o = {
-		.state_dir = dir, .ranges = &range, .n_ranges = 1, .quarantine_s = 60,
+		.state_dir = dir,
+		.ranges = &range,
+		.n_ranges = 1,
+		.quarantine_s = 60,
 		.read_only = ro,
 	};
 	struct ibvf_pool *p = NULL;
@@ -58,7 +61,7 @@ static int count_cb(void *arg, const struct ibvf_alloc *a)
 static void test_v1_store_migrates(void **state)
 {
 	char dir[] = "/tmp/ibvf-schema-XXXXXX", cmd[64];
-	struct ibvf_alloc_request req = { .vf_index = 3, .pci = "0000:03:00.5" };
+	struct ibvf_alloc_request req = {.vf_index = 3, .pci = "0000:03:00.5"};
 	struct ibvf_alloc a, b;
 	struct ibvf_pool *p;
 	int n = 0;
@@ -103,9 +106,11 @@ static void test_v1_store_migrates(void **state)
 static void test_prev_on_allocate(void **state)
 {
 	char dir[] = "/tmp/ibvf-schema-XXXXXX", cmd[64];
-	struct ibvf_alloc_request req = { .vf_index = 1, .pci = "0000:03:00.3",
-					  .prev_node_guid = 7, .prev_port_guid = 8,
-					  .prev_link_state = "auto" };
+	struct ibvf_alloc_request req = {.vf_index = 1,
+					 .pci = "0000:03:00.3",
+					 .prev_node_guid = 7,
+					 .prev_port_guid = 8,
+					 .prev_link_state = "auto"};
 	struct ibvf_alloc a;
 	struct ibvf_pool *p;
 

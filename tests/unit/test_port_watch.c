@@ -29,9 +29,9 @@ struct ibmad_port *fake_mad_rpc_open_port(char *dev_name, int dev_port, int *mgm
 					  int num_classes);
 int fake_umad_get_ca(const char *ca_name, umad_ca_t *ca);
 int fake_umad_release_ca(umad_ca_t *ca);
-#define umad_get_ca fake_umad_get_ca
-#define umad_release_ca fake_umad_release_ca
-#define umad_get_port fake_umad_get_port
+#define umad_get_ca	  fake_umad_get_ca
+#define umad_release_ca	  fake_umad_release_ca
+#define umad_get_port	  fake_umad_get_port
 #define umad_release_port fake_umad_release_port
 #define mad_rpc_open_port fake_mad_rpc_open_port
 #include "../../daemon/port/port_watch.c"
@@ -46,7 +46,7 @@ int fake_umad_release_ca(umad_ca_t *ca);
 struct step {
 	int state, phys, lid, sm_lid;
 	uint16_t pkeys[8];
-	const char *link_layer;	/* NULL: "InfiniBand" */
+	const char *link_layer; /* NULL: "InfiniBand" */
 };
 
 static const struct step *script;
@@ -149,7 +149,7 @@ static void test_pkey_find(void **state)
 {
 	/* index: 0 default full, 1 empty, 2 limited 0x0001, 3 invalid-full 0x8000, 33 full 0x8a02
 	 */
-	uint16_t t[40] = { 0xffff, 0x0000, 0x0001, 0x8000 };
+	uint16_t t[40] = {0xffff, 0x0000, 0x0001, 0x8000};
 	uint16_t e = 0;
 
 	(void)state;
@@ -175,7 +175,7 @@ static void test_pkey_find(void **state)
 
 static void test_pkey_find_both_memberships(void **state)
 {
-	uint16_t t[4] = { 0xffff, 0x0005, 0x8005, 0 };
+	uint16_t t[4] = {0xffff, 0x0005, 0x8005, 0};
 	uint16_t e = 0;
 
 	(void)state;
@@ -205,7 +205,7 @@ static struct ibvf_port_info *mkinfo(uint8_t st, uint16_t lid, const uint16_t *p
 
 static void test_cond_met(void **state)
 {
-	const uint16_t pk[] = { 0xffff, 0x7fff, 0x8001, 0x0002 };
+	const uint16_t pk[] = {0xffff, 0x7fff, 0x8001, 0x0002};
 	struct ibvf_port_info *i = mkinfo(IBVF_PORT_ACTIVE, 7, pk, 4);
 	struct ibvf_port_cond c = ibvf_port_cond_ready(0x8001, IBVF_PKEY_MATCH_FULL);
 	int idx;
@@ -223,7 +223,7 @@ static void test_cond_met(void **state)
 	assert_false(ibvf_port_cond_met(i, &c, NULL));
 	c.pkey = 0x0003;
 	assert_true(ibvf_port_cond_met(i, &c, &idx));
-	assert_int_equal(idx, -1);	/* no index for an absent P_Key */
+	assert_int_equal(idx, -1); /* no index for an absent P_Key */
 	/* state and LID */
 	i->lid = 0;
 	c = ibvf_port_cond_ready(0x8001, IBVF_PKEY_MATCH_ANY);
@@ -246,8 +246,8 @@ static void test_cond_met(void **state)
 
 static void test_describe(void **state)
 {
-	const uint16_t pk[] = { 0xffff, 0x7fff };
-	const uint16_t pk2[] = { 0xffff, 0x0000, 0x0001 };
+	const uint16_t pk[] = {0xffff, 0x7fff};
+	const uint16_t pk2[] = {0xffff, 0x0000, 0x0001};
 	struct ibvf_port_info *i = mkinfo(IBVF_PORT_ACTIVE, 7, pk, 2);
 	struct ibvf_port_cond c = ibvf_port_cond_ready(0x8001, IBVF_PKEY_MATCH_FULL);
 	char buf[IBVF_PORT_DESC_LEN], small[24];
@@ -328,7 +328,7 @@ static void test_parse_dr(void **state)
 static void test_target_check(void **state)
 {
 	struct ibvf_port_src *s = fake_src(1, 2);
-	struct ibvf_port_target t = { 0 };
+	struct ibvf_port_target t = {0};
 	char err[IBVF_ERR_LEN];
 
 	(void)state;
@@ -341,7 +341,7 @@ static void test_target_check(void **state)
 	assert_int_equal(target_check(s, &t, err, sizeof(err)), 0);
 	t.lid = 0;
 	assert_int_equal(target_check(s, &t, err, sizeof(err)), -EINVAL);
-	t.lid = 0xc000;	/* multicast */
+	t.lid = 0xc000; /* multicast */
 	assert_int_equal(target_check(s, &t, err, sizeof(err)), -EINVAL);
 	t.kind = IBVF_TARGET_GUID;
 	t.guid = 0;
@@ -358,8 +358,8 @@ static void test_target_check(void **state)
 
 static void test_src_open(void **state)
 {
-	static const struct step ib[] = { { IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff }, NULL } };
-	static const struct step eth[] = { { IBVF_PORT_ACTIVE, 5, 0, 0, { 0 }, "Ethernet" } };
+	static const struct step ib[] = {{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff}, NULL}};
+	static const struct step eth[] = {{IBVF_PORT_ACTIVE, 5, 0, 0, {0}, "Ethernet"}};
 	struct ibvf_port_src *s = (void *)1;
 	struct ibvf_port_info *i = calloc(1, sizeof(*i));
 	char err[IBVF_ERR_LEN];
@@ -371,31 +371,29 @@ static void test_src_open(void **state)
 			 -ENODEV);
 	assert_null(s);
 	assert_non_null(strstr(err, "no RDMA device 'ibvf_no_such_dev'"));
-	assert_int_equal(ibvf_port_src_open("mlx5_9", 2, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
-					    sizeof(err)),
-			 -ENODEV);
+	assert_int_equal(
+		ibvf_port_src_open("mlx5_9", 2, IBVF_PORT_SRC_LOCAL, NULL, &s, err, sizeof(err)),
+		-ENODEV);
 	assert_non_null(strstr(err, "mlx5_9 has 1 port(s), no port 2"));
-	assert_int_equal(ibvf_port_src_open("x", 300, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
-					    sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+		ibvf_port_src_open("x", 300, IBVF_PORT_SRC_LOCAL, NULL, &s, err, sizeof(err)),
+		-EINVAL);
 	assert_int_equal(ibvf_port_src_open("x", 1, 7, NULL, &s, err, sizeof(err)), -EINVAL);
 	/* a RoCE port has no IB port state or P_Key table */
 	set_script(eth, 1);
-	assert_int_equal(ibvf_port_src_open("mlx5_9", 1, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
-					    sizeof(err)),
-			 -EPROTONOSUPPORT);
+	assert_int_equal(
+		ibvf_port_src_open("mlx5_9", 1, IBVF_PORT_SRC_LOCAL, NULL, &s, err, sizeof(err)),
+		-EPROTONOSUPPORT);
 	assert_non_null(strstr(err, "mlx5_9:1: link layer is not InfiniBand"));
 	assert_null(s);
 	/* the local source opens without any umad device and reads sysfs on each query */
 	set_script(ib, 1);
-	assert_int_equal(ibvf_port_src_open(NULL, 1, IBVF_PORT_SRC_LOCAL, NULL, &s, err,
-					    sizeof(err)),
-			 0);
+	assert_int_equal(
+		ibvf_port_src_open(NULL, 1, IBVF_PORT_SRC_LOCAL, NULL, &s, err, sizeof(err)), 0);
 	assert_string_equal(ibvf_port_src_name(s), "mlx5_9:1");
 	assert_int_equal(ibvf_port_src_kind(s), IBVF_PORT_SRC_LOCAL);
 	get_port_calls = 0;
-	assert_int_equal(ibvf_port_query(s, &(struct ibvf_port_target){ 0 }, i, err, sizeof(err)),
-			 0);
+	assert_int_equal(ibvf_port_query(s, &(struct ibvf_port_target){0}, i, err, sizeof(err)), 0);
 	assert_int_equal(get_port_calls, 1);
 	assert_int_equal(i->state, IBVF_PORT_ACTIVE);
 	assert_int_equal(i->lid, 7);
@@ -405,9 +403,9 @@ static void test_src_open(void **state)
 	ibvf_port_src_close(s);
 	/* the fabric source fails cleanly when libibmad cannot open the port */
 	open_port_errno = EACCES;
-	assert_int_equal(ibvf_port_src_open("mlx5_9", 1, IBVF_PORT_SRC_FABRIC, NULL, &s, err,
-					    sizeof(err)),
-			 -EACCES);
+	assert_int_equal(
+		ibvf_port_src_open("mlx5_9", 1, IBVF_PORT_SRC_FABRIC, NULL, &s, err, sizeof(err)),
+		-EACCES);
 	assert_null(s);
 	free(i);
 }
@@ -436,14 +434,14 @@ static void test_fabric_open_errors(void **state)
 static void test_lid_cache(void **state)
 {
 	struct ibvf_port_src *s = fake_src(1, 2);
-	struct ibvf_port_target t = { .kind = IBVF_TARGET_GUID, .guid = 0x100 };
-	struct ibvf_port_target lid = { .kind = IBVF_TARGET_LID, .lid = 5 };
+	struct ibvf_port_target t = {.kind = IBVF_TARGET_GUID, .guid = 0x100};
+	struct ibvf_port_target lid = {.kind = IBVF_TARGET_LID, .lid = 5};
 
 	(void)state;
 	assert_int_equal(lid_cache_get(s, &t), 0);
 	lid_cache_put(s, 0x100, 7);
 	assert_int_equal(lid_cache_get(s, &t), 7);
-	assert_int_equal(lid_cache_get(s, &lid), 0);	/* only GUID targets are cached */
+	assert_int_equal(lid_cache_get(s, &lid), 0); /* only GUID targets are cached */
 	lid_cache_drop(s, &t);
 	assert_int_equal(lid_cache_get(s, &t), 0);
 	/* LID_CACHE_SIZE entries are kept; the oldest is replaced */
@@ -478,7 +476,7 @@ static void test_next_interval(void **state)
 
 static void test_info_diff(void **state)
 {
-	const uint16_t pk[] = { 0xffff };
+	const uint16_t pk[] = {0xffff};
 	struct ibvf_port_info *a = mkinfo(IBVF_PORT_INIT, 0, pk, 1);
 	struct ibvf_port_info *b = mkinfo(IBVF_PORT_INIT, 0, pk, 1);
 
@@ -505,17 +503,17 @@ static void test_info_diff(void **state)
 /* -------------------------------------------------------------- wait -- */
 
 static const struct step bring_up[] = {
-	{ IBVF_PORT_INIT, 5, 0, 0, { 0xffff } },
-	{ IBVF_PORT_INIT, 5, 0, 0, { 0xffff } },
-	{ IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff } },
-	{ IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff, 0x0001 } },	/* limited first ... */
-	{ IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff, 0x8001 } },	/* ... then full */
+	{IBVF_PORT_INIT, 5, 0, 0, {0xffff}},
+	{IBVF_PORT_INIT, 5, 0, 0, {0xffff}},
+	{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff}},
+	{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff, 0x0001}}, /* limited first ... */
+	{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff, 0x8001}}, /* ... then full */
 };
 
 static void test_wait_ready(void **state)
 {
 	struct ibvf_port_src *s = fake_src(1, 4);
-	struct ibvf_port_target t = { 0 };
+	struct ibvf_port_target t = {0};
 	struct ibvf_port_cond c = ibvf_port_cond_ready(0x8001, IBVF_PKEY_MATCH_FULL);
 	struct ibvf_port_info *o = calloc(1, sizeof(*o));
 	char err[IBVF_ERR_LEN];
@@ -527,7 +525,7 @@ static void test_wait_ready(void **state)
 	assert_int_equal(idx, 1);
 	assert_int_equal(o->pkeys[idx], 0x8001);
 	assert_int_equal(o->lid, 7);
-	assert_int_equal(get_port_calls, 5);	/* stopped at the first satisfying poll */
+	assert_int_equal(get_port_calls, 5); /* stopped at the first satisfying poll */
 	/* a limited member is enough for ANY, found one poll earlier */
 	set_script(bring_up, 5);
 	c.match = IBVF_PKEY_MATCH_ANY;
@@ -540,9 +538,9 @@ static void test_wait_ready(void **state)
 
 static void test_wait_timeout_reports_observed(void **state)
 {
-	static const struct step stuck[] = { { IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff, 0x7fff } } };
+	static const struct step stuck[] = {{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff, 0x7fff}}};
 	struct ibvf_port_src *s = fake_src(1, 8);
-	struct ibvf_port_target t = { 0 };
+	struct ibvf_port_target t = {0};
 	struct ibvf_port_cond c = ibvf_port_cond_ready(0x8001, IBVF_PKEY_MATCH_FULL);
 	struct ibvf_port_info *o = calloc(1, sizeof(*o));
 	char err[IBVF_ERR_LEN];
@@ -550,8 +548,7 @@ static void test_wait_timeout_reports_observed(void **state)
 
 	(void)state;
 	set_script(stuck, 1);
-	assert_int_equal(ibvf_port_wait(s, &t, &c, 60, -1, o, &idx, err, sizeof(err)),
-			 -ETIMEDOUT);
+	assert_int_equal(ibvf_port_wait(s, &t, &c, 60, -1, o, &idx, err, sizeof(err)), -ETIMEDOUT);
 	assert_non_null(strstr(err, "mlx5_9:1: timed out after "));
 	assert_non_null(strstr(err, "port ACTIVE (LinkUp), LID 7, SM LID 1, but P_Key 0x8001 "
 				    "absent; table: 0xffff 0x7fff"));
@@ -570,22 +567,20 @@ static void test_wait_timeout_reports_observed(void **state)
 static void test_wait_unreachable_and_bad_input(void **state)
 {
 	struct ibvf_port_src *s = fake_src(1, 4);
-	struct ibvf_port_target t = { 0 };
+	struct ibvf_port_target t = {0};
 	struct ibvf_port_cond c = ibvf_port_cond_ready(0x8001, IBVF_PKEY_MATCH_FULL);
 	char err[IBVF_ERR_LEN];
 
 	(void)state;
-	set_script(NULL, 0);	/* umad_get_port fails: the device went away */
+	set_script(NULL, 0); /* umad_get_port fails: the device went away */
 	assert_int_equal(ibvf_port_wait(s, &t, &c, 20, -1, NULL, NULL, err, sizeof(err)),
 			 -ETIMEDOUT);
 	assert_non_null(strstr(err, "port unreachable: mlx5_9 port 1: not found"));
-	c.pkey = 0x8000;	/* key 0 */
-	assert_int_equal(ibvf_port_wait(s, &t, &c, 20, -1, NULL, NULL, err, sizeof(err)),
-			 -EINVAL);
+	c.pkey = 0x8000; /* key 0 */
+	assert_int_equal(ibvf_port_wait(s, &t, &c, 20, -1, NULL, NULL, err, sizeof(err)), -EINVAL);
 	c = ibvf_port_cond_ready(0x8001, IBVF_PKEY_MATCH_FULL);
 	c.state = 9;
-	assert_int_equal(ibvf_port_wait(s, &t, &c, 20, -1, NULL, NULL, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(ibvf_port_wait(s, &t, &c, 20, -1, NULL, NULL, err, sizeof(err)), -EINVAL);
 	c.state = IBVF_PORT_ACTIVE;
 	t.kind = IBVF_TARGET_LID;
 	t.lid = 3;
@@ -596,9 +591,9 @@ static void test_wait_unreachable_and_bad_input(void **state)
 
 static void test_wait_cancel(void **state)
 {
-	static const struct step init[] = { { IBVF_PORT_INIT, 5, 0, 0, { 0xffff } } };
+	static const struct step init[] = {{IBVF_PORT_INIT, 5, 0, 0, {0xffff}}};
 	struct ibvf_port_src *s = fake_src(5, 20);
-	struct ibvf_port_target t = { 0 };
+	struct ibvf_port_target t = {0};
 	struct ibvf_port_cond c = ibvf_port_cond_ready(0x8001, IBVF_PKEY_MATCH_FULL);
 	char err[IBVF_ERR_LEN];
 	int p[2];
@@ -641,17 +636,17 @@ static void on_change(const struct ibvf_port_info *prev, const struct ibvf_port_
 static void test_watch_timerfd(void **state)
 {
 	static const struct step flap[] = {
-		{ IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff } },
-		{ IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff } },
-		{ IBVF_PORT_DOWN, 2, 7, 1, { 0xffff } },
-		{ IBVF_PORT_DOWN, 2, 7, 1, { 0xffff } },
-		{ IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff } },
-		{ IBVF_PORT_ACTIVE, 5, 7, 1, { 0xffff, 0x8001 } },
+		{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff}},
+		{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff}},
+		{IBVF_PORT_DOWN, 2, 7, 1, {0xffff}},
+		{IBVF_PORT_DOWN, 2, 7, 1, {0xffff}},
+		{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff}},
+		{IBVF_PORT_ACTIVE, 5, 7, 1, {0xffff, 0x8001}},
 	};
 	struct ibvf_port_src *s = fake_src(1, 2);
-	struct ibvf_port_target t = { 0 };
+	struct ibvf_port_target t = {0};
 	struct ibvf_port_watch *w;
-	struct events ev = { 0 };
+	struct events ev = {0};
 	char err[IBVF_ERR_LEN];
 	int polls = 0;
 
@@ -660,7 +655,7 @@ static void test_watch_timerfd(void **state)
 	assert_int_equal(ibvf_port_watch_new(s, &t, on_change, &ev, &w, err, sizeof(err)), 0);
 	assert_null(ibvf_port_watch_last(w));
 	while (polls < 6) {
-		struct pollfd p = { .fd = ibvf_port_watch_fd(w), .events = POLLIN };
+		struct pollfd p = {.fd = ibvf_port_watch_fd(w), .events = POLLIN};
 
 		assert_int_equal(poll(&p, 1, 1000), 1);
 		assert_true(ibvf_port_watch_dispatch(w, err, sizeof(err)) >= 0);
@@ -668,7 +663,7 @@ static void test_watch_timerfd(void **state)
 	}
 	/* a dispatch whether or not the timer fired yet: harmless, no new event */
 	assert_true(ibvf_port_watch_dispatch(w, err, sizeof(err)) >= 0);
-	assert_int_equal(ev.n, 4);	/* first, DOWN, ACTIVE, P_Key */
+	assert_int_equal(ev.n, 4); /* first, DOWN, ACTIVE, P_Key */
 	assert_false(ev.had_prev[0]);
 	assert_int_equal(ev.changed[0], ~0u);
 	assert_int_equal(ev.state[1], IBVF_PORT_DOWN);
@@ -735,25 +730,25 @@ static void test_config(void **state)
 	free(text);
 	ibvf_config_free(&cfg);
 
-	assert_int_equal(load_cfg("{\"port_watch\": {\"sourse\": \"fabric\"}}", &cfg, err,
-				  sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+		load_cfg("{\"port_watch\": {\"sourse\": \"fabric\"}}", &cfg, err, sizeof(err)),
+		-EINVAL);
 	assert_non_null(strstr(err, "sourse"));
-	assert_int_equal(load_cfg("{\"port_watch\": {\"source\": \"sysfs\"}}", &cfg, err,
-				  sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+		load_cfg("{\"port_watch\": {\"source\": \"sysfs\"}}", &cfg, err, sizeof(err)),
+		-EINVAL);
 	assert_non_null(strstr(err, "port_watch"));
 	assert_non_null(strstr(err, "source"));
 	assert_int_equal(load_cfg("{\"port_watch\": {\"poll_min_ms\": 100, \"poll_max_ms\": 50}}",
 				  &cfg, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "poll_max_ms"));
-	assert_int_equal(load_cfg("{\"port_watch\": {\"mad_timeout_ms\": 0}}", &cfg, err,
-				  sizeof(err)),
-			 -EINVAL);
-	assert_int_equal(load_cfg("{\"port_watch\": {\"mad_retries\": 21}}", &cfg, err,
-				  sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+		load_cfg("{\"port_watch\": {\"mad_timeout_ms\": 0}}", &cfg, err, sizeof(err)),
+		-EINVAL);
+	assert_int_equal(
+		load_cfg("{\"port_watch\": {\"mad_retries\": 21}}", &cfg, err, sizeof(err)),
+		-EINVAL);
 	assert_int_equal(load_cfg("{\"port_watch\": 3}", &cfg, err, sizeof(err)), -EINVAL);
 }
 

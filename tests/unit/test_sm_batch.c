@@ -96,7 +96,7 @@ static void fx_free(struct fx *f)
 static void submit(struct fx *f, enum ibvf_sm_req_kind k, uint16_t pkey, uint64_t guid, int i,
 		   int64_t deadline)
 {
-	struct ibvf_sm_member m = { .guid = guid, .membership = IBVF_MEMBER_FULL };
+	struct ibvf_sm_member m = {.guid = guid, .membership = IBVF_MEMBER_FULL};
 
 	assert_int_equal(ibvf_sm_batch_submit(f->b, k, pkey, &m, NULL, deadline, on_done,
 					      (void *)(intptr_t)i),
@@ -281,7 +281,7 @@ struct th_arg {
 static void *th_call(void *p)
 {
 	struct th_arg *a = p;
-	struct ibvf_sm_member m = { .guid = 0xa000 + (uint64_t)a->i };
+	struct ibvf_sm_member m = {.guid = 0xa000 + (uint64_t)a->i};
 	char msg[256];
 
 	a->ret = ibvf_sm_batch_call(a->f->b, IBVF_SM_REQ_ADD, 0x22, &m, 0, msg, sizeof(msg));
@@ -297,7 +297,7 @@ static void test_concurrent_callers(void **state)
 	(void)state;
 	f->ctl->latency_ms = 20;
 	for (int i = 0; i < 32; i++) {
-		a[i] = (struct th_arg){ f, i, -1 };
+		a[i] = (struct th_arg){f, i, -1};
 		pthread_create(&th[i], NULL, th_call, &a[i]);
 	}
 	for (int i = 0; i < 32; i++) {
@@ -330,7 +330,7 @@ static void test_shutdown_flushes(void **state)
 static void test_expected_requests_hold(void **state)
 {
 	struct fx *f = fx_new(10, 1024, 3);
-	struct timespec ts = { 0, 30 * 1000000 };
+	struct timespec ts = {0, 30 * 1000000};
 
 	(void)state;
 	rec_reset(6);
@@ -357,8 +357,8 @@ static void test_expected_requests_hold(void **state)
 
 /* The errnos of the SM ABI's error contract (include/ibvf/sm_backend.h). */
 static const int transient_errnos[] = {
-	-EAGAIN,       -EBUSY,	      -EINTR,	     -ETIMEDOUT,  -ECONNREFUSED, -ECONNRESET,
-	-ENOTCONN,     -EHOSTUNREACH, -ENETUNREACH, -ENETDOWN,	  -EREMOTEIO,	 -ESRCH,
+	-EAGAIN,   -EBUSY,	  -EINTR,	-ETIMEDOUT, -ECONNREFUSED, -ECONNRESET,
+	-ENOTCONN, -EHOSTUNREACH, -ENETUNREACH, -ENETDOWN,  -EREMOTEIO,	   -ESRCH,
 };
 static const int permanent_errnos[] = {
 	-EKEYREJECTED, -ENOENT, -EPROTO, -EINVAL, -EACCES, -EPERM,
@@ -492,8 +492,8 @@ static void test_permanent_error_after_deadline(void **state)
 
 static void test_transient_predicate(void **state)
 {
-	static const int other[] = { 0,	      1,	-EIO,	  -ENOMEM, -EBADMSG, -EEXIST,
-				     -E2BIG, -EMSGSIZE, -ENODEV, -ENOSPC, -EOPNOTSUPP };
+	static const int other[] = {0,	    1,	       -EIO,	-ENOMEM, -EBADMSG,   -EEXIST,
+				    -E2BIG, -EMSGSIZE, -ENODEV, -ENOSPC, -EOPNOTSUPP};
 
 	(void)state;
 	for (size_t i = 0; i < N_OF(transient_errnos); i++) {

@@ -62,10 +62,12 @@ static void test_broken_modules(void **state)
 	expect_load_error(d, "badabi", -EPROTO, want);
 	expect_load_error(d, "badabi", -EPROTO, "badabi.so");
 	expect_load_error(d, "badsize", -EPROTO, "ops table of 16 bytes");
-	expect_load_error(d, "badname", -EPROTO, "calls itself 'somebodyelse', expected "
+	expect_load_error(d, "badname", -EPROTO,
+			  "calls itself 'somebodyelse', expected "
 			  "'badname'");
 	expect_load_error(d, "missingop", -EPROTO, "lacks an operation");
-	expect_load_error(d, "nosymbol", -ENOEXEC, "has no symbol ibvf_sm_backend_v2 (not an "
+	expect_load_error(d, "nosymbol", -ENOEXEC,
+			  "has no symbol ibvf_sm_backend_v2 (not an "
 			  "ibvf SM backend)");
 	expect_load_error(d, "nullops", -EPROTO, "ibvf_sm_backend_v2() returned NULL");
 	expect_load_error(d, "absent", -ENOENT, "(sm.module_dir is ");
@@ -88,10 +90,12 @@ static void test_other_abi_refused(void **state)
 	(void)state;
 	assert_int_equal(IBVF_SM_ABI_VERSION, 2);
 	assert_string_equal(IBVF_SM_ENTRY_SYMBOL, "ibvf_sm_backend_v2");
-	expect_load_error(d, "oldabi", -EPROTO, "oldabi.so implements SM ABI version 1 (it "
+	expect_load_error(d, "oldabi", -EPROTO,
+			  "oldabi.so implements SM ABI version 1 (it "
 			  "exports ibvf_sm_backend_v1, not ibvf_sm_backend_v2); this ibvfd needs "
 			  "version 2: rebuild the module");
-	expect_load_error(d, "newabi", -EPROTO, "newabi.so implements SM ABI version 3 (it "
+	expect_load_error(d, "newabi", -EPROTO,
+			  "newabi.so implements SM ABI version 3 (it "
 			  "exports ibvf_sm_backend_v3, not ibvf_sm_backend_v2); this ibvfd needs "
 			  "version 2");
 }
@@ -129,11 +133,11 @@ static void test_module_permissions(void **state)
  */
 static void test_only_entry_exported(void **state)
 {
-	const char *dirs[] = { "IBVF_TEST_NOOP_DIR", "IBVF_TEST_OPENSM_DIR", "IBVF_TEST_UFM_DIR" };
-	const char *names[] = { "noop", "opensm", "ufm" };
-	const char *hidden[] = { "ibvf_errf", "ibvf_json_load", "ibvf_log", "pc_parse",
-				 "pf_install", "opensm_ops", "opensm_reload", "ufm_ops",
-				 "ufm_http_call", "ibvf_sm_backend_v1" };
+	const char *dirs[] = {"IBVF_TEST_NOOP_DIR", "IBVF_TEST_OPENSM_DIR", "IBVF_TEST_UFM_DIR"};
+	const char *names[] = {"noop", "opensm", "ufm"};
+	const char *hidden[] = {"ibvf_errf",	 "ibvf_json_load",    "ibvf_log",      "pc_parse",
+				"pf_install",	 "opensm_ops",	      "opensm_reload", "ufm_ops",
+				"ufm_http_call", "ibvf_sm_backend_v1"};
 
 	(void)state;
 	for (int i = 0; i < 3; i++) {
@@ -186,23 +190,24 @@ static int collect(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, boo
 static void test_noop_backend(void **state)
 {
 	const struct ibvf_sm_member add[] = {
-		{ 0x0002c90300100003, IBVF_MEMBER_FULL },
-		{ 0x0002c90300100001, IBVF_MEMBER_LIMITED },
+		{0x0002c90300100003, IBVF_MEMBER_FULL},
+		{0x0002c90300100001, IBVF_MEMBER_LIMITED},
 	};
-	const struct ibvf_sm_member zero = { 0, IBVF_MEMBER_FULL };
-	const uint64_t rm[] = { 0x0002c90300100001, 0x0002c903001000ff };
+	const struct ibvf_sm_member zero = {0, IBVF_MEMBER_FULL};
+	const uint64_t rm[] = {0x0002c90300100001, 0x0002c903001000ff};
 	char err[IBVF_ERR_LEN] = "", desc[256] = "";
 	struct ibvf_sm sm;
-	struct seen s = { 0 };
+	struct seen s = {0};
 	const struct ibvf_sm_ops *o;
 
 	(void)state;
-	assert_int_equal(ibvf_sm_open(dir_of("IBVF_TEST_NOOP_DIR"), "noop", "{\"x\": 1}", &sm,
-				      err, sizeof(err)), -EINVAL);
+	assert_int_equal(ibvf_sm_open(dir_of("IBVF_TEST_NOOP_DIR"), "noop", "{\"x\": 1}", &sm, err,
+				      sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "SM backend noop: sm.config (noop backend): x: unknown key");
 	assert_null(sm.mod);
-	assert_int_equal(ibvf_sm_open(dir_of("IBVF_TEST_NOOP_DIR"), "noop", NULL, &sm, err,
-				      sizeof(err)), 0);
+	assert_int_equal(
+		ibvf_sm_open(dir_of("IBVF_TEST_NOOP_DIR"), "noop", NULL, &sm, err, sizeof(err)), 0);
 	o = sm.mod->ops;
 	assert_int_equal(o->add_members(sm.b, 0x0a10, add, 2, NULL, err, sizeof(err)), 0);
 	assert_int_equal(o->add_members(sm.b, 0x0a10, add, 2, NULL, err, sizeof(err)), 0);
@@ -214,7 +219,7 @@ static void test_noop_backend(void **state)
 	assert_int_equal(s.n, 3);
 	assert_int_equal(s.pkey[0], 0x0a01);
 	assert_int_equal(s.pkey[1], 0x0a10);
-	assert_true(s.m[1].guid == 0x0002c90300100001);	/* sorted by GUID */
+	assert_true(s.m[1].guid == 0x0002c90300100001); /* sorted by GUID */
 	assert_int_equal(s.m[1].membership, IBVF_MEMBER_LIMITED);
 	assert_true(s.managed[2]);
 	assert_int_equal(o->remove_members(sm.b, 0x0a10, rm, 2, err, sizeof(err)), 0);
@@ -242,17 +247,24 @@ static void test_opensm_init_errors(void **state)
 	(void)state;
 	assert_int_equal(ibvf_sm_open(d, "opensm", NULL, &sm, err, sizeof(err)), -EINVAL);
 	assert_has(err, "SM backend opensm: sm.config (opensm backend): pid_file: required");
-	assert_int_equal(ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\", \"verify\": "
-				      "\"maybe\"}", &sm, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ibvf_sm_open(d, "opensm",
+				      "{\"pid_file\": \"/run/x\", \"verify\": "
+				      "\"maybe\"}",
+				      &sm, err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "verify: expected \"fabric\", \"all\" or \"off\"");
-	assert_int_equal(ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\", \"defaults\": "
-				      "{\"mtu\": 9}}", &sm, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ibvf_sm_open(d, "opensm",
+				      "{\"pid_file\": \"/run/x\", \"defaults\": "
+				      "{\"mtu\": 9}}",
+				      &sm, err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "defaults.mtu: 9 is out of range 1..5");
-	assert_int_equal(ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\"", &sm, err,
-				      sizeof(err)), -EINVAL);
+	assert_int_equal(
+		ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\"", &sm, err, sizeof(err)),
+		-EINVAL);
 	assert_has(err, "sm.config (opensm backend):1:");
-	assert_int_equal(ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\"}", &sm, err,
-				      sizeof(err)), 0);
+	assert_int_equal(
+		ibvf_sm_open(d, "opensm", "{\"pid_file\": \"/run/x\"}", &sm, err, sizeof(err)), 0);
 	ibvf_sm_close(&sm);
 }
 

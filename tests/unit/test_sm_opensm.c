@@ -108,7 +108,7 @@ static void write_count(const char *path, int n)
 static int fake_opensm(void)
 {
 	const char *out = getenv("IBVF_FAKE_HUPS");
-	struct sigaction sa = { .sa_handler = on_hup };
+	struct sigaction sa = {.sa_handler = on_hup};
 	sigset_t block, old;
 	int seen = 0;
 
@@ -161,7 +161,7 @@ static void expect_hups(const struct lab *l, int n)
 static pid_t spawn_opensm(struct lab *l, const char *const extra[])
 {
 	char exe[160], self[4096], cmd[8400];
-	const char *argv[8] = { exe };
+	const char *argv[8] = {exe};
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	pid_t pid;
 
@@ -248,10 +248,10 @@ struct fake_call {
 };
 
 struct fake {
-	uint64_t on_fabric[8];	/* GUIDs the "SA" resolves (LID = index + 1) */
-	uint64_t broken;	/* a GUID whose wait times out */
-	int fail_next;		/* so many more waits time out, whatever the GUID */
-	int resolve_err;	/* returned for every resolve when set */
+	uint64_t on_fabric[8]; /* GUIDs the "SA" resolves (LID = index + 1) */
+	uint64_t broken;       /* a GUID whose wait times out */
+	int fail_next;	       /* so many more waits time out, whatever the GUID */
+	int resolve_err;       /* returned for every resolve when set */
 	int resolves;
 	struct fake_call calls[64];
 	int n_calls;
@@ -274,17 +274,19 @@ static int fake_resolve(void *ctx, uint64_t guid, uint16_t *lid, char *err, size
 	return ibvf_errf(err, errlen, -ENOENT, "no path");
 }
 
-static int fake_wait(void *ctx, uint16_t lid, uint16_t pkey, enum pv_want want,
-		     uint32_t timeout_ms, char *err, size_t errlen)
+static int fake_wait(void *ctx, uint16_t lid, uint16_t pkey, enum pv_want want, uint32_t timeout_ms,
+		     char *err, size_t errlen)
 {
 	struct fake *f = ctx;
 	uint64_t guid = f->on_fabric[lid - 1];
 
 	if (f->n_calls < 64)
-		f->calls[f->n_calls++] = (struct fake_call){ guid, lid, pkey, want, timeout_ms };
+		f->calls[f->n_calls++] = (struct fake_call){guid, lid, pkey, want, timeout_ms};
 	if (guid == f->broken || (f->fail_next && f->fail_next--))
-		return ibvf_errf(err, errlen, -ETIMEDOUT, "timed out after %u ms: P_Key 0x%04x "
-				 "absent", timeout_ms, pkey);
+		return ibvf_errf(err, errlen, -ETIMEDOUT,
+				 "timed out after %u ms: P_Key 0x%04x "
+				 "absent",
+				 timeout_ms, pkey);
 	return 0;
 }
 
@@ -299,26 +301,30 @@ static void fake_close(void *ctx)
 	((struct fake *)ctx)->closed = true;
 }
 
-static const struct pkey_verifier_ops fake_ops = { fake_resolve, fake_wait, fake_name,
-						   fake_close };
+static const struct pkey_verifier_ops fake_ops = {fake_resolve, fake_wait, fake_name, fake_close};
 
 /* ------------------------------------------------------------ the backend -- */
 
-static struct ibvf_sm_backend *open_backend(const struct lab *l, const char *extra,
-					    struct fake *fk, const char *verify)
+static struct ibvf_sm_backend *open_backend(const struct lab *l, const char *extra, struct fake *fk,
+					    const char *verify)
 {
 	char cfg[1024], err[IBVF_ERR_LEN] = "";
 	struct ibvf_sm_backend *b = NULL;
 
-	snprintf(cfg, sizeof(cfg), "{\"partition_file\": \"%s\", \"pid_file\": \"%s\", "
-		 "\"verify\": \"%s\", \"lock_timeout_ms\": 200%s%s}", l->parts, l->pidf,
-		 verify ? verify : fk ? "fabric" : "off", extra ? ", " : "", extra ? extra : "");
+	snprintf(cfg, sizeof(cfg),
+		 "{\"partition_file\": \"%s\", \"pid_file\": \"%s\", "
+		 "\"verify\": \"%s\", \"lock_timeout_ms\": 200%s%s}",
+		 l->parts, l->pidf,
+		 verify ? verify
+		 : fk	? "fabric"
+			: "off",
+		 extra ? ", " : "", extra ? extra : "");
 	if (opensm_ops.init(cfg, &b, err, sizeof(err))) {
 		print_error("init: %s\n", err);
 		fail();
 	}
 	if (fk) {
-		struct pkey_verifier v = { &fake_ops, fk };
+		struct pkey_verifier v = {&fake_ops, fk};
 
 		opensm_set_verifier(b, &v);
 	}
@@ -339,8 +345,8 @@ static void test_config(void **state)
 	char err[IBVF_ERR_LEN] = "";
 
 	(void)state;
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/opensm.pid\"}", &c, err,
-					  sizeof(err)), 0);
+	assert_int_equal(
+		opensm_cfg_parse("{\"pid_file\": \"/run/opensm.pid\"}", &c, err, sizeof(err)), 0);
 	assert_string_equal(c.partition_file, "/etc/opensm/partitions.conf");
 	assert_string_equal(c.backup_file, "/etc/opensm/partitions.conf.ibvf-prev");
 	assert_string_equal(c.lock_file, "/etc/opensm/partitions.conf.ibvf-lock");
@@ -357,7 +363,9 @@ static void test_config(void **state)
 					  "\"/x/p.conf\", \"verify\": \"all\", \"umad_ca\": "
 					  "\"mlx5_0\", \"umad_port\": 1, \"defaults\": "
 					  "{\"ipoib\": false, \"indx0\": true, \"mtu\": 5, "
-					  "\"rate\": 7, \"sl\": 3}}", &c, err, sizeof(err)), 0);
+					  "\"rate\": 7, \"sl\": 3}}",
+					  &c, err, sizeof(err)),
+			 0);
 	assert_string_equal(c.backup_file, "/x/p.conf.ibvf-prev");
 	assert_int_equal(c.verify, PV_ALL);
 	assert_string_equal(c.umad_ca, "mlx5_0");
@@ -369,26 +377,34 @@ static void test_config(void **state)
 	assert_int_equal(c.props.sl, 3);
 	opensm_cfg_free(&c);
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"reload_timeout\": 5}", &c,
-					  err, sizeof(err)), -EINVAL);
+					  err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "reload_timeout: unknown key");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"\"}", &c, err, sizeof(err)), -EINVAL);
 	assert_has(err, "pid_file: must not be empty");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", "
-					  "\"defaults\": {\"sl\": 16}}", &c, err, sizeof(err)),
+					  "\"defaults\": {\"sl\": 16}}",
+					  &c, err, sizeof(err)),
 			 -EINVAL);
 	assert_has(err, "defaults.sl: 16 is out of range 0..15");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"poll_min_ms\": 100, "
-					  "\"poll_max_ms\": 20}", &c, err, sizeof(err)), -EINVAL);
+					  "\"poll_max_ms\": 20}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "poll_max_ms: must not be below poll_min_ms");
 	/* relative paths would follow the cwd of each process (ibvfd, ibvfctl) */
-	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"opensm.pid\"}", &c, err,
-					  sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"opensm.pid\"}", &c, err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "pid_file: 'opensm.pid' is not an absolute path");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"partition_file\": "
-					  "\"etc/p.conf\"}", &c, err, sizeof(err)), -EINVAL);
+					  "\"etc/p.conf\"}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "partition_file: 'etc/p.conf' is not an absolute path");
 	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"lock_file\": "
-					  "\"./l\"}", &c, err, sizeof(err)), -EINVAL);
+					  "\"./l\"}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
 	assert_has(err, "lock_file: './l' is not an absolute path");
 }
 
@@ -412,7 +428,7 @@ static void test_install(void **state)
 	assert_string_equal(t, admin_text);
 	free(t);
 	assert_int_equal(stat(l->parts, &st2), 0);
-	assert_int_equal(st2.st_mode & 07777, 0640);	/* the mode is kept */
+	assert_int_equal(st2.st_mode & 07777, 0640); /* the mode is kept */
 	/* the file changed since it was read: nothing is replaced */
 	assert_int_equal(pf_install(l->parts, NULL, "old", 3, &st, "x", 1, err, sizeof(err)),
 			 -EAGAIN);
@@ -457,17 +473,17 @@ static void test_find_opensm(void **state)
 	assert_has(err, "does not exist (is OpenSM running?)");
 
 	/* which file does it read: -P, --Pconfig=, or -F's partition_config_file */
-	other = spawn_opensm(l, (const char *const[]){ "-B", "-P", "/x/p1.conf", NULL });
+	other = spawn_opensm(l, (const char *const[]){"-B", "-P", "/x/p1.conf", NULL});
 	assert_int_equal(opensm_partition_path(other, path, sizeof(path), err, sizeof(err)), 0);
 	assert_string_equal(path, "/x/p1.conf");
 	stop_pid(other);
-	other = spawn_opensm(l, (const char *const[]){ "--Pconfig=/x/p2.conf", NULL });
+	other = spawn_opensm(l, (const char *const[]){"--Pconfig=/x/p2.conf", NULL});
 	assert_int_equal(opensm_partition_path(other, path, sizeof(path), err, sizeof(err)), 0);
 	assert_string_equal(path, "/x/p2.conf");
 	stop_pid(other);
 	snprintf(path, sizeof(path), "%s/osm.conf", l->dir);
 	spit(path, "# opensm.conf\nguid 0x1\npartition_config_file /x/p3.conf\n");
-	other = spawn_opensm(l, (const char *const[]){ "-F", path, NULL });
+	other = spawn_opensm(l, (const char *const[]){"-F", path, NULL});
 	assert_int_equal(opensm_partition_path(other, path, sizeof(path), err, sizeof(err)), 0);
 	assert_string_equal(path, "/x/p3.conf");
 	stop_pid(other);
@@ -499,14 +515,14 @@ static void test_add_remove_list(void **state)
 {
 	struct lab *l = *state;
 	const struct ibvf_sm_member m[] = {
-		{ G(0x0002c90300100001), IBVF_MEMBER_FULL },
-		{ G(0x0002c90300100003), IBVF_MEMBER_LIMITED },
+		{G(0x0002c90300100001), IBVF_MEMBER_FULL},
+		{G(0x0002c90300100003), IBVF_MEMBER_LIMITED},
 	};
-	const struct ibvf_sm_pkey_flags idx0 = { .index0 = true, .ipoib = false };
-	const uint64_t rm[] = { G(0x0002c90300100001), G(0x0002c90300100003) };
+	const struct ibvf_sm_pkey_flags idx0 = {.index0 = true, .ipoib = false};
+	const uint64_t rm[] = {G(0x0002c90300100001), G(0x0002c90300100003)};
 	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
 	char err[IBVF_ERR_LEN] = "", *t, *bak;
-	struct seen s = { 0 };
+	struct seen s = {0};
 	struct stat st1, st2;
 
 	/* a new partition with the configured defaults (ipoib) */
@@ -537,12 +553,12 @@ static void test_add_remove_list(void **state)
 
 	/* a GUID the admin lists explicitly is the admin's */
 	{
-		const struct ibvf_sm_member fs = { G(0x0002c90300a00002), IBVF_MEMBER_FULL };
+		const struct ibvf_sm_member fs = {G(0x0002c90300a00002), IBVF_MEMBER_FULL};
 
-		assert_int_equal(opensm_ops.add_members(b, 0x0a01, &fs, 1, NULL, err,
-							sizeof(err)), -EEXIST);
+		assert_int_equal(opensm_ops.add_members(b, 0x0a01, &fs, 1, NULL, err, sizeof(err)),
+				 -EEXIST);
 		assert_has(err, "already a limited member of PKey 0x0a01 by the administrator's "
-			   "definition at line 3");
+				"definition at line 3");
 	}
 
 	/* list: managed members, then the admin's explicit GUIDs (read-only) */
@@ -574,9 +590,9 @@ static void test_add_remove_list(void **state)
 static void test_bad_requests(void **state)
 {
 	struct lab *l = *state;
-	const struct ibvf_sm_member ok = { G(0x0002c90300100001), IBVF_MEMBER_FULL };
-	const struct ibvf_sm_member dup[] = { ok, { ok.guid, IBVF_MEMBER_LIMITED } };
-	const struct ibvf_sm_member zero = { 0, IBVF_MEMBER_FULL };
+	const struct ibvf_sm_member ok = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
+	const struct ibvf_sm_member dup[] = {ok, {ok.guid, IBVF_MEMBER_LIMITED}};
+	const struct ibvf_sm_member zero = {0, IBVF_MEMBER_FULL};
 	const uint64_t ones = ~UINT64_C(0);
 	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
 	char err[IBVF_ERR_LEN] = "";
@@ -590,8 +606,7 @@ static void test_bad_requests(void **state)
 	assert_int_equal(opensm_ops.add_members(b, 0x0a10, dup, 2, NULL, err, sizeof(err)),
 			 -EINVAL);
 	assert_has(err, "given twice with different memberships");
-	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &ones, 1, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &ones, 1, err, sizeof(err)), -EINVAL);
 	assert_int_equal(opensm_ops.add_members(b, 0x0a10, NULL, 0, NULL, err, sizeof(err)), 0);
 	assert_int_equal(opensm_ops.list_members(b, 0x8000, collect, NULL, err, sizeof(err)),
 			 -EINVAL);
@@ -603,7 +618,7 @@ static void test_bad_requests(void **state)
 static void test_refusals_touch_nothing(void **state)
 {
 	struct lab *l = *state;
-	const struct ibvf_sm_member m = { G(0x0002c90300100001), IBVF_MEMBER_FULL };
+	const struct ibvf_sm_member m = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
 	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
 	static const char broken[] = "Default=0x7fff : ALL=full ;\n"
 				     "tenant1=0x0a05 : 0x0002c90300001001=full, 0xZZZZ=full ;\n";
@@ -612,8 +627,7 @@ static void test_refusals_touch_nothing(void **state)
 
 	/* an unparsable base file */
 	spit(l->parts, broken);
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
 	assert_has(err, "nothing was changed: ");
 	assert_has(err, "partitions.conf:2:43: bad port GUID '0xZZZZ'");
 	t = slurp(l->parts, NULL);
@@ -624,11 +638,9 @@ static void test_refusals_touch_nothing(void **state)
 	/* OpenSM not running, or the pid is not OpenSM */
 	spit(l->parts, admin_text);
 	write_pidfile(l, 999999999);
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
-			 -ESRCH);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -ESRCH);
 	write_pidfile(l, getpid());
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
-			 -ESRCH);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -ESRCH);
 	assert_has(err, "not opensm");
 	t = slurp(l->parts, NULL);
 	assert_string_equal(t, admin_text);
@@ -638,8 +650,7 @@ static void test_refusals_touch_nothing(void **state)
 	/* another ibvf writer holds the lock */
 	fd = open(l->lock, O_RDWR | O_CREAT, 0600);
 	assert_int_equal(flock(fd, LOCK_EX), 0);
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
-			 -EBUSY);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EBUSY);
 	assert_has(err, "held by another ibvf process");
 	close(fd);
 	expect_hups(l, 0);
@@ -656,7 +667,7 @@ static void test_refusals_touch_nothing(void **state)
 static void test_special_files(void **state)
 {
 	struct lab *l = *state;
-	const struct ibvf_sm_member m = { G(0x0002c90300100001), IBVF_MEMBER_FULL };
+	const struct ibvf_sm_member m = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
 	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
 	char err[IBVF_ERR_LEN] = "", keep[160];
 	struct stat st;
@@ -670,8 +681,7 @@ static void test_special_files(void **state)
 	alarm(20);
 	assert_int_equal(pf_read(l->parts, &t, &len, &st, err, sizeof(err)), -EINVAL);
 	assert_has(err, "not a regular file");
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
 	assert_has(err, "not a regular file");
 	alarm(0);
 	assert_int_equal(unlink(l->parts), 0);
@@ -682,8 +692,7 @@ static void test_special_files(void **state)
 	alarm(20);
 	assert_int_equal(opensm_find(l->pidf, &pid, err, sizeof(err)), -EINVAL);
 	assert_has(err, "is not a regular file");
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
 	alarm(0);
 	assert_int_equal(unlink(l->pidf), 0);
 	write_pidfile(l, l->osm);
@@ -735,7 +744,7 @@ static void test_killed_writers(void **state)
 			b = open_backend(l, NULL, NULL, NULL);
 			for (uint64_t i = 0;; i++) {
 				uint64_t g = G(0x0002c90300200000) + (uint64_t)round * 1000 + i;
-				struct ibvf_sm_member m = { g, IBVF_MEMBER_FULL };
+				struct ibvf_sm_member m = {g, IBVF_MEMBER_FULL};
 
 				opensm_ops.add_members(b, 0x0a10 + (uint16_t)(i % 3), &m, 1, NULL,
 						       err, sizeof(err));
@@ -762,7 +771,7 @@ static void test_killed_writers(void **state)
 	assert_int_equal(mkdir(path, 0700), 0);
 	b = open_backend(l, NULL, NULL, NULL);
 	{
-		const struct ibvf_sm_member m = { G(0x0002c90300300001), IBVF_MEMBER_FULL };
+		const struct ibvf_sm_member m = {G(0x0002c90300300001), IBVF_MEMBER_FULL};
 
 		assert_int_equal(opensm_ops.add_members(b, 0x0a20, &m, 1, NULL, err, sizeof(err)),
 				 0);
@@ -789,13 +798,15 @@ static void test_killed_writers(void **state)
 static void test_damaged_markers(void **state)
 {
 	struct lab *l = *state;
-	const struct ibvf_sm_member m = { G(0x0002c90300100002), IBVF_MEMBER_FULL };
+	const struct ibvf_sm_member m = {G(0x0002c90300100002), IBVF_MEMBER_FULL};
 	const uint64_t g = G(0x0002c90300100001);
 	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
 	char err[IBVF_ERR_LEN] = "", text[2048], *t;
 
-	snprintf(text, sizeof(text), "%s  %s\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n"
-		 "  %s\n", admin_text, PC_BEGIN_MARKER, PC_END_MARKER);
+	snprintf(text, sizeof(text),
+		 "%s  %s\nibvf_0x0a10=0x0a10 :\n\t0x0002c90300100001=full ;\n"
+		 "  %s\n",
+		 admin_text, PC_BEGIN_MARKER, PC_END_MARKER);
 	spit(l->parts, text);
 	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &g, 1, err, sizeof(err)), -EINVAL);
 	assert_has(err, "nothing was changed");
@@ -821,7 +832,7 @@ static void test_validate(void **state)
 	opensm_ops.fini(b);
 	/* an OpenSM that reads another file */
 	stop_pid(l->osm);
-	l->osm = spawn_opensm(l, (const char *const[]){ "-P", "/etc/hostname", NULL });
+	l->osm = spawn_opensm(l, (const char *const[]){"-P", "/etc/hostname", NULL});
 	write_pidfile(l, l->osm);
 	b = open_backend(l, NULL, NULL, NULL);
 	assert_int_equal(opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err)), -EINVAL);
@@ -835,18 +846,18 @@ static void test_verify_fabric(void **state)
 {
 	struct lab *l = *state;
 	const struct ibvf_sm_member m[] = {
-		{ G(0x0002c90300100001), IBVF_MEMBER_FULL },
-		{ G(0x0002c90300100003), IBVF_MEMBER_LIMITED },
-		{ G(0x0002c90300100005), IBVF_MEMBER_FULL },	/* not on the fabric */
+		{G(0x0002c90300100001), IBVF_MEMBER_FULL},
+		{G(0x0002c90300100003), IBVF_MEMBER_LIMITED},
+		{G(0x0002c90300100005), IBVF_MEMBER_FULL}, /* not on the fabric */
 	};
-	const uint64_t rm[] = { G(0x0002c90300100001), G(0x0002c90300100005) };
-	struct fake fk = { .on_fabric = { G(0x0002c90300100001), G(0x0002c90300100003) } };
+	const uint64_t rm[] = {G(0x0002c90300100001), G(0x0002c90300100005)};
+	struct fake fk = {.on_fabric = {G(0x0002c90300100001), G(0x0002c90300100003)}};
 	struct ibvf_sm_backend *b = open_backend(l, "\"reload_timeout_ms\": 300", &fk, NULL);
 	char err[IBVF_ERR_LEN] = "";
 
 	assert_int_equal(opensm_ops.add_members(b, 0x0a10, m, 3, NULL, err, sizeof(err)), 0);
 	assert_int_equal(fk.resolves, 3);
-	assert_int_equal(fk.n_calls, 2);	/* the off-fabric GUID is skipped */
+	assert_int_equal(fk.n_calls, 2); /* the off-fabric GUID is skipped */
 	assert_int_equal(fk.calls[0].want, PV_FULL);
 	assert_int_equal(fk.calls[0].pkey, 0x0a10);
 	assert_int_equal(fk.calls[0].lid, 1);
@@ -859,7 +870,7 @@ static void test_verify_fabric(void **state)
 	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, rm, 2, err, sizeof(err)), 0);
 	assert_int_equal(fk.n_calls, 1);
 	assert_int_equal(fk.calls[0].want, PV_ABSENT);
-	expect_hups(l, 2);	/* before the next one: pending SIGHUPs merge into one */
+	expect_hups(l, 2); /* before the next one: pending SIGHUPs merge into one */
 
 	/* removal from a PKey whose admin definition has keywords: not verifiable */
 	fk.n_calls = 0;
@@ -886,7 +897,7 @@ static void test_verify_fabric(void **state)
 	fk.n_calls = 0;
 	assert_int_equal(opensm_ops.add_members(b, 0x0a11, m, 2, NULL, err, sizeof(err)), 0);
 	expect_hups(l, 6);
-	assert_int_equal(fk.n_calls, 4);	/* 2 quick checks + 2 waits */
+	assert_int_equal(fk.n_calls, 4); /* 2 quick checks + 2 waits */
 	assert_int_equal(fk.calls[0].timeout_ms, 0);
 
 	/* the SA cannot be asked at all: refused before anything changes */
@@ -902,8 +913,8 @@ static void test_verify_fabric(void **state)
 static void test_verify_all(void **state)
 {
 	struct lab *l = *state;
-	const struct ibvf_sm_member m = { G(0x0002c90300100007), IBVF_MEMBER_FULL };
-	struct fake fk = { .on_fabric = { G(0x0002c90300100001) } };
+	const struct ibvf_sm_member m = {G(0x0002c90300100007), IBVF_MEMBER_FULL};
+	struct fake fk = {.on_fabric = {G(0x0002c90300100001)}};
 	struct ibvf_sm_backend *b = open_backend(l, "\"reload_timeout_ms\": 150", &fk, "all");
 	char err[IBVF_ERR_LEN] = "";
 	int64_t t0;
@@ -914,7 +925,7 @@ static void test_verify_all(void **state)
 	assert_true(now_ms() - t0 >= 150);
 	assert_has(err, "GUID 0x0002c90300100007 (LID 0, want full): the SA still knows no port "
 			"with this GUID: no path");
-	assert_true(fk.resolves >= 2);	/* before the change, and again after it */
+	assert_true(fk.resolves >= 2); /* before the change, and again after it */
 	opensm_ops.fini(b);
 }
 

@@ -238,10 +238,12 @@ static void test_config_errors(void **state)
 			   "token_file: '");
 		assert_non_null(strstr(err, "is not a regular file"));
 		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\","
-				    "\"password_file\":\"%s\"}", fifo),
+				    "\"password_file\":\"%s\"}",
+				    fifo),
 			   "is not a regular file");
 		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":"
-				    "\"%s\",\"ca_file\":\"%s\"}", pw_file, fifo),
+				    "\"%s\",\"ca_file\":\"%s\"}",
+				    pw_file, fifo),
 			   "ca_file: '");
 		assert_non_null(strstr(err, "is not a regular file"));
 		alarm(0);

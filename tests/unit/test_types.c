@@ -15,23 +15,23 @@ static const struct {
 	const char *in;
 	uint64_t want;
 } guid_ok[] = {
-	{ "00:02:c9:03:00:00:10:01", 0x0002c90300001001ull },
-	{ "00:02:C9:03:00:00:10:01", 0x0002c90300001001ull },
-	{ "0x0002c90300001001", 0x0002c90300001001ull },
-	{ "0X0002C90300001001", 0x0002c90300001001ull },
-	{ "0002c90300001001", 0x0002c90300001001ull },
-	{ "0002C90300001001", 0x0002c90300001001ull },
-	{ "0002c903000010Ab", 0x0002c903000010abull },
-	{ "Fe:dC:bA:98:76:54:32:10", 0xfedcba9876543210ull },
-	{ "00:11:22:33:44:55:66:77", 0x0011223344556677ull },
+	{"00:02:c9:03:00:00:10:01", 0x0002c90300001001ull},
+	{"00:02:C9:03:00:00:10:01", 0x0002c90300001001ull},
+	{"0x0002c90300001001", 0x0002c90300001001ull},
+	{"0X0002C90300001001", 0x0002c90300001001ull},
+	{"0002c90300001001", 0x0002c90300001001ull},
+	{"0002C90300001001", 0x0002c90300001001ull},
+	{"0002c903000010Ab", 0x0002c903000010abull},
+	{"Fe:dC:bA:98:76:54:32:10", 0xfedcba9876543210ull},
+	{"00:11:22:33:44:55:66:77", 0x0011223344556677ull},
 	/* zero and all-ones parse; assignability is a separate check */
-	{ "00:00:00:00:00:00:00:00", 0 },
-	{ "0x0000000000000000", 0 },
-	{ "ff:ff:ff:ff:ff:ff:ff:ff", UINT64_MAX },
-	{ "FFFFFFFFFFFFFFFF", UINT64_MAX },
-	{ "0x0000000000000001", 1 },
-	{ "7fffffffffffffff", 0x7fffffffffffffffull },
-	{ "8000000000000000", 0x8000000000000000ull },
+	{"00:00:00:00:00:00:00:00", 0},
+	{"0x0000000000000000", 0},
+	{"ff:ff:ff:ff:ff:ff:ff:ff", UINT64_MAX},
+	{"FFFFFFFFFFFFFFFF", UINT64_MAX},
+	{"0x0000000000000001", 1},
+	{"7fffffffffffffff", 0x7fffffffffffffffull},
+	{"8000000000000000", 0x8000000000000000ull},
 };
 
 static void test_guid_parse_accepts(void **state)
@@ -43,8 +43,8 @@ static void test_guid_parse_accepts(void **state)
 		int ret = ibvf_guid_parse(guid_ok[i].in, &g, err, sizeof(err));
 
 		if (ret || g != guid_ok[i].want)
-			print_error("input '%s': ret %d value %016llx err '%s'\n", guid_ok[i].in, ret,
-				    (unsigned long long)g, err);
+			print_error("input '%s': ret %d value %016llx err '%s'\n", guid_ok[i].in,
+				    ret, (unsigned long long)g, err);
 		assert_int_equal(ret, 0);
 		assert_true(g == guid_ok[i].want);
 	}
@@ -55,35 +55,35 @@ static const struct {
 	const char *in;
 	const char *frag;
 } guid_bad[] = {
-	{ "", "empty GUID" },
-	{ "00:02:c9:03:00:00:10", "invalid GUID '00:02:c9:03:00:00:10'" },
-	{ "00:02:c9:03:00:00:10:01:02", "invalid GUID '00:02:c9:03:00:00:10:01:02'" },
-	{ "00:02:c9:03:00:00:10:1", "invalid GUID '00:02:c9:03:00:00:10:1'" },
-	{ "0:2:c9:3:0:0:10:1", "invalid GUID '0:2:c9:3:0:0:10:1'" },
-	{ "00:02:c9:03:00:00:10:0g", "invalid GUID '00:02:c9:03:00:00:10:0g'" },
-	{ "00:02:c9:03:00:00:10:01:", "invalid GUID '00:02:c9:03:00:00:10:01:'" },
-	{ "00-02-c9-03-00-00-10-01", "invalid GUID '00-02-c9-03-00-00-10-01'" },
-	{ "00.02.c9.03.00.00.10.01", "invalid GUID '00.02.c9.03.00.00.10.01'" },
-	{ "0002:c903:0000:1001", "invalid GUID '0002:c903:0000:1001'" },
-	{ "00:02:c9:03:00:00:1001", "invalid GUID '00:02:c9:03:00:00:1001'" },
-	{ "000:2:c9:03:00:00:10:01", "invalid GUID '000:2:c9:03:00:00:10:01'" },
-	{ "0x", "invalid GUID '0x'" },
-	{ "0x0002c9030000100", "invalid GUID '0x0002c9030000100'" },
-	{ "0x0002c903000010011", "invalid GUID '0x0002c903000010011'" },
-	{ "0002c9030000100", "invalid GUID '0002c9030000100'" },
-	{ "0002c90300001001ff", "invalid GUID '0002c90300001001ff'" },
-	{ "0002c9030000100g", "invalid GUID '0002c9030000100g'" },
-	{ "0x0x02c90300001001", "invalid GUID '0x0x02c90300001001'" },
-	{ " 0002c90300001001", "invalid GUID ' 0002c90300001001'" },
-	{ "0002c90300001001 ", "invalid GUID '0002c90300001001 '" },
-	{ "+002c90300001001", "invalid GUID '+002c90300001001'" },
-	{ "-002c90300001001", "invalid GUID '-002c90300001001'" },
-	{ "1", "invalid GUID '1'" },
-	{ "12345", "invalid GUID '12345'" },
-	{ "guid", "invalid GUID 'guid'" },
-	{ "0x000000000000000z", "invalid GUID '0x000000000000000z'" },
-	{ "00:02:c9:03:00:00:10:01\n", "invalid GUID '00:02:c9:03:00:00:10:01\n'" },
-	{ "x0002c90300001001", "invalid GUID 'x0002c90300001001'" },
+	{"", "empty GUID"},
+	{"00:02:c9:03:00:00:10", "invalid GUID '00:02:c9:03:00:00:10'"},
+	{"00:02:c9:03:00:00:10:01:02", "invalid GUID '00:02:c9:03:00:00:10:01:02'"},
+	{"00:02:c9:03:00:00:10:1", "invalid GUID '00:02:c9:03:00:00:10:1'"},
+	{"0:2:c9:3:0:0:10:1", "invalid GUID '0:2:c9:3:0:0:10:1'"},
+	{"00:02:c9:03:00:00:10:0g", "invalid GUID '00:02:c9:03:00:00:10:0g'"},
+	{"00:02:c9:03:00:00:10:01:", "invalid GUID '00:02:c9:03:00:00:10:01:'"},
+	{"00-02-c9-03-00-00-10-01", "invalid GUID '00-02-c9-03-00-00-10-01'"},
+	{"00.02.c9.03.00.00.10.01", "invalid GUID '00.02.c9.03.00.00.10.01'"},
+	{"0002:c903:0000:1001", "invalid GUID '0002:c903:0000:1001'"},
+	{"00:02:c9:03:00:00:1001", "invalid GUID '00:02:c9:03:00:00:1001'"},
+	{"000:2:c9:03:00:00:10:01", "invalid GUID '000:2:c9:03:00:00:10:01'"},
+	{"0x", "invalid GUID '0x'"},
+	{"0x0002c9030000100", "invalid GUID '0x0002c9030000100'"},
+	{"0x0002c903000010011", "invalid GUID '0x0002c903000010011'"},
+	{"0002c9030000100", "invalid GUID '0002c9030000100'"},
+	{"0002c90300001001ff", "invalid GUID '0002c90300001001ff'"},
+	{"0002c9030000100g", "invalid GUID '0002c9030000100g'"},
+	{"0x0x02c90300001001", "invalid GUID '0x0x02c90300001001'"},
+	{" 0002c90300001001", "invalid GUID ' 0002c90300001001'"},
+	{"0002c90300001001 ", "invalid GUID '0002c90300001001 '"},
+	{"+002c90300001001", "invalid GUID '+002c90300001001'"},
+	{"-002c90300001001", "invalid GUID '-002c90300001001'"},
+	{"1", "invalid GUID '1'"},
+	{"12345", "invalid GUID '12345'"},
+	{"guid", "invalid GUID 'guid'"},
+	{"0x000000000000000z", "invalid GUID '0x000000000000000z'"},
+	{"00:02:c9:03:00:00:10:01\n", "invalid GUID '00:02:c9:03:00:00:10:01\n'"},
+	{"x0002c90300001001", "invalid GUID 'x0002c90300001001'"},
 };
 
 static void test_guid_parse_rejects(void **state)
@@ -176,10 +176,10 @@ static const struct {
 	const char *in;
 	uint16_t want;
 } pkey_ok[] = {
-	{ "0x8001", 0x8001 }, { "0X8001", 0x8001 }, { "0x0001", 0x0001 }, { "0x1", 0x0001 },
-	{ "0xffff", 0xffff }, { "0xFFFF", 0xffff }, { "0x7fff", 0x7fff }, { "0x0", 0 },
-	{ "0x0000", 0 },      { "32769", 0x8001 },  { "1", 1 },		  { "0", 0 },
-	{ "65535", 0xffff },  { "00001", 1 },	    { "32767", 0x7fff },  { "0xAbC", 0x0abc },
+	{"0x8001", 0x8001}, {"0X8001", 0x8001}, {"0x0001", 0x0001}, {"0x1", 0x0001},
+	{"0xffff", 0xffff}, {"0xFFFF", 0xffff}, {"0x7fff", 0x7fff}, {"0x0", 0},
+	{"0x0000", 0},	    {"32769", 0x8001},	{"1", 1},	    {"0", 0},
+	{"65535", 0xffff},  {"00001", 1},	{"32767", 0x7fff},  {"0xAbC", 0x0abc},
 };
 
 static void test_pkey_parse_accepts(void **state)
@@ -191,8 +191,8 @@ static void test_pkey_parse_accepts(void **state)
 		int ret = ibvf_pkey_parse(pkey_ok[i].in, &pk, err, sizeof(err));
 
 		if (ret || pk != pkey_ok[i].want)
-			print_error("input '%s': ret %d value 0x%04x err '%s'\n", pkey_ok[i].in, ret,
-				    pk, err);
+			print_error("input '%s': ret %d value 0x%04x err '%s'\n", pkey_ok[i].in,
+				    ret, pk, err);
 		assert_int_equal(ret, 0);
 		assert_int_equal(pk, pkey_ok[i].want);
 	}
@@ -202,26 +202,26 @@ static const struct {
 	const char *in;
 	const char *frag;
 } pkey_bad[] = {
-	{ "", "empty PKey" },
-	{ "0x", "invalid PKey '0x'" },
-	{ "0x10000", "invalid PKey '0x10000'" },
-	{ "0x00001", "invalid PKey '0x00001'" },
-	{ "65536", "invalid PKey '65536'" },
-	{ "99999", "invalid PKey '99999'" },
-	{ "123456", "invalid PKey '123456'" },
-	{ "-1", "invalid PKey '-1'" },
-	{ "+1", "invalid PKey '+1'" },
-	{ "abc", "invalid PKey 'abc'" },
-	{ "0x800g", "invalid PKey '0x800g'" },
-	{ "0x-1", "invalid PKey '0x-1'" },
-	{ " 1", "invalid PKey ' 1'" },
-	{ "1 ", "invalid PKey '1 '" },
-	{ "0x8001 ", "invalid PKey '0x8001 '" },
-	{ "1.0", "invalid PKey '1.0'" },
-	{ "1e3", "invalid PKey '1e3'" },
-	{ "x8001", "invalid PKey 'x8001'" },
-	{ "0b1", "invalid PKey '0b1'" },
-	{ "full", "invalid PKey 'full'" },
+	{"", "empty PKey"},
+	{"0x", "invalid PKey '0x'"},
+	{"0x10000", "invalid PKey '0x10000'"},
+	{"0x00001", "invalid PKey '0x00001'"},
+	{"65536", "invalid PKey '65536'"},
+	{"99999", "invalid PKey '99999'"},
+	{"123456", "invalid PKey '123456'"},
+	{"-1", "invalid PKey '-1'"},
+	{"+1", "invalid PKey '+1'"},
+	{"abc", "invalid PKey 'abc'"},
+	{"0x800g", "invalid PKey '0x800g'"},
+	{"0x-1", "invalid PKey '0x-1'"},
+	{" 1", "invalid PKey ' 1'"},
+	{"1 ", "invalid PKey '1 '"},
+	{"0x8001 ", "invalid PKey '0x8001 '"},
+	{"1.0", "invalid PKey '1.0'"},
+	{"1e3", "invalid PKey '1e3'"},
+	{"x8001", "invalid PKey 'x8001'"},
+	{"0b1", "invalid PKey '0b1'"},
+	{"full", "invalid PKey 'full'"},
 };
 
 static void test_pkey_parse_rejects(void **state)
@@ -269,21 +269,21 @@ static const struct {
 	int want;
 	const char *frag;
 } tenant[] = {
-	{ 0x0001, false, 0, NULL },
-	{ 0x8001, false, 0, NULL },
-	{ 0x7ffe, false, 0, NULL },
-	{ 0xfffe, false, 0, NULL },
-	{ 0x1234, true, 0, NULL },
+	{0x0001, false, 0, NULL},
+	{0x8001, false, 0, NULL},
+	{0x7ffe, false, 0, NULL},
+	{0xfffe, false, 0, NULL},
+	{0x1234, true, 0, NULL},
 	/* key 0 is reserved whatever the membership bit */
-	{ 0x0000, false, -EINVAL, "PKey 0x0000: partition key 0x0000 is reserved" },
-	{ 0x8000, false, -EINVAL, "PKey 0x8000: partition key 0x0000 is reserved" },
-	{ 0x0000, true, -EINVAL, "reserved" },
-	{ 0x8000, true, -EINVAL, "reserved" },
+	{0x0000, false, -EINVAL, "PKey 0x0000: partition key 0x0000 is reserved"},
+	{0x8000, false, -EINVAL, "PKey 0x8000: partition key 0x0000 is reserved"},
+	{0x0000, true, -EINVAL, "reserved"},
+	{0x8000, true, -EINVAL, "reserved"},
 	/* default partition refused unless allowed, limited or full */
-	{ 0x7fff, false, -EINVAL, "PKey 0x7fff is the default partition" },
-	{ 0xffff, false, -EINVAL, "PKey 0xffff is the default partition" },
-	{ 0x7fff, true, 0, NULL },
-	{ 0xffff, true, 0, NULL },
+	{0x7fff, false, -EINVAL, "PKey 0x7fff is the default partition"},
+	{0xffff, false, -EINVAL, "PKey 0xffff is the default partition"},
+	{0x7fff, true, 0, NULL},
+	{0xffff, true, 0, NULL},
 };
 
 static void test_pkey_check_tenant(void **state)

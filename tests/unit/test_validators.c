@@ -51,28 +51,55 @@ struct row {
 	bool dflt;	  /* F_PKEY: the default partition (ibvfd's allow_default_pkey) */
 };
 
-#define PCI_OK(s, n) { F_PCI, s, NULL, true, n, 0, false }
-#define PCI_BAD(s) { F_PCI, s, NULL, false, NULL, 0, false }
-#define LINK_OK(s, n) { F_LINK, s, NULL, true, n, 0, false }
-#define LINK_BAD(s) { F_LINK, s, NULL, false, NULL, 0, false }
-#define GUID_OK(s, v) { F_GUID, s, NULL, true, NULL, v, false }
-#define GUID_BAD(s) { F_GUID, s, NULL, false, NULL, 0, false }
-#define PKEY_OK(s, m, v) { F_PKEY, s, m, true, NULL, v, false }
-#define PKEY_DFLT(s, m, v) { F_PKEY, s, m, true, NULL, v, true }
-#define PKEY_BAD(s, m) { F_PKEY, s, m, false, NULL, 0, false }
+#define PCI_OK(s, n)                                                                               \
+	{                                                                                          \
+		F_PCI, s, NULL, true, n, 0, false                                                  \
+	}
+#define PCI_BAD(s)                                                                                 \
+	{                                                                                          \
+		F_PCI, s, NULL, false, NULL, 0, false                                              \
+	}
+#define LINK_OK(s, n)                                                                              \
+	{                                                                                          \
+		F_LINK, s, NULL, true, n, 0, false                                                 \
+	}
+#define LINK_BAD(s)                                                                                \
+	{                                                                                          \
+		F_LINK, s, NULL, false, NULL, 0, false                                             \
+	}
+#define GUID_OK(s, v)                                                                              \
+	{                                                                                          \
+		F_GUID, s, NULL, true, NULL, v, false                                              \
+	}
+#define GUID_BAD(s)                                                                                \
+	{                                                                                          \
+		F_GUID, s, NULL, false, NULL, 0, false                                             \
+	}
+#define PKEY_OK(s, m, v)                                                                           \
+	{                                                                                          \
+		F_PKEY, s, m, true, NULL, v, false                                                 \
+	}
+#define PKEY_DFLT(s, m, v)                                                                         \
+	{                                                                                          \
+		F_PKEY, s, m, true, NULL, v, true                                                  \
+	}
+#define PKEY_BAD(s, m)                                                                             \
+	{                                                                                          \
+		F_PKEY, s, m, false, NULL, 0, false                                                \
+	}
 
 static const struct row rows[] = {
 	PCI_OK("0000:03:00.2", "0000:03:00.2"),
 	PCI_OK("0000:0A:00.2", "0000:0a:00.2"),
-	PCI_OK("10000:01:00.2", "10000:01:00.2"),   /* VMD domain */
+	PCI_OK("10000:01:00.2", "10000:01:00.2"), /* VMD domain */
 	PCI_OK("1000A:E1:1F.7", "1000a:e1:1f.7"),
 	PCI_OK("ABCDEF01:ff:1f.0", "abcdef01:ff:1f.0"),
-	PCI_BAD("0000:03:20.0"),		    /* device > 0x1f */
-	PCI_BAD("0000:03:00.8"),		    /* function > 7 */
+	PCI_BAD("0000:03:20.0"), /* device > 0x1f */
+	PCI_BAD("0000:03:00.8"), /* function > 7 */
 	PCI_BAD("0000:03:00.a"),
-	PCI_BAD("000:03:00.2"),			    /* domain of 3 digits */
-	PCI_BAD("123456789:03:00.2"),		    /* domain of 9 digits */
-	PCI_BAD("00000:03:00.2"),		    /* %04x never pads to 5 */
+	PCI_BAD("000:03:00.2"),	      /* domain of 3 digits */
+	PCI_BAD("123456789:03:00.2"), /* domain of 9 digits */
+	PCI_BAD("00000:03:00.2"),     /* %04x never pads to 5 */
 	PCI_BAD("0000:3:00.2"),
 	PCI_BAD("0000:03:0.2"),
 	PCI_BAD("0000:03:00"),
@@ -99,8 +126,8 @@ static const struct row rows[] = {
 	GUID_OK("0x0200000000000017", 0x0200000000000017ull),
 	GUID_OK("0X02000000000000AB", 0x02000000000000abull),
 	GUID_OK("02000000000000ab", 0x02000000000000abull),
-	GUID_BAD("00:00:00:00:00:00:00:00"),	    /* no LID for a zero port GUID */
-	GUID_BAD("ff:ff:ff:ff:ff:ff:ff:ff"),	    /* reserved */
+	GUID_BAD("00:00:00:00:00:00:00:00"), /* no LID for a zero port GUID */
+	GUID_BAD("ff:ff:ff:ff:ff:ff:ff:ff"), /* reserved */
 	GUID_BAD("0x0000000000000000"),
 	GUID_BAD("0x0"),
 	GUID_BAD("02:00:00:00:00:00:17"),
@@ -109,7 +136,7 @@ static const struct row rows[] = {
 	GUID_BAD("0x02000000000000171"),
 	GUID_BAD("zz"),
 
-	PKEY_OK("0x12", NULL, 0x8012),		    /* no membership word: full */
+	PKEY_OK("0x12", NULL, 0x8012), /* no membership word: full */
 	PKEY_OK("18", NULL, 0x8012),
 	PKEY_OK("0x8012", NULL, 0x8012),
 	PKEY_OK("0X0ABC", NULL, 0x8abc),
@@ -117,12 +144,12 @@ static const struct row rows[] = {
 	PKEY_OK("0x8001", NULL, 0x8001),
 	PKEY_OK("0x8001", "full", 0x8001),
 	PKEY_OK("0x7ffe", NULL, 0xfffe),
-	PKEY_BAD("0x8001", "limited"),		    /* bit 15 says full */
+	PKEY_BAD("0x8001", "limited"), /* bit 15 says full */
 	PKEY_DFLT("0x7fff", NULL, 0xffff),
 	PKEY_DFLT("0xffff", NULL, 0xffff),
 	PKEY_DFLT("0x7fff", "limited", 0x7fff),
 	PKEY_DFLT("65535", NULL, 0xffff),
-	PKEY_BAD("0", NULL),			    /* key 0 is reserved */
+	PKEY_BAD("0", NULL), /* key 0 is reserved */
 	PKEY_BAD("0x0", NULL),
 	PKEY_BAD("0x8000", NULL),
 	PKEY_BAD("0x10000", NULL),
@@ -136,12 +163,12 @@ static const struct row rows[] = {
 /* What one entry point made of a row. */
 struct answer {
 	bool ok;
-	char str[64];	/* F_PCI, F_LINK */
-	uint64_t val;	/* F_GUID, F_PKEY */
+	char str[64]; /* F_PCI, F_LINK */
+	uint64_t val; /* F_GUID, F_PKEY */
 	char why[IBVF_ERR_LEN];
 };
 
-#define BASE_PCI "0000:03:00.2"
+#define BASE_PCI  "0000:03:00.2"
 #define BASE_PKEY "0x12"
 
 static const char *pci_of(const struct row *r)
@@ -295,7 +322,7 @@ static void *serve(void *arg)
 static int setup(void **state)
 {
 	struct fake_ibvfd *s = calloc(1, sizeof(*s));
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char json[1024], *st;
 
 	if (!s)
@@ -321,8 +348,7 @@ static int setup(void **state)
 		return -1;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->sock);
 	s->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    listen(s->lfd, 8))
+	if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(s->lfd, 8))
 		return -1;
 	pthread_mutex_init(&s->mu, NULL);
 	if (pthread_create(&s->th, NULL, serve, s))
@@ -406,9 +432,9 @@ static void via_ibvfctl(struct fake_ibvfd *s, const struct row *r, struct answer
 	pk = json_array_get(json_object_get(p, "pkeys"), 0);
 	assert_int_equal(json_array_size(json_object_get(p, "pkeys")), 1);
 	if (json_object_get(p, "guid"))
-		assert_int_equal(ibvf_guid_parse(json_string_value(json_object_get(p, "guid")), &g,
-						 NULL, 0),
-				 0);
+		assert_int_equal(
+			ibvf_guid_parse(json_string_value(json_object_get(p, "guid")), &g, NULL, 0),
+			0);
 	m = json_string_value(json_object_get(pk, "membership"));
 	assert_int_equal(ibvf_pkey_member_parse(json_string_value(json_object_get(pk, "pkey")), m,
 						true, &v, NULL, 0),
@@ -420,7 +446,7 @@ static void via_ibvfctl(struct fake_ibvfd *s, const struct row *r, struct answer
 
 /* ----------------------------------------------------------------- test -- */
 
-static const char *const field_name[] = { "PCI", "link state", "GUID", "PKey" };
+static const char *const field_name[] = {"PCI", "link state", "GUID", "PKey"};
 
 static void check(const struct row *r, const char *who, const struct answer *a)
 {

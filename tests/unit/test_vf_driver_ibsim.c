@@ -31,15 +31,15 @@ struct fx {
 	char fifo[PATH_MAX], out[PATH_MAX];
 	pthread_t thr;
 	int rfd;
-	char got[8192];		/* commands received, one per line */
+	char got[8192]; /* commands received, one per line */
 	pthread_mutex_t mu;
 	struct ibvf_vf_driver *d;
 };
 
 static bool known_node(const char *line)
 {
-	static const char *const nodes[] = { "\"vf0\"", "\"vf1\"", "\"vf2\"", "\"vf3\"",
-					     "\"hcaB\"", "\"hcaC\"", NULL };
+	static const char *const nodes[] = {"\"vf0\"",	"\"vf1\"",  "\"vf2\"", "\"vf3\"",
+					    "\"hcaB\"", "\"hcaC\"", NULL};
 
 	for (const char *const *n = nodes; *n; n++)
 		if (strstr(line, *n))
@@ -112,7 +112,7 @@ static int setup(void **state)
 	snprintf(f->out, sizeof(f->out), "%s/ibsim.out", f->root);
 	if (mkfifo(f->fifo, 0600))
 		return -1;
-	f->rfd = open(f->fifo, O_RDWR);	/* as the lab opens it: never EOF */
+	f->rfd = open(f->fifo, O_RDWR); /* as the lab opens it: never EOF */
 	o = fopen(f->out, "w");
 	fputs("Network simulator ready.\nsim> ", o);
 	fclose(o);
@@ -179,7 +179,7 @@ static void test_port_guid_is_node_plus_one(void **state)
 	assert_int_equal(f->d->ops->set_guid(f->d, &vf, IBVF_GUID_NODE, 0x0200000000001000ULL, err,
 					     sizeof(err)),
 			 0);
-	expect_got(f, "");	/* ibsim cannot set a node GUID on its own */
+	expect_got(f, ""); /* ibsim cannot set a node GUID on its own */
 	expect_file(f, "sriov/0/node", "02:00:00:00:00:00:10:00\n");
 	assert_int_equal(f->d->ops->set_guid(f->d, &vf, IBVF_GUID_PORT, 0x0200000000001001ULL, err,
 					     sizeof(err)),
@@ -205,9 +205,8 @@ static void test_node_map(void **state)
 	vf_of(f, 2, &vf);
 	assert_int_equal(d->ops->set_guid(d, &vf, IBVF_GUID_PORT, 0x21, err, sizeof(err)), 0);
 	expect_got(f, "Guid \"hcaB\" 0x0000000000000010\nGuid \"hcaC\" 0x0000000000000020\n");
-	vf_of(f, 3, &vf);	/* neither in the map nor a prefix */
-	assert_int_equal(d->ops->set_guid(d, &vf, IBVF_GUID_PORT, 0x31, err, sizeof(err)),
-			 -ENOENT);
+	vf_of(f, 3, &vf); /* neither in the map nor a prefix */
+	assert_int_equal(d->ops->set_guid(d, &vf, IBVF_GUID_PORT, 0x31, err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "no ibsim node for VF 3 (0000:03:00.5) of PF ib0"));
 	ibvf_vf_driver_destroy(d);
 }
@@ -220,8 +219,7 @@ static void test_unknown_node_reported(void **state)
 	char err[IBVF_ERR_LEN];
 
 	vf_of(f, 0, &vf);
-	assert_int_equal(d->ops->set_guid(d, &vf, IBVF_GUID_PORT, 0x11, err, sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(d->ops->set_guid(d, &vf, IBVF_GUID_PORT, 0x11, err, sizeof(err)), -ENOENT);
 	if (!strstr(err, "ibsim has no node \"vf9\"") || !strstr(err, "PF ib0 VF 0"))
 		fail_msg("error: %s", err);
 	ibvf_vf_driver_destroy(d);
@@ -240,14 +238,13 @@ static void test_link_state_and_rebind(void **state)
 	assert_int_equal(f->d->ops->rebind(f->d, &vf, NULL, 1000, err, sizeof(err)), 0);
 	expect_got(f, "Unlink \"vf1\"[1]\nReLink \"vf1\"[1]\n");
 	assert_int_equal(ibvf_vf_lookup(f->root, vf.pci, &now, err, sizeof(err)), 0);
-	assert_string_equal(now.netdev, "ib0v1r1");	/* back under a new name */
+	assert_string_equal(now.netdev, "ib0v1r1"); /* back under a new name */
 	assert_int_equal(now.ifindex, vf.ifindex);
 	assert_string_equal(now.rdma_dev, vf.rdma_dev);
 	assert_string_equal(now.driver, "mlx5_core");
 	/* disable: policy Down and the port goes down now ... */
-	assert_int_equal(f->d->ops->set_link_state(f->d, &now, IBVF_VF_LINK_DISABLE, err,
-						   sizeof(err)),
-			 0);
+	assert_int_equal(
+		f->d->ops->set_link_state(f->d, &now, IBVF_VF_LINK_DISABLE, err, sizeof(err)), 0);
 	expect_got(f, "Unlink \"vf1\"[1]\n");
 	expect_file(f, "sriov/1/policy", "Down\n");
 	/* ... and stays down across a rebind */
@@ -255,14 +252,13 @@ static void test_link_state_and_rebind(void **state)
 	expect_got(f, "Unlink \"vf1\"[1]\n");
 	assert_int_equal(ibvf_vf_lookup(f->root, vf.pci, &now, err, sizeof(err)), 0);
 	assert_string_equal(now.netdev, "ib0v1r2");
-	assert_int_equal(f->d->ops->set_link_state(f->d, &now, IBVF_VF_LINK_ENABLE, err,
-						   sizeof(err)),
-			 0);
+	assert_int_equal(
+		f->d->ops->set_link_state(f->d, &now, IBVF_VF_LINK_ENABLE, err, sizeof(err)), 0);
 	expect_got(f, "ReLink \"vf1\"[1]\n");
 	expect_file(f, "sriov/1/policy", "Up\n");
 	/* read back from the legacy sriov/<vf>/{node,port,policy} files */
-	assert_int_equal(f->d->ops->set_guid(f->d, &now, IBVF_GUID_PORT, 0x0200000000000005ULL,
-					     err, sizeof(err)),
+	assert_int_equal(f->d->ops->set_guid(f->d, &now, IBVF_GUID_PORT, 0x0200000000000005ULL, err,
+					     sizeof(err)),
 			 0);
 	vfs[0] = &now;
 	vf_of(f, 2, &vf);
@@ -278,7 +274,8 @@ static void test_link_state_and_rebind(void **state)
 static void test_rebind_same_name_and_vanish(void **state)
 {
 	struct fx *f = *state;
-	struct ibvf_vf_driver *d = make_driver(f, "\"node_prefix\":\"vf\",\"rebind_netdev\":\"same\"");
+	struct ibvf_vf_driver *d =
+		make_driver(f, "\"node_prefix\":\"vf\",\"rebind_netdev\":\"same\"");
 	struct ibvf_vf_info vf, now;
 	char err[IBVF_ERR_LEN];
 
@@ -327,10 +324,10 @@ static void test_output_fifo(void **state)
 	snprintf(out, sizeof(out), "%s/output.fifo", f->root);
 	assert_int_equal(mkfifo(con, 0600), 0);
 	assert_int_equal(mkfifo(out, 0600), 0);
-	keep = open(con, O_RDWR | O_CLOEXEC);	/* a "reader" so the command is written */
+	keep = open(con, O_RDWR | O_CLOEXEC); /* a "reader" so the command is written */
 	assert_true(keep >= 0);
-	snprintf(json, sizeof(json), "{\"console\":\"%s\",\"output\":\"%s\",\"node_prefix\":\"vf\"}",
-		 con, out);
+	snprintf(json, sizeof(json),
+		 "{\"console\":\"%s\",\"output\":\"%s\",\"node_prefix\":\"vf\"}", con, out);
 	assert_int_equal(ibvf_vf_driver_ibsim_create(f->root, json, &d, err, sizeof(err)), 0);
 	vf_of(f, 0, &vf);
 	alarm(20);
@@ -358,8 +355,8 @@ static void test_sriov_file_fifo(void **state)
 	unlink(p);
 	assert_int_equal(mkfifo(p, 0600), 0);
 	alarm(20);
-	assert_int_equal(f->d->ops->set_guid(f->d, &vf, IBVF_GUID_NODE, 0x0002c90300001001ull,
-					     err, sizeof(err)),
+	assert_int_equal(f->d->ops->set_guid(f->d, &vf, IBVF_GUID_NODE, 0x0002c90300001001ull, err,
+					     sizeof(err)),
 			 -ENXIO);
 	alarm(0);
 	assert_non_null(strstr(err, "sriov/2/node"));
@@ -369,7 +366,7 @@ static void test_sriov_file_fifo(void **state)
 
 static int check_cfg(const char *text, char *err, size_t errlen)
 {
-	struct ibvf_jctx c = { "t.json", err, errlen };
+	struct ibvf_jctx c = {"t.json", err, errlen};
 	json_t *o = json_loads(text, 0, NULL);
 	int ret;
 
@@ -384,22 +381,22 @@ static void test_config_keys(void **state)
 	static const struct {
 		const char *json, *msg;
 	} bad[] = {
-		{ "{\"console\":\"/x\",\"node_prefix\":\"vf\",\"bogus\":1}",
-		  "t.json: vf.ibsim.bogus: unknown key" },
-		{ "{\"node_prefix\":\"vf\"}", "vf.ibsim.console: required" },
-		{ "{\"console\":\"/x\"}", "give \"nodes\"" },
-		{ "{\"console\":\"/x\",\"nodes\":{\"0000:03:00.2\":\"vf\\\"0\"}}",
-		  "ibsim node name must be" },
-		{ "{\"console\":\"/x\",\"nodes\":{\"0000:03:00.2\":\"a b\"}}",
-		  "ibsim node name must be" },
-		{ "{\"console\":\"/x\",\"nodes\":{\"ib0\":\"vf0\"}}", "key 'ib0' is neither" },
-		{ "{\"console\":\"/x\",\"nodes\":[\"vf0\"]}", "expected an object" },
-		{ "{\"console\":\"/x\",\"node_prefix\":\"v f\"}", "vf.ibsim.node_prefix" },
-		{ "{\"console\":\"/x\",\"node_prefix\":\"vf\",\"rebind_netdev\":\"new\"}",
-		  "expected \"rename\" or \"same\"" },
-		{ "{\"console\":\"/x\",\"node_prefix\":\"vf\",\"relink_delay_ms\":20000}",
-		  "vf.ibsim.relink_delay_ms" },
-		{ "{\"console\":3,\"node_prefix\":\"vf\"}", "vf.ibsim.console: expected a string" },
+		{"{\"console\":\"/x\",\"node_prefix\":\"vf\",\"bogus\":1}",
+		 "t.json: vf.ibsim.bogus: unknown key"},
+		{"{\"node_prefix\":\"vf\"}", "vf.ibsim.console: required"},
+		{"{\"console\":\"/x\"}", "give \"nodes\""},
+		{"{\"console\":\"/x\",\"nodes\":{\"0000:03:00.2\":\"vf\\\"0\"}}",
+		 "ibsim node name must be"},
+		{"{\"console\":\"/x\",\"nodes\":{\"0000:03:00.2\":\"a b\"}}",
+		 "ibsim node name must be"},
+		{"{\"console\":\"/x\",\"nodes\":{\"ib0\":\"vf0\"}}", "key 'ib0' is neither"},
+		{"{\"console\":\"/x\",\"nodes\":[\"vf0\"]}", "expected an object"},
+		{"{\"console\":\"/x\",\"node_prefix\":\"v f\"}", "vf.ibsim.node_prefix"},
+		{"{\"console\":\"/x\",\"node_prefix\":\"vf\",\"rebind_netdev\":\"new\"}",
+		 "expected \"rename\" or \"same\""},
+		{"{\"console\":\"/x\",\"node_prefix\":\"vf\",\"relink_delay_ms\":20000}",
+		 "vf.ibsim.relink_delay_ms"},
+		{"{\"console\":3,\"node_prefix\":\"vf\"}", "vf.ibsim.console: expected a string"},
 	};
 	char err[IBVF_ERR_LEN];
 
@@ -410,11 +407,12 @@ static void test_config_keys(void **state)
 		if (!strstr(err, bad[i].msg))
 			fail_msg("%s: error '%s' lacks '%s'", bad[i].json, err, bad[i].msg);
 	}
-	assert_int_equal(check_cfg("{\"console\":\"/x\",\"output\":\"/y\",\"nodes\":{\"0000:03:00.2\":"
-				   "\"vf0\",\"ib0/1\":\"h-1.a_b\"},\"rebind_netdev\":\"same\","
-				   "\"real_netdevs\":true,\"relink_delay_ms\":0}",
-				   err, sizeof(err)),
-			 0);
+	assert_int_equal(
+		check_cfg("{\"console\":\"/x\",\"output\":\"/y\",\"nodes\":{\"0000:03:00.2\":"
+			  "\"vf0\",\"ib0/1\":\"h-1.a_b\"},\"rebind_netdev\":\"same\","
+			  "\"real_netdevs\":true,\"relink_delay_ms\":0}",
+			  err, sizeof(err)),
+		0);
 }
 
 static void test_config_file(void **state)

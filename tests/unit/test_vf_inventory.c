@@ -69,7 +69,7 @@ static void test_one_pf_four_vfs(void **state)
 	assert_ptr_equal(ibvf_inventory_find_vf_pci(inv, "0000:03:00.4"),
 			 ibvf_inventory_find_vf_netdev(inv, "ib0v2"));
 	assert_ptr_equal(vf, ibvf_inventory_find_vf_rdma(inv, "mlx5_0_12"));
-	assert_null(ibvf_inventory_find_vf_pci(inv, "0000:03:00.0"));	/* the PF */
+	assert_null(ibvf_inventory_find_vf_pci(inv, "0000:03:00.0")); /* the PF */
 	assert_ptr_equal(ibvf_inventory_find_pf(inv, "ib0"), pf);
 	assert_ptr_equal(ibvf_inventory_find_pf(inv, "mlx5_0"), pf);
 	assert_ptr_equal(ibvf_inventory_find_pf(inv, "0000:03:00.0"), pf);
@@ -112,7 +112,7 @@ static void test_two_pfs(void **state)
 	assert_int_equal(inv->pfs[0].n_vfs, 3);
 	assert_string_equal(inv->pfs[1].netdev, "ib1");
 	assert_int_equal(inv->pfs[1].n_vfs, 2);
-	vf = ibvf_inventory_find_vf_pci(inv, "0000:8A:00.3");	/* hex case does not matter */
+	vf = ibvf_inventory_find_vf_pci(inv, "0000:8A:00.3"); /* hex case does not matter */
 	assert_non_null(vf);
 	assert_int_equal(vf->index, 1);
 	assert_string_equal(vf->pf_netdev, "ib1");
@@ -135,8 +135,8 @@ static void test_vf_bound_to_vfio(void **state)
 {
 	const char *root = *state;
 	struct ibvf_fake_vf vfs[2] = {
-		{ .driver = "mlx5_core", .netdev = "ib0v0", .ifindex = 11, .rdma_dev = "mlx5_2" },
-		{ .driver = "vfio-pci" },
+		{.driver = "mlx5_core", .netdev = "ib0v0", .ifindex = 11, .rdma_dev = "mlx5_2"},
+		{.driver = "vfio-pci"},
 	};
 	struct ibvf_inventory *inv;
 	struct ibvf_vf_info vf;
@@ -164,14 +164,23 @@ static void test_renamed_and_altnames(void **state)
 {
 	const char *root = *state;
 	struct ibvf_fake_vf vfs[4] = {
-		{ .driver = "mlx5_core", .netdev = "ibp4s0f0v0", .ifindex = 38, .rdma_dev = "mlx5_4" },
-		{ .driver = "mlx5_core", .netdev = "ibp4s0f0v1", .ifindex = 39, .rdma_dev = "mlx5_5" },
-		{ .driver = "mlx5_core", .netdev = "ibp4s0f0v2", .ifindex = 40, .rdma_dev = "mlx5_6" },
-		{ .driver = "mlx5_core",
-		  .netdev = "ibp4s0f0v3",
-		  .ifindex = 41,
-		  .rdma_dev = "mlx5_7",
-		  .altname = "enp4s0f0v3alt" },
+		{.driver = "mlx5_core",
+		 .netdev = "ibp4s0f0v0",
+		 .ifindex = 38,
+		 .rdma_dev = "mlx5_4"},
+		{.driver = "mlx5_core",
+		 .netdev = "ibp4s0f0v1",
+		 .ifindex = 39,
+		 .rdma_dev = "mlx5_5"},
+		{.driver = "mlx5_core",
+		 .netdev = "ibp4s0f0v2",
+		 .ifindex = 40,
+		 .rdma_dev = "mlx5_6"},
+		{.driver = "mlx5_core",
+		 .netdev = "ibp4s0f0v3",
+		 .ifindex = 41,
+		 .rdma_dev = "mlx5_7",
+		 .altname = "enp4s0f0v3alt"},
 	};
 	struct ibvf_inventory *inv;
 	const struct ibvf_vf_info *vf;
@@ -179,7 +188,8 @@ static void test_renamed_and_altnames(void **state)
 
 	assert_int_equal(vt_add_pf(root, "0000:04:00.0", "ibp4s0f0", 30, "mlx5_0", 4, vfs), 0);
 	/* an IPoIB P_Key child interface of the PF must not be taken for the PF netdev */
-	assert_int_equal(ibvf_fake_write(root, "devices/pci0000:00/0000:04:00.0/net/ib0.8001/parent",
+	assert_int_equal(ibvf_fake_write(root,
+					 "devices/pci0000:00/0000:04:00.0/net/ib0.8001/parent",
 					 "ibp4s0f0\n"),
 			 -ENOENT);
 	{
@@ -187,18 +197,18 @@ static void test_renamed_and_altnames(void **state)
 
 		snprintf(p, sizeof(p), "%s/devices/pci0000:00/0000:04:00.0/net/a.8001", root);
 		assert_int_equal(mkdir(p, 0755), 0);
-		assert_int_equal(ibvf_fake_write(root,
-						 "devices/pci0000:00/0000:04:00.0/net/a.8001/parent",
-						 "ibp4s0f0\n"),
-				 0);
+		assert_int_equal(
+			ibvf_fake_write(root, "devices/pci0000:00/0000:04:00.0/net/a.8001/parent",
+					"ibp4s0f0\n"),
+			0);
 		assert_int_equal(ibvf_fake_write(root,
 						 "devices/pci0000:00/0000:04:00.0/net/a.8001/type",
 						 "32\n"),
 				 0);
-		assert_int_equal(ibvf_fake_write(root,
-						 "devices/pci0000:00/0000:04:00.0/net/a.8001/ifindex",
-						 "2\n"),
-				 0);
+		assert_int_equal(
+			ibvf_fake_write(root, "devices/pci0000:00/0000:04:00.0/net/a.8001/ifindex",
+					"2\n"),
+			0);
 	}
 	assert_int_equal(ibvf_inventory_scan(root, &inv, err, sizeof(err)), 0);
 	assert_string_equal(inv->pfs[0].netdev, "ibp4s0f0");
@@ -214,9 +224,13 @@ static void test_renamed_and_altnames(void **state)
 static void test_non_hca_and_no_ipoib(void **state)
 {
 	const char *root = *state;
-	struct ibvf_fake_pf eth = { .pci = "0000:05:00.0", .netdev = "enp5s0f0", .ifindex = 50,
-				    .netdev_type = 1, .driver = "ice", .total_vfs = 8,
-				    .num_vfs = 1 };
+	struct ibvf_fake_pf eth = {.pci = "0000:05:00.0",
+				   .netdev = "enp5s0f0",
+				   .ifindex = 50,
+				   .netdev_type = 1,
+				   .driver = "ice",
+				   .total_vfs = 8,
+				   .num_vfs = 1};
 	struct ibvf_inventory *inv;
 	struct ibvf_vf_info vf;
 	char err[IBVF_ERR_LEN];
@@ -238,9 +252,15 @@ static void test_non_hca_and_no_ipoib(void **state)
 static void test_bad_addresses(void **state)
 {
 	const char *root = *state;
-	static const char *const bad[] = { "03:00.2",	    "0000:03:00.8", "0000:03:20.1",
-					   "zzzz:03:00.2", "0000:03:00.2x", "0000-03-00.2",
-					   "",		    "0000:3:00.2",  NULL };
+	static const char *const bad[] = {"03:00.2",
+					  "0000:03:00.8",
+					  "0000:03:20.1",
+					  "zzzz:03:00.2",
+					  "0000:03:00.2x",
+					  "0000-03-00.2",
+					  "",
+					  "0000:3:00.2",
+					  NULL};
 	struct ibvf_vf_info vf;
 	char err[IBVF_ERR_LEN];
 
@@ -261,7 +281,7 @@ static void test_bad_addresses(void **state)
 static void test_not_a_vf_and_not_sriov(void **state)
 {
 	const char *root = *state;
-	struct ibvf_fake_pf plain = { .pci = "0000:00:1f.0", .driver = "lpc_ich" };
+	struct ibvf_fake_pf plain = {.pci = "0000:00:1f.0", .driver = "lpc_ich"};
 	struct ibvf_vf_info vf;
 	char err[IBVF_ERR_LEN], p[512];
 
@@ -304,9 +324,9 @@ static void test_hostile_tree(void **state)
 	assert_int_equal(unlink(p), 0);
 	assert_int_equal(mkfifo(p, 0600), 0);
 	snprintf(p, sizeof(p), "%s/virtfn7", d);
-	assert_int_equal(symlink("../0000:03:09.9", p), 0);	/* dangling */
+	assert_int_equal(symlink("../0000:03:09.9", p), 0); /* dangling */
 	snprintf(p, sizeof(p), "%s/virtfn8", d);
-	assert_int_equal(symlink("virtfn8", p), 0);		/* a loop */
+	assert_int_equal(symlink("virtfn8", p), 0); /* a loop */
 	snprintf(p, sizeof(p), "%s/sriov_numvfs", d);
 	assert_int_equal(unlink(p), 0);
 	{
@@ -319,7 +339,7 @@ static void test_hostile_tree(void **state)
 	alarm(20);
 	assert_int_equal(ibvf_inventory_scan(root, &inv, err, sizeof(err)), 0);
 	assert_int_equal(inv->n_pfs, 1);
-	assert_int_equal(inv->pfs[0].num_vfs, 0);	/* unreadable: not in SR-IOV mode */
+	assert_int_equal(inv->pfs[0].num_vfs, 0); /* unreadable: not in SR-IOV mode */
 	ibvf_inventory_free(inv);
 	assert_int_equal(ibvf_vf_lookup(root, "0000:03:00.2", &vf, err, sizeof(err)), -ENODEV);
 	alarm(0);
@@ -357,8 +377,8 @@ static void test_rebind_fifo(void **state)
 static void test_fake_unbind_bind_remove(void **state)
 {
 	const char *root = *state;
-	struct ibvf_fake_vf nv = { .driver = "mlx5_core", .netdev = "ib0v0r1", .ifindex = 77,
-				   .rdma_dev = "mlx5_9" };
+	struct ibvf_fake_vf nv = {
+		.driver = "mlx5_core", .netdev = "ib0v0r1", .ifindex = 77, .rdma_dev = "mlx5_9"};
 	struct ibvf_inventory *inv;
 	struct ibvf_vf_info vf;
 	char err[IBVF_ERR_LEN], p[512];
@@ -377,14 +397,13 @@ static void test_fake_unbind_bind_remove(void **state)
 	assert_int_equal(vf.ifindex, 77);
 	assert_string_equal(vf.rdma_dev, "mlx5_9");
 	snprintf(p, sizeof(p), "%s/class/net/ib0v0r1/device/physfn", root);
-	assert_int_equal(access(p, F_OK), 0);	/* relative links resolve */
+	assert_int_equal(access(p, F_OK), 0); /* relative links resolve */
 	assert_int_equal(ibvf_fake_remove_dev(root, "0000:03:00.3"), 0);
 	assert_false(ibvf_pci_dev_exists(root, "0000:03:00.3"));
 	assert_int_equal(ibvf_inventory_scan(root, &inv, err, sizeof(err)), 0);
 	assert_int_equal(inv->pfs[0].n_vfs, 1);
 	ibvf_inventory_free(inv);
-	assert_int_equal(ibvf_inventory_scan("/nonexistent-ibvf", &inv, err, sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(ibvf_inventory_scan("/nonexistent-ibvf", &inv, err, sizeof(err)), -ENOENT);
 }
 
 int main(void)

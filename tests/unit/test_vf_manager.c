@@ -27,15 +27,15 @@
 #include "vf_test_util.h"
 
 #define PF_PCI "0000:03:00.0"
-#define NVF 4
+#define NVF    4
 
 enum op { OP_NODE, OP_PORT, OP_LINK, OP_REBIND, OP_READ, OP_COUNT };
 
 struct mock {
 	pthread_mutex_t mu;
-	struct ibvf_vf_state st[NVF];	/* what the "hardware" holds */
+	struct ibvf_vf_state st[NVF]; /* what the "hardware" holds */
 	int calls[OP_COUNT];
-	int fail_op[2], fail_call[2], fail_err[2];	/* fail call #N (1-based) of op */
+	int fail_op[2], fail_call[2], fail_err[2]; /* fail call #N (1-based) of op */
 	bool read_unknown;
 	int sleep_ms;
 	int inflight[NVF], max_inflight[NVF], inflight_all, max_all;
@@ -45,9 +45,9 @@ struct kernel {
 	char *root;
 	pthread_t thr;
 	volatile bool stop;
-	int ignore_binds;	/* bind requests to ignore (the VF never comes back) */
-	bool vanish;		/* the VF disappears on unbind */
-	bool no_rdma;		/* netdev comes back, RDMA device never does */
+	int ignore_binds; /* bind requests to ignore (the VF never comes back) */
+	bool vanish;	  /* the VF disappears on unbind */
+	bool no_rdma;	  /* netdev comes back, RDMA device never does */
 	int delay_ms;
 	int gen;
 };
@@ -61,7 +61,7 @@ struct fx {
 
 static void msleep(int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	nanosleep(&ts, NULL);
 }
@@ -78,8 +78,8 @@ static int mock_enter(struct ibvf_vf_driver *d, enum op op, const struct ibvf_vf
 	n = ++mk->calls[op];
 	for (int i = 0; i < 2; i++)
 		if (mk->fail_call[i] && mk->fail_op[i] == (int)op && mk->fail_call[i] == n)
-			ret = ibvf_errf(err, errlen, -mk->fail_err[i], "injected failure of op %d call %d",
-					op, n);
+			ret = ibvf_errf(err, errlen, -mk->fail_err[i],
+					"injected failure of op %d call %d", op, n);
 	if (!ret && op != OP_READ) {
 		mk->inflight[vf->index]++;
 		mk->inflight_all++;
@@ -167,7 +167,7 @@ static int mock_read(struct ibvf_vf_driver *d, const struct ibvf_vf_info *const 
 
 static void mock_destroy(struct ibvf_vf_driver *d)
 {
-	(void)d;	/* the mock lives in the fixture */
+	(void)d; /* the mock lives in the fixture */
 }
 
 static const struct ibvf_vf_driver_ops mock_ops = {
@@ -215,8 +215,8 @@ static void *kernel_main(void *arg)
 		if (take_request(k->root, "bind", pci, sizeof(pci))) {
 			char name[32], rdma[32];
 			int idx = pci[strlen(pci) - 1] - '2';
-			struct ibvf_fake_vf v = { .driver = "mlx5_core", .netdev = name,
-						  .ifindex = 100 + ++k->gen };
+			struct ibvf_fake_vf v = {
+				.driver = "mlx5_core", .netdev = name, .ifindex = 100 + ++k->gen};
 
 			if (k->ignore_binds > 0) {
 				k->ignore_binds--;
@@ -238,8 +238,10 @@ static void *kernel_main(void *arg)
 
 static struct ibvf_vf_manager *make_manager(struct fx *f, uint32_t timeout_ms, uint32_t lock_ms)
 {
-	struct ibvf_vf_manager_opts o = { .sysfs_root = f->root, .rebind_timeout_ms = timeout_ms,
-					  .lock_timeout_ms = lock_ms, .poll_ms = 5 };
+	struct ibvf_vf_manager_opts o = {.sysfs_root = f->root,
+					 .rebind_timeout_ms = timeout_ms,
+					 .lock_timeout_ms = lock_ms,
+					 .poll_ms = 5};
 	struct ibvf_vf_driver *d = calloc(1, sizeof(*d));
 	struct ibvf_vf_manager *m;
 	char locks[PATH_MAX], err[IBVF_ERR_LEN];
@@ -260,12 +262,12 @@ static int setup(void **state)
 	f->root = vt_root_new();
 	pthread_mutex_init(&f->mock.mu, NULL);
 	for (int i = 0; i < NVF; i++)
-		f->mock.st[i] = (struct ibvf_vf_state){ .node_guid_known = true,
-							.port_guid_known = true,
-							.link_state_known = true,
-							.node_guid = 0xa0 + (uint64_t)i,
-							.port_guid = 0xa0 + (uint64_t)i,
-							.link_state = IBVF_VF_LINK_AUTO };
+		f->mock.st[i] = (struct ibvf_vf_state){.node_guid_known = true,
+						       .port_guid_known = true,
+						       .link_state_known = true,
+						       .node_guid = 0xa0 + (uint64_t)i,
+						       .port_guid = 0xa0 + (uint64_t)i,
+						       .link_state = IBVF_VF_LINK_AUTO};
 	if (vt_add_pf(f->root, PF_PCI, "ib0", 4, "mlx5_0", NVF, NULL))
 		return -1;
 	f->k.root = f->root;
@@ -290,8 +292,8 @@ static int teardown(void **state)
 
 static struct ibvf_vf_request req_of(uint64_t g, int link)
 {
-	return (struct ibvf_vf_request){ .node_guid = g, .port_guid = g, .link_state = link,
-					 .rebind = true };
+	return (struct ibvf_vf_request){
+		.node_guid = g, .port_guid = g, .link_state = link, .rebind = true};
 }
 
 static void expect_hw(struct fx *f, int vf, uint64_t node, uint64_t port, int link)
@@ -345,7 +347,7 @@ static void test_timeout_then_rollback(void **state)
 
 	ibvf_vf_manager_destroy(f->m);
 	f->m = make_manager(f, 300, 2000);
-	f->k.ignore_binds = 1;	/* the first bind never brings the VF back */
+	f->k.ignore_binds = 1; /* the first bind never brings the VF back */
 	assert_int_equal(ibvf_vf_program(f->m, "0000:03:00.2", &r, &out, err, sizeof(err)),
 			 -ETIMEDOUT);
 	expect_text(err, "timed out after 300 ms", "driver none, netdev none, RDMA device none");
@@ -384,7 +386,7 @@ static void test_vf_vanishes(void **state)
 	assert_int_equal(ibvf_vf_program(f->m, "0000:03:00.4", &r, &out, err, sizeof(err)),
 			 -ENODEV);
 	expect_text(err, "vanished", "ROLLBACK FAILED");
-	expect_hw(f, 2, 0xa2, 0xa2, IBVF_VF_LINK_AUTO);	/* GUIDs restored all the same */
+	expect_hw(f, 2, 0xa2, 0xa2, IBVF_VF_LINK_AUTO); /* GUIDs restored all the same */
 }
 
 static void test_rollback_each_step(void **state)
@@ -393,11 +395,11 @@ static void test_rollback_each_step(void **state)
 		enum op op;
 		const char *rolled;
 	} cases[] = {
-		{ OP_NODE, "nothing was changed" },
-		{ OP_PORT, "rolled back: node GUID 00:00:00:00:00:00:00:a3" },
-		{ OP_LINK, "rolled back: port GUID 00:00:00:00:00:00:00:a3, node GUID" },
-		{ OP_REBIND, "rolled back: link state auto, port GUID 00:00:00:00:00:00:00:a3, "
-			     "node GUID 00:00:00:00:00:00:00:a3, rebound" },
+		{OP_NODE, "nothing was changed"},
+		{OP_PORT, "rolled back: node GUID 00:00:00:00:00:00:00:a3"},
+		{OP_LINK, "rolled back: port GUID 00:00:00:00:00:00:00:a3, node GUID"},
+		{OP_REBIND, "rolled back: link state auto, port GUID 00:00:00:00:00:00:00:a3, "
+			    "node GUID 00:00:00:00:00:00:00:a3, rebound"},
 	};
 	struct fx *f = *state;
 
@@ -434,8 +436,10 @@ static void test_rollback_failure_reported(void **state)
 	f->mock.fail_err[1] = EBUSY;
 	assert_int_equal(ibvf_vf_program(f->m, "0000:03:00.2", &r, &out, err, sizeof(err)),
 			 -EOPNOTSUPP);
-	expect_text(err, "injected failure of op 1 call 1; ROLLBACK FAILED: injected failure of op 0 call 2",
-		    NULL);
+	expect_text(
+		err,
+		"injected failure of op 1 call 1; ROLLBACK FAILED: injected failure of op 0 call 2",
+		NULL);
 	/* the hardware keeps the new node GUID: the report says so, nothing hides it */
 	assert_true(f->mock.st[0].node_guid == 0x0002c90300003000ULL);
 }
@@ -443,13 +447,15 @@ static void test_rollback_failure_reported(void **state)
 static void test_prev_from_caller_record(void **state)
 {
 	struct fx *f = *state;
-	struct ibvf_vf_state rec = { .node_guid_known = true, .port_guid_known = true,
-				     .node_guid = 0x77, .port_guid = 0x78 };
+	struct ibvf_vf_state rec = {.node_guid_known = true,
+				    .port_guid_known = true,
+				    .node_guid = 0x77,
+				    .port_guid = 0x78};
 	struct ibvf_vf_request r = req_of(0x0002c90300004000ULL, -1);
 	struct ibvf_vf_info out;
 	char err[IBVF_ERR_LEN];
 
-	f->mock.read_unknown = true;	/* like a kernel without ndo_get_vf_guid */
+	f->mock.read_unknown = true; /* like a kernel without ndo_get_vf_guid */
 	f->mock.fail_op[0] = OP_REBIND;
 	f->mock.fail_call[0] = 1;
 	f->mock.fail_err[0] = EIO;
@@ -459,7 +465,7 @@ static void test_prev_from_caller_record(void **state)
 		    "node GUID 00:00:00:00:00:00:00:77");
 	expect_hw(f, 0, 0x77, 0x78, IBVF_VF_LINK_AUTO);
 	/* without a record the report says what could not be restored */
-	f->mock.fail_call[0] = 3;	/* the next program's rebind (2 was the rollback's) */
+	f->mock.fail_call[0] = 3; /* the next program's rebind (2 was the rollback's) */
 	r.prev = NULL;
 	assert_int_equal(ibvf_vf_program(f->m, "0000:03:00.2", &r, &out, err, sizeof(err)), -EIO);
 	expect_text(err, "ROLLBACK FAILED: port GUID before is unknown, not restored",
@@ -474,7 +480,7 @@ static void test_bad_input(void **state)
 	struct ibvf_vf_request r;
 	struct ibvf_vf_info out;
 	char err[IBVF_ERR_LEN];
-	struct ibvf_fake_vf vfio = { .driver = "vfio-pci" }, unbound = { 0 };
+	struct ibvf_fake_vf vfio = {.driver = "vfio-pci"}, unbound = {0};
 
 	r = req_of(0, -1);
 	assert_int_equal(ibvf_vf_program(f->m, "0000:03:00.2", &r, &out, err, sizeof(err)),
@@ -537,7 +543,7 @@ static void *work(void *arg)
 
 static void run_pair(struct fx *f, const char *a, const char *b)
 {
-	struct worker w[2] = { { f, a, 0x1001, -1 }, { f, b, 0x2001, -1 } };
+	struct worker w[2] = {{f, a, 0x1001, -1}, {f, b, 0x2001, -1}};
 	pthread_t t[2];
 
 	for (int i = 0; i < 2; i++)
@@ -574,8 +580,7 @@ static void test_per_vf_locking(void **state)
 	fd = open(p, O_RDWR | O_CREAT, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(flock(fd, LOCK_EX), 0);
-	assert_int_equal(ibvf_vf_program(f->m, "0000:03:00.5", &r, &out, err, sizeof(err)),
-			 -EBUSY);
+	assert_int_equal(ibvf_vf_program(f->m, "0000:03:00.5", &r, &out, err, sizeof(err)), -EBUSY);
 	expect_text(err, "being programmed by another operation", NULL);
 	close(fd);
 	r.rebind = false;
@@ -601,7 +606,7 @@ static void test_reset_and_query(void **state)
 
 static void test_netlink_pf_without_ipoib(void **state)
 {
-	struct ibvf_vf_manager_opts o = { .rebind_timeout_ms = 200 };
+	struct ibvf_vf_manager_opts o = {.rebind_timeout_ms = 200};
 	struct ibvf_vf_request r = req_of(0x0002c90300005000ULL, -1);
 	char err[IBVF_ERR_LEN], locks[PATH_MAX], *root = vt_root_new();
 	struct ibvf_vf_manager *m;

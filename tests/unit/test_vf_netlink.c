@@ -29,7 +29,8 @@ static struct nlattr *only_child(struct nlattr *nest, int type)
 	struct nlattr *pos, *found = NULL;
 	int rem, n = 0;
 
-	nla_for_each_nested(pos, nest, rem) {
+	nla_for_each_nested(pos, nest, rem)
+	{
 		found = pos;
 		n++;
 	}
@@ -54,12 +55,13 @@ static struct nlattr *check_setlink(struct nl_msg *m, int ifindex)
 	assert_int_equal(ifi->ifi_index, ifindex);
 	assert_int_equal(ifi->ifi_flags, 0);
 	assert_int_equal(ifi->ifi_change, 0);
-	nla_for_each_attr(pos, attrs, nlmsg_attrlen(nlh, sizeof(*ifi)), rem) {
+	nla_for_each_attr(pos, attrs, nlmsg_attrlen(nlh, sizeof(*ifi)), rem)
+	{
 		found = pos;
 		n++;
 	}
 	assert_int_equal(rem, 0);
-	assert_int_equal(n, 1);	/* nothing but IFLA_VFINFO_LIST */
+	assert_int_equal(n, 1); /* nothing but IFLA_VFINFO_LIST */
 	assert_int_equal(nla_type(found), IFLA_VFINFO_LIST);
 	return found;
 }
@@ -75,14 +77,14 @@ static void check_guid_msg(int attr)
 
 	assert_int_equal(ibvf_nl_build_vf_guid(7, 3, attr, guid, &m), 0);
 	list = check_setlink(m, 7);
-	info = only_child(list, IFLA_VF_INFO);	/* one nest ... */
-	g = only_child(info, attr);		/* ... with ONE GUID attribute */
-	assert_int_equal(nla_len(g), 16);	/* struct ifla_vf_guid, padded */
+	info = only_child(list, IFLA_VF_INFO); /* one nest ... */
+	g = only_child(info, attr);	       /* ... with ONE GUID attribute */
+	assert_int_equal(nla_len(g), 16);      /* struct ifla_vf_guid, padded */
 	raw = nla_data(g);
 	memcpy(&vf, raw, 4);
 	memcpy(&v, raw + 8, 8);
 	assert_int_equal(vf, 3);
-	assert_true(v == guid);	/* host order, value reads like the GUID string */
+	assert_true(v == guid); /* host order, value reads like the GUID string */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	assert_int_equal(raw[8], 0x77);
 	assert_int_equal(raw[15], 0x00);
@@ -174,7 +176,7 @@ static uint64_t node_of(int i)
 static struct nl_msg *newlink(int ifindex, int n, bool guids, int num_vf, int flags)
 {
 	struct nl_msg *m = nlmsg_alloc_simple(RTM_NEWLINK, 0);
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_type = 32, .ifi_index = ifindex };
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_type = 32, .ifi_index = ifindex};
 	struct nlattr *list;
 
 	assert_non_null(m);
@@ -187,15 +189,14 @@ static struct nl_msg *newlink(int ifindex, int n, bool guids, int num_vf, int fl
 		return m;
 	list = nla_nest_start(m, IFLA_VFINFO_LIST);
 	for (int i = 0; i < n; i++) {
-		struct ifla_vf_mac mac = { .vf = (uint32_t)i };
-		struct ifla_vf_vlan vlan = { .vf = (uint32_t)i };
-		struct ifla_vf_link_state ls = { .vf = (uint32_t)i, .link_state = (uint32_t)(i % 3) };
-		struct ifla_vf_trust tr = { .vf = (uint32_t)i };
-		struct ifla_vf_guid ng = { .vf = (uint32_t)i, .guid = node_of(i) };
-		struct ifla_vf_guid pg = { .vf = (uint32_t)i, .guid = node_of(i) + 1 };
-		struct nlattr *info = nla_nest_start(m, (flags & F_WRONG_NEST) && i == n - 1
-								? IFLA_VF_PORTS
-								: IFLA_VF_INFO);
+		struct ifla_vf_mac mac = {.vf = (uint32_t)i};
+		struct ifla_vf_vlan vlan = {.vf = (uint32_t)i};
+		struct ifla_vf_link_state ls = {.vf = (uint32_t)i, .link_state = (uint32_t)(i % 3)};
+		struct ifla_vf_trust tr = {.vf = (uint32_t)i};
+		struct ifla_vf_guid ng = {.vf = (uint32_t)i, .guid = node_of(i)};
+		struct ifla_vf_guid pg = {.vf = (uint32_t)i, .guid = node_of(i) + 1};
+		struct nlattr *info = nla_nest_start(
+			m, (flags & F_WRONG_NEST) && i == n - 1 ? IFLA_VF_PORTS : IFLA_VF_INFO);
 
 		if ((flags & F_WRONG_VF) && i == n - 1)
 			pg.vf = (uint32_t)i + 1;
@@ -219,7 +220,7 @@ static struct nl_msg *newlink(int ifindex, int n, bool guids, int num_vf, int fl
 
 static void test_parse_counts(void **state)
 {
-	static const int counts[] = { 0, 1, 64 };
+	static const int counts[] = {0, 1, 64};
 	char err[IBVF_ERR_LEN];
 
 	(void)state;
@@ -243,7 +244,7 @@ static void test_parse_counts(void **state)
 				}
 			}
 			if (counts[c] == 64)
-				assert_true(nlmsg_hdr(m)->nlmsg_len > 4096);	/* > NLMSG_GOODSIZE */
+				assert_true(nlmsg_hdr(m)->nlmsg_len > 4096); /* > NLMSG_GOODSIZE */
 			ibvf_nl_link_free(&l);
 			nlmsg_free(m);
 		}
@@ -292,15 +293,15 @@ struct seam {
 	int calls;
 	bool dump[4];
 	size_t bufsize[4];
-	int fail_first;		/* errno to answer the first call with */
-	int fail_all;		/* errno to answer every call with */
-	int deliver_ifindex;	/* link to deliver on success */
+	int fail_first;	     /* errno to answer the first call with */
+	int fail_all;	     /* errno to answer every call with */
+	int deliver_ifindex; /* link to deliver on success */
 	int deliver_vfs;
 	int sent_type[4];
 };
 
-static int seam_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_cb cb,
-		     void *cb_arg, char *err, size_t errlen)
+static int seam_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_cb cb, void *cb_arg,
+		     char *err, size_t errlen)
 {
 	struct seam *s = arg;
 	struct nlmsghdr *nlh = nlmsg_hdr(req);
@@ -318,7 +319,7 @@ static int seam_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_
 				 strerror(s->fail_first));
 	if (!cb)
 		return 0;
-	if (nlh->nlmsg_flags & NLM_F_DUMP) {	/* a dump: other links first */
+	if (nlh->nlmsg_flags & NLM_F_DUMP) { /* a dump: other links first */
 		struct nl_msg *o = newlink(1, 0, false, -1, 0);
 
 		ret = cb(nlmsg_hdr(o), cb_arg);
@@ -327,8 +328,8 @@ static int seam_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_
 			return ret;
 	}
 	{
-		struct nl_msg *m = newlink(s->deliver_ifindex, s->deliver_vfs, true,
-					   s->deliver_vfs, 0);
+		struct nl_msg *m =
+			newlink(s->deliver_ifindex, s->deliver_vfs, true, s->deliver_vfs, 0);
 
 		ret = cb(nlmsg_hdr(m), cb_arg);
 		nlmsg_free(m);
@@ -338,7 +339,7 @@ static int seam_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_
 
 static void test_read_emsgsize_retry(void **state)
 {
-	struct seam s = { .fail_first = EMSGSIZE, .deliver_ifindex = 4, .deliver_vfs = 64 };
+	struct seam s = {.fail_first = EMSGSIZE, .deliver_ifindex = 4, .deliver_vfs = 64};
 	char err[IBVF_ERR_LEN];
 	struct ibvf_nl_link l;
 	struct ibvf_nl *nl;
@@ -350,41 +351,41 @@ static void test_read_emsgsize_retry(void **state)
 	assert_int_equal(s.calls, 2);
 	assert_false(s.dump[0]);
 	assert_int_equal(s.bufsize[0], IBVF_NL_BUF_FIRST);
-	assert_true(s.dump[1]);			/* the retry is a dump ... */
-	assert_true(s.bufsize[1] > s.bufsize[0]);	/* ... into a larger buffer */
+	assert_true(s.dump[1]);			  /* the retry is a dump ... */
+	assert_true(s.bufsize[1] > s.bufsize[0]); /* ... into a larger buffer */
 	assert_int_equal(l.ifindex, 4);
 	assert_int_equal(l.n_vfs, 64);
 	assert_true(l.vfs[63].port_guid == node_of(63) + 1);
 	ibvf_nl_link_free(&l);
 
 	/* without EMSGSIZE: one request, no retry */
-	s = (struct seam){ .deliver_ifindex = 4, .deliver_vfs = 1 };
+	s = (struct seam){.deliver_ifindex = 4, .deliver_vfs = 1};
 	assert_int_equal(ibvf_nl_read_link(nl, 4, &l, err, sizeof(err)), 0);
 	assert_int_equal(s.calls, 1);
 	assert_int_equal(s.sent_type[0], RTM_GETLINK);
 	ibvf_nl_link_free(&l);
 
 	/* still too large: a clear error naming the kernel fix */
-	s = (struct seam){ .fail_all = EMSGSIZE };
+	s = (struct seam){.fail_all = EMSGSIZE};
 	assert_int_equal(ibvf_nl_read_link(nl, 4, &l, err, sizeof(err)), -EMSGSIZE);
 	assert_int_equal(s.calls, 2);
 	assert_non_null(strstr(err, "Allocate vfinfo size for VF GUIDs"));
 
 	/* another kernel error is not retried */
-	s = (struct seam){ .fail_all = ENODEV };
+	s = (struct seam){.fail_all = ENODEV};
 	assert_int_equal(ibvf_nl_read_link(nl, 4, &l, err, sizeof(err)), -ENODEV);
 	assert_int_equal(s.calls, 1);
 
 	/* the reply is about another link */
-	s = (struct seam){ .deliver_ifindex = 99, .deliver_vfs = 2 };
+	s = (struct seam){.deliver_ifindex = 99, .deliver_vfs = 2};
 	assert_int_equal(ibvf_nl_read_link(nl, 4, &l, err, sizeof(err)), -ENODEV);
 
 	/* a malformed reply is an error, not silently "no VFs" */
 	ibvf_nl_close(nl);
 }
 
-static int bad_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_cb cb,
-		    void *cb_arg, char *err, size_t errlen)
+static int bad_xfer(void *arg, struct nl_msg *req, size_t bufsize, ibvf_nl_msg_cb cb, void *cb_arg,
+		    char *err, size_t errlen)
 {
 	struct nl_msg *m = newlink(4, 3, true, 3, F_NO_MAC);
 	int ret;
@@ -415,7 +416,7 @@ static void test_read_malformed(void **state)
 
 static void test_set_through_seam(void **state)
 {
-	struct seam s = { .fail_all = EOPNOTSUPP };
+	struct seam s = {.fail_all = EOPNOTSUPP};
 	char err[IBVF_ERR_LEN];
 	struct ibvf_nl *nl;
 
@@ -424,28 +425,23 @@ static void test_set_through_seam(void **state)
 	ibvf_nl_set_xfer(nl, seam_xfer, &s);
 	assert_int_equal(ibvf_nl_set_vf_guid(nl, 3, 1, IFLA_VF_IB_NODE_GUID, 5, err, sizeof(err)),
 			 -EOPNOTSUPP);
-	assert_int_equal(s.calls, 1);	/* one message per GUID */
+	assert_int_equal(s.calls, 1); /* one message per GUID */
 	assert_int_equal(s.sent_type[0], RTM_SETLINK);
 	assert_int_equal(ibvf_nl_set_vf_link_state(nl, 3, 1, 9, err, sizeof(err)), -EINVAL);
-	assert_int_equal(s.calls, 1);	/* rejected before sending */
+	assert_int_equal(s.calls, 1); /* rejected before sending */
 	ibvf_nl_close(nl);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_build_node_guid),
-		cmocka_unit_test(test_build_port_guid),
-		cmocka_unit_test(test_build_link_state),
-		cmocka_unit_test(test_build_getlink),
-		cmocka_unit_test(test_build_rejects),
-		cmocka_unit_test(test_parse_counts),
-		cmocka_unit_test(test_parse_rejects),
-		cmocka_unit_test(test_read_emsgsize_retry),
-		cmocka_unit_test(test_read_malformed),
-		cmocka_unit_test(test_set_through_seam),
+		cmocka_unit_test(test_build_node_guid),	 cmocka_unit_test(test_build_port_guid),
+		cmocka_unit_test(test_build_link_state), cmocka_unit_test(test_build_getlink),
+		cmocka_unit_test(test_build_rejects),	 cmocka_unit_test(test_parse_counts),
+		cmocka_unit_test(test_parse_rejects),	 cmocka_unit_test(test_read_emsgsize_retry),
+		cmocka_unit_test(test_read_malformed),	 cmocka_unit_test(test_set_through_seam),
 	};
 
-	nlmsg_set_default_size(64 * 1024);	/* room for 64 VFs */
+	nlmsg_set_default_size(64 * 1024); /* room for 64 VFs */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

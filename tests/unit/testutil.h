@@ -28,9 +28,8 @@
 #include <cmocka.h>
 
 /* Fail with both strings shown when @needle is not inside @hay. */
-#define assert_contains(hay, needle) tu_assert_contains((hay), (needle), __FILE__, __LINE__)
-#define assert_not_contains(hay, needle)                                                  \
-	tu_assert_not_contains((hay), (needle), __FILE__, __LINE__)
+#define assert_contains(hay, needle)	 tu_assert_contains((hay), (needle), __FILE__, __LINE__)
+#define assert_not_contains(hay, needle) tu_assert_not_contains((hay), (needle), __FILE__, __LINE__)
 
 static inline void tu_assert_contains(const char *hay, const char *needle, const char *file,
 				      int line)
@@ -146,9 +145,9 @@ static inline char *tu_read_file(const char *path, size_t *len)
 
 /* Output and status of a program run by tu_run(). */
 struct tu_result {
-	int status;	/* exit code, or 128 + signal */
-	char *out;	/* stdout, NUL-terminated */
-	char *err;	/* stderr, NUL-terminated */
+	int status; /* exit code, or 128 + signal */
+	char *out;  /* stdout, NUL-terminated */
+	char *err;  /* stderr, NUL-terminated */
 };
 
 static inline void tu_result_free(struct tu_result *r)
@@ -207,8 +206,8 @@ static inline int tu_run(struct tu_result *r, const char *const *env, int timeou
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		static const char *const keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS",
-						     "LSAN_OPTIONS", "MALLOC_PERTURB_", NULL };
+		static const char *const keep[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+						   "MALLOC_PERTURB_", NULL};
 		const char *envp[64];
 		int n = 0;
 
@@ -231,8 +230,8 @@ static inline int tu_run(struct tu_result *r, const char *const *env, int timeou
 	}
 	close(po[1]);
 	close(pe[1]);
-	pf[0] = (struct pollfd){ .fd = po[0], .events = POLLIN };
-	pf[1] = (struct pollfd){ .fd = pe[0], .events = POLLIN };
+	pf[0] = (struct pollfd){.fd = po[0], .events = POLLIN};
+	pf[1] = (struct pollfd){.fd = pe[0], .events = POLLIN};
 	while (open_fds > 0) {
 		int left = (int)(deadline - time(NULL));
 

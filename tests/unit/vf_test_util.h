@@ -36,9 +36,13 @@ static inline void vt_root_free(char *root)
 static inline int vt_add_pf(const char *root, const char *pci, const char *netdev, int ifindex,
 			    const char *rdma, int n, const struct ibvf_fake_vf *vfs)
 {
-	struct ibvf_fake_pf pf = { .pci = pci, .netdev = netdev, .ifindex = ifindex,
-				   .rdma_dev = rdma, .driver = "mlx5_core", .total_vfs = 16,
-				   .num_vfs = n };
+	struct ibvf_fake_pf pf = {.pci = pci,
+				  .netdev = netdev,
+				  .ifindex = ifindex,
+				  .rdma_dev = rdma,
+				  .driver = "mlx5_core",
+				  .total_vfs = 16,
+				  .num_vfs = n};
 	struct ibvf_fake_vf def[64];
 	char names[64][2][64];
 
@@ -48,10 +52,10 @@ static inline int vt_add_pf(const char *root, const char *pci, const char *netde
 				 i);
 			snprintf(names[i][1], sizeof(names[i][1]), "%s_%d", rdma ? rdma : "mlx5",
 				 i + 10);
-			def[i] = (struct ibvf_fake_vf){ .driver = "mlx5_core",
-							.netdev = names[i][0],
-							.ifindex = ifindex + 1 + i,
-							.rdma_dev = names[i][1] };
+			def[i] = (struct ibvf_fake_vf){.driver = "mlx5_core",
+						       .netdev = names[i][0],
+						       .ifindex = ifindex + 1 + i,
+						       .rdma_dev = names[i][1]};
 		}
 		vfs = def;
 	}

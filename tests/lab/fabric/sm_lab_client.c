@@ -30,7 +30,7 @@
 static int usage(void)
 {
 	fprintf(stderr, "usage: sm_lab_client MODULE_DIR NAME CONFIG validate | add PKEY "
-		"[--index0] [--no-ipoib] MEMBER... | remove PKEY GUID... | list [PKEY]\n");
+			"[--index0] [--no-ipoib] MEMBER... | remove PKEY GUID... | list [PKEY]\n");
 	return 2;
 }
 
@@ -99,14 +99,14 @@ static int add_spec(const char *spec, struct ibvf_sm_member **m, size_t *n)
 	if (!eq)
 		return -EINVAL;
 	*eq = '\0';
-	if (parse_guids(buf, &first, &count) || ibvf_membership_parse(eq + 1, &ms, err,
-								       sizeof(err)))
+	if (parse_guids(buf, &first, &count) ||
+	    ibvf_membership_parse(eq + 1, &ms, err, sizeof(err)))
 		return -EINVAL;
 	nm = realloc(*m, (*n + count) * sizeof(*nm));
 	if (!nm)
 		return -ENOMEM;
 	for (size_t i = 0; i < count; i++)
-		nm[*n + i] = (struct ibvf_sm_member){ first + i, ms };
+		nm[*n + i] = (struct ibvf_sm_member){first + i, ms};
 	*m = nm;
 	*n += count;
 	return 0;
@@ -130,7 +130,7 @@ static int fail(int ret, const char *err)
 
 static int do_add(struct ibvf_sm *sm, uint16_t pkey, int argc, char **argv)
 {
-	struct ibvf_sm_pkey_flags flags = { .index0 = false, .ipoib = true };
+	struct ibvf_sm_pkey_flags flags = {.index0 = false, .ipoib = true};
 	struct ibvf_sm_member *m = NULL;
 	char err[IBVF_ERR_LEN] = "";
 	bool have_flags = false;

@@ -84,8 +84,8 @@ static int link_rel(const char *target, const char *at)
 
 int ibvf_fake_init(const char *root)
 {
-	static const char *const dirs[] = { FAKE_BUS,	  "bus/pci/devices", "bus/pci/drivers",
-					    "class/net", "class/infiniband" };
+	static const char *const dirs[] = {FAKE_BUS, "bus/pci/devices", "bus/pci/drivers",
+					   "class/net", "class/infiniband"};
 	char p[PATH_MAX];
 	int ret;
 
@@ -105,8 +105,10 @@ int ibvf_fake_vf_pci(const char *pf_pci, int offset, int index, char *buf, size_
 
 	if (sscanf(pf_pci, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4 || index < 0)
 		return -EINVAL;
-	rid = (bus << 8 | dev << 3 | fn) + (unsigned int)(offset ? offset : 2) + (unsigned int)index;
-	return fmt(buf, len, "%04x:%02x:%02x.%x", dom, (rid >> 8) & 0xff, (rid >> 3) & 0x1f, rid & 7);
+	rid = (bus << 8 | dev << 3 | fn) + (unsigned int)(offset ? offset : 2) +
+	      (unsigned int)index;
+	return fmt(buf, len, "%04x:%02x:%02x.%x", dom, (rid >> 8) & 0xff, (rid >> 3) & 0x1f,
+		   rid & 7);
 }
 
 static int bind_driver(const char *root, const char *pci, const char *drv)
@@ -221,9 +223,9 @@ int ibvf_fake_vf_bind(const char *root, const char *pci, const struct ibvf_fake_
 
 static int write_sriov_files(const char *root, const char *pf_pci, int index)
 {
-	static const char *const files[][2] = { { "node", "00:00:00:00:00:00:00:00\n" },
-						{ "port", "00:00:00:00:00:00:00:00\n" },
-						{ "policy", "Follow\n" } };
+	static const char *const files[][2] = {{"node", "00:00:00:00:00:00:00:00\n"},
+					       {"port", "00:00:00:00:00:00:00:00\n"},
+					       {"policy", "Follow\n"}};
 	char p[PATH_MAX];
 	int ret;
 
@@ -257,7 +259,7 @@ int ibvf_fake_add_pf(const char *root, const struct ibvf_fake_pf *pf,
 	    (ret = write_path(p, v)) || (ret = ibvf_fake_set_numvfs(root, pf->pci, pf->num_vfs)))
 		return ret;
 	for (int i = 0; i < pf->num_vfs; i++) {
-		struct ibvf_fake_vf def = { .driver = pf->driver };
+		struct ibvf_fake_vf def = {.driver = pf->driver};
 		char vf[32];
 
 		if ((ret = ibvf_fake_vf_pci(pf->pci, pf->vf_offset, i, vf, sizeof(vf))) ||
@@ -286,8 +288,7 @@ int ibvf_fake_set_numvfs(const char *root, const char *pf_pci, int n)
 }
 
 /* Remove every entry of <dev>/@sub and its /class/@cls/<name> link. */
-static int remove_class_entries(const char *root, const char *pci, const char *sub,
-				const char *cls)
+static int remove_class_entries(const char *root, const char *pci, const char *sub, const char *cls)
 {
 	char dir[PATH_MAX], p[PATH_MAX];
 	struct dirent *de;
@@ -341,7 +342,7 @@ int ibvf_fake_remove_dev(const char *root, const char *pci)
 	if ((ret = fmt(p, sizeof(p), "%s/" FAKE_BUS "/%s/physfn", root, pci)))
 		return ret;
 	n = readlink(p, t, sizeof(t) - 1);
-	if (n > 3) {	/* drop the PF's virtfnN link to this VF */
+	if (n > 3) { /* drop the PF's virtfnN link to this VF */
 		char dir[PATH_MAX], l[PATH_MAX], lt[PATH_MAX];
 		struct dirent *de;
 		DIR *d;

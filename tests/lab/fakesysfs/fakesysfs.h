@@ -17,24 +17,24 @@
 
 /** A PF to create. NULL strings mean "none". */
 struct ibvf_fake_pf {
-	const char *pci;	/* "0000:03:00.0" */
-	const char *netdev;	/* the PF's IPoIB netdev, e.g. "ib0" */
-	int ifindex;		/* of @netdev */
-	int netdev_type;	/* 0 means 32 (ARPHRD_INFINIBAND) */
-	const char *rdma_dev;	/* "mlx5_0" */
-	const char *driver;	/* "mlx5_core"; NULL: unbound */
-	int total_vfs;		/* sriov_totalvfs (>= num_vfs) */
-	int num_vfs;		/* sriov_numvfs: VFs created now */
-	int vf_offset;		/* routing-ID offset of VF 0 (PCIe SR-IOV First VF Offset); 0 → 2 */
+	const char *pci;      /* "0000:03:00.0" */
+	const char *netdev;   /* the PF's IPoIB netdev, e.g. "ib0" */
+	int ifindex;	      /* of @netdev */
+	int netdev_type;      /* 0 means 32 (ARPHRD_INFINIBAND) */
+	const char *rdma_dev; /* "mlx5_0" */
+	const char *driver;   /* "mlx5_core"; NULL: unbound */
+	int total_vfs;	      /* sriov_totalvfs (>= num_vfs) */
+	int num_vfs;	      /* sriov_numvfs: VFs created now */
+	int vf_offset;	      /* routing-ID offset of VF 0 (PCIe SR-IOV First VF Offset); 0 → 2 */
 };
 
 /** One VF's function state. NULL strings mean "none". */
 struct ibvf_fake_vf {
-	const char *driver;	/* "mlx5_core", "vfio-pci"; NULL: unbound */
-	const char *netdev;	/* VF netdev name */
+	const char *driver; /* "mlx5_core", "vfio-pci"; NULL: unbound */
+	const char *netdev; /* VF netdev name */
 	int ifindex;
-	const char *rdma_dev;	/* "mlx5_4" */
-	const char *altname;	/* recorded in net/<if>/ibvf_altname (documentation only) */
+	const char *rdma_dev; /* "mlx5_4" */
+	const char *altname;  /* recorded in net/<if>/ibvf_altname (documentation only) */
 };
 
 /** ibvf_fake_init() - create the skeleton (bus/pci/devices, class/net, ...) under @root. */
@@ -56,7 +56,8 @@ int ibvf_fake_vf_pci(const char *pf_pci, int offset, int index, char *buf, size_
 int ibvf_fake_add_pf(const char *root, const struct ibvf_fake_pf *pf,
 		     const struct ibvf_fake_vf *vfs);
 
-/** ibvf_fake_vf_unbind() - what the kernel does on driver unbind: driver link, net/, infiniband/ go. */
+/** ibvf_fake_vf_unbind() - what the kernel does on driver unbind: driver link, net/, infiniband/
+ * go. */
 int ibvf_fake_vf_unbind(const char *root, const char *pci);
 
 /** ibvf_fake_vf_bind() - bind @v->driver and create @v's netdev and RDMA device. */

@@ -86,20 +86,20 @@ static int make_veth(struct nl_sock *sk, const char *root, const char *name)
 static int add_pf(const char *root, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "pci", required_argument, NULL, 'p' },
-		{ "netdev", required_argument, NULL, 'n' },
-		{ "ifindex", required_argument, NULL, 'i' },
-		{ "rdma", required_argument, NULL, 'r' },
-		{ "driver", required_argument, NULL, 'd' },
-		{ "vfs", required_argument, NULL, 'v' },
-		{ "total", required_argument, NULL, 't' },
-		{ "vf-netdev-prefix", required_argument, NULL, 'N' },
-		{ "vf-rdma-base", required_argument, NULL, 'R' },
-		{ "vf-rdma-prefix", required_argument, NULL, 'P' },
-		{ "veth", required_argument, NULL, 'e' },
-		{ 0 },
+		{"pci", required_argument, NULL, 'p'},
+		{"netdev", required_argument, NULL, 'n'},
+		{"ifindex", required_argument, NULL, 'i'},
+		{"rdma", required_argument, NULL, 'r'},
+		{"driver", required_argument, NULL, 'd'},
+		{"vfs", required_argument, NULL, 'v'},
+		{"total", required_argument, NULL, 't'},
+		{"vf-netdev-prefix", required_argument, NULL, 'N'},
+		{"vf-rdma-base", required_argument, NULL, 'R'},
+		{"vf-rdma-prefix", required_argument, NULL, 'P'},
+		{"veth", required_argument, NULL, 'e'},
+		{0},
 	};
-	struct ibvf_fake_pf pf = { .driver = "mlx5_core", .num_vfs = 4 };
+	struct ibvf_fake_pf pf = {.driver = "mlx5_core", .num_vfs = 4};
 	const char *vf_prefix = NULL, *veth = NULL, *rdma_prefix = "mlx5_";
 	char names[256][IF_NAMESIZE + 8], rdma[256][32], pfname[IF_NAMESIZE + 8];
 	struct ibvf_fake_vf vfs[256];
@@ -109,18 +109,41 @@ static int add_pf(const char *root, int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': pf.pci = optarg; break;
-		case 'n': pf.netdev = optarg; break;
-		case 'i': pf.ifindex = atoi(optarg); break;
-		case 'r': pf.rdma_dev = optarg; break;
-		case 'd': pf.driver = optarg; break;
-		case 'v': pf.num_vfs = atoi(optarg); break;
-		case 't': pf.total_vfs = atoi(optarg); break;
-		case 'N': vf_prefix = optarg; break;
-		case 'R': rdma_base = atoi(optarg); break;
-		case 'P': rdma_prefix = optarg; break;
-		case 'e': veth = optarg; break;
-		default: return usage();
+		case 'p':
+			pf.pci = optarg;
+			break;
+		case 'n':
+			pf.netdev = optarg;
+			break;
+		case 'i':
+			pf.ifindex = atoi(optarg);
+			break;
+		case 'r':
+			pf.rdma_dev = optarg;
+			break;
+		case 'd':
+			pf.driver = optarg;
+			break;
+		case 'v':
+			pf.num_vfs = atoi(optarg);
+			break;
+		case 't':
+			pf.total_vfs = atoi(optarg);
+			break;
+		case 'N':
+			vf_prefix = optarg;
+			break;
+		case 'R':
+			rdma_base = atoi(optarg);
+			break;
+		case 'P':
+			rdma_prefix = optarg;
+			break;
+		case 'e':
+			veth = optarg;
+			break;
+		default:
+			return usage();
 		}
 	}
 	if (!pf.pci || optind != argc || pf.num_vfs < 0 || pf.num_vfs > 255 ||
@@ -150,7 +173,7 @@ static int add_pf(const char *root, int argc, char **argv)
 	if (!vf_prefix)
 		vf_prefix = pf.netdev ? pf.netdev : "ib";
 	for (int i = 0; i < pf.num_vfs; i++) {
-		vfs[i] = (struct ibvf_fake_vf){ .driver = pf.driver };
+		vfs[i] = (struct ibvf_fake_vf){.driver = pf.driver};
 		if (veth)
 			snprintf(names[i], sizeof(names[i]), "%sv%d", veth, i);
 		else
@@ -185,7 +208,7 @@ static int veth_down(const char *root)
 	snprintf(list, sizeof(list), "%s/veths", root);
 	f = fopen(list, "r");
 	if (!f)
-		return 0;	/* nothing was created */
+		return 0; /* nothing was created */
 	if (!sk || nl_connect(sk, NETLINK_ROUTE) < 0)
 		return die("netlink socket", EIO);
 	while (fscanf(f, "%d %63s", &idx, name) == 2) {
@@ -197,8 +220,8 @@ static int veth_down(const char *root)
 		rtnl_link_put(l);
 		/* the peer of an already deleted pair: gone with it */
 		if (ret < 0 && ret != -NLE_NODEV && ret != -NLE_OBJ_NOTFOUND) {
-			fprintf(stderr, "ibvf-fakesysfs: deleting %s (ifindex %d): %s\n", name,
-				idx, nl_geterror(ret));
+			fprintf(stderr, "ibvf-fakesysfs: deleting %s (ifindex %d): %s\n", name, idx,
+				nl_geterror(ret));
 			fails++;
 		}
 	}
@@ -230,7 +253,7 @@ int main(int argc, char **argv)
 		return ret ? die("remove", ret) : 0;
 	}
 	if (!strcmp(cmd, "bind") && argc >= 5 && argc <= 8 && argc != 6) {
-		struct ibvf_fake_vf v = { .driver = argv[4] };
+		struct ibvf_fake_vf v = {.driver = argv[4]};
 
 		if (argc >= 7) {
 			v.netdev = argv[5];

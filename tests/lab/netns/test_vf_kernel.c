@@ -44,12 +44,12 @@
 #include "vf_manager.h"
 #include "vf_netlink.h"
 
-#define PF_IF "ibvfk0"
-#define VF_IF "ibvfk1"
+#define PF_IF	"ibvfk0"
+#define VF_IF	"ibvfk1"
 #define ALTNAME "ibvf-kernel-test-altname"
 
 static int pf_ifindex, vf_ifindex;
-static char *trees[8];	/* fake sysfs roots, removed at exit even after a failed assert */
+static char *trees[8]; /* fake sysfs roots, removed at exit even after a failed assert */
 static size_t n_trees;
 
 static void remove_trees(void)
@@ -83,8 +83,8 @@ static struct ibvf_nl *open_nl(void)
 
 static void test_guid_eopnotsupp(void **state)
 {
-	static const int attrs[] = { IFLA_VF_IB_NODE_GUID, IFLA_VF_IB_PORT_GUID };
-	static const uint32_t vfs[] = { 0, 3, 63 };
+	static const int attrs[] = {IFLA_VF_IB_NODE_GUID, IFLA_VF_IB_PORT_GUID};
+	static const uint32_t vfs[] = {0, 3, 63};
 	struct ibvf_nl *nl = open_nl();
 	char err[IBVF_ERR_LEN];
 
@@ -117,7 +117,7 @@ static void test_link_state_eopnotsupp(void **state)
 /* SETLINK with one IFLA_VF_INFO nest holding @attr with @len bytes of @data. */
 static struct nl_msg *raw_vf_msg(int attr, const void *data, int len)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = pf_ifindex };
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = pf_ifindex};
 	struct nl_msg *m = nlmsg_alloc_simple(RTM_SETLINK, NLM_F_ACK);
 	struct nlattr *list, *info;
 
@@ -133,7 +133,7 @@ static struct nl_msg *raw_vf_msg(int attr, const void *data, int len)
 
 static void test_kernel_checks_content(void **state)
 {
-	struct ifla_vf_guid g = { .vf = 0, .guid = 0x0002c90300001234ULL };
+	struct ifla_vf_guid g = {.vf = 0, .guid = 0x0002c90300001234ULL};
 	struct ibvf_nl *nl = open_nl();
 	char err[IBVF_ERR_LEN];
 	struct nl_msg *m;
@@ -160,11 +160,11 @@ static void test_kernel_checks_content(void **state)
 
 static void test_ext_ack_text(void **state)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = pf_ifindex };
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = pf_ifindex};
 	struct nl_msg *m = nlmsg_alloc_simple(RTM_SETLINK, NLM_F_ACK);
 	struct ibvf_nl *nl = open_nl();
 	char err[IBVF_ERR_LEN];
-	uint16_t mtu = 9000;	/* IFLA_MTU is a u32: a 2-byte one fails policy */
+	uint16_t mtu = 9000; /* IFLA_MTU is a u32: a 2-byte one fails policy */
 	int ret;
 
 	(void)state;
@@ -188,7 +188,7 @@ static void test_read_back_veth(void **state)
 	(void)state;
 	assert_int_equal(ibvf_nl_read_link(nl, pf_ifindex, &l, err, sizeof(err)), 0);
 	assert_int_equal(l.ifindex, pf_ifindex);
-	assert_int_equal(l.n_vfs, 0);	/* a veth has no VFs (and no IFLA_NUM_VF) */
+	assert_int_equal(l.n_vfs, 0); /* a veth has no VFs (and no IFLA_NUM_VF) */
 	ibvf_nl_link_free(&l);
 	assert_int_equal(ibvf_nl_read_link(nl, 999999, &l, err, sizeof(err)), -ENODEV);
 	/* the socket stays usable after errors (sequence numbers) */
@@ -201,12 +201,19 @@ static void test_read_back_veth(void **state)
 static char *fake_tree(void)
 {
 	char *root = strdup("/tmp/ibvf-kt-sysfs.XXXXXX");
-	struct ibvf_fake_pf pf = { .pci = "0000:03:00.0", .netdev = PF_IF, .ifindex = pf_ifindex,
-				   .rdma_dev = "mlx5_0", .driver = "mlx5_core", .total_vfs = 4,
-				   .num_vfs = 2 };
+	struct ibvf_fake_pf pf = {.pci = "0000:03:00.0",
+				  .netdev = PF_IF,
+				  .ifindex = pf_ifindex,
+				  .rdma_dev = "mlx5_0",
+				  .driver = "mlx5_core",
+				  .total_vfs = 4,
+				  .num_vfs = 2};
 	struct ibvf_fake_vf vfs[2] = {
-		{ .driver = "mlx5_core", .netdev = VF_IF, .ifindex = vf_ifindex, .rdma_dev = "mlx5_2" },
-		{ .driver = "mlx5_core", .netdev = "ibvfkx", .ifindex = 0, .rdma_dev = "mlx5_3" },
+		{.driver = "mlx5_core",
+		 .netdev = VF_IF,
+		 .ifindex = vf_ifindex,
+		 .rdma_dev = "mlx5_2"},
+		{.driver = "mlx5_core", .netdev = "ibvfkx", .ifindex = 0, .rdma_dev = "mlx5_3"},
 	};
 
 	assert_non_null(root);
@@ -219,9 +226,9 @@ static char *fake_tree(void)
 
 static void test_altname_lookup(void **state)
 {
-	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC, .ifi_index = vf_ifindex };
-	struct nl_msg *m = nlmsg_alloc_simple(RTM_NEWLINKPROP, NLM_F_ACK | NLM_F_CREATE |
-								NLM_F_EXCL);
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = vf_ifindex};
+	struct nl_msg *m =
+		nlmsg_alloc_simple(RTM_NEWLINKPROP, NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL);
 	struct ibvf_nl *nl = open_nl();
 	const struct ibvf_vf_info *vf;
 	struct ibvf_inventory *inv;
@@ -241,7 +248,7 @@ static void test_altname_lookup(void **state)
 	assert_int_equal(ibvf_nl_ifindex_by_name(nl, VF_IF, err, sizeof(err)), vf_ifindex);
 	assert_int_equal(ibvf_nl_ifindex_by_name(nl, "ibvf-none", err, sizeof(err)), -ENODEV);
 	assert_int_equal(ibvf_inventory_scan(root, &inv, err, sizeof(err)), 0);
-	vf = ibvf_inventory_find_vf_netdev(inv, ALTNAME);	/* default resolver: the kernel */
+	vf = ibvf_inventory_find_vf_netdev(inv, ALTNAME); /* default resolver: the kernel */
 	assert_non_null(vf);
 	assert_string_equal(vf->netdev, VF_IF);
 	assert_string_equal(vf->pci, "0000:03:00.2");
@@ -251,11 +258,11 @@ static void test_altname_lookup(void **state)
 
 static void test_manager_names_driver(void **state)
 {
-	struct ibvf_vf_manager_opts o = { .rebind_timeout_ms = 500 };
-	struct ibvf_vf_request req = { .node_guid = 0x0002c90300001234ULL,
-				       .port_guid = 0x0002c90300001234ULL,
-				       .link_state = -1,
-				       .rebind = true };
+	struct ibvf_vf_manager_opts o = {.rebind_timeout_ms = 500};
+	struct ibvf_vf_request req = {.node_guid = 0x0002c90300001234ULL,
+				      .port_guid = 0x0002c90300001234ULL,
+				      .link_state = -1,
+				      .rebind = true};
 	char err[IBVF_ERR_LEN], *root = fake_tree(), locks[PATH_MAX];
 	struct ibvf_vf_manager *mgr;
 	struct ibvf_vf_driver *drv;
@@ -285,7 +292,7 @@ static void test_ibsim_renames_real_netdev(void **state)
 
 	(void)state;
 	snprintf(console, sizeof(console), "%s/console", root);
-	f = fopen(console, "w");	/* a plain file stands in for the FIFO */
+	f = fopen(console, "w"); /* a plain file stands in for the FIFO */
 	assert_non_null(f);
 	fclose(f);
 	snprintf(json, sizeof(json),
@@ -326,7 +333,8 @@ int main(void)
 	if (geteuid() != 0)
 		return skip_or_fail("the VF kernel test needs root (network namespace, veth)");
 	if (unshare(CLONE_NEWNET))
-		return skip_or_fail("cannot create a network namespace (unshare: no CAP_SYS_ADMIN?)");
+		return skip_or_fail(
+			"cannot create a network namespace (unshare: no CAP_SYS_ADMIN?)");
 	ibvf_log_init("test_vf_kernel", IBVF_LOG_STDERR, LOG_WARNING);
 	atexit(remove_trees);
 	sk = nl_socket_alloc();

@@ -599,11 +599,11 @@ static void test_fault_status(void **state)
 		int status;
 		int want;
 		bool transient;
-	} t[] = {{401, -EACCES, false},	   {403, -EPERM, false},     {500, -EREMOTEIO, true},
-		 {503, -EAGAIN, true},	   {404, -ENOENT, false},    {400, -EINVAL, false},
-		 {502, -EREMOTEIO, true},  {504, -ETIMEDOUT, true},  {429, -EAGAIN, true},
-		 {408, -ETIMEDOUT, true},  {409, -EEXIST, false},    {413, -E2BIG, false},
-		 {418, -EPROTO, false},	   {501, -EIO, false}};
+	} t[] = {{401, -EACCES, false},	  {403, -EPERM, false},	   {500, -EREMOTEIO, true},
+		 {503, -EAGAIN, true},	  {404, -ENOENT, false},   {400, -EINVAL, false},
+		 {502, -EREMOTEIO, true}, {504, -ETIMEDOUT, true}, {429, -EAGAIN, true},
+		 {408, -ETIMEDOUT, true}, {409, -EEXIST, false},   {413, -E2BIG, false},
+		 {418, -EPROTO, false},	  {501, -EIO, false}};
 	const struct ibvf_sm_member m[] = {{0x0002c90300001001ull, IBVF_MEMBER_FULL}};
 	struct ibvf_sm_backend *b = backend(&sim, NULL);
 	char want[64];
@@ -613,8 +613,8 @@ static void test_fault_status(void **state)
 		fault("{\"endpoint\":\"add\",\"kind\":\"status\",\"status\":%d}", t[i].status);
 		assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), t[i].want);
 		if (ibvf_sm_err_is_transient(t[i].want) != t[i].transient)
-			fail_msg("HTTP %d: errno %d transient should be %d", t[i].status,
-				 t[i].want, t[i].transient);
+			fail_msg("HTTP %d: errno %d transient should be %d", t[i].status, t[i].want,
+				 t[i].transient);
 		snprintf(want, sizeof(want),
 			 "UFM POST /ufmRest/resources/pkeys: HTTP %d: "
 			 "simulated HTTP %d",
@@ -645,8 +645,10 @@ static void test_fault_status(void **state)
 	for (int pad = 244; pad <= 254; pad++) {
 		char rule[1024];
 
-		snprintf(rule, sizeof(rule), "{\"endpoint\":\"add\",\"kind\":\"status\","
-			 "\"status\":400,\"body\":\"%0*d%s\"}", pad, 0, PASSWORD);
+		snprintf(rule, sizeof(rule),
+			 "{\"endpoint\":\"add\",\"kind\":\"status\","
+			 "\"status\":400,\"body\":\"%0*d%s\"}",
+			 pad, 0, PASSWORD);
 		fault("%s", rule);
 		assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EINVAL);
 		assert_null(strstr(err, "s3c"));

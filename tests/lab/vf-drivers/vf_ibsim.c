@@ -52,11 +52,11 @@
 #include "fakesysfs.h"
 #include "log.h"
 
-#define IBSIM_NODE_MAX 63
+#define IBSIM_NODE_MAX	       63
 #define IBSIM_REPLY_TIMEOUT_MS 2000
 
 struct ibsim_map {
-	char *key;	/* VF PCI address or "<pf netdev>/<vf index>" */
+	char *key; /* VF PCI address or "<pf netdev>/<vf index>" */
 	char *node;
 };
 
@@ -69,7 +69,7 @@ struct ibsim_priv {
 	bool rename;
 	bool real_netdevs;
 	uint32_t relink_delay_ms;
-	pthread_mutex_t lock;	/* one console conversation at a time */
+	pthread_mutex_t lock; /* one console conversation at a time */
 };
 
 /* ------------------------------------------------------------ config -- */
@@ -124,7 +124,8 @@ static int parse_nodes(const struct ibvf_jctx *c, const char *path, json_t *node
 				     "\"<ibsim node>\"}");
 	if (p && !(p->map = calloc(json_object_size(nodes) + 1, sizeof(*p->map))))
 		return -ENOMEM;
-	json_object_foreach(nodes, k, v) {
+	json_object_foreach(nodes, k, v)
+	{
 		if (!map_key_ok(k))
 			return ibvf_json_err(c, path, "nodes",
 					     "key '%.40s' is neither a VF PCI address "
@@ -147,13 +148,12 @@ static int parse_nodes(const struct ibvf_jctx *c, const char *path, json_t *node
 }
 
 /* Parse and check a vf.ibsim object into @p (NULL: check only). */
-static int parse_cfg(const struct ibvf_jctx *c, const char *path, json_t *obj,
-		     struct ibsim_priv *p)
+static int parse_cfg(const struct ibvf_jctx *c, const char *path, json_t *obj, struct ibsim_priv *p)
 {
-	static const char *const keys[] = { "console",	     "output",	     "nodes",
-					    "node_prefix",   "rebind_netdev", "real_netdevs",
-					    "relink_delay_ms", NULL };
-	struct ibsim_priv tmp = { 0 };
+	static const char *const keys[] = {
+		"console",	 "output",	 "nodes",	    "node_prefix",
+		"rebind_netdev", "real_netdevs", "relink_delay_ms", NULL};
+	struct ibsim_priv tmp = {0};
 	char *rebind = NULL;
 	uint64_t delay = 100;
 	json_t *nodes;
@@ -249,7 +249,7 @@ static int check_reply(struct ibsim_priv *p, off_t off, const char *node, const 
 		       char *err, size_t errlen)
 {
 	char buf[4096], pat[IBSIM_NODE_MAX + 8];
-	struct timespec ts = { 0, 20 * 1000000 };
+	struct timespec ts = {0, 20 * 1000000};
 	ssize_t n = 0;
 
 	for (int waited = 0; waited < IBSIM_REPLY_TIMEOUT_MS; waited += 20) {
@@ -261,7 +261,8 @@ static int check_reply(struct ibsim_priv *p, off_t off, const char *node, const 
 			close(fd);
 			return ibvf_errf(err, errlen, -EINVAL,
 					 "ibsim output %s is not a regular file (ibsim's stdout "
-					 "redirected to a file)", p->output);
+					 "redirected to a file)",
+					 p->output);
 		}
 		if (fd >= 0) {
 			n = pread(fd, buf, sizeof(buf) - 1, off);
@@ -317,11 +318,10 @@ static int console(struct ibsim_priv *p, const char *node, char *err, size_t err
 			return ibvf_errf(err, errlen, -ENXIO,
 					 "no ibsim reads its console %s (is the lab up?)",
 					 p->console);
-		return ibvf_errf(err, errlen, -e, "ibsim console %s: %s", p->console,
-				 strerror(e));
+		return ibvf_errf(err, errlen, -e, "ibsim console %s: %s", p->console, strerror(e));
 	}
 	line[n] = '\n';
-	w = write(fd, line, (size_t)n + 1);	/* < PIPE_BUF: one atomic write */
+	w = write(fd, line, (size_t)n + 1); /* < PIPE_BUF: one atomic write */
 	close(fd);
 	line[n] = 0;
 	if (w != n + 1)
@@ -380,7 +380,7 @@ static int read_sriov(const struct ibvf_vf_driver *d, const struct ibvf_vf_info 
 	return 0;
 }
 
-static const char *const policy_names[] = { "Follow", "Up", "Down" };
+static const char *const policy_names[] = {"Follow", "Up", "Down"};
 
 static enum ibvf_vf_link_state read_policy(const struct ibvf_vf_driver *d,
 					   const struct ibvf_vf_info *vf, bool *known)
@@ -503,7 +503,7 @@ static int ib_rebind(struct ibvf_vf_driver *d, const struct ibvf_vf_info *vf, co
 	struct ibsim_priv *p = d->priv;
 	char nb[IBSIM_NODE_MAX + 1], name[IBVF_IFNAME_LEN], e[IBVF_ERR_LEN];
 	const char *node = node_of(p, vf, nb, sizeof(nb), err, errlen);
-	struct ibvf_fake_vf nv = { 0 };
+	struct ibvf_fake_vf nv = {0};
 	struct ibvf_vf_info cur;
 	bool known;
 	int ret;
@@ -602,7 +602,7 @@ static const struct ibvf_vf_driver_ops ibsim_ops = {
 int ibvf_vf_driver_ibsim_create(const char *sysfs_root, const char *ibsim_json,
 				struct ibvf_vf_driver **out, char *err, size_t errlen)
 {
-	struct ibvf_jctx c = { "<vf.ibsim>", err, errlen };
+	struct ibvf_jctx c = {"<vf.ibsim>", err, errlen};
 	struct ibvf_vf_driver *d = NULL;
 	struct ibsim_priv *p = NULL;
 	json_t *o;

@@ -49,8 +49,8 @@ static int faulty_rebind(struct ibvf_vf_driver *d, const struct ibvf_vf_info *vf
 
 int main(int argc, char **argv)
 {
-	struct ibvf_vf_manager_opts o = { 0 };
-	struct ibvf_vf_request req = { .link_state = -1, .rebind = true };
+	struct ibvf_vf_manager_opts o = {0};
+	struct ibvf_vf_request req = {.link_state = -1, .rebind = true};
 	char err[IBVF_ERR_LEN], locks[PATH_MAX];
 	struct ibvf_vf_manager *m;
 	struct ibvf_vf_driver *d;

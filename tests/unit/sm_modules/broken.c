@@ -23,16 +23,15 @@ static void b_fini(struct ibvf_sm_backend *b)
 	(void)b;
 }
 
-__attribute__((unused))
-static int b_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen, char *err,
-		      size_t errlen)
+__attribute__((unused)) static int b_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen,
+					      char *err, size_t errlen)
 {
 	(void)b, (void)desc, (void)desclen, (void)err, (void)errlen;
 	return 0;
 }
 
-static int b_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
-		 size_t n, const struct ibvf_sm_pkey_flags *f, char *err, size_t errlen)
+static int b_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
+		 const struct ibvf_sm_pkey_flags *f, char *err, size_t errlen)
 {
 	(void)b, (void)pkey, (void)m, (void)n, (void)f, (void)err, (void)errlen;
 	return 0;
@@ -52,8 +51,7 @@ static int b_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void 
 	return 0;
 }
 
-__attribute__((unused))
-static const struct ibvf_sm_ops ops = {
+__attribute__((unused)) static const struct ibvf_sm_ops ops = {
 #if defined(BROKEN_ABI)
 	.abi_version = IBVF_SM_ABI_VERSION + 98,
 #elif defined(BROKEN_OLD_ABI)
