@@ -36,9 +36,19 @@ static int wait_fd(int fd, short events, long long deadline)
 	}
 }
 
+/*
+ * Connect to @path before @deadline. On Linux a non-blocking AF_UNIX
+ * connect() either completes at once or fails with EAGAIN when the
+ * listener's backlog is full (the daemon is stalled, or a burst of clients
+ * outran accept()); that attempt is over, it does not complete later
+ * (net/unix/af_unix.c, unix_stream_connect()). So EAGAIN is retried with a
+ * short backoff (1 ms doubling to 50 ms) until @deadline, then -ETIMEDOUT.
+ * EINPROGRESS (not used by AF_UNIX) is waited for and checked with SO_ERROR.
+ */
 static int connect_socket(const char *path, long long deadline, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	long long backoff = 1;
 	int fd, ret;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
@@ -47,18 +57,46 @@ static int connect_socket(const char *path, long long deadline, char *err, size_
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return ibvf_errf(err, errlen, -errno, "socket: %s", strerror(errno));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		return fd;
-	ret = -errno;
-	if (ret == -EAGAIN || ret == -EINPROGRESS) {
-		/* listen backlog full: wait until writable, then check SO_ERROR */
-		int soerr = 0;
-		socklen_t len = sizeof(soerr);
+	for (;;) {
+		long long left;
 
-		ret = wait_fd(fd, POLLOUT, deadline);
-		if (!ret && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && !soerr)
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
 			return fd;
-		ret = ret ? ret : -(soerr ? soerr : EIO);
+		ret = -errno;
+		if (ret == -EINTR)
+			continue;
+		if (ret == -EINPROGRESS) {
+			int soerr = 0;
+			socklen_t len = sizeof(soerr);
+
+			ret = wait_fd(fd, POLLOUT, deadline);
+			if (!ret && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 &&
+			    !soerr)
+				return fd;
+			ret = ret ? ret : -(soerr ? soerr : EIO);
+			break;
+		}
+		if (ret != -EAGAIN)
+			break;
+		/* listen backlog full: nothing is pending, try again shortly */
+		left = deadline - ibvf_mono_ms();
+		if (left <= 0) {
+			close(fd);
+			return ibvf_errf(err, errlen, -ETIMEDOUT,
+					 "connecting to ibvfd at %s: its listen backlog stayed "
+					 "full until the deadline (daemon not accepting)",
+					 path);
+		}
+		if (backoff > left)
+			backoff = left;
+		{
+			struct timespec ts = {(time_t)(backoff / 1000),
+					      (long)(backoff % 1000) * 1000000L};
+
+			while (nanosleep(&ts, &ts) && errno == EINTR)
+				;
+		}
+		backoff = backoff * 2 > 50 ? 50 : backoff * 2;
 	}
 	close(fd);
 	return ibvf_errf(err, errlen, ret, "connecting to ibvfd at %s: %s", path, strerror(-ret));

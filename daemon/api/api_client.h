@@ -20,10 +20,13 @@ struct ibvf_rpc_error {
 /**
  * ibvf_api_call() - call @method with @params (borrowed; NULL = {}) on the
  * daemon at @socket_path, waiting at most @timeout_ms for the whole exchange.
+ * A full listen backlog (daemon busy or stalled) is not an error: connect()
+ * is retried with a short backoff until the deadline.
  * On success *@result is a new reference to the "result" member.
  *
  * Return: 0; -ENOENT / -ECONNREFUSED (no daemon listening: callers may fall
- * back), -EACCES (socket permissions), -ETIMEDOUT, -EPROTO (malformed reply),
+ * back), -EACCES (socket permissions), -ETIMEDOUT (no connection or no
+ * reply before the deadline), -EPROTO (malformed reply),
  * -EREMOTEIO (the daemon answered with an error: @rerr is filled), -ENOMEM.
  * @err always gets a one-line reason on failure.
  */

@@ -32,6 +32,7 @@
 
 #include "api_client.h"
 #include "api_server.h"
+#include "clock.h"
 #include "evloop.h"
 #include "log.h"
 
@@ -467,6 +468,134 @@ static void test_listener_rules(void **state)
 	assert_int_equal(ibvf_api_server_new(&o, &s2, err, sizeof(err)), -EEXIST);
 }
 
+/* ------------------------------------------------ full listen backlog -- */
+
+struct bl {
+	char dir[64], sock[96];
+	int lfd;
+	int accept_after_ms; /* <0: never accept */
+	pthread_t th;
+};
+
+/* A listener with backlog 0 (one queued connection) whose queue is then filled. */
+static void backlog_setup(struct bl *b)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = 0;
+
+	snprintf(b->dir, sizeof(b->dir), "/tmp/ibvf-bl-XXXXXX");
+	assert_non_null(mkdtemp(b->dir));
+	snprintf(b->sock, sizeof(b->sock), "%s/s", b->dir);
+	memcpy(sa.sun_path, b->sock, strlen(b->sock) + 1);
+	b->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(b->lfd >= 0);
+	assert_int_equal(bind(b->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(b->lfd, 0), 0);
+	/* fill the queue; the fillers are closed but stay queued until accepted */
+	for (;;) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		int e = errno;
+
+		close(fd);
+		if (r) {
+			assert_int_equal(e, EAGAIN);
+			break;
+		}
+		assert_true(++n < 100);
+	}
+	assert_true(n >= 1);
+}
+
+/* After accept_after_ms: accept everything, answer any request line. */
+static void *backlog_server(void *arg)
+{
+	struct bl *b = arg;
+
+	usleep((useconds_t)b->accept_after_ms * 1000);
+	for (;;) {
+		int fd = accept(b->lfd, NULL, NULL);
+		char buf[4096];
+		size_t len = 0;
+
+		if (fd < 0)
+			return NULL;
+		for (;;) {
+			ssize_t n = recv(fd, buf + len, sizeof(buf) - len - 1, 0);
+
+			if (n <= 0)
+				break; /* a filler: EOF */
+			len += (size_t)n;
+			if (memchr(buf, '\n', len)) {
+				static const char ok[] =
+					"{\"jsonrpc\":\"2.0\",\"result\":{},\"id\":1}\n";
+
+				send(fd, ok, sizeof(ok) - 1, MSG_NOSIGNAL);
+				close(fd);
+				return NULL;
+			}
+		}
+		close(fd);
+	}
+}
+
+static void backlog_teardown(struct bl *b)
+{
+	char cmd[128];
+
+	close(b->lfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", b->dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Nobody accepts: the client keeps trying until its deadline, not less. */
+static void test_backlog_full_times_out(void **state)
+{
+	struct bl b;
+	json_t *r = NULL;
+	char err[256];
+	long long t0, dt;
+	int ret;
+
+	(void)state;
+	backlog_setup(&b);
+	t0 = ibvf_mono_ms();
+	ret = ibvf_api_call(b.sock, "echo", NULL, 400, &r, NULL, err, sizeof(err));
+	dt = ibvf_mono_ms() - t0;
+	if (ret != -ETIMEDOUT)
+		fail_msg("expected -ETIMEDOUT, got %d (%s) after %lld ms", ret, err, dt);
+	assert_true(dt >= 390);
+	assert_true(dt < 2000);
+	assert_null(r);
+	backlog_teardown(&b);
+}
+
+/* The server starts accepting after 300 ms: the client gets through. */
+static void test_backlog_full_then_accepted(void **state)
+{
+	struct bl b;
+	json_t *r = NULL;
+	char err[256];
+	long long t0, dt;
+	int ret;
+
+	(void)state;
+	backlog_setup(&b);
+	b.accept_after_ms = 300;
+	assert_int_equal(pthread_create(&b.th, NULL, backlog_server, &b), 0);
+	t0 = ibvf_mono_ms();
+	ret = ibvf_api_call(b.sock, "echo", NULL, 5000, &r, NULL, err, sizeof(err));
+	dt = ibvf_mono_ms() - t0;
+	if (ret)
+		fail_msg("call failed after %lld ms: %d %s", dt, ret, err);
+	assert_true(dt >= 250);
+	assert_true(json_is_object(r));
+	json_decref(r);
+	shutdown(b.lfd, SHUT_RDWR); /* ends the server thread's accept() */
+	pthread_join(b.th, NULL);
+	backlog_teardown(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -479,6 +608,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_disconnect_mid_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_uid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_listener_rules, setup, teardown),
+		cmocka_unit_test(test_backlog_full_times_out),
+		cmocka_unit_test(test_backlog_full_then_accepted),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
