@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -46,6 +47,8 @@ struct conn {
 	bool dead;
 	struct req **reqs; /* executing requests (to detach on close) */
 	size_t n_reqs, cap_reqs;
+	long long last_io;    /* ms: accepted, last complete request line or bytes sent */
+	long long line_start; /* ms: first byte of the incomplete line; 0: none */
 	struct conn *next;
 };
 
@@ -58,15 +61,57 @@ struct ibvf_api_server {
 	size_t n_uids;
 	struct conn *conns;
 	size_t n_conns;
+	struct ibvf_timer *sweep;  /* idle / incomplete-line timeouts */
+	struct ibvf_timer *resume; /* re-arms the listener after EMFILE */
+	struct ibvf_api_server_stats st;
+	long long refuse_logged;		     /* ms: last "refused" warning */
+	unsigned long long refuse_quiet, line_quiet; /* not logged since */
+	long long line_logged;
 };
+
+/* At most one message a second for a flood of one kind; @quiet counts the others. */
+static bool log_allowed(long long *last, unsigned long long *quiet, unsigned long long *n)
+{
+	long long now = ibvf_mono_ms();
+
+	if (*last && now - *last < 1000) {
+		(*quiet)++;
+		return false;
+	}
+	*last = now;
+	*n = *quiet;
+	*quiet = 0;
+	return true;
+}
 
 static void conn_update(struct conn *c);
 static void conn_close(struct conn *c);
+
+static size_t out_pending(const struct conn *c)
+{
+	return c->out_len - c->out_off;
+}
+
+/*
+ * Whether more requests may be taken from @c: not while max_inflight execute,
+ * nor while more than max_out answer bytes wait for the client to read them
+ * (a client that pipelines without reading would otherwise grow the queue
+ * without bound). Reading resumes when answers went out.
+ */
+static bool can_take(const struct conn *c)
+{
+	return !c->dead && c->inflight < c->s->o.max_inflight && out_pending(c) < c->s->o.max_out;
+}
 
 /* ------------------------------------------------------------ output -- */
 
 static int out_append(struct conn *c, const char *data, size_t len)
 {
+	if (c->out_off) { /* keep only what is unsent: the buffer stays ~ the queue */
+		memmove(c->out, c->out + c->out_off, out_pending(c));
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+	}
 	if (c->out_len + len + 1 > c->out_cap) {
 		size_t cap = c->out_cap ? c->out_cap : 4096;
 		char *p;
@@ -81,6 +126,8 @@ static int out_append(struct conn *c, const char *data, size_t len)
 	}
 	memcpy(c->out + c->out_len, data, len);
 	c->out_len += len;
+	if (out_pending(c) > c->s->st.out_peak)
+		c->s->st.out_peak = out_pending(c);
 	return 0;
 }
 
@@ -92,6 +139,7 @@ static void flush_out(struct conn *c)
 
 		if (n > 0) {
 			c->out_off += (size_t)n;
+			c->last_io = ibvf_mono_ms();
 			continue;
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -101,6 +149,11 @@ static void flush_out(struct conn *c)
 		return;
 	}
 	c->out_off = c->out_len = 0;
+	if (c->out_cap > 65536) { /* a burst is over: give the memory back */
+		free(c->out);
+		c->out = NULL;
+		c->out_cap = 0;
+	}
 }
 
 /* Send one JSON-RPC response object (stolen). */
@@ -263,7 +316,7 @@ static void process_input(struct conn *c)
 {
 	size_t off = 0;
 
-	while (!c->dead && c->inflight < c->s->o.max_inflight && off < c->in_len) {
+	while (can_take(c) && off < c->in_len) {
 		char *nl = memchr(c->in + off, '\n', c->in_len - off);
 		size_t len;
 
@@ -286,12 +339,15 @@ static void process_input(struct conn *c)
 	if (off) {
 		memmove(c->in, c->in + off, c->in_len - off);
 		c->in_len -= off;
+		c->last_io = ibvf_mono_ms();
+		c->line_start = c->in_len ? c->last_io : 0; /* lenient: the rest starts now */
 	}
 	/* EOF after a last line without '\n': take it as a request */
-	if (c->rd_closed && c->in_len && !c->skipping && c->inflight < c->s->o.max_inflight &&
+	if (c->rd_closed && c->in_len && !c->skipping && can_take(c) &&
 	    !memchr(c->in, '\n', c->in_len)) {
 		handle_line(c, c->in, c->in_len);
 		c->in_len = 0;
+		c->line_start = 0;
 	}
 }
 
@@ -329,6 +385,8 @@ static void read_input(struct conn *c)
 		if (n > 0) {
 			size_t old = c->in_len;
 
+			if (!c->line_start)
+				c->line_start = ibvf_mono_ms();
 			c->in_len += (size_t)n;
 			if (c->skipping) {
 				char *nl = memchr(c->in + old, '\n', c->in_len - old);
@@ -340,10 +398,11 @@ static void read_input(struct conn *c)
 				c->skipping = false;
 				memmove(c->in, nl + 1, (size_t)(c->in + c->in_len - nl - 1));
 				c->in_len = (size_t)(c->in + c->in_len - nl - 1);
+				c->line_start = c->in_len ? ibvf_mono_ms() : 0;
 			}
 			process_input(c);
-			if (c->inflight >= c->s->o.max_inflight || c->dead)
-				return; /* paused: resume when replies come back */
+			if (!can_take(c))
+				return; /* paused: resume when replies come back / went out */
 			continue;
 		}
 		if (n == 0) {
@@ -384,14 +443,14 @@ static void conn_update(struct conn *c)
 	uint32_t ev = 0;
 
 	c->busy++;
-	if (!c->dead && c->inflight < c->s->o.max_inflight && c->in_len)
-		process_input(c); /* lines that waited for the in-flight limit */
+	if (can_take(c) && c->in_len)
+		process_input(c); /* lines that waited for the in-flight or output limit */
 	c->busy--;
 	if (c->dead || (c->rd_closed && !c->inflight && !c->in_len && c->out_off == c->out_len)) {
 		conn_close(c);
 		return;
 	}
-	if (!c->rd_closed && c->inflight < c->s->o.max_inflight)
+	if (!c->rd_closed && can_take(c))
 		ev |= EPOLLIN | EPOLLRDHUP;
 	if (c->out_off < c->out_len)
 		ev |= EPOLLOUT;
@@ -417,6 +476,107 @@ static void conn_close(struct conn *c)
 	free(c->in);
 	free(c->out);
 	free(c);
+}
+
+/* --------------------------------------------------------- timeouts -- */
+
+/* A best-effort last line to a connection about to be closed; never blocks. */
+static void last_word(struct conn *c, const char *msg)
+{
+	char line[256];
+	int n;
+
+	if (out_pending(c))
+		return; /* an answer is half sent: an error line would corrupt it */
+	n = snprintf(line, sizeof(line),
+		     "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":%d,\"message\":\"%s\"},"
+		     "\"id\":null}\n",
+		     IBVF_RPC_INVALID_REQUEST, msg);
+	if (send(c->fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("api: peer pid %d: send: %s", (int)c->pid, strerror(errno));
+}
+
+/* Idle: nothing executing and no complete request or sent byte for a while. */
+static bool conn_idle_for(const struct conn *c, long long now, long long ms)
+{
+	return !c->busy && !c->inflight && now - c->last_io >= ms;
+}
+
+/*
+ * Close the connection that has been idle longest (at least
+ * min(1 s, idle_timeout): a client that connected a moment ago is about to
+ * send its request) to make room for a new one. Return whether one was closed.
+ */
+static bool evict_idle(struct ibvf_api_server *s, long long now)
+{
+	long long min_idle = s->o.idle_timeout_ms < 1000 ? s->o.idle_timeout_ms : 1000;
+	struct conn *victim = NULL;
+
+	for (struct conn *c = s->conns; c; c = c->next)
+		if (conn_idle_for(c, now, min_idle) && (!victim || c->last_io <= victim->last_io))
+			victim = c;
+	if (!victim)
+		return false;
+	log_debug("api: closing the connection of pid %d, idle %lld ms, to admit a new one",
+		  (int)victim->pid, now - victim->last_io);
+	s->st.evicted++;
+	conn_close(victim);
+	return true;
+}
+
+static void sweep(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct ibvf_api_server *s = arg;
+	long long now = ibvf_mono_ms();
+	struct conn *next;
+
+	(void)l;
+	(void)t;
+	for (struct conn *c = s->conns; c; c = next) {
+		next = c->next;
+		if (c->busy || c->dead)
+			continue;
+		if ((c->in_len || c->skipping) && c->line_start && !c->rd_closed && can_take(c) &&
+		    now - c->line_start >= (long long)s->o.line_timeout_ms) {
+			char m[96];
+			unsigned long long more;
+
+			if (log_allowed(&s->line_logged, &s->line_quiet, &more))
+				log_info("api: closing the connection of pid %d: request line not "
+					 "completed within %u ms (%llu more not logged)",
+					 (int)c->pid, s->o.line_timeout_ms, more);
+			snprintf(m, sizeof(m), "request line not completed within %u ms",
+				 s->o.line_timeout_ms);
+			last_word(c, m);
+			s->st.closed_line++;
+			conn_close(c);
+		} else if (conn_idle_for(c, now, s->o.idle_timeout_ms)) {
+			log_debug("api: closing the connection of pid %d: idle for %lld ms",
+				  (int)c->pid, now - c->last_io);
+			s->st.closed_idle++;
+			conn_close(c);
+		}
+	}
+}
+
+/* A quarter of the shorter timeout, 10 ms .. 1 s: a timeout is late by at most that. */
+static uint64_t sweep_period_ms(const struct ibvf_api_server *s)
+{
+	uint64_t p = s->o.idle_timeout_ms < s->o.line_timeout_ms ? s->o.idle_timeout_ms
+								 : s->o.line_timeout_ms;
+
+	p /= 4;
+	return p < 10 ? 10 : p > 1000 ? 1000 : p;
+}
+
+static void resume_accepting(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct ibvf_api_server *s = arg;
+
+	(void)l;
+	(void)t;
+	if (s->lw && ibvf_watch_modify(s->lw, EPOLLIN))
+		log_warn("api: epoll_ctl: %s", strerror(errno));
 }
 
 static bool uid_allowed(struct ibvf_api_server *s, uid_t uid)
@@ -451,6 +611,19 @@ static void on_accept(struct ibvf_loop *l, int lfd, uint32_t ev, void *arg)
 		struct conn *c;
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			int e = errno;
+
+			/* out of file descriptors: make room, or pause instead of spinning */
+			if (evict_idle(s, ibvf_mono_ms()))
+				continue;
+			log_warn("api: accept: %s with %zu connections open; not accepting for "
+				 "100 ms",
+				 strerror(e), s->n_conns);
+			if (!ibvf_watch_modify(s->lw, 0) && s->resume)
+				ibvf_timer_set(s->resume, 100, 0);
+			return;
+		}
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				log_warn("api: accept: %s", strerror(errno));
@@ -468,9 +641,15 @@ static void on_accept(struct ibvf_loop *l, int lfd, uint32_t ev, void *arg)
 			refuse(fd, IBVF_RPC_DENIED, "peer uid not allowed (api.allowed_uids)");
 			continue;
 		}
-		if (s->n_conns >= s->o.max_conns) {
-			log_warn("api: refused connection from pid %d: %zu connections open",
-				 (int)cred.pid, s->n_conns);
+		if (s->n_conns >= s->o.max_conns && !evict_idle(s, ibvf_mono_ms())) {
+			unsigned long long more;
+
+			if (log_allowed(&s->refuse_logged, &s->refuse_quiet, &more))
+				log_warn(
+					"api: refused connection from pid %d: %zu connections open, "
+					"none idle (%llu more refused, not logged)",
+					(int)cred.pid, s->n_conns, more);
+			s->st.refused_busy++;
 			refuse(fd, IBVF_RPC_BUSY, "too many connections");
 			continue;
 		}
@@ -483,6 +662,7 @@ static void on_accept(struct ibvf_loop *l, int lfd, uint32_t ev, void *arg)
 		c->fd = fd;
 		c->uid = cred.uid;
 		c->pid = cred.pid;
+		c->last_io = ibvf_mono_ms();
 		c->w = ibvf_loop_watch(l, fd, EPOLLIN | EPOLLRDHUP, conn_event, c);
 		if (!c->w) {
 			close(fd);
@@ -546,6 +726,24 @@ static int make_listener(struct ibvf_api_server *s, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Each connection is a file descriptor: with the usual soft RLIMIT_NOFILE of
+ * 1024 (systemd's default) accept() would fail with EMFILE before max_conns.
+ * Raise the soft limit up to the hard limit as far as max_conns needs.
+ */
+static void raise_nofile(size_t max_conns)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)max_conns + 256;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		log_warn("api: raising RLIMIT_NOFILE to %llu: %s", (unsigned long long)rl.rlim_cur,
+			 strerror(errno));
+}
+
 int ibvf_api_server_new(const struct ibvf_api_server_opts *o, struct ibvf_api_server **out,
 			char *err, size_t errlen)
 {
@@ -563,6 +761,13 @@ int ibvf_api_server_new(const struct ibvf_api_server_opts *o, struct ibvf_api_se
 		s->o.max_inflight = 64;
 	if (!s->o.max_line || s->o.max_line > IBVF_API_MAX_LINE)
 		s->o.max_line = IBVF_API_MAX_LINE;
+	if (!s->o.max_out)
+		s->o.max_out = 256 * 1024;
+	if (!s->o.idle_timeout_ms)
+		s->o.idle_timeout_ms = 60000;
+	if (!s->o.line_timeout_ms)
+		s->o.line_timeout_ms = 10000;
+	raise_nofile(s->o.max_conns);
 	snprintf(s->path, sizeof(s->path), "%s", o->socket_path);
 	ibvf_api_server_set_uids(s, o->allowed_uids, o->n_allowed_uids);
 	ret = make_listener(s, err, errlen);
@@ -571,8 +776,17 @@ int ibvf_api_server_new(const struct ibvf_api_server_opts *o, struct ibvf_api_se
 		return ret;
 	}
 	s->lw = ibvf_loop_watch(o->loop, s->lfd, EPOLLIN, on_accept, s);
-	if (!s->lw) {
-		ret = ibvf_errf(err, errlen, -errno, "epoll: %s", strerror(errno));
+	if (s->lw) {
+		uint64_t p = sweep_period_ms(s);
+
+		s->sweep = ibvf_loop_timer(o->loop, p, p, sweep, s);
+		s->resume = ibvf_loop_timer(o->loop, 0, 0, resume_accepting, s);
+	}
+	if (!s->lw || !s->sweep || !s->resume) {
+		ret = ibvf_errf(err, errlen, -errno, "epoll/timerfd: %s", strerror(errno));
+		ibvf_timer_free(s->sweep);
+		ibvf_timer_free(s->resume);
+		ibvf_watch_remove(s->lw);
 		close(s->lfd);
 		unlink(s->path);
 		free(s);
@@ -606,6 +820,25 @@ size_t ibvf_api_server_conns(struct ibvf_api_server *s)
 	return s->n_conns;
 }
 
+void ibvf_api_server_stats(struct ibvf_api_server *s, struct ibvf_api_server_stats *st)
+{
+	*st = s->st;
+	st->conns = s->n_conns;
+	st->out_queued = 0;
+	for (struct conn *c = s->conns; c; c = c->next)
+		st->out_queued += out_pending(c);
+}
+
+void ibvf_api_server_set_timeouts(struct ibvf_api_server *s, unsigned idle_timeout_ms,
+				  unsigned line_timeout_ms)
+{
+	if (idle_timeout_ms)
+		s->o.idle_timeout_ms = idle_timeout_ms;
+	if (line_timeout_ms)
+		s->o.line_timeout_ms = line_timeout_ms;
+	ibvf_timer_set(s->sweep, sweep_period_ms(s), sweep_period_ms(s));
+}
+
 void ibvf_api_server_free(struct ibvf_api_server *s)
 {
 	if (!s)
@@ -613,5 +846,7 @@ void ibvf_api_server_free(struct ibvf_api_server *s)
 	ibvf_api_server_stop_accepting(s);
 	while (s->conns)
 		conn_close(s->conns);
+	ibvf_timer_free(s->sweep);
+	ibvf_timer_free(s->resume);
 	free(s);
 }

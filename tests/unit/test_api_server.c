@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -42,7 +43,7 @@ struct fx {
 	char dir[64];
 	char sock[128];
 	struct ibvf_loop *loop;
-	struct ibvf_api_server *srv;
+	struct ibvf_api_server *srv; /* set before the loop thread starts */
 	pthread_t th;
 	pthread_mutex_t lock;
 	int undelivered, delivered;
@@ -90,6 +91,18 @@ static void dispatch(void *ctx, const char *method, json_t *params, ibvf_reply_f
 		s->ctx = rctx;
 		s->result = json_pack("{s:I}", "slept", ms);
 		s->t = ibvf_loop_timer(f->loop, ms > 0 ? (uint64_t)ms : 1, 0, slow_fire, s);
+	} else if (!strcmp(method, "stats")) { /* on the loop thread: no race */
+		struct ibvf_api_server_stats st;
+
+		ibvf_api_server_stats(f->srv, &st);
+		reply(rctx,
+		      json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "conns", (json_int_t)st.conns,
+				"out_queued", (json_int_t)st.out_queued, "out_peak",
+				(json_int_t)st.out_peak, "closed_idle", (json_int_t)st.closed_idle,
+				"closed_line", (json_int_t)st.closed_line, "evicted",
+				(json_int_t)st.evicted, "refused_busy",
+				(json_int_t)st.refused_busy),
+		      0, NULL, 0, NULL);
 	} else if (!strcmp(method, "stop")) {
 		reply(rctx, json_object(), 0, NULL, 0, NULL);
 		ibvf_loop_quit(f->loop);
@@ -106,9 +119,16 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
+/* Server options of a test (cmocka prestate); NULL: the defaults below. */
+struct params {
+	size_t max_out;
+	unsigned idle_ms, line_ms;
+};
+
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
+	const struct params *pp = *state;
 	uid_t root = 0;
 	struct ibvf_api_server_opts o = {
 		.allowed_uids = &root,
@@ -116,6 +136,9 @@ static int setup(void **state)
 		.dispatch = dispatch,
 		.max_inflight = 4,
 		.max_line = MAX_LINE,
+		.max_out = pp ? pp->max_out : 0,
+		.idle_timeout_ms = pp ? pp->idle_ms : 0,
+		.line_timeout_ms = pp ? pp->line_ms : 0,
 	};
 	char err[256];
 
@@ -468,6 +491,236 @@ static void test_listener_rules(void **state)
 	assert_int_equal(ibvf_api_server_new(&o, &s2, err, sizeof(err)), -EEXIST);
 }
 
+/* ------------------------------------------------ connection pressure -- */
+
+static json_int_t stat_of(struct fx *f, const char *key)
+{
+	json_t *r = NULL;
+	char err[256];
+	json_int_t v;
+
+	if (ibvf_api_call(f->sock, "stats", NULL, 5000, &r, NULL, err, sizeof(err)))
+		fail_msg("stats: %s", err);
+	v = json_integer_value(json_object_get(r, key));
+	json_decref(r);
+	return v;
+}
+
+/* ms until @fd reports EOF (or an error), -1 if not within @max_ms; data is read and dropped. */
+static long long ms_to_eof(int fd, int max_ms)
+{
+	long long t0 = ibvf_mono_ms();
+
+	for (;;) {
+		long long left = t0 + max_ms - ibvf_mono_ms();
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		char buf[4096];
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return -1;
+		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+			return ibvf_mono_ms() - t0;
+	}
+}
+
+#define PIPE_MAX_OUT (64 * 1024)
+static const struct params pipe_params = {.max_out = PIPE_MAX_OUT};
+
+/*
+ * A client pipelines requests and never reads: the server stops reading once
+ * PIPE_MAX_OUT bytes of answers are queued, so the client's sends stall and
+ * the queue stays bounded; when the client reads, every answer arrives.
+ */
+static void test_pipelining_without_reading(void **state)
+{
+	struct fx *f = *state;
+	int fd = connect_to(f->sock);
+	char req[1200], pad[1001];
+	size_t total = 0, complete = 0, reqlen, off = 0;
+	int id = 0, results = 0, errors = 0;
+	json_int_t peak, queued;
+	json_t *r;
+
+	memset(pad, 'p', sizeof(pad) - 1);
+	pad[sizeof(pad) - 1] = 0;
+	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	reqlen = (size_t)snprintf(
+		req, sizeof(req),
+		"{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{\"pad\":\"%s\"},\"id\":%6d}\n",
+		pad, id);
+	/* up to 16 MiB, or until the server has not read for 500 ms */
+	while (total < 16u << 20) {
+		ssize_t n;
+
+		if (!off)
+			snprintf(
+				req, sizeof(req),
+				"{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{\"pad\":\"%s\"},"
+				"\"id\":%6d}\n",
+				pad, ++id);
+		n = send(fd, req + off, reqlen - off, MSG_NOSIGNAL);
+		if (n > 0) {
+			total += (size_t)n;
+			off += (size_t)n;
+			if (off == reqlen) {
+				off = 0;
+				complete++;
+			}
+			continue;
+		}
+		assert_true(n < 0 && errno == EAGAIN);
+		{
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+			if (poll(&p, 1, 500) == 0)
+				break; /* stalled: the server paused reading */
+		}
+	}
+	peak = stat_of(f, "out_peak");
+	queued = stat_of(f, "out_queued");
+	fprintf(stderr, "sent %zu bytes (%zu requests); server queue %lld, peak %lld bytes\n",
+		total, complete, (long long)queued, (long long)peak);
+	/* the bound: max_out, plus the answers of the requests executing (4 x ~1.1 KiB) */
+	assert_true(peak <= PIPE_MAX_OUT + 4 * 1200);
+	assert_true(queued <= peak);
+	assert_true(total < 16u << 20); /* the client was stopped */
+	/* now read: every request is answered (a cut last line is one error at EOF) */
+	assert_int_equal(fcntl(fd, F_SETFL, 0), 0);
+	shutdown(fd, SHUT_WR);
+	while ((r = read_reply(fd))) {
+		if (json_object_get(r, "result"))
+			results++;
+		else
+			errors++;
+		json_decref(r);
+	}
+	assert_int_equal(results, (int)complete);
+	assert_int_equal(errors, off ? 1 : 0);
+	close(fd);
+}
+
+/*
+ * 1,100 idle connections (more than max_conns, 1024): once they have been
+ * idle a second, a new client is served; the longest-idle one made room.
+ */
+static void test_idle_connections_do_not_lock_out(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 1100 };
+	static int fds[N];
+	struct rlimit rl;
+	json_t *r = NULL;
+	char err[256];
+	int ret;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < 2 * N + 200) {
+		rl.rlim_cur =
+			rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 4096 ? 4096 : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < 2 * N + 200) {
+		fprintf(stderr, "SKIP: RLIMIT_NOFILE %llu is too low for %d connections\n",
+			(unsigned long long)rl.rlim_cur, N);
+		skip();
+	}
+	for (int i = 0; i < N; i++) {
+		fds[i] = connect_to(f->sock);
+		assert_true(fds[i] >= 0);
+	}
+	usleep(1200 * 1000); /* evictable after min(1 s, idle timeout) */
+	ret = ibvf_api_call(f->sock, "echo", NULL, 5000, &r, NULL, err, sizeof(err));
+	if (ret)
+		fail_msg("a new client is not served: %s", err);
+	json_decref(r);
+	/* the oldest connection was closed to make room */
+	assert_true(ms_to_eof(fds[0], 2000) >= 0);
+	assert_true(stat_of(f, "conns") <= 1024);
+	assert_true(stat_of(f, "evicted") >= 1);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+}
+
+static const struct params idle_params = {.idle_ms = 300, .line_ms = 10000};
+
+/* An idle connection is closed after the idle timeout, not before; one with work is not. */
+static void test_idle_connection_closed(void **state)
+{
+	struct fx *f = *state;
+	int idle = connect_to(f->sock), busy = connect_to(f->sock), chatty;
+	long long t0 = ibvf_mono_ms(), dt;
+	json_t *r;
+
+	/* a request executing longer than the idle timeout */
+	send_str(busy,
+		 "{\"jsonrpc\":\"2.0\",\"method\":\"slow\",\"params\":{\"ms\":800},\"id\":1}\n");
+	dt = ms_to_eof(idle, 3000);
+	if (dt >= 0)
+		dt = ibvf_mono_ms() - t0;
+	fprintf(stderr, "idle connection closed after %lld ms\n", dt);
+	assert_true(dt >= 290);
+	assert_true(dt < 2000);
+	r = read_reply(busy);
+	assert_non_null(json_object_get(r, "result"));
+	json_decref(r);
+	close(busy);
+	/* a client with a request every 100 ms for 3 idle timeouts stays connected */
+	chatty = connect_to(f->sock);
+	for (int i = 0; i < 10; i++) {
+		send_str(chatty, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":2}\n");
+		r = read_reply(chatty);
+		assert_non_null(json_object_get(r, "result"));
+		json_decref(r);
+		usleep(100 * 1000);
+	}
+	assert_int_equal(stat_of(f, "closed_idle"), 1);
+	close(idle);
+	close(chatty);
+}
+
+static const struct params line_params = {.idle_ms = 10000, .line_ms = 300};
+
+/* Slowloris: a request line dribbled a byte every 50 ms is closed after the line timeout. */
+static void test_slowloris_closed(void **state)
+{
+	struct fx *f = *state;
+	int fd = connect_to(f->sock), ok = connect_to(f->sock);
+	long long t0, dt = -1;
+	json_t *r;
+
+	/* a request in pieces, within the timeout, is fine */
+	send_str(ok, "{\"jsonrpc\":\"2.0\",");
+	usleep(100 * 1000);
+	send_str(ok, "\"method\":\"echo\",\"id\":1}\n");
+	r = read_reply(ok);
+	assert_non_null(json_object_get(r, "result"));
+	json_decref(r);
+
+	t0 = ibvf_mono_ms();
+	while (ibvf_mono_ms() - t0 < 3000) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		if (send(fd, "{", 1, MSG_NOSIGNAL) < 0 || poll(&p, 1, 50) > 0) {
+			dt = ibvf_mono_ms() - t0;
+			break;
+		}
+	}
+	fprintf(stderr, "slowloris connection closed after %lld ms\n", dt);
+	assert_true(dt >= 290);
+	assert_true(dt < 2000);
+	r = read_reply(fd); /* the reason, then EOF */
+	assert_int_equal(err_code(r), IBVF_RPC_INVALID_REQUEST);
+	assert_non_null(
+		strstr(json_string_value(json_object_get(json_object_get(r, "error"), "message")),
+		       "not completed"));
+	json_decref(r);
+	assert_int_equal(ms_to_eof(fd, 2000) >= 0, 1);
+	assert_true(stat_of(f, "closed_line") >= 1);
+	close(fd);
+	close(ok);
+}
+
 /* ------------------------------------------------ full listen backlog -- */
 
 struct bl {
@@ -608,6 +861,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_disconnect_mid_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wrong_uid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_listener_rules, setup, teardown),
+		cmocka_unit_test_prestate_setup_teardown(test_pipelining_without_reading, setup,
+							 teardown, (void *)&pipe_params),
+		cmocka_unit_test_setup_teardown(test_idle_connections_do_not_lock_out, setup,
+						teardown),
+		cmocka_unit_test_prestate_setup_teardown(test_idle_connection_closed, setup,
+							 teardown, (void *)&idle_params),
+		cmocka_unit_test_prestate_setup_teardown(test_slowloris_closed, setup, teardown,
+							 (void *)&line_params),
 		cmocka_unit_test(test_backlog_full_times_out),
 		cmocka_unit_test(test_backlog_full_then_accepted),
 	};
