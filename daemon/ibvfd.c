@@ -250,6 +250,8 @@ static int mod_api(struct daemon *d, char *err, size_t errlen)
 		.n_allowed_uids = d->cfg.api.n_allowed_uids,
 		.dispatch = dispatch,
 		.dispatch_ctx = d,
+		.idle_timeout_ms = d->cfg.api.idle_timeout_s * 1000,
+		.line_timeout_ms = d->cfg.api.line_timeout_s * 1000,
 	};
 	int ret = ibvf_api_server_new(&o, &d->api, err, errlen);
 
@@ -389,6 +391,8 @@ static void reload(struct daemon *d)
 		ibvf_log_set_level(n.log_level);
 	ibvf_engine_reload(d->eng, &n);
 	ibvf_api_server_set_uids(d->api, n.api.allowed_uids, n.api.n_allowed_uids);
+	ibvf_api_server_set_timeouts(d->api, n.api.idle_timeout_s * 1000,
+				     n.api.line_timeout_s * 1000);
 	if (n.sm.periodic_update_s != d->cfg.sm.periodic_update_s)
 		ibvf_timer_set(d->periodic, (uint64_t)n.sm.periodic_update_s * 1000,
 			       (uint64_t)n.sm.periodic_update_s * 1000);
@@ -400,6 +404,8 @@ static void reload(struct daemon *d)
 	d->cfg.sm.periodic_update_s = n.sm.periodic_update_s;
 	memcpy(d->cfg.api.allowed_uids, n.api.allowed_uids, sizeof(n.api.allowed_uids));
 	d->cfg.api.n_allowed_uids = n.api.n_allowed_uids;
+	d->cfg.api.idle_timeout_s = n.api.idle_timeout_s;
+	d->cfg.api.line_timeout_s = n.api.line_timeout_s;
 	d->cfg.daemon.prepare_timeout_s = n.daemon.prepare_timeout_s;
 	d->cfg.daemon.port_timeout_s = n.daemon.port_timeout_s;
 	d->cfg.daemon.stop_timeout_s = n.daemon.stop_timeout_s;

@@ -58,6 +58,8 @@ static int set_defaults(struct ibvf_config *cfg)
 	cfg->vf.rebind_timeout_ms = 5000;
 	cfg->api.allowed_uids[0] = 0;
 	cfg->api.n_allowed_uids = 1;
+	cfg->api.idle_timeout_s = 60;
+	cfg->api.line_timeout_s = 10;
 	cfg->daemon.prepare_timeout_s = 60;
 	cfg->daemon.port_timeout_s = 30;
 	cfg->daemon.stop_timeout_s = 20;
@@ -319,7 +321,9 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 
 static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = {"socket", "allowed_uids", NULL};
+	static const char *const keys[] = {"socket", "allowed_uids", "idle_timeout_s",
+					   "line_timeout_s", NULL};
+	uint64_t idle = cfg->api.idle_timeout_s, line = cfg->api.line_timeout_s;
 	json_t *u;
 	int ret;
 
@@ -328,8 +332,14 @@ static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *c
 		ret = ibvf_json_string(c, o, "api", "socket", &cfg->api.socket);
 	if (!ret)
 		ret = check_abs_path(c, "api", "socket", cfg->api.socket);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "api", "idle_timeout_s", 1, 86400, &idle);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "api", "line_timeout_s", 1, 3600, &line);
 	if (ret)
 		return ret;
+	cfg->api.idle_timeout_s = (uint32_t)idle;
+	cfg->api.line_timeout_s = (uint32_t)line;
 	u = json_object_get(o, "allowed_uids");
 	if (!u)
 		return 0;
@@ -762,7 +772,7 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 	mask_secrets(backend);
 	root = json_pack(
 		"{s:s?,s:s,s:s,s:s,s:s,s:b,s:{s:o,s:i,s:s},s:{s:s,s:s,s:o,s:i,s:i,s:i},"
-		"s:{s:s,s:i,s:s,s:o},s:{s:s,s:o}}",
+		"s:{s:s,s:i,s:s,s:o},s:{s:s,s:o,s:i,s:i}}",
 		"config_file", cfg->path, "state_dir", cfg->state_dir, "run_dir", cfg->run_dir,
 		"sysfs_root", cfg->sysfs_root, "log_level", ibvf_log_level_name(cfg->log_level),
 		"allow_default_pkey", cfg->allow_default_pkey, "pool", "ranges",
@@ -773,7 +783,8 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 		"batch_max", (int)cfg->sm.batch_max, "vf", "driver", cfg->vf.driver,
 		"rebind_timeout_ms", (int)cfg->vf.rebind_timeout_ms, "module_dir",
 		cfg->vf.module_dir, "ibsim", opt_json(cfg->vf.ibsim_json), "api", "socket",
-		cfg->api.socket, "allowed_uids", uids);
+		cfg->api.socket, "allowed_uids", uids, "idle_timeout_s",
+		(int)cfg->api.idle_timeout_s, "line_timeout_s", (int)cfg->api.line_timeout_s);
 	if (!root)
 		return -ENOMEM;
 	json_object_set_new(root, "port_watch", port_watch_json(&cfg->port_watch));

@@ -54,7 +54,9 @@ struct ibvf_vf_config {
 struct ibvf_api_config {
 	char *socket; /* default <run_dir>/ibvfd.sock */
 	uid_t allowed_uids[IBVF_MAX_ALLOWED_UIDS];
-	size_t n_allowed_uids; /* default: {0} */
+	size_t n_allowed_uids;	 /* default: {0} */
+	uint32_t idle_timeout_s; /* close a connection idle this long; 60 */
+	uint32_t line_timeout_s; /* close one whose request line is incomplete this long; 10 */
 };
 
 /** How reconciliation treats what nobody owns (docs/operations.md). */

@@ -111,6 +111,8 @@ static void test_defaults_without_file(void **state)
 	assert_string_equal(c.api.socket, IBVF_DEFAULT_RUN_DIR "/ibvfd.sock");
 	assert_int_equal(c.api.n_allowed_uids, 1);
 	assert_int_equal(c.api.allowed_uids[0], 0);
+	assert_int_equal(c.api.idle_timeout_s, 60);
+	assert_int_equal(c.api.line_timeout_s, 10);
 	ibvf_config_free(&c);
 
 	/* an explicit --config that does not exist is an error naming it */
@@ -148,7 +150,8 @@ static void test_full_config(void **state)
 		"  },\n"
 		"  \"vf\": {\"driver\": \"ibsim\", \"rebind_timeout_ms\": 1500,\n"
 		"         \"ibsim\": {\"console\": \"/run/lab/ibsim.ctl\", \"node_prefix\": \"vf\"}},\n"
-		"  \"api\": {\"socket\": \"/srv/ibvf/run/api.sock\", \"allowed_uids\": [0, 1000]}\n"
+		"  \"api\": {\"socket\": \"/srv/ibvf/run/api.sock\", \"allowed_uids\": [0, 1000],\n"
+		"          \"idle_timeout_s\": 120, \"line_timeout_s\": 5}\n"
 		"}\n";
 	struct ibvf_config *c = &f->cfg;
 
@@ -180,6 +183,8 @@ static void test_full_config(void **state)
 	assert_string_equal(c->api.socket, "/srv/ibvf/run/api.sock");
 	assert_int_equal(c->api.n_allowed_uids, 2);
 	assert_int_equal(c->api.allowed_uids[1], 1000);
+	assert_int_equal(c->api.idle_timeout_s, 120);
+	assert_int_equal(c->api.line_timeout_s, 5);
 }
 
 static void test_socket_follows_run_dir(void **state)
@@ -198,7 +203,8 @@ static void test_edge_values_accepted(void **state)
 	assert_int_equal(load(f,
 			      "{\"pool\": {\"quarantine_s\": 0, \"sync\": \"full\"},"
 			      " \"sm\": {\"periodic_update_s\": 1, \"batch_window_ms\": 0,"
-			      " \"batch_max\": 1}, \"vf\": {\"rebind_timeout_ms\": 1}}",
+			      " \"batch_max\": 1}, \"vf\": {\"rebind_timeout_ms\": 1},"
+			      " \"api\": {\"idle_timeout_s\": 1, \"line_timeout_s\": 1}}",
 			      NULL),
 			 0);
 	assert_int_equal(f->cfg.pool.quarantine_s, 0);
@@ -209,7 +215,7 @@ static void test_edge_values_accepted(void **state)
 			      " \"sm\": {\"periodic_update_s\": 86400, \"batch_window_ms\": 10000,"
 			      " \"batch_max\": 1000000}, \"vf\": {\"rebind_timeout_ms\": 600000},"
 			      " \"api\": {\"allowed_uids\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
-			      "2147483647]}}",
+			      "2147483647], \"idle_timeout_s\": 86400, \"line_timeout_s\": 3600}}",
 			      NULL),
 			 0);
 	assert_int_equal(f->cfg.pool.quarantine_s, 2592000);
@@ -217,6 +223,8 @@ static void test_edge_values_accepted(void **state)
 	assert_int_equal(f->cfg.sm.batch_max, 1000000);
 	assert_int_equal(f->cfg.vf.rebind_timeout_ms, 600000);
 	assert_int_equal(f->cfg.api.n_allowed_uids, IBVF_MAX_ALLOWED_UIDS);
+	assert_int_equal(f->cfg.api.idle_timeout_s, 86400);
+	assert_int_equal(f->cfg.api.line_timeout_s, 3600);
 	for (const char *const *l = (const char *const[]){"error", "err", "warning", "warn",
 							  "notice", "info", "debug", NULL};
 	     *l; l++) {
@@ -331,6 +339,14 @@ static const struct {
 	{"{\"api\": {\"allowed_uids\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}}",
 	 "%F: api.allowed_uids: expected 1..16 user IDs"},
 	{"{\"api\": {\"allowed_uids\": [0, -1]}}", "%F: api.allowed_uids: entry 1 is not a uid"},
+	{"{\"api\": {\"idle_timeout_s\": 0}}",
+	 "%F: api.idle_timeout_s: 0 is out of range 1..86400"},
+	{"{\"api\": {\"idle_timeout_s\": 86401}}",
+	 "%F: api.idle_timeout_s: 86401 is out of range 1..86400"},
+	{"{\"api\": {\"idle_timeout_s\": \"60\"}}", "%F: api.idle_timeout_s: expected an integer"},
+	{"{\"api\": {\"line_timeout_s\": 0}}", "%F: api.line_timeout_s: 0 is out of range 1..3600"},
+	{"{\"api\": {\"line_timeout_s\": 3601}}",
+	 "%F: api.line_timeout_s: 3601 is out of range 1..3600"},
 	{"{\"api\": {\"allowed_uids\": [\"root\"]}}", "%F: api.allowed_uids: entry 0 is not a uid"},
 	{"{\"api\": {\"allowed_uids\": [2147483648]}}",
 	 "%F: api.allowed_uids: entry 0 is not a uid"},
