@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -503,6 +504,23 @@ static bool conn_idle_for(const struct conn *c, long long now, long long ms)
 }
 
 /*
+ * Bytes the client sent that ibvfd has not read yet (the loop was stalled,
+ * or their event is still pending) while ibvfd takes requests from it: such
+ * a connection is not idle, its request is about to be read. Marks it active.
+ */
+static bool unread_input(struct conn *c, long long now)
+{
+	int n = 0;
+
+	if (!can_take(c)) /* paused on its unread answers: not ours to wait for */
+		return false;
+	if (ioctl(c->fd, FIONREAD, &n) || n <= 0)
+		return false;
+	c->last_io = now;
+	return true;
+}
+
+/*
  * Close the connection that has been idle longest (at least
  * min(1 s, idle_timeout): a client that connected a moment ago is about to
  * send its request) to make room for a new one. Return whether one was closed.
@@ -510,13 +528,19 @@ static bool conn_idle_for(const struct conn *c, long long now, long long ms)
 static bool evict_idle(struct ibvf_api_server *s, long long now)
 {
 	long long min_idle = s->o.idle_timeout_ms < 1000 ? s->o.idle_timeout_ms : 1000;
-	struct conn *victim = NULL;
+	struct conn *victim;
 
-	for (struct conn *c = s->conns; c; c = c->next)
-		if (conn_idle_for(c, now, min_idle) && (!victim || c->last_io <= victim->last_io))
-			victim = c;
-	if (!victim)
-		return false;
+	for (int tries = 0;; tries++) {
+		victim = NULL;
+		for (struct conn *c = s->conns; c; c = c->next)
+			if (conn_idle_for(c, now, min_idle) &&
+			    (!victim || c->last_io <= victim->last_io))
+				victim = c;
+		if (!victim || tries == 8)
+			return false;
+		if (!unread_input(victim, now))
+			break;
+	}
 	log_debug("api: closing the connection of pid %d, idle %lld ms, to admit a new one",
 		  (int)victim->pid, now - victim->last_io);
 	s->st.evicted++;
@@ -550,7 +574,7 @@ static void sweep(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
 			last_word(c, m);
 			s->st.closed_line++;
 			conn_close(c);
-		} else if (conn_idle_for(c, now, s->o.idle_timeout_ms)) {
+		} else if (conn_idle_for(c, now, s->o.idle_timeout_ms) && !unread_input(c, now)) {
 			log_debug("api: closing the connection of pid %d: idle for %lld ms",
 				  (int)c->pid, now - c->last_io);
 			s->st.closed_idle++;

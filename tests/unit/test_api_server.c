@@ -644,6 +644,28 @@ static void test_idle_connections_do_not_lock_out(void **state)
 
 static const struct params idle_params = {.idle_ms = 300, .line_ms = 10000};
 
+/* A connection that pipelined echo requests until the server stopped reading. */
+static int stuffer(struct fx *f)
+{
+	static const char req[] =
+		"{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":{\"pad\":"
+		"\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"},\"id\":1}\n";
+	int fd = connect_to(f->sock);
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	for (size_t total = 0; total < 64u << 20;) {
+		ssize_t n = send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL);
+
+		if (n > 0)
+			total += (size_t)n;
+		else if (n < 0 && errno == EAGAIN && poll(&p, 1, 100) == 0)
+			return fd;
+	}
+	fail_msg("the server never stopped reading");
+	return -1;
+}
+
 /* An idle connection is closed after the idle timeout, not before; one with work is not. */
 static void test_idle_connection_closed(void **state)
 {
@@ -677,6 +699,18 @@ static void test_idle_connection_closed(void **state)
 	assert_int_equal(stat_of(f, "closed_idle"), 1);
 	close(idle);
 	close(chatty);
+	/* a client that sends but never reads its answers is closed as well */
+	{
+		int fd = stuffer(f);
+		struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+		assert_true(stat_of(f, "out_queued") >= 256 * 1024); /* paused on its answers */
+		/* wait for the close without reading (reading would un-pause it) */
+		assert_int_equal(poll(&p, 1, 3000), 1);
+		assert_true(p.revents & (POLLHUP | POLLRDHUP));
+		close(fd);
+	}
+	assert_int_equal(stat_of(f, "closed_idle"), 2);
 }
 
 static const struct params line_params = {.idle_ms = 10000, .line_ms = 300};
