@@ -133,7 +133,7 @@ inroot() {
 			IBVF_REQUIRE_LABS="${IBVF_REQUIRE_LABS:-0}" IBVF_COUNTS_FILE=/root/counts \
 			/bin/bash -c "cd /root/ibvf && exec \"\$@\"" inner "$@"
 	' fresh-root "$ROOT" "$@" 2>&1 |
-		sed -E "s/^([0-9]+ passed, [0-9]+ failed.*)$/fresh root, $name: \1/"
+		sed -E "s|^([0-9]+ passed, [0-9]+ failed.*)\$|fresh root, $name: \1|"
 	return "${PIPESTATUS[0]}"
 }
 export CACHE
