@@ -106,7 +106,7 @@ rm -f "$ROOT.mmdebstrap.log"
 head=$(git -C "$TOP" rev-parse HEAD) || { fail "git rev-parse HEAD in $TOP"; finish; }
 say "cloning the committed HEAD $head of $TOP into /root/ibvf"
 git -C "$TOP" bundle create "$ROOT/root/ibvf.bundle" HEAD >/dev/null 2>&1 &&
-	chroot "$ROOT" git clone -q /root/ibvf.bundle /root/ibvf &&
+	chroot "$ROOT" git -c advice.detachedHead=false clone -q /root/ibvf.bundle /root/ibvf &&
 	[ "$(chroot "$ROOT" git -C /root/ibvf rev-parse HEAD)" = "$head" ] ||
 	{ fail "git clone of HEAD into the root"; finish; }
 rm -f "$ROOT/root/ibvf.bundle"
@@ -120,6 +120,9 @@ inroot() {
 	unshare --mount --pid --fork --propagation private -- /bin/bash -c '
 		set -e
 		R=$1; shift
+		# the root must be a mount point: `ip netns exec` and `ip -n` make "/"
+		# rslave in their own mount namespace (EINVAL on a plain directory)
+		mount --bind "$R" "$R"
 		mount -t proc proc "$R/proc"
 		mount --rbind /sys "$R/sys"
 		mount --rbind /dev "$R/dev"
