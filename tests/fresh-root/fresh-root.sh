@@ -22,7 +22,8 @@
 #   IBVF_CI_CACHE     cache directory (default /var/cache/ibvf-ci): the .deb
 #                     files of every run (mmdebstrap's and tools/install-deps')
 #                     and the VM lab's kernel, kept between runs
-#   IBVF_CI_MIRROR    Debian mirror (default http://deb.debian.org/debian;
+#   IBVF_CI_MIRROR    Debian mirror (default: the one this host's apt uses,
+#                     from /etc/apt/sources.list.d/*.sources or sources.list;
 #                     security updates from ${mirror}-security)
 #   IBVF_COUNTS_FILE  also write "PASSED FAILED SKIPPED" to this file
 #   IBVF_REQUIRE_LABS passed into the root (CI sets 1: a lab SKIP fails)
@@ -39,7 +40,18 @@ for a in "$@"; do
 	esac
 done
 CACHE=${IBVF_CI_CACHE:-/var/cache/ibvf-ci}
-MIRROR=${IBVF_CI_MIRROR:-http://deb.debian.org/debian}
+# The Debian mirror this host's apt already uses (deb822 .sources first, then
+# one-line sources.list), so the root is built from the same place.
+host_mirror() {
+	local f
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /-security\/?$/) { print $i; exit } }' "$f"
+	done | head -1 | grep . && return
+	awk '$1 == "deb" && $0 !~ /-security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' \
+		/etc/apt/sources.list 2>/dev/null | head -1
+}
+MIRROR=${IBVF_CI_MIRROR:-$(host_mirror)}
 
 T0=$(date +%s%N)
 since() { awk -v ns=$(($(date +%s%N) - $1)) 'BEGIN { printf "%.1f", ns / 1e9 }'; }
@@ -65,6 +77,7 @@ if ! command -v mmdebstrap >/dev/null; then
 	} >/tmp/ibvf-fresh-root-apt.log 2>&1 ||
 		{ tail -20 /tmp/ibvf-fresh-root-apt.log; fail "apt-get install mmdebstrap"; finish; }
 fi
+[ -n "$MIRROR" ] || { fail "no Debian mirror in this host's apt sources: set IBVF_CI_MIRROR"; finish; }
 mkdir -p "$CACHE/archives/partial" "$CACHE/vmlab" || { fail "cache $CACHE"; finish; }
 
 ROOT=$(mktemp -d /var/tmp/ibvf-fresh-root.XXXXXX) || { fail "mktemp"; finish; }
