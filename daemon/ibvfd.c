@@ -31,6 +31,7 @@
 #include "log.h"
 #include "sd_notify.h"
 #include "sm_loader.h"
+#include "statedir.h"
 #include "attach_port.h"
 #include "attach_vf.h"
 #include "vf_driver.h"
@@ -39,12 +40,16 @@
 
 extern char **environ;
 
+/* How long ibvfd waits at start-up for an offline ibvfctl to finish with the store. */
+#define IBVFD_STORE_LOCK_WAIT_MS 30000
+
 struct daemon {
 	const char *config_path;
 	bool foreground, verbose;
 	struct ibvf_config cfg;
 	struct ibvf_loop *loop;
 	struct ibvf_pool *pool; /* until the engine takes it */
+	int store_lock;		/* statedir.h: held while ibvfd runs, -1 = none */
 	struct ibvf_sm smi;	/* sm_loader.h */
 	const struct ibvf_sm_ops *sm_ops;
 	struct ibvf_sm_backend *sm;
@@ -93,7 +98,15 @@ static int mod_pool(struct daemon *d, char *err, size_t errlen)
 		.quarantine_s = d->cfg.pool.quarantine_s,
 		.sync_full = d->cfg.pool.sync_full,
 	};
+	int ret;
 
+	/* the stores are ours from now on: an offline ibvfctl finishes first (statedir.h) */
+	ret = ibvf_state_lock(d->cfg.state_dir, true, true, IBVFD_STORE_LOCK_WAIT_MS,
+			      &d->store_lock, NULL, err, errlen);
+	if (ret)
+		return ibvf_err_prefix(err, errlen, ret,
+				       "another ibvfd or ibvfctl works on state directory %s",
+				       d->cfg.state_dir);
 	return ibvf_pool_open(&o, &d->pool, err, errlen);
 }
 
@@ -101,6 +114,9 @@ static void mod_pool_fini(struct daemon *d)
 {
 	ibvf_pool_close(d->pool);
 	d->pool = NULL;
+	if (d->store_lock >= 0)
+		close(d->store_lock);
+	d->store_lock = -1;
 }
 
 static int mod_sm(struct daemon *d, char *err, size_t errlen)
@@ -495,6 +511,7 @@ int main(int argc, char **argv)
 	char err[IBVF_ERR_LEN];
 	int c, ret;
 
+	d.store_lock = -1;
 	while ((c = getopt_long(argc, argv, "c:fpvVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
