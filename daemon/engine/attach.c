@@ -1352,6 +1352,8 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 	int ret = 0;
 	bool start;
 
+	if (eng_pool_method(e, method, params, reply, ctx))
+		return; /* pool.allocate, pool.release: api_pool.c */
 	for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
 		if (!strcmp(methods[i].name, method))
 			break;

@@ -69,4 +69,15 @@ bool eng_in_ranges(const struct ibvf_engine *e, uint64_t g);
 int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool *sm_pending,
 	     char *err, size_t errlen);
 
+/** eng_owner_keyhold() - the keys of owner @o and VF @pci (NULL or "": none). */
+void eng_owner_keyhold(const struct ibvf_owner *o, const char *pci, struct keyhold *k);
+
+/**
+ * eng_pool_method() - the pool.allocate and pool.release methods of
+ * include/ibvf/api.h (api_pool.c), on the loop thread; @reply is called
+ * exactly once. Return: false when @method is not one of them (nothing done).
+ */
+bool eng_pool_method(struct ibvf_engine *e, const char *method, json_t *params,
+		     ibvf_reply_fn reply, void *ctx);
+
 #endif /* IBVF_ATTACH_INT_H */
