@@ -235,6 +235,30 @@ static int check_pool(struct ctl_ctx *ctx, const char *pci, uint64_t guid)
 	return ret;
 }
 
+/*
+ * A running ibvfd owns the VFs it attaches and reconciles them against its
+ * store: a GUID programmed behind it is a drift or an orphan it resets. So
+ * with ibvfd up, set-guid is refused (attach by hand with `daemon prepare`);
+ * with ibvfd down it holds the state directory's lock (shared) while it
+ * programs, so an ibvfd starting meanwhile waits for it.
+ */
+static int refuse_if_daemon(struct ctl_ctx *ctx)
+{
+	json_t *r = NULL;
+	int ret = ctl_daemon_call(ctx, "status", NULL, &r, true);
+
+	json_decref(r);
+	if (ret == CTL_OK)
+		return ctl_error(CTL_FAILED,
+				 "ibvfd is running (%s): it owns the VFs and their GUIDs; attach "
+				 "a VF by hand with 'ibvfctl daemon prepare', or stop ibvfd to "
+				 "program one directly",
+				 ctx->cfg.api.socket);
+	if (ret != -ENOTCONN)
+		return ret;
+	return ctl_offline_begin(ctx, false);
+}
+
 static int vf_set_guid(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -299,6 +323,9 @@ static int vf_set_guid(struct ctl_ctx *ctx, int argc, char **argv)
 				 "GUID 0 and all-ones are not assignable (an SM gives no LID to a "
 				 "zero port GUID; all-ones is reserved)");
 	ret = ctl_load_config(ctx);
+	if (ret)
+		return ret;
+	ret = refuse_if_daemon(ctx);
 	if (ret)
 		return ret;
 	if (ibvf_vf_lookup(ctx->cfg.sysfs_root, argv[optind], &vf, err, sizeof(err)))

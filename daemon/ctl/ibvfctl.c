@@ -141,7 +141,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct ctl_ctx ctx = { 0 };
+	struct ctl_ctx ctx = { .store_lock = -1 };
 	int c, ret, level = LOG_WARNING;
 
 	while ((c = getopt_long(argc, argv, "+c:s:jvVh", opts, NULL)) != -1) {
@@ -189,5 +189,7 @@ int main(int argc, char **argv)
 	}
 	if (ctx.cfg_loaded)
 		ibvf_config_free(&ctx.cfg);
+	if (ctx.store_lock >= 0)
+		close(ctx.store_lock);
 	return ret;
 }
