@@ -101,8 +101,12 @@ static int mod_pool(struct daemon *d, char *err, size_t errlen)
 	int ret;
 
 	/* the stores are ours from now on: an offline ibvfctl finishes first (statedir.h) */
-	ret = ibvf_state_lock(d->cfg.state_dir, true, true, IBVFD_STORE_LOCK_WAIT_MS,
-			      &d->store_lock, NULL, err, errlen);
+	ret = ibvf_state_lock(d->cfg.state_dir, true, true, 0, &d->store_lock, NULL, err, errlen);
+	if (ret == -EWOULDBLOCK) {
+		log_notice("%s; waiting up to %d s for it", err, IBVFD_STORE_LOCK_WAIT_MS / 1000);
+		ret = ibvf_state_lock(d->cfg.state_dir, true, true, IBVFD_STORE_LOCK_WAIT_MS,
+				      &d->store_lock, NULL, err, errlen);
+	}
 	if (ret)
 		return ibvf_err_prefix(err, errlen, ret,
 				       "another ibvfd or ibvfctl works on state directory %s",
