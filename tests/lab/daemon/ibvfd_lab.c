@@ -30,9 +30,10 @@ void lab_write_config(struct lab *l)
 	char sm[PATH_MAX + 2048];
 
 	snprintf(sm, sizeof(sm),
-		 "{\"backend\": \"%s\", \"module_dir\": \"%s\", \"periodic_update_s\": 1,"
+		 "{\"backend\": \"%s\", \"module_dir\": \"%s\", \"periodic_update_s\": %u,"
 		 " \"batch_window_ms\": %u, \"config\": %s}",
-		 l->backend, l->moddir, l->window_ms, l->backend_json);
+		 l->backend, l->moddir, l->periodic_s ? l->periodic_s : 1, l->window_ms,
+		 l->backend_json);
 
 	fprintf(f,
 		"{\"state_dir\": \"%s\", \"run_dir\": \"%s/run\", \"log_level\": \"info\",\n"

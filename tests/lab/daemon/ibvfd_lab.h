@@ -24,6 +24,7 @@ struct lab {
 	const char *ibvfd;
 	char backend[32], moddir[512], backend_json[PATH_MAX + 512];
 	unsigned window_ms;	/* sm.batch_window_ms, default 5 */
+	unsigned periodic_s;	/* sm.periodic_update_s, 0 = 1 */
 	char daemon_extra[256];	/* appended inside the "daemon" object */
 	char pool_sync[8];
 	int n_vfs;
