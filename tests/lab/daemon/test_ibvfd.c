@@ -954,7 +954,8 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: test_ibvfd smoke|ctl-pool|crash|ufm-batch IBVFD SM_MODULE_DIR [CYCLES] [SEED]\n");
+		fprintf(stderr, "usage: test_ibvfd smoke|ctl-pool|crash|ufm-batch IBVFD "
+				"SM_MODULE_DIR [IBVFCTL|CYCLES] [SEED]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
