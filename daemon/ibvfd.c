@@ -31,11 +31,15 @@
 #include "log.h"
 #include "sd_notify.h"
 #include "sm_loader.h"
+#include "statedir.h"
 #include "attach_port.h"
 #include "attach_vf.h"
 #include "vf_driver.h"
 #include "vf_manager.h"
 #include "vf_seams.h"
+
+/* How long ibvfd waits at start-up for an offline ibvfctl to finish with the store. */
+#define IBVFD_STORE_LOCK_WAIT_MS 30000
 
 struct daemon {
 	const char *config_path;
@@ -43,10 +47,11 @@ struct daemon {
 	struct ibvf_config cfg;
 	struct ibvf_loop *loop;
 	struct ibvf_pool *pool; /* until the engine takes it */
+	int store_lock;		/* statedir.h: held while ibvfd runs, -1 = none */
 	struct ibvf_sm smi;	/* sm_loader.h */
 	const struct ibvf_sm_ops *sm_ops;
 	struct ibvf_sm_backend *sm;
-	struct ibvf_vf_manager *vfm; /* netlink or a VF driver module */
+	struct ibvf_vf_manager *vfm;	       /* netlink or a VF driver module */
 	const struct ibvf_engine_seams *seams; /* a module's own seams (lab "fake" driver) */
 	void *seams_module;		       /* its dlopen() handle */
 	struct ibvf_vf_ops vf;
@@ -91,7 +96,19 @@ static int mod_pool(struct daemon *d, char *err, size_t errlen)
 		.quarantine_s = d->cfg.pool.quarantine_s,
 		.sync_full = d->cfg.pool.sync_full,
 	};
+	int ret;
 
+	/* the stores are ours from now on: an offline ibvfctl finishes first (statedir.h) */
+	ret = ibvf_state_lock(d->cfg.state_dir, true, true, 0, &d->store_lock, NULL, err, errlen);
+	if (ret == -EWOULDBLOCK) {
+		log_notice("%s; waiting up to %d s for it", err, IBVFD_STORE_LOCK_WAIT_MS / 1000);
+		ret = ibvf_state_lock(d->cfg.state_dir, true, true, IBVFD_STORE_LOCK_WAIT_MS,
+				      &d->store_lock, NULL, err, errlen);
+	}
+	if (ret)
+		return ibvf_err_prefix(err, errlen, ret,
+				       "another ibvfd or ibvfctl works on state directory %s",
+				       d->cfg.state_dir);
 	return ibvf_pool_open(&o, &d->pool, err, errlen);
 }
 
@@ -99,6 +116,9 @@ static void mod_pool_fini(struct daemon *d)
 {
 	ibvf_pool_close(d->pool);
 	d->pool = NULL;
+	if (d->store_lock >= 0)
+		close(d->store_lock);
+	d->store_lock = -1;
 }
 
 static int mod_sm(struct daemon *d, char *err, size_t errlen)
@@ -161,9 +181,10 @@ static int mod_vf_seams(struct daemon *d, char *err, size_t errlen)
 	}
 	if (s->abi != IBVF_ENGINE_SEAMS_ABI || !s->init || !s->fini) {
 		ibvf_vf_module_unload(h);
-		return ibvf_errf(err, errlen, -EPROTO, "VF driver module %s: engine seams of ABI "
-				 "%u, this ibvfd needs %u", d->cfg.vf.driver, s->abi,
-				 IBVF_ENGINE_SEAMS_ABI);
+		return ibvf_errf(err, errlen, -EPROTO,
+				 "VF driver module %s: engine seams of ABI "
+				 "%u, this ibvfd needs %u",
+				 d->cfg.vf.driver, s->abi, IBVF_ENGINE_SEAMS_ABI);
 	}
 	log_warn("VF driver \"%s\" (tests and benchmarks only): no VF is programmed, VF state "
 		 "lives in files under %s",
@@ -499,6 +520,7 @@ int main(int argc, char **argv)
 	char err[IBVF_ERR_LEN];
 	int c, ret;
 
+	d.store_lock = -1;
 	while ((c = getopt_long(argc, argv, "c:fpvVh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':

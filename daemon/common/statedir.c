@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,8 +127,76 @@ int ibvf_file_replace(const char *path, const void *data, size_t len, mode_t mod
 	return 0;
 }
 
-int ibvf_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode,
-			   char *err, size_t errlen)
+int ibvf_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, char *err,
+			   size_t errlen)
 {
 	return ibvf_file_replace(path, data, len, mode, IBVF_FILE_FSYNC, err, errlen);
+}
+
+/* The pid an exclusive holder wrote into the lock file, 0 when unknown. */
+static pid_t lock_holder(int fd)
+{
+	char buf[24] = "";
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	long v;
+
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	v = strtol(buf, NULL, 10);
+	return v > 0 ? (pid_t)v : 0;
+}
+
+static void lock_write_pid(int fd)
+{
+	char buf[24];
+	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+
+	if (ftruncate(fd, 0) || pwrite(fd, buf, (size_t)n, 0) != n)
+		return; /* the pid is only for messages */
+}
+
+int ibvf_state_lock(const char *state_dir, bool exclusive, bool create, int wait_ms, int *fd,
+		    pid_t *holder, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	int ret, lfd, waited = 0;
+	pid_t pid;
+
+	*fd = -1;
+	if (holder)
+		*holder = 0;
+	ret = ibvf_dir_prepare(state_dir, 0700, create, err, errlen);
+	if (ret)
+		return ret;
+	if (snprintf(path, sizeof(path), "%s/%s", state_dir, IBVF_STATE_LOCK_NAME) >=
+	    (int)sizeof(path))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", state_dir);
+	lfd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | (create ? O_CREAT : 0), 0600);
+	if (lfd < 0)
+		return ibvf_errf(err, errlen, -errno, "lock file %s: %s", path, strerror(errno));
+	while (flock(lfd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB)) {
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK || waited >= wait_ms) {
+			ret = -errno;
+			pid = ret == -EWOULDBLOCK ? lock_holder(lfd) : 0;
+			close(lfd);
+			if (holder)
+				*holder = pid;
+			if (ret != -EWOULDBLOCK)
+				return ibvf_errf(err, errlen, ret, "locking %s: %s", path,
+						 strerror(-ret));
+			if (pid)
+				return ibvf_errf(err, errlen, ret, "%s is locked by pid %d", path,
+						 (int)pid);
+			return ibvf_errf(err, errlen, ret, "%s is locked by another process", path);
+		}
+		usleep(20000);
+		waited += 20;
+	}
+	if (exclusive)
+		lock_write_pid(lfd);
+	*fd = lfd;
+	return 0;
 }

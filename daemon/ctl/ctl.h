@@ -6,8 +6,10 @@
 #ifndef IBVF_CTL_H
 #define IBVF_CTL_H
 
+#include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "config.h"
 #include "guid_pool.h"
@@ -15,30 +17,31 @@
 /* Exit codes of ibvfctl (docs/man/ibvfctl.8.md). */
 enum ctl_exit {
 	CTL_OK = 0,
-	CTL_PROBLEMS = 1,	/* audit/check found problems */
-	CTL_USAGE = 2,		/* usage or config error */
-	CTL_FAILED = 3,		/* the operation failed (store, kernel, SM) */
+	CTL_PROBLEMS = 1, /* audit/check found problems */
+	CTL_USAGE = 2,	  /* usage or config error */
+	CTL_FAILED = 3,	  /* the operation failed (store, kernel, SM) */
 };
 
 struct ctl_ctx {
-	const char *config_path;	/* --config; NULL = default if present */
-	const char *state_dir;		/* --state-dir override */
+	const char *config_path; /* --config; NULL = default if present */
+	const char *state_dir;	 /* --state-dir override */
 	bool json;
 	bool cfg_loaded;
 	struct ibvf_config cfg;
+	int store_lock; /* ctl_offline_begin(): the state dir's lock, -1 = none */
 };
 
 struct ctl_cmd {
 	const char *name;
 	int (*fn)(struct ctl_ctx *ctx, int argc, char **argv);
-	const char *usage;	/* arguments, e.g. "GUID" */
-	const char *help;	/* one line */
+	const char *usage; /* arguments, e.g. "GUID" */
+	const char *help;  /* one line */
 };
 
 struct ctl_object {
 	const char *name;
 	const char *help;
-	const struct ctl_cmd *cmds;	/* NULL-name terminated; first is the default */
+	const struct ctl_cmd *cmds; /* NULL-name terminated; first is the default */
 	/* a first word that is not a command is an argument of the default
 	 * command (`ibvfctl rc-check rxe0`) instead of an unknown command */
 	bool args_to_default;
@@ -61,17 +64,46 @@ extern const struct ctl_object ctl_daemon_object;
 /**
  * ctl_daemon_call() - one JSON-RPC call to ibvfd at api.socket (params
  * borrowed). Errors are printed; with @quiet_if_down a daemon that is not
- * running returns -ENOTCONN silently (callers fall back to offline checks).
+ * running (no socket file, or a stale one nobody listens on) returns
+ * -ENOTCONN silently: the caller takes its offline path (ctl_offline.c).
  * Return: CTL_OK, a CTL_* code, or -ENOTCONN.
  */
 int ctl_daemon_call(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
 		    bool quiet_if_down);
 
 /**
- * ctl_offline_audit() - with no daemon running: the daemon's reconciliation
- * pass in this process (store, VFs through the configured driver, SM through
- * the configured backend); a dry run unless @fix. *@findings: JSON array.
- * Return: CTL_OK (then *@problems is set) or a CTL_* error (printed).
+ * ctl_daemon_call_code() - ctl_daemon_call(), and the JSON-RPC error code
+ * of a refused call in *@rpc_code (0 otherwise), so that a caller can tell
+ * a bad argument (IBVF_RPC_INVALID_PARAMS: exit 2) from a failure (exit 3).
+ */
+int ctl_daemon_call_code(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
+			 bool quiet_if_down, int *rpc_code);
+
+/**
+ * ctl_offline_begin() - start working on the stores directly, ibvfd being
+ * down: take the state directory's lock (statedir.h; exclusive and created
+ * when @write, else shared when it exists), held until ibvfctl exits, and say
+ * "ibvfd is not running ...: working on the store directly" on stderr. A lock
+ * held by someone else (ibvfd starting, or not answering) is refused.
+ * Return: CTL_OK or a CTL_* error (printed).
+ */
+int ctl_offline_begin(struct ctl_ctx *ctx, bool write);
+
+/** ctl_offline_allocate() - `pool allocate` on the store (ibvfd down). Return CTL_*. */
+int ctl_offline_allocate(struct ctl_ctx *ctx, const struct ibvf_alloc_request *req,
+			 struct ibvf_alloc *out);
+
+/** ctl_offline_release() - `pool release` on the store (ibvfd down). Return CTL_*. */
+int ctl_offline_release(struct ctl_ctx *ctx, uint64_t guid, bool *released);
+
+/**
+ * ctl_offline_audit() - with no daemon running, no engine: the store's own
+ * checks, and read only, the store against the VFs (VF layer: inventory and
+ * the configured driver's read-back) and the SM (the configured backend's
+ * list_members); what cannot be read is skipped and said on stderr. @fix
+ * frees expired quarantine (the store only; ibvfd repairs VFs and SM at its
+ * start). *@findings: JSON array of {kind, severity, guid, count, detail,
+ * pkey?, pci?}. Return: CTL_OK (then *@problems is set) or a CTL_* error.
  */
 int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *problems);
 

@@ -14,36 +14,43 @@
 #include <ibvf/types.h>
 
 #include "api_client.h"
-#include "attach.h"
-#include "attach_vf.h"
-#include "evloop.h"
-#include "sm_loader.h"
-#include "vf_manager.h"
 #include "ctl.h"
 #include "err.h"
 
 #define CTL_API_TIMEOUT_MS 90000 /* > the daemon's 60 s prepare deadline */
 
-int ctl_daemon_call(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
-		    bool quiet_if_down)
+int ctl_daemon_call_code(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
+			 bool quiet_if_down, int *rpc_code)
 {
 	struct ibvf_rpc_error re = {0};
 	char err[IBVF_ERR_LEN];
 	int ret = ctl_load_config(ctx);
 
 	*result = NULL;
+	if (rpc_code)
+		*rpc_code = 0;
 	if (ret)
 		return ret;
 	ret = ibvf_api_call(ctx->cfg.api.socket, method, params, CTL_API_TIMEOUT_MS, result, &re,
 			    err, sizeof(err));
 	if (!ret)
 		return CTL_OK;
+	/* no socket file, or a stale one with no listener: ibvfd is not running */
 	if ((ret == -ENOENT || ret == -ECONNREFUSED) && quiet_if_down)
 		return -ENOTCONN;
-	if (ret == -EREMOTEIO)
+	if (ret == -EREMOTEIO) {
+		if (rpc_code)
+			*rpc_code = re.code;
 		return ctl_error(CTL_FAILED, "%s%s%s%s", re.message, re.step[0] ? " (step " : "",
 				 re.step, re.step[0] ? ")" : "");
+	}
 	return ctl_error(CTL_FAILED, "%s", err);
+}
+
+int ctl_daemon_call(struct ctl_ctx *ctx, const char *method, json_t *params, json_t **result,
+		    bool quiet_if_down)
+{
+	return ctl_daemon_call_code(ctx, method, params, result, quiet_if_down, NULL);
 }
 
 static const char *str_or(const char *s, const char *dflt)
@@ -488,78 +495,6 @@ static int daemon_audit(struct ctl_ctx *ctx, int argc, char **argv)
 	ctl_emit_findings(ctx, json_incref(json_object_get(r, "findings")));
 	json_decref(r);
 	return problems ? CTL_PROBLEMS : CTL_OK;
-}
-
-/*
- * No daemon: run the daemon's reconciliation pass here, over the store, the
- * VFs (the configured VF driver) and the SM (the configured backend). Without
- * --fix nothing is changed (dry run); with --fix what the daemon would do.
- */
-int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *problems)
-{
-	struct ibvf_engine_opts o = {0};
-	struct ibvf_vf_manager *vfm = NULL;
-	struct ibvf_engine *e = NULL;
-	struct ibvf_loop *loop = NULL;
-	struct ibvf_pool *p = NULL;
-	struct ibvf_sm sm = {0};
-	char err[IBVF_ERR_LEN];
-	int ret;
-
-	*findings = NULL;
-	ret = ctl_load_config(ctx);
-	if (ret)
-		return ret;
-	if (strcmp(ctx->cfg.vf.driver, "netlink") && strcmp(ctx->cfg.vf.driver, "ibsim"))
-		return ctl_error(CTL_FAILED, "offline audit: VF driver '%s' has no offline use",
-				 ctx->cfg.vf.driver);
-	ret = ibvf_sm_open(ctx->cfg.sm.module_dir, ctx->cfg.sm.backend, ctx->cfg.sm.backend_json,
-			   &sm, err, sizeof(err));
-	if (ret)
-		return ctl_error(CTL_FAILED, "offline audit: %s", err);
-	ret = ibvf_config_vf_manager_create(&ctx->cfg, NULL, &vfm, err, sizeof(err));
-	if (!ret)
-		ret = ibvf_attach_vf_ops(vfm, ctx->cfg.sysfs_root, &o.vf);
-	if (!ret)
-		ret = ibvf_loop_new(&loop, err, sizeof(err));
-	if (ret) {
-		ret = ctl_error(CTL_FAILED, "offline audit: %s", err);
-		goto out;
-	}
-	ret = ctl_open_pool(ctx, fix, &p);
-	if (ret)
-		goto out;
-	o.loop = loop;
-	o.pool = p;
-	o.sm_ops = sm.mod->ops;
-	o.sm = sm.b;
-	o.cfg = &ctx->cfg;
-	ret = ibvf_engine_new(&o, &e, err, sizeof(err));
-	if (ret) {
-		ibvf_pool_close(p);
-		ret = ctl_error(CTL_FAILED, "offline audit: %s", err);
-		goto out;
-	}
-	ibvf_engine_validate_sm(e);
-	*findings = json_array();
-	ret = ibvf_engine_reconcile(e, fix ? IBVF_PASS_FIX : IBVF_PASS_DRY_RUN, *findings, err,
-				    sizeof(err));
-	if (ret < 0) {
-		json_decref(*findings);
-		*findings = NULL;
-		ret = ctl_error(CTL_FAILED, "offline audit: %s", err);
-		goto out;
-	}
-	*problems = ret;
-	ret = CTL_OK;
-out:
-	ibvf_engine_free(e);
-	ibvf_loop_free(loop);
-	if (o.vf.ctx)
-		ibvf_attach_vf_ops_free(&o.vf);
-	ibvf_vf_manager_destroy(vfm);
-	ibvf_sm_close(&sm);
-	return ret;
 }
 
 static const struct ctl_cmd daemon_cmds[] = {

@@ -25,8 +25,11 @@ int ctl_error(int code, const char *fmt, ...)
 /* Length of a valid UTF-8 sequence at @u (1..4), or 0 (RFC 3629, 4). */
 static size_t utf8_seq(const unsigned char *u)
 {
-	size_t n = u[0] < 0x80 ? 1 : u[0] >= 0xc2 && u[0] <= 0xdf ? 2
-		 : u[0] >= 0xe0 && u[0] <= 0xef ? 3 : u[0] >= 0xf0 && u[0] <= 0xf4 ? 4 : 0;
+	size_t n = u[0] < 0x80			  ? 1
+		   : u[0] >= 0xc2 && u[0] <= 0xdf ? 2
+		   : u[0] >= 0xe0 && u[0] <= 0xef ? 3
+		   : u[0] >= 0xf0 && u[0] <= 0xf4 ? 4
+						  : 0;
 	uint32_t cp = n == 2 ? u[0] & 0x1fu : n == 3 ? u[0] & 0x0fu : u[0] & 0x07u;
 
 	for (size_t i = 1; i < n; i++) {
@@ -119,7 +122,8 @@ static const char *cell(json_t *v, char *buf, size_t len)
 	}
 	if (json_is_array(v)) {
 		buf[0] = 0;
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			char tmp[256];
 
 			off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s",
@@ -132,7 +136,7 @@ static const char *cell(json_t *v, char *buf, size_t len)
 
 void ctl_emit_table(struct ctl_ctx *ctx, json_t *rows, const struct ctl_col *cols)
 {
-	size_t ncol = 0, i, c, w[32] = { 0 };
+	size_t ncol = 0, i, c, w[32] = {0};
 	json_t *row;
 	char buf[1024];
 
@@ -148,21 +152,20 @@ void ctl_emit_table(struct ctl_ctx *ctx, json_t *rows, const struct ctl_col *col
 		ncol++;
 	for (c = 0; c < ncol; c++)
 		w[c] = strlen(cols[c].title);
-	json_array_foreach(rows, i, row)
-		for (c = 0; c < ncol; c++) {
-			size_t l = strlen(cell(json_object_get(row, cols[c].key), buf, sizeof(buf)));
+	json_array_foreach(rows, i, row) for (c = 0; c < ncol; c++)
+	{
+		size_t l = strlen(cell(json_object_get(row, cols[c].key), buf, sizeof(buf)));
 
-			if (l > w[c])
-				w[c] = l;
-		}
+		if (l > w[c])
+			w[c] = l;
+	}
 	for (c = 0; c < ncol; c++)
 		printf("%-*s%s", c + 1 < ncol ? (int)w[c] : 0, cols[c].title,
 		       c + 1 < ncol ? "  " : "\n");
-	json_array_foreach(rows, i, row)
-		for (c = 0; c < ncol; c++)
-			printf("%-*s%s", c + 1 < ncol ? (int)w[c] : 0,
-			       cell(json_object_get(row, cols[c].key), buf, sizeof(buf)),
-			       c + 1 < ncol ? "  " : "\n");
+	json_array_foreach(rows, i, row) for (c = 0; c < ncol; c++)
+		printf("%-*s%s", c + 1 < ncol ? (int)w[c] : 0,
+		       cell(json_object_get(row, cols[c].key), buf, sizeof(buf)),
+		       c + 1 < ncol ? "  " : "\n");
 	json_decref(rows);
 }
 
@@ -204,9 +207,9 @@ int ctl_getopt(struct ctl_ctx *ctx, int argc, char **argv, const char *shortopts
 
 	for (; longopts && longopts[n].name && n < 29; n++)
 		all[n] = longopts[n];
-	all[n++] = (struct option){ "json", no_argument, NULL, 'j' };
-	all[n++] = (struct option){ "help", no_argument, NULL, 'h' };
-	all[n] = (struct option){ 0 };
+	all[n++] = (struct option){"json", no_argument, NULL, 'j'};
+	all[n++] = (struct option){"help", no_argument, NULL, 'h'};
+	all[n] = (struct option){0};
 	snprintf(sopts, sizeof(sopts), "+%shj", shortopts ? shortopts : "");
 	for (;;) {
 		opterr = 0;

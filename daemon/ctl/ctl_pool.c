@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* ibvfctl pool: status, list, show, allocate, release, audit. */
+/*
+ * ibvfctl pool: status, list, show, allocate, release, audit. The reads open
+ * the store read-only; the changes go through ibvfd's API while it runs
+ * (pool.allocate, pool.release, audit) and take the offline path
+ * (ctl_offline.c) only when it does not.
+ */
 #include <errno.h>
 #include <stdint.h>
 #include <getopt.h>
@@ -8,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <ibvf/api.h>
 #include <ibvf/types.h>
 
 #include "ctl.h"
@@ -73,19 +79,29 @@ static json_t *alloc_json(const struct ibvf_alloc *a)
 			 "container_id", ctl_json_text(a->owner.container_id), "ifname",
 			 ctl_json_text(a->owner.ifname), "pod", ctl_json_text(pod), "pod_uid",
 			 ctl_json_text(a->owner.pod_uid), "network",
-			 ctl_json_text(a->owner.network),
-			 "pf", ctl_json_text(a->pf), "pci", ctl_json_text(a->pci), "vf",
-			 a->vf_index >= 0 ? json_integer(a->vf_index) : json_null(), "owner_short", "",
-			 "pkeys", pkeys_json(a), "created", time_str(a->created_ms), "updated",
+			 ctl_json_text(a->owner.network), "pf", ctl_json_text(a->pf), "pci",
+			 ctl_json_text(a->pci), "vf",
+			 a->vf_index >= 0 ? json_integer(a->vf_index) : json_null(), "owner_short",
+			 "", "pkeys", pkeys_json(a), "created", time_str(a->created_ms), "updated",
 			 time_str(a->updated_ms), "released", time_str(a->released_ms));
 }
 
 static const struct ctl_col alloc_fields[] = {
-	{ "guid", "GUID:" },	       { "state", "State:" },	  { "container_id", "Container:" },
-	{ "ifname", "Interface:" },    { "pod", "Pod:" },	  { "pod_uid", "Pod UID:" },
-	{ "network", "Network:" },     { "pf", "PF:" },		  { "vf", "VF:" },
-	{ "pci", "PCI:" },	       { "pkeys", "PKeys:" },	  { "created", "Created:" },
-	{ "updated", "Updated:" },     { "released", "Released:" }, { 0 },
+	{"guid", "GUID:"},
+	{"state", "State:"},
+	{"container_id", "Container:"},
+	{"ifname", "Interface:"},
+	{"pod", "Pod:"},
+	{"pod_uid", "Pod UID:"},
+	{"network", "Network:"},
+	{"pf", "PF:"},
+	{"vf", "VF:"},
+	{"pci", "PCI:"},
+	{"pkeys", "PKeys:"},
+	{"created", "Created:"},
+	{"updated", "Updated:"},
+	{"released", "Released:"},
+	{0},
 };
 
 /* ------------------------------------------------------------ status -- */
@@ -93,11 +109,15 @@ static const struct ctl_col alloc_fields[] = {
 static int pool_status(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct ctl_col cols[] = {
-		{ "store", "Store:" },		 { "ranges", "Ranges:" },
-		{ "total", "Total:" },		 { "allocated", "Allocated:" },
-		{ "quarantined", "Quarantined:" }, { "free", "Free:" },
-		{ "outside_ranges", "Outside ranges:" }, { "quarantine_s", "Quarantine (s):" },
-		{ 0 },
+		{"store", "Store:"},
+		{"ranges", "Ranges:"},
+		{"total", "Total:"},
+		{"allocated", "Allocated:"},
+		{"quarantined", "Quarantined:"},
+		{"free", "Free:"},
+		{"outside_ranges", "Outside ranges:"},
+		{"quarantine_s", "Quarantine (s):"},
+		{0},
 	};
 	struct ibvf_pool_stats st;
 	struct ibvf_pool *p;
@@ -106,7 +126,8 @@ static int pool_status(struct ctl_ctx *ctx, int argc, char **argv)
 	int c, ret;
 
 	while ((c = ctl_getopt(ctx, argc, argv, "", NULL)) != -1) {
-		ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_pool_object, &ctl_pool_object.cmds[0]);
+		ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_pool_object,
+			      &ctl_pool_object.cmds[0]);
 		return c == 'h' ? CTL_OK : CTL_USAGE;
 	}
 	if (optind != argc)
@@ -154,18 +175,24 @@ static int list_cb(void *arg, const struct ibvf_alloc *a)
 static int pool_list(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "owner", required_argument, NULL, 'o' },
-		{ "pkey", required_argument, NULL, 'p' },
-		{ "all", no_argument, NULL, 'a' },
-		{ 0 },
+		{"owner", required_argument, NULL, 'o'},
+		{"pkey", required_argument, NULL, 'p'},
+		{"all", no_argument, NULL, 'a'},
+		{0},
 	};
 	static const struct ctl_col cols[] = {
-		{ "guid", "GUID" }, { "state", "STATE" }, { "owner_short", "CONTAINER" },
-		{ "ifname", "IF" }, { "pod", "POD" },	  { "pf", "PF" },
-		{ "vf", "VF" },	    { "pkeys", "PKEYS" }, { "updated", "UPDATED" },
-		{ 0 },
+		{"guid", "GUID"},
+		{"state", "STATE"},
+		{"owner_short", "CONTAINER"},
+		{"ifname", "IF"},
+		{"pod", "POD"},
+		{"pf", "PF"},
+		{"vf", "VF"},
+		{"pkeys", "PKEYS"},
+		{"updated", "UPDATED"},
+		{0},
 	};
-	struct ibvf_pool_filter f = { .pkey = -1 };
+	struct ibvf_pool_filter f = {.pkey = -1};
 	struct ibvf_pool *p;
 	char err[IBVF_ERR_LEN];
 	json_t *rows;
@@ -250,13 +277,120 @@ static int pool_show(struct ctl_ctx *ctx, int argc, char **argv)
 	return CTL_OK;
 }
 
+/* ------------------------------------------------- through ibvfd's API -- */
+
+/* A pool.* error: a refused argument is a usage error (exit 2), as offline. */
+static int api_exit(int ret, int rpc_code)
+{
+	return ret == CTL_FAILED && rpc_code == IBVF_RPC_INVALID_PARAMS ? CTL_USAGE : ret;
+}
+
+static json_t *owner_params(const struct ibvf_owner *o)
+{
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "container_id", o->container_id, "ifname",
+			 o->ifname, "pod_namespace", o->pod_namespace, "pod_name", o->pod_name,
+			 "pod_uid", o->pod_uid, "network", o->network);
+}
+
+static const char *json_str(json_t *v)
+{
+	return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static void copy_json_str(char *dst, size_t len, json_t *v)
+{
+	snprintf(dst, len, "%s", json_is_string(v) ? json_string_value(v) : "");
+}
+
+/* pool.allocate's record (include/ibvf/api.h) as the store's record type. */
+static int record_from_api(json_t *r, struct ibvf_alloc *a)
+{
+	json_t *ow = json_object_get(r, "owner"), *pk;
+	const char *st = json_string_value(json_object_get(r, "state"));
+	char err[IBVF_ERR_LEN];
+	size_t i;
+
+	memset(a, 0, sizeof(*a));
+	if (!json_is_string(json_object_get(r, "guid")) ||
+	    ibvf_guid_parse(json_string_value(json_object_get(r, "guid")), &a->guid, err,
+			    sizeof(err)))
+		return ctl_error(CTL_FAILED, "ibvfd answered pool.allocate without a valid guid");
+	a->state = IBVF_ALLOC_STATE_COUNT;
+	for (int k = 0; st && k < IBVF_ALLOC_STATE_COUNT; k++)
+		if (!strcmp(st, ibvf_alloc_state_name((enum ibvf_alloc_state)k)))
+			a->state = (enum ibvf_alloc_state)k;
+	if (a->state == IBVF_ALLOC_STATE_COUNT)
+		return ctl_error(CTL_FAILED, "ibvfd answered pool.allocate with state '%s'",
+				 st ? st : "(none)");
+	copy_json_str(a->owner.container_id, sizeof(a->owner.container_id),
+		      json_object_get(ow, "container_id"));
+	copy_json_str(a->owner.ifname, sizeof(a->owner.ifname), json_object_get(ow, "ifname"));
+	copy_json_str(a->owner.pod_namespace, sizeof(a->owner.pod_namespace),
+		      json_object_get(ow, "pod_namespace"));
+	copy_json_str(a->owner.pod_name, sizeof(a->owner.pod_name),
+		      json_object_get(ow, "pod_name"));
+	copy_json_str(a->owner.pod_uid, sizeof(a->owner.pod_uid), json_object_get(ow, "pod_uid"));
+	copy_json_str(a->owner.network, sizeof(a->owner.network), json_object_get(ow, "network"));
+	copy_json_str(a->pf, sizeof(a->pf), json_object_get(r, "pf"));
+	copy_json_str(a->pci, sizeof(a->pci), json_object_get(r, "pci"));
+	a->vf_index = json_is_integer(json_object_get(r, "vf_index"))
+			      ? (int)json_integer_value(json_object_get(r, "vf_index"))
+			      : -1;
+	json_array_foreach(json_object_get(r, "pkeys"), i, pk)
+	{
+		uint16_t v;
+
+		if (a->n_pkeys == IBVF_POOL_MAX_PKEYS ||
+		    ibvf_pkey_parse(json_str(json_object_get(pk, "pkey")), &v, err, sizeof(err)))
+			return ctl_error(CTL_FAILED, "ibvfd answered pool.allocate with bad pkeys");
+		a->pkeys[a->n_pkeys++] =
+			v | (!strcmp(json_str(json_object_get(pk, "membership")), "full")
+				     ? IBVF_PKEY_FULL_BIT
+				     : 0);
+	}
+	a->created_ms = json_integer_value(json_object_get(r, "created_ms"));
+	a->updated_ms = json_integer_value(json_object_get(r, "updated_ms"));
+	return CTL_OK;
+}
+
+/* Return: CTL_OK (*@a set), -ENOTCONN (ibvfd not running), or a CTL_* error (printed). */
+static int daemon_allocate(struct ctl_ctx *ctx, const struct ibvf_alloc_request *req,
+			   struct ibvf_alloc *a)
+{
+	json_t *params = json_pack("{s:o,s:[]}", "owner", owner_params(&req->owner), "pkeys");
+	json_t *r = NULL;
+	int ret, code;
+
+	if (req->guid) {
+		char s[IBVF_GUID_STR_LEN];
+
+		json_object_set_new(params, "guid", json_string(ibvf_guid_format(req->guid, s)));
+	}
+	for (size_t i = 0; i < req->n_pkeys; i++) {
+		char s[8];
+
+		snprintf(s, sizeof(s), "0x%04x", ibvf_pkey_key(req->pkeys[i]));
+		json_array_append_new(
+			json_object_get(params, "pkeys"),
+			json_pack("{s:s,s:s}", "pkey", s, "membership",
+				  ibvf_pkey_is_full(req->pkeys[i]) ? "full" : "limited"));
+	}
+	ret = ctl_daemon_call_code(ctx, "pool.allocate", params, &r, true, &code);
+	json_decref(params);
+	if (ret)
+		return api_exit(ret, code);
+	ret = record_from_api(r, a);
+	json_decref(r);
+	return ret;
+}
+
 /* ---------------------------------------------------------- allocate -- */
 
 static int copy_field(char *dst, size_t len, const char *src, const char *what)
 {
 	if (strlen(src) >= len)
-		return ctl_error(CTL_USAGE, "%s '%.40s...' is longer than %zu characters", what, src,
-				 len - 1);
+		return ctl_error(CTL_USAGE, "%s '%.40s...' is longer than %zu characters", what,
+				 src, len - 1);
 	memcpy(dst, src, strlen(src) + 1);
 	return CTL_OK;
 }
@@ -279,18 +413,17 @@ static int parse_pod(struct ibvf_owner *o, const char *s)
 static int pool_allocate(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "owner", required_argument, NULL, 'o' },
-		{ "ifname", required_argument, NULL, 'i' },
-		{ "pod", required_argument, NULL, 'P' },
-		{ "pod-uid", required_argument, NULL, 'U' },
-		{ "network", required_argument, NULL, 'n' },
-		{ "guid", required_argument, NULL, 'g' },
-		{ "pkey", required_argument, NULL, 'p' },
-		{ 0 },
+		{"owner", required_argument, NULL, 'o'},
+		{"ifname", required_argument, NULL, 'i'},
+		{"pod", required_argument, NULL, 'P'},
+		{"pod-uid", required_argument, NULL, 'U'},
+		{"network", required_argument, NULL, 'n'},
+		{"guid", required_argument, NULL, 'g'},
+		{"pkey", required_argument, NULL, 'p'},
+		{0},
 	};
-	struct ibvf_alloc_request req = { .vf_index = -1 };
+	struct ibvf_alloc_request req = {.vf_index = -1};
 	uint16_t pkeys[IBVF_POOL_MAX_PKEYS];
-	struct ibvf_pool *p;
 	struct ibvf_alloc a;
 	char err[IBVF_ERR_LEN];
 	int c, ret = 0;
@@ -323,7 +456,8 @@ static int pool_allocate(struct ctl_ctx *ctx, int argc, char **argv)
 			break;
 		case 'p':
 			if (req.n_pkeys == IBVF_POOL_MAX_PKEYS)
-				return ctl_error(CTL_USAGE, "at most %d --pkey", IBVF_POOL_MAX_PKEYS);
+				return ctl_error(CTL_USAGE, "at most %d --pkey",
+						 IBVF_POOL_MAX_PKEYS);
 			if (ibvf_pkey_parse(optarg, &pkeys[req.n_pkeys], err, sizeof(err)))
 				return ctl_error(CTL_USAGE, "%s", err);
 			req.n_pkeys++;
@@ -349,13 +483,12 @@ static int pool_allocate(struct ctl_ctx *ctx, int argc, char **argv)
 		if (ibvf_pkey_check_tenant(pkeys[i], ctx->cfg.allow_default_pkey, err, sizeof(err)))
 			return ctl_error(CTL_USAGE, "%s", err);
 	req.pkeys = pkeys;
-	ret = ctl_open_pool(ctx, true, &p);
+	/* ibvfd running: it allocates (its store, its lock); else the store directly */
+	ret = daemon_allocate(ctx, &req, &a);
+	if (ret == -ENOTCONN)
+		ret = ctl_offline_allocate(ctx, &req, &a);
 	if (ret)
 		return ret;
-	ret = ibvf_pool_allocate(p, &req, &a, err, sizeof(err));
-	ibvf_pool_close(p);
-	if (ret)	/* -EINVAL: a bad owner field or GUID given on the command line */
-		return ctl_error(ret == -EINVAL ? CTL_USAGE : CTL_FAILED, "%s", err);
 	ctl_emit_object(ctx, alloc_json(&a), alloc_fields);
 	return CTL_OK;
 }
@@ -365,54 +498,60 @@ static int pool_allocate(struct ctl_ctx *ctx, int argc, char **argv)
 static int pool_release(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct ctl_col cols[] = {
-		{ "guid", "GUID:" }, { "released", "Released:" }, { "result", "Result:" }, { 0 },
+		{"guid", "GUID:"},
+		{"released", "Released:"},
+		{"result", "Result:"},
+		{0},
 	};
-	struct ibvf_pool *p;
-	char err[IBVF_ERR_LEN];
+	bool released = false, quarantined = false, pending = false;
+	json_t *params, *r = NULL;
 	uint64_t g;
+	int code;
 	int ret = one_guid_arg(ctx, argc, argv, 4, &g);
 
 	if (ret)
 		return ret < 0 ? CTL_OK : ret;
-	ret = ctl_open_pool(ctx, true, &p);
-	if (ret)
-		return ret;
-	ret = ibvf_pool_release(p, g, err, sizeof(err));
-	ibvf_pool_close(p);
-	if (ret < 0)
-		return ctl_error(CTL_FAILED, "%s", err);
+	params = json_pack("{s:o}", "guid", guid_str(g));
+	ret = ctl_daemon_call_code(ctx, "pool.release", params, &r, true, &code);
+	json_decref(params);
+	if (ret == CTL_OK) {
+		/* ibvfd walked the attachment back, if any: SM, VF, quarantine */
+		released = json_is_true(json_object_get(r, "released"));
+		quarantined = json_is_true(json_object_get(r, "quarantined"));
+		pending = json_is_true(json_object_get(r, "sm_removal_pending"));
+		json_decref(r);
+	} else if (ret == -ENOTCONN) {
+		ret = ctl_offline_release(ctx, g, &released);
+		if (ret)
+			return ret;
+		quarantined = ctx->cfg.pool.quarantine_s != 0;
+	} else {
+		return api_exit(ret, code);
+	}
 	ctl_emit_object(ctx,
-			json_pack("{s:o,s:b,s:s}", "guid", guid_str(g), "released", ret == 0,
+			json_pack("{s:o,s:b,s:s}", "guid", guid_str(g), "released", released,
 				  "result",
-				  ret == 0 ? (ctx->cfg.pool.quarantine_s ? "released into quarantine"
-									 : "released (no quarantine)")
-					   : "was not held (nothing to do)"),
+				  !released	? "was not held (nothing to do)"
+				  : pending	? "released; the SM removal is pending (retried by "
+						  "ibvfd's reconciliation)"
+				  : quarantined ? "released into quarantine"
+						: "released (no quarantine)"),
 			cols);
 	return CTL_OK;
 }
 
 /* ------------------------------------------------------------- audit -- */
 
-static int audit_cb(void *arg, const struct ibvf_audit_finding *f)
-{
-	char s[IBVF_GUID_STR_LEN];
-
-	return json_array_append_new(
-		arg, json_pack("{s:s,s:s,s:s,s:o,s:o}", "kind", ibvf_audit_kind_name(f->kind),
-			       "severity", f->problem ? "problem" : "notice", "guid",
-			       f->guid ? ibvf_guid_format(f->guid, s) : "", "count",
-			       count_json(f->count), "detail", ctl_json_text(f->detail)));
-}
-
 static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = { { "fix", no_argument, NULL, 'f' }, { 0 } };
+	static const struct option opts[] = {{"fix", no_argument, NULL, 'f'}, {0}};
 	static const struct ctl_col cols[] = {
-		{ "severity", "SEVERITY" }, { "kind", "KIND" }, { "guid", "GUID" },
-		{ "detail", "DETAIL" },	    { 0 },
+		{"severity", "SEVERITY"},
+		{"kind", "KIND"},
+		{"guid", "GUID"},
+		{"detail", "DETAIL"},
+		{0},
 	};
-	struct ibvf_pool *p;
-	char err[IBVF_ERR_LEN];
 	bool fix = false;
 	json_t *rows;
 	int c, ret, problems;
@@ -422,7 +561,8 @@ static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
 			fix = true;
 			continue;
 		}
-		ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_pool_object, &ctl_pool_object.cmds[5]);
+		ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_pool_object,
+			      &ctl_pool_object.cmds[5]);
 		return c == 'h' ? CTL_OK : CTL_USAGE;
 	}
 	if (optind != argc)
@@ -441,38 +581,11 @@ static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
 		}
 		if (ret != -ENOTCONN)
 			return ret;
-		/* no daemon: its reconciliation pass here (a dry run unless --fix) */
-		ret = ctl_offline_audit(ctx, fix, &r, &problems);
-		if (ret == CTL_OK) {
-			fprintf(stderr, "ibvfctl: ibvfd is not running (%s): checked store, VFs and SM "
-					"from here%s\n",
-				ctx->cfg.api.socket, fix ? "" : " (dry run: nothing changed)");
-			ctl_emit_findings(ctx, r);
-			return problems ? CTL_PROBLEMS : CTL_OK;
-		}
-		fprintf(stderr, "ibvfctl: ibvfd is not running (%s) and the VF or SM checks cannot "
-				"run here: store checks only\n",
-			ctx->cfg.api.socket);
 	}
-	ret = ctl_open_pool(ctx, fix, &p);
+	/* no daemon: no engine either; the store, VFs and SM read from here */
+	ret = ctl_offline_audit(ctx, fix, &rows, &problems);
 	if (ret)
 		return ret;
-	if (fix) {
-		ret = ibvf_pool_expire(p, err, sizeof(err));
-		if (ret < 0) {
-			ibvf_pool_close(p);
-			return ctl_error(CTL_FAILED, "%s", err);
-		}
-		if (!ctx->json)
-			printf("freed %d GUID(s) whose quarantine was over\n", ret);
-	}
-	rows = json_array();
-	problems = ibvf_pool_audit(p, audit_cb, rows, err, sizeof(err));
-	ibvf_pool_close(p);
-	if (problems < 0) {
-		json_decref(rows);
-		return ctl_error(CTL_FAILED, "%s", err);
-	}
 	if (!ctx->json && json_array_size(rows) == 0) {
 		json_decref(rows);
 		printf("audit clean: no findings\n");
@@ -483,19 +596,19 @@ static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
 }
 
 static const struct ctl_cmd pool_cmds[] = {
-	{ "status", pool_status, "", "ranges and counts: total, allocated, quarantined, free" },
-	{ "list", pool_list, "[--owner TEXT] [--pkey PKEY] [--all]",
-	  "allocations (--all adds quarantined ones)" },
-	{ "show", pool_show, "GUID", "one allocation record" },
-	{ "allocate", pool_allocate,
-	  "--owner CONTAINER_ID [--ifname IF] [--pod NS/NAME] [--pod-uid UID] [--network NAME] "
-	  "[--guid GUID] [--pkey PKEY]...",
-	  "allocate a GUID (admins and tests; ibvfd does this on CNI ADD)" },
-	{ "release", pool_release, "GUID", "release a GUID into quarantine" },
-	{ "audit", pool_audit, "[--fix]",
-	  "store checks: GUIDs outside ranges, duplicate owners, leaked or double-free GUIDs, "
-	  "expired quarantine (--fix frees it)" },
-	{ 0 },
+	{"status", pool_status, "", "ranges and counts: total, allocated, quarantined, free"},
+	{"list", pool_list, "[--owner TEXT] [--pkey PKEY] [--all]",
+	 "allocations (--all adds quarantined ones)"},
+	{"show", pool_show, "GUID", "one allocation record"},
+	{"allocate", pool_allocate,
+	 "--owner CONTAINER_ID [--ifname IF] [--pod NS/NAME] [--pod-uid UID] [--network NAME] "
+	 "[--guid GUID] [--pkey PKEY]...",
+	 "allocate a GUID (admins and tests; ibvfd does this on CNI ADD)"},
+	{"release", pool_release, "GUID", "release a GUID into quarantine"},
+	{"audit", pool_audit, "[--fix]",
+	 "store checks: GUIDs outside ranges, duplicate owners, leaked or double-free GUIDs, "
+	 "expired quarantine (--fix frees it)"},
+	{0},
 };
 
 const struct ctl_object ctl_pool_object = {

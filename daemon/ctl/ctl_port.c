@@ -25,11 +25,11 @@
 
 /* Options every port command shares (device, target, source). */
 struct port_args {
-	const char *dev;	/* DEV[:PORT] */
+	const char *dev; /* DEV[:PORT] */
 	char ca[64];
 	int port;
 	struct ibvf_port_target target;
-	int source;		/* -1 = from config (or fabric when a target is given) */
+	int source; /* -1 = from config (or fabric when a target is given) */
 };
 
 enum {
@@ -49,12 +49,13 @@ enum {
 	OPT_COUNT,
 };
 
-#define TARGET_OPTS                                                                    \
-	{ "lid", required_argument, NULL, OPT_LID },                                   \
-	{ "guid", required_argument, NULL, OPT_GUID },                                 \
-	{ "dr", required_argument, NULL, OPT_DR },                                     \
-	{ "target-port", required_argument, NULL, OPT_TPORT },                         \
-	{ "source", required_argument, NULL, OPT_SOURCE }
+#define TARGET_OPTS                                                                                \
+	{"lid", required_argument, NULL, OPT_LID}, {"guid", required_argument, NULL, OPT_GUID},    \
+		{"dr", required_argument, NULL, OPT_DR},                                           \
+		{"target-port", required_argument, NULL, OPT_TPORT},                               \
+	{                                                                                          \
+		"source", required_argument, NULL, OPT_SOURCE                                      \
+	}
 
 #define TARGET_USAGE                                                                               \
 	"[--lid LID | --guid GUID | --dr PATH] [--target-port N] [--source local|fabric]"
@@ -84,7 +85,7 @@ static int parse_duration_ms(const char *s, uint32_t *ms)
 	static const struct {
 		const char *suffix;
 		double mult;
-	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1000 } };
+	} units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"", 1000}};
 	size_t n = strspn(s, "0123456789"), f = 0;
 	const char *end;
 	char num[32];
@@ -117,7 +118,7 @@ static int parse_duration_ms(const char *s, uint32_t *ms)
 
 static int parse_state(const char *s, uint8_t *st)
 {
-	static const char *const names[] = { "any", "down", "init", "armed", "active" };
+	static const char *const names[] = {"any", "down", "init", "armed", "active"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcasecmp(s, names[i])) {
@@ -335,14 +336,21 @@ static json_t *info_json(const struct ibvf_port_src *src, const struct port_args
 }
 
 static const struct ctl_col info_cols[] = {
-	{ "device", "Device:" },	 { "source", "Source:" },
-	{ "target", "Target:" },	 { "reachable", "Reachable:" },
-	{ "error", "Error:" },		 { "state", "State:" },
-	{ "phys_state", "Physical state:" }, { "lid", "LID:" },
-	{ "lmc", "LMC:" },		 { "sm_lid", "SM LID:" },
-	{ "port_guid", "Port GUID:" },	 { "link_layer", "Link layer:" },
-	{ "pkey_cap", "P_Key table size:" }, { "pkeys", "P_Keys (index:pkey):" },
-	{ 0 },
+	{"device", "Device:"},
+	{"source", "Source:"},
+	{"target", "Target:"},
+	{"reachable", "Reachable:"},
+	{"error", "Error:"},
+	{"state", "State:"},
+	{"phys_state", "Physical state:"},
+	{"lid", "LID:"},
+	{"lmc", "LMC:"},
+	{"sm_lid", "SM LID:"},
+	{"port_guid", "Port GUID:"},
+	{"link_layer", "Link layer:"},
+	{"pkey_cap", "P_Key table size:"},
+	{"pkeys", "P_Keys (index:pkey):"},
+	{0},
 };
 
 static int open_src(struct ctl_ctx *ctx, const struct port_args *a, struct ibvf_port_src **src)
@@ -367,7 +375,7 @@ static int open_src(struct ctl_ctx *ctx, const struct port_args *a, struct ibvf_
  * slot only from one). A handler rather than a signalfd: libraries may run
  * threads (umad2sim does) that did not block the signals.
  */
-static int stop_pipe[2] = { -1, -1 };
+static int stop_pipe[2] = {-1, -1};
 
 static void on_stop(int sig)
 {
@@ -418,8 +426,8 @@ static void stop_fd_close(void)
 
 static int port_show(struct ctl_ctx *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = { TARGET_OPTS, { 0 } };
-	struct port_args a = { .source = -1 };
+	static const struct option opts[] = {TARGET_OPTS, {0}};
+	struct port_args a = {.source = -1};
 	struct ibvf_port_info *info;
 	struct ibvf_port_src *src;
 	char err[IBVF_ERR_LEN];
@@ -555,23 +563,23 @@ static int port_wait(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		TARGET_OPTS,
-		{ "pkey", required_argument, NULL, OPT_PKEY },
-		{ "full", no_argument, NULL, OPT_FULL },
-		{ "limited", no_argument, NULL, OPT_LIMITED },
-		{ "any", no_argument, NULL, OPT_ANY },
-		{ "absent", no_argument, NULL, OPT_ABSENT },
-		{ "state", required_argument, NULL, OPT_STATE },
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ 0 },
+		{"pkey", required_argument, NULL, OPT_PKEY},
+		{"full", no_argument, NULL, OPT_FULL},
+		{"limited", no_argument, NULL, OPT_LIMITED},
+		{"any", no_argument, NULL, OPT_ANY},
+		{"absent", no_argument, NULL, OPT_ABSENT},
+		{"state", required_argument, NULL, OPT_STATE},
+		{"timeout", required_argument, NULL, OPT_TIMEOUT},
+		{0},
 	};
 	static const struct ctl_col cols[] = {
-		{ "met", "Condition met:" },	{ "condition", "Condition:" },
-		{ "waited_ms", "Waited (ms):" }, { "pkey_index", "P_Key index:" },
-		{ "pkey_entry", "P_Key entry:" }, { "membership", "Membership:" },
-		{ "observed", "Observed:" },	{ 0 },
+		{"met", "Condition met:"},	{"condition", "Condition:"},
+		{"waited_ms", "Waited (ms):"},	{"pkey_index", "P_Key index:"},
+		{"pkey_entry", "P_Key entry:"}, {"membership", "Membership:"},
+		{"observed", "Observed:"},	{0},
 	};
-	struct wait_args w = { .timeout_ms = 10000 };
-	struct port_args a = { .source = -1 };
+	struct wait_args w = {.timeout_ms = 10000};
+	struct port_args a = {.source = -1};
 	struct ibvf_port_info *info;
 	struct ibvf_port_src *src;
 	struct ibvf_port_cond c;
@@ -608,20 +616,19 @@ static int port_wait(struct ctl_ctx *ctx, int argc, char **argv)
 	o = info_json(src, &a, info);
 	json_object_set_new(o, "met", json_boolean(ret == 0));
 	json_object_set_new(o, "condition", json_string(ctext));
-	json_object_set_new(o, "waited_ms",
-			    json_integer(t1 - t0));
+	json_object_set_new(o, "waited_ms", json_integer(t1 - t0));
 	if (idx >= 0) {
 		char e[8];
 
 		snprintf(e, sizeof(e), "0x%04x", info->pkeys[idx]);
 		json_object_set_new(o, "pkey_index", json_integer(idx));
 		json_object_set_new(o, "pkey_entry", json_string(e));
-		json_object_set_new(o, "membership",
-				    json_string(ibvf_pkey_is_full(info->pkeys[idx]) ? "full"
-										    : "limited"));
+		json_object_set_new(
+			o, "membership",
+			json_string(ibvf_pkey_is_full(info->pkeys[idx]) ? "full" : "limited"));
 	}
-	json_object_set_new(o, "observed", json_string(ibvf_port_describe(info, &c, desc,
-									  sizeof(desc))));
+	json_object_set_new(o, "observed",
+			    json_string(ibvf_port_describe(info, &c, desc, sizeof(desc))));
 	ctl_emit_object(ctx, o, cols);
 	ibvf_port_src_close(src);
 	free(info);
@@ -646,9 +653,9 @@ struct watch_state {
 };
 
 static const struct ctl_col watch_cols[] = {
-	{ "t_ms", "T_MS" },	    { "changed", "CHANGED" }, { "state", "STATE" },
-	{ "phys_state", "PHYS" },   { "lid", "LID" },	      { "sm_lid", "SM_LID" },
-	{ "pkeys", "PKEYS" },	    { "error", "ERROR" },     { 0 },
+	{"t_ms", "T_MS"},	{"changed", "CHANGED"}, {"state", "STATE"},
+	{"phys_state", "PHYS"}, {"lid", "LID"},		{"sm_lid", "SM_LID"},
+	{"pkeys", "PKEYS"},	{"error", "ERROR"},	{0},
 };
 
 static json_t *changed_json(unsigned m)
@@ -657,10 +664,10 @@ static json_t *changed_json(unsigned m)
 		unsigned bit;
 		const char *name;
 	} n[] = {
-		{ IBVF_PORT_CHG_REACHABLE, "reachable" }, { IBVF_PORT_CHG_STATE, "state" },
-		{ IBVF_PORT_CHG_PHYS, "phys_state" },	  { IBVF_PORT_CHG_LID, "lid" },
-		{ IBVF_PORT_CHG_SM_LID, "sm_lid" },	  { IBVF_PORT_CHG_PKEYS, "pkeys" },
-		{ IBVF_PORT_CHG_GUID, "port_guid" },
+		{IBVF_PORT_CHG_REACHABLE, "reachable"}, {IBVF_PORT_CHG_STATE, "state"},
+		{IBVF_PORT_CHG_PHYS, "phys_state"},	{IBVF_PORT_CHG_LID, "lid"},
+		{IBVF_PORT_CHG_SM_LID, "sm_lid"},	{IBVF_PORT_CHG_PKEYS, "pkeys"},
+		{IBVF_PORT_CHG_GUID, "port_guid"},
 	};
 	json_t *arr = json_array();
 
@@ -712,8 +719,8 @@ static int watch_opt(void *arg, int c, const char *v)
 static int watch_loop(struct ibvf_port_watch *pw, int stop_fd, const struct watch_args *wa,
 		      struct watch_state *ws, char *err, size_t errlen)
 {
-	struct pollfd p[2] = { { .fd = ibvf_port_watch_fd(pw), .events = POLLIN },
-			       { .fd = stop_fd, .events = POLLIN } };
+	struct pollfd p[2] = {{.fd = ibvf_port_watch_fd(pw), .events = POLLIN},
+			      {.fd = stop_fd, .events = POLLIN}};
 
 	for (;;) {
 		int64_t left = -1;
@@ -743,13 +750,13 @@ static int port_watch(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		TARGET_OPTS,
-		{ "duration", required_argument, NULL, OPT_DURATION },
-		{ "count", required_argument, NULL, OPT_COUNT },
-		{ 0 },
+		{"duration", required_argument, NULL, OPT_DURATION},
+		{"count", required_argument, NULL, OPT_COUNT},
+		{0},
 	};
-	struct watch_args wa = { 0 };
-	struct port_args a = { .source = -1 };
-	struct watch_state ws = { 0 };
+	struct watch_args wa = {0};
+	struct port_args a = {.source = -1};
+	struct watch_state ws = {0};
 	struct ibvf_port_watch *pw;
 	struct ibvf_port_src *src;
 	char err[IBVF_ERR_LEN];
@@ -787,18 +794,17 @@ static int port_watch(struct ctl_ctx *ctx, int argc, char **argv)
 }
 
 static const struct ctl_cmd port_cmds[] = {
-	{ "show", port_show, "DEV[:PORT] " TARGET_USAGE,
-	  "port state, LID, SM LID and P_Key table (of DEV:PORT itself, or of a target reached "
-	  "through SMPs sent from it)" },
-	{ "wait", port_wait,
-	  "DEV[:PORT] [--pkey PKEY [--full|--limited|--any] [--absent]] [--state STATE] "
-	  "[--timeout DURATION] " TARGET_USAGE,
-	  "wait until the port is ACTIVE with a LID (or --state) and holds the P_Key; exit 1 on "
-	  "timeout with the observed state" },
-	{ "watch", port_watch,
-	  "DEV[:PORT] [--duration DURATION] [--count N] " TARGET_USAGE,
-	  "print each change of state, LID, SM LID or P_Key table until SIGTERM/SIGINT" },
-	{ 0 },
+	{"show", port_show, "DEV[:PORT] " TARGET_USAGE,
+	 "port state, LID, SM LID and P_Key table (of DEV:PORT itself, or of a target reached "
+	 "through SMPs sent from it)"},
+	{"wait", port_wait,
+	 "DEV[:PORT] [--pkey PKEY [--full|--limited|--any] [--absent]] [--state STATE] "
+	 "[--timeout DURATION] " TARGET_USAGE,
+	 "wait until the port is ACTIVE with a LID (or --state) and holds the P_Key; exit 1 on "
+	 "timeout with the observed state"},
+	{"watch", port_watch, "DEV[:PORT] [--duration DURATION] [--count N] " TARGET_USAGE,
+	 "print each change of state, LID, SM LID or P_Key table until SIGTERM/SIGINT"},
+	{0},
 };
 
 const struct ctl_object ctl_port_object = {

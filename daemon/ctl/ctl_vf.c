@@ -43,15 +43,15 @@ static int owners_cb(void *arg, const struct ibvf_alloc *a)
 /* Read the pool store if it exists; a missing store is not an error here. */
 static void load_owners(struct ctl_ctx *ctx, struct owners *o)
 {
-	struct ibvf_pool_opts po = { 0 };
-	struct ibvf_pool_filter f = { .pkey = -1 };
+	struct ibvf_pool_opts po = {0};
+	struct ibvf_pool_filter f = {.pkey = -1};
 	struct ibvf_pool *p;
 	char err[IBVF_ERR_LEN], db[4096];
 	int ret;
 
 	snprintf(db, sizeof(db), "%s/%s", ctx->cfg.state_dir, IBVF_POOL_DB_NAME);
 	if (access(db, F_OK))
-		return;	/* no store yet: nobody holds anything */
+		return; /* no store yet: nobody holds anything */
 	po.state_dir = ctx->cfg.state_dir;
 	po.ranges = ctx->cfg.pool.ranges;
 	po.n_ranges = ctx->cfg.pool.n_ranges;
@@ -112,30 +112,35 @@ static json_t *str_or_null(const char *s)
 static json_t *vf_json(const struct ibvf_vf_info *vf, const struct ibvf_vf_state *st,
 		       const struct ibvf_alloc *owner)
 {
-	return json_pack("{s:o,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "pf",
-			 str_or_null(vf->pf_netdev), "pf_pci", ctl_json_text(vf->pf_pci), "vf",
-			 vf->index, "pci", ctl_json_text(vf->pci), "netdev",
-			 str_or_null(vf->netdev), "rdma_dev", str_or_null(vf->rdma_dev), "driver",
-			 str_or_null(vf->driver), "node_guid",
-			 guid_json(st->node_guid_known, st->node_guid), "port_guid",
-			 guid_json(st->port_guid_known, st->port_guid), "link_state",
-			 st->link_state_known ? json_string(ibvf_vf_link_state_name(st->link_state))
-					      : json_null(),
-			 "owner", owner_json(owner));
+	return json_pack(
+		"{s:o,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "pf", str_or_null(vf->pf_netdev),
+		"pf_pci", ctl_json_text(vf->pf_pci), "vf", vf->index, "pci", ctl_json_text(vf->pci),
+		"netdev", str_or_null(vf->netdev), "rdma_dev", str_or_null(vf->rdma_dev), "driver",
+		str_or_null(vf->driver), "node_guid", guid_json(st->node_guid_known, st->node_guid),
+		"port_guid", guid_json(st->port_guid_known, st->port_guid), "link_state",
+		st->link_state_known ? json_string(ibvf_vf_link_state_name(st->link_state))
+				     : json_null(),
+		"owner", owner_json(owner));
 }
 
 /* -------------------------------------------------------------- list -- */
 
 static int vf_list(struct ctl_ctx *ctx, int argc, char **argv)
 {
-	static const struct option opts[] = { { "pf", required_argument, NULL, 'p' }, { 0 } };
+	static const struct option opts[] = {{"pf", required_argument, NULL, 'p'}, {0}};
 	static const struct ctl_col cols[] = {
-		{ "pf", "PF" },		  { "vf", "VF" },	 { "pci", "PCI" },
-		{ "netdev", "NETDEV" },	  { "rdma_dev", "RDMA" }, { "node_guid", "NODE GUID" },
-		{ "port_guid", "PORT GUID" }, { "link_state", "LINK" }, { "owner", "OWNER" },
-		{ 0 },
+		{"pf", "PF"},
+		{"vf", "VF"},
+		{"pci", "PCI"},
+		{"netdev", "NETDEV"},
+		{"rdma_dev", "RDMA"},
+		{"node_guid", "NODE GUID"},
+		{"port_guid", "PORT GUID"},
+		{"link_state", "LINK"},
+		{"owner", "OWNER"},
+		{0},
 	};
-	struct owners own = { 0 };
+	struct owners own = {0};
 	struct ibvf_inventory *inv;
 	struct ibvf_vf_driver *drv;
 	const char *pf_filter = NULL;
@@ -161,8 +166,9 @@ static int vf_list(struct ctl_ctx *ctx, int argc, char **argv)
 		return ctl_error(ret == -ENOENT ? CTL_USAGE : CTL_FAILED, "%s", err);
 	if (pf_filter && !ibvf_inventory_find_pf(inv, pf_filter)) {
 		ibvf_inventory_free(inv);
-		return ctl_error(CTL_USAGE, "no InfiniBand SR-IOV PF '%s' (by netdev, RDMA device "
-					    "or PCI address)",
+		return ctl_error(CTL_USAGE,
+				 "no InfiniBand SR-IOV PF '%s' (by netdev, RDMA device "
+				 "or PCI address)",
 				 pf_filter);
 	}
 	ret = ibvf_config_vf_driver_create(&ctx->cfg, &drv, err, sizeof(err));
@@ -210,7 +216,7 @@ static int vf_list(struct ctl_ctx *ctx, int argc, char **argv)
 /* Refuse a GUID the pool gave to someone else, unless --force. */
 static int check_pool(struct ctl_ctx *ctx, const char *pci, uint64_t guid)
 {
-	struct owners own = { 0 };
+	struct owners own = {0};
 	char s[IBVF_GUID_STR_LEN];
 	int ret = CTL_OK;
 
@@ -235,24 +241,54 @@ static int check_pool(struct ctl_ctx *ctx, const char *pci, uint64_t guid)
 	return ret;
 }
 
+/*
+ * A running ibvfd owns the VFs it attaches and reconciles them against its
+ * store: a GUID programmed behind it is a drift or an orphan it resets. So
+ * with ibvfd up, set-guid is refused (attach by hand with `daemon prepare`);
+ * with ibvfd down it holds the state directory's lock (shared) while it
+ * programs, so an ibvfd starting meanwhile waits for it.
+ */
+static int refuse_if_daemon(struct ctl_ctx *ctx)
+{
+	json_t *r = NULL;
+	int ret = ctl_daemon_call(ctx, "status", NULL, &r, true);
+
+	json_decref(r);
+	if (ret == CTL_OK)
+		return ctl_error(CTL_FAILED,
+				 "ibvfd is running (%s): it owns the VFs and their GUIDs; attach "
+				 "a VF by hand with 'ibvfctl daemon prepare', or stop ibvfd to "
+				 "program one directly",
+				 ctx->cfg.api.socket);
+	if (ret != -ENOTCONN)
+		return ret;
+	return ctl_offline_begin(ctx, false);
+}
+
 static int vf_set_guid(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "node-guid", required_argument, NULL, 'n' },
-		{ "link-state", required_argument, NULL, 'l' },
-		{ "no-rebind", no_argument, NULL, 'R' },
-		{ "force", no_argument, NULL, 'f' },
-		{ 0 },
+		{"node-guid", required_argument, NULL, 'n'},
+		{"link-state", required_argument, NULL, 'l'},
+		{"no-rebind", no_argument, NULL, 'R'},
+		{"force", no_argument, NULL, 'f'},
+		{0},
 	};
 	static const struct ctl_col cols[] = {
-		{ "pf", "PF:" },	{ "vf", "VF:" },	     { "pci", "PCI:" },
-		{ "netdev", "Netdev:" }, { "rdma_dev", "RDMA device:" }, { "driver", "Driver:" },
-		{ "node_guid", "Node GUID:" }, { "port_guid", "Port GUID:" },
-		{ "link_state", "Link state:" }, { "owner", "Owner:" },
-		{ 0 },
+		{"pf", "PF:"},
+		{"vf", "VF:"},
+		{"pci", "PCI:"},
+		{"netdev", "Netdev:"},
+		{"rdma_dev", "RDMA device:"},
+		{"driver", "Driver:"},
+		{"node_guid", "Node GUID:"},
+		{"port_guid", "Port GUID:"},
+		{"link_state", "Link state:"},
+		{"owner", "Owner:"},
+		{0},
 	};
-	struct ibvf_vf_request req = { .link_state = -1, .rebind = true };
-	struct owners own = { 0 };
+	struct ibvf_vf_request req = {.link_state = -1, .rebind = true};
+	struct owners own = {0};
 	const char *node_arg = NULL;
 	struct ibvf_vf_manager *m;
 	struct ibvf_vf_info vf, out;
@@ -293,12 +329,15 @@ static int vf_set_guid(struct ctl_ctx *ctx, int argc, char **argv)
 	    (node_arg && ibvf_guid_parse(node_arg, &req.node_guid, err, sizeof(err))))
 		return ctl_error(CTL_USAGE, "%s", err);
 	if (!node_arg)
-		req.node_guid = req.port_guid;	/* as ib-sriov-cni does: both the same */
+		req.node_guid = req.port_guid; /* as ib-sriov-cni does: both the same */
 	if (!ibvf_guid_is_assignable(req.port_guid) || !ibvf_guid_is_assignable(req.node_guid))
 		return ctl_error(CTL_USAGE,
 				 "GUID 0 and all-ones are not assignable (an SM gives no LID to a "
 				 "zero port GUID; all-ones is reserved)");
 	ret = ctl_load_config(ctx);
+	if (ret)
+		return ret;
+	ret = refuse_if_daemon(ctx);
 	if (ret)
 		return ret;
 	if (ibvf_vf_lookup(ctx->cfg.sysfs_root, argv[optind], &vf, err, sizeof(err)))
@@ -323,14 +362,14 @@ static int vf_set_guid(struct ctl_ctx *ctx, int argc, char **argv)
 }
 
 static const struct ctl_cmd vf_cmds[] = {
-	{ "list", vf_list, "[--pf PF]",
-	  "VFs of the node's IB PFs: PCI address, netdev, RDMA device, node/port GUID, link "
-	  "state and owner (from the GUID pool)" },
-	{ "set-guid", vf_set_guid,
-	  "PCI GUID [--node-guid GUID] [--link-state auto|enable|disable] [--no-rebind] [--force]",
-	  "program a VF's port (and node) GUID, rebind its driver and wait for its netdev; rolls "
-	  "back on failure" },
-	{ 0 },
+	{"list", vf_list, "[--pf PF]",
+	 "VFs of the node's IB PFs: PCI address, netdev, RDMA device, node/port GUID, link "
+	 "state and owner (from the GUID pool)"},
+	{"set-guid", vf_set_guid,
+	 "PCI GUID [--node-guid GUID] [--link-state auto|enable|disable] [--no-rebind] [--force]",
+	 "program a VF's port (and node) GUID, rebind its driver and wait for its netdev; rolls "
+	 "back on failure"},
+	{0},
 };
 
 const struct ctl_object ctl_vf_object = {

@@ -15,26 +15,23 @@
 #include "log.h"
 
 static const struct ctl_object *const objects[] = {
-	&ctl_pool_object,
-	&ctl_vf_object,
-	&ctl_port_object,
-	&ctl_rc_object,
-	&ctl_daemon_object,
-	NULL,
+	&ctl_pool_object, &ctl_vf_object,     &ctl_port_object,
+	&ctl_rc_object,	  &ctl_daemon_object, NULL,
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: ibvfctl [OPTIONS] OBJECT [COMMAND] [ARGS]\n\n"
-		   "ibvf admin CLI: GUID pool, VFs, ports and SM membership.\n\n"
-		   "Options:\n"
-		   "  -c, --config FILE     ibvfd config (default %s if present)\n"
-		   "  -s, --state-dir DIR   state directory (overrides the config)\n"
-		   "  -j, --json            JSON output instead of tables\n"
-		   "  -v, --verbose         log debug messages to stderr\n"
-		   "  -V, --version         print the version\n"
-		   "  -h, --help            this help\n\n"
-		   "Objects:\n",
+	fprintf(f,
+		"Usage: ibvfctl [OPTIONS] OBJECT [COMMAND] [ARGS]\n\n"
+		"ibvf admin CLI: GUID pool, VFs, ports and SM membership.\n\n"
+		"Options:\n"
+		"  -c, --config FILE     ibvfd config (default %s if present)\n"
+		"  -s, --state-dir DIR   state directory (overrides the config)\n"
+		"  -j, --json            JSON output instead of tables\n"
+		"  -v, --verbose         log debug messages to stderr\n"
+		"  -V, --version         print the version\n"
+		"  -h, --help            this help\n\n"
+		"Objects:\n",
 		IBVF_DEFAULT_CONFIG);
 	for (const struct ctl_object *const *o = objects; *o; o++) {
 		fprintf(f, "  %-10s %s\n", (*o)->name, (*o)->help);
@@ -51,8 +48,8 @@ int ctl_load_config(struct ctl_ctx *ctx)
 
 	if (ctx->cfg_loaded)
 		return CTL_OK;
-	if (ibvf_config_load(&ctx->cfg, ctx->config_path, ctx->config_path != NULL, environ,
-			     err, sizeof(err)))
+	if (ibvf_config_load(&ctx->cfg, ctx->config_path, ctx->config_path != NULL, environ, err,
+			     sizeof(err)))
 		return ctl_error(CTL_USAGE, "config: %s", err);
 	if (ctx->state_dir) {
 		char *s = strdup(ctx->state_dir);
@@ -68,7 +65,7 @@ int ctl_load_config(struct ctl_ctx *ctx)
 
 int ctl_open_pool(struct ctl_ctx *ctx, bool write, struct ibvf_pool **out)
 {
-	struct ibvf_pool_opts o = { 0 };
+	struct ibvf_pool_opts o = {0};
 	char err[IBVF_ERR_LEN];
 	int ret = ctl_load_config(ctx);
 
@@ -131,15 +128,15 @@ static int run_object(struct ctl_ctx *ctx, const struct ctl_object *obj, int arg
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "state-dir", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+		{"config", required_argument, NULL, 'c'},
+		{"state-dir", required_argument, NULL, 's'},
+		{"json", no_argument, NULL, 'j'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
 	};
-	struct ctl_ctx ctx = { 0 };
+	struct ctl_ctx ctx = {.store_lock = -1};
 	int c, ret, level = LOG_WARNING;
 
 	while ((c = getopt_long(argc, argv, "+c:s:jvVh", opts, NULL)) != -1) {
@@ -187,5 +184,7 @@ int main(int argc, char **argv)
 	}
 	if (ctx.cfg_loaded)
 		ibvf_config_free(&ctx.cfg);
+	if (ctx.store_lock >= 0)
+		close(ctx.store_lock);
 	return ret;
 }

@@ -498,6 +498,8 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 	struct op *op;
 	int ret = 0;
 
+	if (eng_pool_method(e, method, params, reply, ctx))
+		return; /* pool.allocate, pool.release: api_pool.c */
 	if (!m) {
 		reply(ctx, NULL, IBVF_RPC_METHOD_NOT_FOUND, "method not found", 0, "");
 		return;

@@ -221,4 +221,12 @@ int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool 
 /** eng_kind_name() - the method name of @k ("undo" for the internal kind). */
 const char *eng_kind_name(enum op_kind k);
 
+/**
+ * eng_pool_method() - the pool.allocate and pool.release methods of
+ * include/ibvf/api.h (api_pool.c), on the loop thread; @reply is called
+ * exactly once. Return: false when @method is not one of them (nothing done).
+ */
+bool eng_pool_method(struct ibvf_engine *e, const char *method, json_t *params, ibvf_reply_fn reply,
+		     void *ctx);
+
 #endif /* IBVF_ENGINE_INT_H */

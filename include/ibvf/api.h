@@ -36,6 +36,19 @@
  *                                            detail, fix, fixed}]}
  *            One reconciliation pass (store vs VFs vs SM) now; @fix applies the
  *            fixes for orphans (docs/operations.md). Used by ibvfctl pool audit.
+ *   pool.allocate {owner, guid?, pkeys?: [{pkey, membership}]}
+ *            → {guid, state, owner, pf, vf_index, pci, pkeys: [{pkey, membership}],
+ *               created_ms, updated_ms}
+ *            Records a GUID for @owner in the pool, no VF (ibvfctl pool allocate);
+ *            the same owner gets its record again. Errors: -32602 (owner, GUID,
+ *            PKey refused), -32002 (@guid held, in quarantine, outside the
+ *            ranges), -32001 (exhausted), -32008 (an operation on the owner runs).
+ *            A record without a VF is mid-flight to reconciliation, which
+ *            releases it unless a prepare of the owner takes it up first.
+ *   pool.release {guid} → {guid, released: bool, quarantined?, sm_removal_pending?}
+ *            Walks the record of @guid back as release does (SM removal, VF
+ *            reset, quarantine); released false when nothing holds it
+ *            (idempotent). -32008 while an operation on its owner or VF runs.
  *
  * Also: the audit method, list paging (an answer must fit
  * the line limit with 10,000+ owners), and the extra result fields above.

@@ -864,6 +864,84 @@ static void test_stop(void **state)
 	expect_error(f, IBVF_RPC_BUSY, NULL);
 }
 
+/* pool.allocate / pool.release: ibvfctl's pool changes while ibvfd runs (api_pool.c). */
+static void test_pool_methods(void **state)
+{
+	struct fx *f = *state;
+	char gs[IBVF_GUID_STR_LEN];
+	json_t *r;
+	uint64_t g, gp;
+
+	r = call(f, "pool.allocate",
+		 json_pack("{s:o,s:[{s:s,s:s}]}", "owner", owner("adm", "net1"), "pkeys", "pkey",
+			   "0x0012", "membership", "limited"));
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	assert_true(g >= RANGE_START && g <= RANGE_END);
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "allocated");
+	assert_int_equal(json_integer_value(json_object_get(r, "vf_index")), -1);
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(json_object_get(r, "pkeys"), 0), "membership")),
+			    "limited");
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(r, "owner"), "pod_name")), "pod");
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_ALLOCATED);
+	assert_int_equal(fake_sm_count(f->sm), 0); /* recorded only: no SM, no VF */
+	/* the same owner: the same record */
+	r = call(f, "pool.allocate", json_pack("{s:o}", "owner", owner("adm", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), g);
+	/* another owner asking for that GUID: conflict, named */
+	r = call(f, "pool.allocate",
+		 json_pack("{s:o,s:s}", "owner", owner("thief", "net1"), "guid",
+			   ibvf_guid_format(g, gs)));
+	expect_error(f, IBVF_RPC_GUID_CONFLICT, "allocate");
+	assert_non_null(strstr(f->msg[0], "held by container adm"));
+	/* parameters: refused before any work */
+	r = call(f, "pool.allocate", json_object());
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+	r = call(f, "pool.allocate",
+		 json_pack("{s:o,s:[{s:s}]}", "owner", owner("x", "net1"), "pkeys", "pkey",
+			   "0x7fff"));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+	r = call(f, "pool.allocate", json_pack("{s:o}", "owner", owner("has space", "net1")));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "allocate");
+	r = call(f, "pool.release", json_object());
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+	r = call(f, "pool.release", json_pack("{s:s}", "guid", "zz"));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, "validate");
+
+	/* release of the reservation: quarantine */
+	r = call(f, "pool.release", json_pack("{s:s}", "guid", ibvf_guid_format(g, gs)));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_true(json_is_true(json_object_get(r, "quarantined")));
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	r = call(f, "pool.release", json_pack("{s:s}", "guid", ibvf_guid_format(g, gs)));
+	assert_int_equal(f->code[0], 0);
+	assert_false(json_is_true(json_object_get(r, "released")));
+
+	/* release of an attached GUID: walked back as release does */
+	r = call(f, "prepare", prep_params("c1", pci_of(0), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	gp = guid_of(r);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, gp), IBVF_MEMBER_FULL);
+	r = call(f, "pool.release", json_pack("{s:s}", "guid", ibvf_guid_format(gp, gs)));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_false(json_is_true(json_object_get(r, "sm_removal_pending")));
+	assert_int_equal(fake_sm_has(f->sm, 0x12, gp), -1);
+	assert_int_equal(fv.vf[0].port, 0x1122334455667700ull);
+	assert_int_equal(store_state(f, gp), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(ibvf_engine_inflight(f->e), 0);
+
+	/* a stopping engine takes no new pool calls */
+	ibvf_engine_stop(f->e);
+	r = call(f, "pool.allocate", json_pack("{s:o}", "owner", owner("late", "net1")));
+	expect_error(f, IBVF_RPC_BUSY, NULL);
+	(void)r;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -882,6 +960,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_sm_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_methods, setup, teardown),
 		cmocka_unit_test(test_reconcile_sm_down),
 	};
 

@@ -12,7 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -23,7 +27,7 @@
 
 struct fx {
 	const char *bin;
-	char *dir, *cfg, *state, *db;
+	char *dir, *cfg, *state, *db, *sock;
 	struct tu_result r;
 };
 
@@ -44,6 +48,7 @@ static int setup(void **state)
 	f->cfg = tu_path(f->dir, "ibvfd.json");
 	f->state = tu_path(f->dir, "state");
 	f->db = tu_path(f->state, "pool.db");
+	f->sock = tu_path(f->dir, "ibvfd.sock");
 	*state = f;
 	return 0;
 }
@@ -56,6 +61,7 @@ static int teardown(void **state)
 	free(f->cfg);
 	free(f->state);
 	free(f->db);
+	free(f->sock);
 	tu_rmrf(f->dir);
 	free(f);
 	return 0;
@@ -66,10 +72,11 @@ static void write_cfg(struct fx *f, const char *start, const char *end, int quar
 {
 	char json[1024];
 
+	/* a socket of this test: nothing listens there unless the test does */
 	snprintf(json, sizeof(json),
 		 "{\"state_dir\": \"%s\", \"pool\": {\"ranges\": [{\"start\": \"%s\", "
-		 "\"end\": \"%s\"}], \"quarantine_s\": %d}}",
-		 f->state, start, end, quarantine_s);
+		 "\"end\": \"%s\"}], \"quarantine_s\": %d}, \"api\": {\"socket\": \"%s\"}}",
+		 f->state, start, end, quarantine_s, f->sock);
 	assert_int_equal(tu_write_str(f->cfg, json), 0);
 }
 
@@ -807,6 +814,98 @@ static void test_corrupt_store(void **state)
 	assert_contains(f->r.err, "group/other may write it");
 }
 
+/* ------------------------------------------------- ibvfd not running -- */
+
+/* A socket file nobody listens on (a killed ibvfd leaves one). */
+static void stale_socket(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+}
+
+/*
+ * No ibvfd (no socket, then a stale one): the changes work on the store,
+ * say so on stderr, and --json stays clean JSON on stdout.
+ */
+static void test_offline_path(void **state)
+{
+	struct fx *f = *state;
+	json_t *j;
+
+	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 60);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a"), 0);
+	assert_contains(f->r.err, "ibvfd is not running (nothing answers on ");
+	assert_contains(f->r.err, f->sock);
+	assert_contains(f->r.err, "working on the store directly");
+	stale_socket(f->sock);
+	assert_int_equal(ctl(f, "--json", "pool", "allocate", "--owner", "b"), 0);
+	assert_contains(f->r.err, "ibvfd is not running");
+	j = out_json(f);
+	assert_string_equal(json_string_value(json_object_get(j, "guid")), G2);
+	json_decref(j);
+	assert_int_equal(ctl(f, "--json", "pool", "release", G2), 0);
+	assert_contains(f->r.err, "working on the store directly");
+	j = out_json(f);
+	assert_true(json_is_true(json_object_get(j, "released")));
+	json_decref(j);
+	assert_int_equal(ctl(f, "--json", "pool", "audit"), 0);
+	assert_contains(f->r.err, "ibvfd is not running");
+	json_decref(out_json(f));
+	/* the offline writer left the state dir's lock file behind, unlocked */
+	{
+		char *lock = tu_path(f->state, "ibvfd.lock");
+		int fd = open(lock, O_RDWR);
+
+		assert_true(fd >= 0);
+		assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+		close(fd);
+		free(lock);
+	}
+}
+
+/* The store locked (an ibvfd starting) while nothing answers: refused, nothing written. */
+static void test_lock_held_refused(void **state)
+{
+	struct fx *f = *state;
+	char *lock = tu_path(f->state, "ibvfd.lock"), pid[32];
+	size_t l0, l1;
+	char *before, *after;
+	int fd;
+
+	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 60);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a"), 0);
+	fd = open(lock, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(write(fd, pid, strlen(pid)), (ssize_t)strlen(pid));
+	before = tu_read_file(f->db, &l0);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "b"), 3);
+	snprintf(pid, sizeof(pid), "locked by pid %d", (int)getpid());
+	assert_contains(f->r.err, pid);
+	assert_contains(f->r.err, "refusing to work on the store");
+	assert_int_equal(ctl(f, "pool", "release", G1), 3);
+	assert_int_equal(ctl(f, "pool", "audit"), 3);
+	assert_int_equal(ctl(f, "pool", "audit", "--fix"), 3);
+	/* reads do not need it */
+	assert_int_equal(ctl(f, "pool", "show", G1), 0);
+	after = tu_read_file(f->db, &l1);
+	assert_int_equal(l0, l1);
+	assert_memory_equal(before, after, l0);
+	close(fd);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "b"), 0);
+	free(before);
+	free(after);
+	free(lock);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -825,6 +924,8 @@ int main(void)
 		T(test_corrupt_store),
 		T(test_owner_text),
 		T(test_huge_ranges),
+		T(test_offline_path),
+		T(test_lock_held_refused),
 	};
 
 	return cmocka_run_group_tests_name("ibvfctl", tests, NULL, NULL);

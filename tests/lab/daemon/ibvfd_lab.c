@@ -30,9 +30,10 @@ void lab_write_config(struct lab *l)
 	char sm[PATH_MAX + 2048];
 
 	snprintf(sm, sizeof(sm),
-		 "{\"backend\": \"%s\", \"module_dir\": \"%s\", \"periodic_update_s\": 1,"
+		 "{\"backend\": \"%s\", \"module_dir\": \"%s\", \"periodic_update_s\": %u,"
 		 " \"batch_window_ms\": %u, \"config\": %s}",
-		 l->backend, l->moddir, l->window_ms, l->backend_json);
+		 l->backend, l->moddir, l->periodic_s ? l->periodic_s : 1, l->window_ms,
+		 l->backend_json);
 
 	fprintf(f,
 		"{\"state_dir\": \"%s\", \"run_dir\": \"%s/run\", \"log_level\": \"info\",\n"
@@ -43,15 +44,15 @@ void lab_write_config(struct lab *l)
 		" \"api\": {\"socket\": \"%s\"},\n"
 		" \"daemon\": {\"stop_timeout_s\": 5, \"reconcile\": \"fix\"%s}}\n",
 		l->state, l->dir, LAB_RANGE_START, LAB_RANGE_END,
-		l->pool_sync[0] ? l->pool_sync : "normal", sm, l->vfdir, IBVF_LAB_VF_MODULE_DIR, l->sock,
-		l->daemon_extra);
+		l->pool_sync[0] ? l->pool_sync : "normal", sm, l->vfdir, IBVF_LAB_VF_MODULE_DIR,
+		l->sock, l->daemon_extra);
 	fclose(f);
 }
 
-int lab_init(struct lab *l, const char *ibvfd, int n_vfs, const char *backend,
-	     const char *moddir, const char *backend_json)
+int lab_init(struct lab *l, const char *ibvfd, int n_vfs, const char *backend, const char *moddir,
+	     const char *backend_json)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char err[256], fj[512];
 
 	memset(l, 0, sizeof(*l));
@@ -97,7 +98,7 @@ bool lab_wait_notify(struct lab *l, const char *what, int ms)
 	int64_t end = ibvf_mono_ms() + ms;
 
 	for (;;) {
-		struct pollfd p = { .fd = l->nfd, .events = POLLIN };
+		struct pollfd p = {.fd = l->nfd, .events = POLLIN};
 		char buf[512];
 		int64_t left = end - ibvf_mono_ms();
 		ssize_t n;

@@ -24,12 +24,13 @@ struct lab {
 	const char *ibvfd;
 	char backend[32], moddir[512], backend_json[PATH_MAX + 512];
 	unsigned window_ms;	/* sm.batch_window_ms, default 5 */
-	char daemon_extra[256];	/* appended inside the "daemon" object */
+	unsigned periodic_s;	/* sm.periodic_update_s, 0 = 1 */
+	char daemon_extra[256]; /* appended inside the "daemon" object */
 	char pool_sync[8];
 	int n_vfs;
-	int nfd;		/* our NOTIFY_SOCKET */
+	int nfd; /* our NOTIFY_SOCKET */
 	pid_t pid;
-	const char *delay_ms;	/* IBVF_FAKE_VF_DELAY_MS for the daemon */
+	const char *delay_ms; /* IBVF_FAKE_VF_DELAY_MS for the daemon */
 };
 
 /**
@@ -37,8 +38,8 @@ struct lab {
  * config with SM backend @backend from @moddir (@backend_json: its config
  * object text; NULL for the file backend's default).
  */
-int lab_init(struct lab *l, const char *ibvfd, int n_vfs, const char *backend,
-	     const char *moddir, const char *backend_json);
+int lab_init(struct lab *l, const char *ibvfd, int n_vfs, const char *backend, const char *moddir,
+	     const char *backend_json);
 void lab_write_config(struct lab *l);
 const char *lab_pci(int vf, char buf[16]);
 bool lab_wait_notify(struct lab *l, const char *what, int ms);

@@ -31,7 +31,7 @@ struct mem {
 
 static void nap(struct ibvf_sm_backend *b)
 {
-	struct timespec ts = { b->latency_ms / 1000, (long)(b->latency_ms % 1000) * 1000000 };
+	struct timespec ts = {b->latency_ms / 1000, (long)(b->latency_ms % 1000) * 1000000};
 
 	if (b->latency_ms)
 		nanosleep(&ts, NULL);
@@ -76,7 +76,8 @@ static int save(struct ibvf_sm_backend *b, const struct mem *v, size_t n)
 	if (!f)
 		return -errno;
 	for (size_t i = 0; i < n; i++)
-		fprintf(f, "0x%04x %016llx %s\n", v[i].pkey, v[i].guid, v[i].full ? "full" : "limited");
+		fprintf(f, "0x%04x %016llx %s\n", v[i].pkey, v[i].guid,
+			v[i].full ? "full" : "limited");
 	if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, b->file))
 		return -errno;
 	return 0;
@@ -119,8 +120,8 @@ static int f_validate(struct ibvf_sm_backend *b, char *desc, size_t dl, char *er
 	return 0;
 }
 
-static int f_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
-		 size_t n, const struct ibvf_sm_pkey_flags *fl, char *err, size_t el)
+static int f_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
+		 const struct ibvf_sm_pkey_flags *fl, char *err, size_t el)
 {
 	struct mem *v = NULL;
 	size_t cnt;
@@ -138,7 +139,7 @@ static int f_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_
 		for (k = 0; k < cnt; k++)
 			if (v[k].pkey == pkey && v[k].guid == m[i].guid)
 				break;
-		v[k] = (struct mem){ pkey, m[i].guid, m[i].membership == IBVF_MEMBER_FULL };
+		v[k] = (struct mem){pkey, m[i].guid, m[i].membership == IBVF_MEMBER_FULL};
 		if (k == cnt)
 			cnt++;
 	}
@@ -189,8 +190,8 @@ static int f_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void 
 		return ret;
 	}
 	for (size_t k = 0; k < cnt && !ret; k++) {
-		struct ibvf_sm_member m = { v[k].guid,
-					    v[k].full ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED };
+		struct ibvf_sm_member m = {v[k].guid,
+					   v[k].full ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED};
 
 		if (pkey < 0 || (unsigned)pkey == v[k].pkey)
 			ret = cb(arg, (uint16_t)v[k].pkey, &m, true);

@@ -8,6 +8,11 @@
  *       sd_notify READY/RELOADING/STOPPING, not-ready SM at start-up and
  *       recovery, SIGHUP reload, SIGTERM with a request in flight (it is
  *       answered, exit 0, socket removed).
+ *   test_ibvfd ctl-pool IBVFD SM_MODULE_DIR IBVFCTL
+ *       ibvfctl pool allocate/release through ibvfd's API while it runs
+ *       (ibvfd's log and list show the change, ibvfctl opens no store), the
+ *       offline path with ibvfd down and with a stale socket, --json, and
+ *       the state dir lock: refused while held, ibvfd waits for it.
  *   test_ibvfd crash IBVFD SM_MODULE_DIR [CYCLES] [SEED]
  *       CYCLES (200) prepare/release cycles; before about one in four
  *       requests a thread kill -9s the daemon after a seeded random delay.
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -122,7 +128,7 @@ static int audit_cb(void *arg, const struct ibvf_audit_finding *f)
 /* The three views agree; @why gets the first disagreement. */
 static bool consistent(struct lab *l, char *why, size_t len)
 {
-	struct ibvf_guid_range r = { RANGE_START, RANGE_END };
+	struct ibvf_guid_range r = {RANGE_START, RANGE_END};
 	struct ibvf_pool_opts o = {
 		.state_dir = l->state,
 		.ranges = &r,
@@ -177,8 +183,8 @@ static bool consistent(struct lab *l, char *why, size_t len)
 		for (size_t k = 0; k < nsm; k++)
 			in_sm |= sm[k].guid == a->guid && sm[k].pkey == 0x12;
 		if (!in_sm) {
-			snprintf(why, len, "GUID %016llx (%s) not in the SM", (unsigned long long)a->guid,
-				 a->owner.container_id);
+			snprintf(why, len, "GUID %016llx (%s) not in the SM",
+				 (unsigned long long)a->guid, a->owner.container_id);
 			return false;
 		}
 		ibvf_vf_fake_init(l->vfdir, &ops, &port, err, sizeof(err));
@@ -268,7 +274,7 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 		char cid[32];
 		int vf = rand_r(&rnd) % N_VFS;
 		bool kill_prep = rand_r(&rnd) % 4 == 0, kill_rel = rand_r(&rnd) % 5 == 0;
-		struct killer k = { .pid = l.pid };
+		struct killer k = {.pid = l.pid};
 		json_t *res = NULL;
 		int ret;
 
@@ -314,11 +320,12 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 			}
 		}
 	}
-	result(failed_checks == 0, "%d cycles, %d kill -9 + restarts: store, VFs and SM agree after "
-				   "every restart (%d prepares succeeded, %.1f s)",
+	result(failed_checks == 0,
+	       "%d cycles, %d kill -9 + restarts: store, VFs and SM agree after "
+	       "every restart (%d prepares succeeded, %.1f s)",
 	       cycles, kills, prepared, (double)(ibvf_mono_ms() - t0) / 1000);
-	result(consistent(&l, why, sizeof(why)), "consistent at the end%s%s",
-	       n_fail ? ": " : "", n_fail ? why : "");
+	result(consistent(&l, why, sizeof(why)), "consistent at the end%s%s", n_fail ? ": " : "",
+	       n_fail ? why : "");
 	{
 		struct member sm[8];
 
@@ -334,7 +341,7 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 /* Run "ibvfctl -c CFG ARGS..." with stdout into @out (<= @len bytes); exit status. */
 static int run_ctl(struct lab *l, const char *ibvfctl, char *out, size_t len, ...)
 {
-	char *argv[16] = { (char *)"ibvfctl", (char *)"-c", l->cfg };
+	char *argv[16] = {(char *)"ibvfctl", (char *)"-c", l->cfg};
 	int n = 3, pfd[2], st;
 	size_t got = 0;
 	va_list ap;
@@ -383,8 +390,8 @@ static void ctl_checks(struct lab *l, const char *ibvfctl)
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "byhand",
 		     "--pci", "0000:05:00.6", "--pkey", "0x12", NULL);
 	result(rc == 0 && strstr(out, "ACTIVE"), "ibvfctl daemon prepare (rc %d)", rc);
-	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "other",
-		     "--pci", "0000:05:00.6", "--pkey", "0x12", NULL);
+	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "other", "--pci",
+		     "0000:05:00.6", "--pkey", "0x12", NULL);
 	result(rc == 3, "ibvfctl daemon prepare of a held VF fails with 3 (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "release", "--owner", "byhand", NULL);
 	result(rc == 0 && strstr(out, "yes"), "ibvfctl daemon release (rc %d)", rc);
@@ -460,7 +467,8 @@ static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
 	result(!ret && json_is_string(json_object_get(r, "guid")), "prepare succeeds%s%s",
 	       ret ? ": " : "", ret ? re.message : "");
 	json_decref(r);
-	ret = lab_api(&l, "commit", json_pack("{s:o}", "owner", lab_owner("first")), NULL, NULL, 5000);
+	ret = lab_api(&l, "commit", json_pack("{s:o}", "owner", lab_owner("first")), NULL, NULL,
+		      5000);
 	result(!ret, "commit");
 	ret = lab_api(&l, "list", NULL, &r, NULL, 5000);
 	result(!ret && json_array_size(json_object_get(r, "owners")) == 1, "list shows it");
@@ -508,6 +516,318 @@ static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
 	return 0;
 }
 
+/* ---------------------------------------------------------- ctl-pool -- */
+
+/*
+ * "ibvfctl -c CFG ARGS..." with stdout into @out and stderr into @err (each
+ * <= @len bytes, through files in the lab dir); exit status.
+ */
+static int run_ctl2(struct lab *l, const char *ibvfctl, char *out, char *err, size_t len, ...)
+{
+	char *argv[24] = {(char *)"ibvfctl", (char *)"-c", l->cfg};
+	char po[160], pe[160];
+	int n = 3, st;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, len);
+	while (n < 23 && (argv[n] = va_arg(ap, char *)))
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	snprintf(po, sizeof(po), "%s/ctl.out", l->dir);
+	snprintf(pe, sizeof(pe), "%s/ctl.err", l->dir);
+	pid = fork();
+	if (pid == 0) {
+		int fo = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fo, 1);
+		dup2(fe, 2);
+		execv(ibvfctl, argv);
+		_exit(127);
+	}
+	waitpid(pid, &st, 0);
+	for (int i = 0; i < 2; i++) {
+		char *buf = i ? err : out;
+		int fd = open(i ? pe : po, O_RDONLY);
+		ssize_t r = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+		buf[r > 0 ? r : 0] = 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool file_has(const char *path, const char *needle)
+{
+	static char buf[1 << 20];
+	int fd = open(path, O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return strstr(buf, needle) != NULL;
+}
+
+static bool dir_empty(const char *path)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A '%s')\"", path);
+	return system(cmd) == 0;
+}
+
+static const char *jstr(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	return v ? v : "";
+}
+
+/* Is GUID @g (colon form) held by @cid in ibvfd's own view (list)? */
+static bool daemon_holds(struct lab *l, const char *cid, const char *g)
+{
+	json_t *r = NULL, *it;
+	bool found = false;
+	size_t i;
+
+	if (lab_api(l, "list", NULL, &r, NULL, 5000))
+		return false;
+	json_array_foreach(json_object_get(r, "owners"), i, it) found |=
+		!strcmp(jstr(json_object_get(it, "owner"), "container_id"), cid) &&
+		!strcmp(jstr(it, "guid"), g);
+	json_decref(r);
+	return found;
+}
+
+/* A socket file nobody listens on, as a killed ibvfd leaves it. */
+static bool make_stale_socket(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	bool ok;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	unlink(path);
+	ok = fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void ctl_pool_online(struct lab *l, const char *ibvfctl)
+{
+	char out[8192], err[8192], empty[160], g[64] = "", gp[64] = "", pci[16];
+	json_t *j, *r = NULL;
+	int rc;
+
+	/*
+	 * --state-dir points ibvfctl at an empty directory: were it to open a
+	 * store itself, it would create pool.db (and the lock) there, or fail.
+	 */
+	snprintf(empty, sizeof(empty), "%s/empty", l->dir);
+	mkdir(empty, 0700);
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "-s", empty, "--json", "pool", "allocate",
+		      "--owner", "ctl-a", "--pod", "lab/ctl-a", "--pkey", "0x8012", NULL);
+	j = json_loads(out, 0, NULL);
+	if (j)
+		snprintf(g, sizeof(g), "%s", jstr(j, "guid"));
+	result(rc == 0 && j && !strcmp(jstr(j, "state"), "allocated") &&
+		       !strcmp(jstr(j, "container_id"), "ctl-a") &&
+		       !strcmp(jstr(j, "pod"), "lab/ctl-a") &&
+		       !strcmp(json_string_value(json_array_get(json_object_get(j, "pkeys"), 0)),
+			       "0x8012"),
+	       "ibvfd up: --json pool allocate answers the record (rc %d, %s)", rc, g);
+	json_decref(j);
+	result(!strstr(err, "not running") && !strstr(err, "store directly"),
+	       "ibvfd up: pool allocate does not take the offline path (stderr: %.200s)", err);
+	result(dir_empty(empty), "ibvfd up: ibvfctl opened no store of its own (%s stays empty)",
+	       empty);
+	{
+		char line[160];
+
+		snprintf(line, sizeof(line), "pool.allocate: GUID %s for container ctl-a", g);
+		result(g[0] && file_has(l->log, line), "ibvfd's log shows the allocation ('%s')",
+		       line);
+	}
+	result(g[0] && daemon_holds(l, "ctl-a", g), "ibvfd's list holds %s for ctl-a", g);
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "ctl-a",
+		      NULL);
+	result(rc == 0 && strstr(out, g), "ibvfd up: the same owner gets its GUID again (rc %d)",
+	       rc);
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "ctl-b",
+		      "--guid", g, NULL);
+	result(rc == 3 && strstr(err, "held by container ctl-a"),
+	       "ibvfd up: a GUID held by another owner is refused, exit 3 (rc %d: %.160s)", rc,
+	       err);
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "has space",
+		      NULL);
+	result(rc == 2 && strstr(err, "is not a CNI container ID"),
+	       "ibvfd up: an owner the pool refuses is a usage error, exit 2 (rc %d: %.160s)", rc,
+	       err);
+
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "-s", empty, "--json", "pool", "release",
+		      g, NULL);
+	j = json_loads(out, 0, NULL);
+	result(rc == 0 && j && json_is_true(json_object_get(j, "released")) &&
+		       strstr(jstr(j, "result"), "quarantine"),
+	       "ibvfd up: --json pool release (rc %d: %.200s)", rc, out);
+	json_decref(j);
+	{
+		char line[160];
+
+		snprintf(line, sizeof(line), "pool.release: GUID %s of container ctl-a", g);
+		result(file_has(l->log, line), "ibvfd's log shows the release");
+	}
+	result(!daemon_holds(l, "ctl-a", g) && dir_empty(empty),
+	       "ibvfd no longer holds it; still no store opened by ibvfctl");
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "release", g, NULL);
+	j = json_loads(out, 0, NULL);
+	result(rc == 0 && j && json_is_false(json_object_get(j, "released")),
+	       "ibvfd up: releasing it again does nothing, exit 0 (rc %d)", rc);
+	json_decref(j);
+
+	/* an attached GUID: pool release walks it back like release (SM, VF, quarantine) */
+	if (!lab_prepare(l, "ctl-p", 1, NULL, &r, NULL))
+		snprintf(gp, sizeof(gp), "%s", jstr(r, "guid"));
+	json_decref(r);
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "release", gp, NULL);
+	{
+		struct ibvf_vf_ops ops;
+		struct ibvf_port_ops port;
+		struct ibvf_attach_vf vf = {0};
+		char e2[512];
+		struct member sm[64];
+		size_t nsm = read_sm(l, sm, 64);
+		bool in_sm = false;
+		uint64_t gv = 0;
+
+		ibvf_guid_parse(gp, &gv, e2, sizeof(e2));
+		for (size_t k = 0; k < nsm; k++)
+			in_sm |= sm[k].guid == gv;
+		ibvf_vf_fake_init(l->vfdir, &ops, &port, e2, sizeof(e2));
+		ops.lookup(ops.ctx, lab_pci(1, pci), &vf, e2, sizeof(e2));
+		ibvf_vf_fake_fini(&ops);
+		result(gp[0] && rc == 0 && !in_sm && vf.port_guid != gv,
+		       "ibvfd up: pool release of an attached GUID removes it from the SM and the VF "
+		       "(rc %d)",
+		       rc);
+	}
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "vf", "set-guid", lab_pci(2, pci),
+		      "02:00:00:00:00:00:10:01", NULL);
+	result(rc == 3 && strstr(err, "ibvfd is running"),
+	       "ibvfd up: vf set-guid is refused, exit 3 (rc %d: %.160s)", rc, err);
+}
+
+static void ctl_pool_offline(struct lab *l, const char *ibvfctl)
+{
+	char out[8192], err[8192], path[192], pid[24];
+	json_t *j;
+	int rc, fd;
+
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "off-a",
+		      NULL);
+	result(rc == 0 && strstr(out, "GUID:") && strstr(err, "ibvfd is not running") &&
+		       strstr(err, "working on the store directly"),
+	       "ibvfd down: pool allocate works on the store and says so (rc %d: %.200s)", rc, err);
+	result(make_stale_socket(l->sock), "a stale socket file is left at %s", l->sock);
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "allocate", "--owner",
+		      "off-b", NULL);
+	j = json_loads(out, 0, NULL);
+	result(rc == 0 && j && !strcmp(jstr(j, "container_id"), "off-b") &&
+		       strstr(err, "ibvfd is not running"),
+	       "stale socket: --json pool allocate takes the offline path (rc %d: %.160s)", rc,
+	       err);
+	if (j) {
+		char g[64];
+
+		snprintf(g, sizeof(g), "%s", jstr(j, "guid"));
+		json_decref(j);
+		rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "release", g,
+			      NULL);
+		j = json_loads(out, 0, NULL);
+		result(rc == 0 && j && json_is_true(json_object_get(j, "released")) &&
+			       strstr(err, "working on the store directly"),
+		       "stale socket: --json pool release offline (rc %d)", rc);
+		json_decref(j);
+	}
+
+	/* the lock held (as by an ibvfd starting) while nothing answers: refused */
+	snprintf(path, sizeof(path), "%s/ibvfd.lock", l->state);
+	fd = open(path, O_RDWR | O_CREAT, 0600);
+	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	result(fd >= 0 && !flock(fd, LOCK_EX | LOCK_NB) && ftruncate(fd, 0) == 0 &&
+		       write(fd, pid, strlen(pid)) > 0,
+	       "the test holds %s", path);
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "off-c",
+		      NULL);
+	snprintf(pid, sizeof(pid), "pid %d", (int)getpid());
+	result(rc == 3 && strstr(err, "refusing") && strstr(err, pid),
+	       "lock held, socket dead: pool allocate is refused and names the holder (rc %d: "
+	       "%.200s)",
+	       rc, err);
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "audit", "--fix", NULL);
+	result(rc == 3 && strstr(err, "refusing"), "lock held: pool audit --fix is refused (rc %d)",
+	       rc);
+	/* ibvfd takes the same lock: it waits for the holder before it opens the store */
+	unlink(l->sock);
+	l->pid = 0;
+	{
+		pid_t dpid = fork();
+
+		if (dpid == 0) {
+			int lf = open(l->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+			close(fd);
+			dup2(lf, 2);
+			dup2(lf, 1);
+			setenv("NOTIFY_SOCKET", l->notify, 1);
+			execl(l->ibvfd, "ibvfd", "-f", "-c", l->cfg, (char *)NULL);
+			_exit(127);
+		}
+		l->pid = dpid;
+		lab_drain_notify(l);
+		result(!lab_wait_notify(l, "READY=1", 1500),
+		       "ibvfd started while the lock is held does not get ready");
+		close(fd);
+		result(lab_wait_notify(l, "READY=1", 15000),
+		       "once the lock is free, ibvfd starts and reports READY=1");
+	}
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "on-again",
+		      NULL);
+	result(rc == 0 && !strstr(err, "not running") && file_has(l->log, "pool.allocate: GUID") &&
+		       file_has(l->log, "for container on-again"),
+	       "ibvfd back: pool allocate goes through it again (rc %d)", rc);
+}
+
+static int cmd_ctl_pool(const char *ibvfd, const char *moddir, const char *ibvfctl)
+{
+	struct lab l;
+
+	if (lab_init(&l, ibvfd, N_VFS, "file", moddir, NULL)) {
+		result(false, "lab set-up");
+		return 1;
+	}
+	/* no periodic pass during the test: a record without a VF is rolled back by one */
+	l.periodic_s = 3600;
+	lab_write_config(&l);
+	if (lab_start(&l, 15000) < 0) {
+		result(false, "ibvfd starts");
+		lab_fini(&l);
+		return 1;
+	}
+	ctl_pool_online(&l, ibvfctl);
+	result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
+	ctl_pool_offline(&l, ibvfctl);
+	lab_fini(&l);
+	return 0;
+}
+
 /* --------------------------------------------------------- ufm-batch -- */
 
 #define N_BATCH 256
@@ -547,7 +867,7 @@ static int64_t run_batch(struct lab *l, bool release, int *failures)
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	for (int i = 0; i < N_BATCH; i++) {
-		a[i] = (struct batch_arg){ l, i, -1, &bar, release };
+		a[i] = (struct batch_arg){l, i, -1, &bar, release};
 		pthread_create(&th[i], &attr, batch_one, &a[i]);
 	}
 	pthread_attr_destroy(&attr);
@@ -564,7 +884,7 @@ static int64_t run_batch(struct lab *l, bool release, int *failures)
 
 static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 {
-	struct ufm_sim_opts so = { .user = "admin", .password = "lab-secret" };
+	struct ufm_sim_opts so = {.user = "admin", .password = "lab-secret"};
 	struct ufm_sim sim;
 	struct lab l;
 	char err[512], bj[PATH_MAX + 256];
@@ -638,13 +958,16 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: test_ibvfd smoke|crash|ufm-batch IBVFD SM_MODULE_DIR [CYCLES] [SEED]\n");
+		fprintf(stderr, "usage: test_ibvfd smoke|ctl-pool|crash|ufm-batch IBVFD "
+				"SM_MODULE_DIR [IBVFCTL|CYCLES] [SEED]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	ibvf_log_init("test_ibvfd", IBVF_LOG_STDERR, LOG_ERR);
 	if (!strcmp(argv[1], "smoke"))
 		cmd_smoke(argv[2], argv[3], argc > 4 ? argv[4] : NULL);
+	else if (!strcmp(argv[1], "ctl-pool") && argc > 4)
+		cmd_ctl_pool(argv[2], argv[3], argv[4]);
 	else if (!strcmp(argv[1], "ufm-batch")) {
 		int r = cmd_ufm_batch(argv[2], argv[3]);
 
