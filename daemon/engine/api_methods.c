@@ -413,9 +413,11 @@ static json_t *status_json(struct op *op)
 	const struct eng_status *st = &op->status;
 	json_t *backend, *r;
 
-	backend = json_pack("{s:s,s:b,s:s,s:I,s:o}", "name", st->sm_name, "ok", st->sm_ok,
+	backend = json_pack("{s:s,s:b,s:s,s:I,s:o,s:o,s:o}", "name", st->sm_name, "ok", st->sm_ok,
 			    "description", st->sm_desc, "checked_ms", (json_int_t)st->sm_checked_ms,
-			    "last_call", sm_call_json(&st->sm.last_call));
+			    "last_call", sm_call_json(&st->sm.last_call), "last_add",
+			    sm_call_json(&st->sm.last_add), "last_remove",
+			    sm_call_json(&st->sm.last_remove));
 	if (backend && !st->sm_ok)
 		json_object_set_new(backend, "error", json_string(st->sm_err));
 	r = json_pack("{s:b,s:o,s:s,s:o,s:o,s:{s:I,s:I,s:I,s:I},s:I,s:b,s:b}", "ready",

@@ -210,14 +210,16 @@ static bool sm_call_failed(const struct ibvf_sm_call_record *c)
 
 /*
  * Under e->lock: can a prepare succeed now? @ph and @bs are read before the
- * lock (they have locks of their own). A failed SM call counts until a later
- * call succeeds or a validate() after it passes; a failed store write until
- * a later write is committed (the periodic pass probes one).
+ * lock (they have locks of their own). A failed add call counts until a
+ * later add succeeds or a validate() after it passes (removes do not count
+ * either way: a rollback's remove of a GUID the SM never got succeeds without
+ * writing anything); a failed store write counts until a later write is
+ * committed (the periodic pass probes one).
  */
 static void readiness_locked(struct ibvf_engine *e, const struct ibvf_pool_health *ph,
 			     const struct ibvf_sm_batch_stats *bs, struct eng_readiness *rd)
 {
-	const struct ibvf_sm_call_record *c = &bs->last_call;
+	const struct ibvf_sm_call_record *c = &bs->last_add;
 	char t[32];
 
 	memset(rd, 0, sizeof(*rd));
@@ -229,9 +231,8 @@ static void readiness_locked(struct ibvf_engine *e, const struct ibvf_pool_healt
 				  e->sm_err[0] ? e->sm_err : "SM backend not validated");
 	else if (sm_call_failed(c) && c->seq > e->sm_checked_seq)
 		eng_readiness_add(rd, "sm_call",
-				  "the last SM call (%s PKey 0x%04x, %zu GUIDs) failed at %s: %s",
-				  c->kind == IBVF_SM_REQ_ADD ? "add to" : "remove from", c->pkey,
-				  c->n, utc(c->at_ms, t, sizeof(t)), c->error);
+				  "the last SM add call (PKey 0x%04x, %zu GUIDs) failed at %s: %s",
+				  c->pkey, c->n, utc(c->at_ms, t, sizeof(t)), c->error);
 	if (ph->last_write_result < 0)
 		eng_readiness_add(rd, "store",
 				  "the last write to the GUID pool store failed at %s: %s",

@@ -115,6 +115,10 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 	if (ret < 0)
 		snprintf(b->st.last_call.error, sizeof(b->st.last_call.error), "%s",
 			 err[0] ? err : strerror(-ret));
+	if (r[0].kind == IBVF_SM_REQ_ADD)
+		b->st.last_add = b->st.last_call;
+	else
+		b->st.last_remove = b->st.last_call;
 	pthread_mutex_unlock(&b->lock);
 	return ret < 0 ? ret : 0;
 }

@@ -84,7 +84,9 @@ struct ibvf_sm_batch_stats {
 	uint64_t failures;	/* requests completed with an error */
 	uint64_t call_ms_total; /* time spent in add/remove calls, ms */
 	int last_error;		/* negative errno of the last failed call, 0 if none */
-	struct ibvf_sm_call_record last_call;
+	struct ibvf_sm_call_record last_call;	/* of either kind */
+	struct ibvf_sm_call_record last_add;	/* what a prepare needs */
+	struct ibvf_sm_call_record last_remove; /* a no-op remove may succeed on a broken SM */
 };
 
 /** ibvf_sm_batch_new() - start the SM thread. Return: 0 or -errno. */
