@@ -230,9 +230,10 @@ static void readiness_locked(struct ibvf_engine *e, const struct ibvf_pool_healt
 		eng_readiness_add(rd, "sm", "%s",
 				  e->sm_err[0] ? e->sm_err : "SM backend not validated");
 	else if (sm_call_failed(c) && c->seq > e->sm_checked_seq)
-		eng_readiness_add(rd, "sm_call",
-				  "the last SM add call (PKey 0x%04x, %zu GUIDs) failed at %s: %s",
-				  c->pkey, c->n, utc(c->at_ms, t, sizeof(t)), c->error);
+		eng_readiness_add(
+			rd, "sm_call",
+			"the last SM add call (PKey 0x%04x, %zu GUID(s)) failed at %s: %s", c->pkey,
+			c->n, utc(c->at_ms, t, sizeof(t)), c->error);
 	if (ph->last_write_result < 0)
 		eng_readiness_add(rd, "store",
 				  "the last write to the GUID pool store failed at %s: %s",
