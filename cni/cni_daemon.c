@@ -283,15 +283,25 @@ int cni_daemon_gc(const char *socket, unsigned timeout_ms, const char *network, 
 int cni_daemon_status(const char *socket, unsigned timeout_ms, struct cni_daemon_error *de,
 		      char *err, size_t errlen)
 {
-	json_t *res = NULL, *b;
-	const char *berr;
+	json_t *res = NULL, *b, *first;
+	const char *berr, *check, *reason;
 	int ret = call(socket, "status", NULL, timeout_ms, &res, de, err, errlen);
 
 	if (ret)
 		return ret;
 	b = json_object_get(res, "backend");
 	berr = json_string_value(json_object_get(b, "error"));
-	if (!json_is_true(json_object_get(res, "ready")) || !json_is_true(json_object_get(b, "ok")))
+	/* the daemon's own reasons (store, SM calls, reconciliation) when it gives them */
+	first = json_array_get(json_object_get(res, "not_ready"), 0);
+	check = json_string_value(json_object_get(first, "check"));
+	reason = json_string_value(json_object_get(first, "reason"));
+	if (!json_is_true(json_object_get(res, "ready")) && check && reason)
+		ret = ibvf_errf(err, errlen, -EAGAIN, "ibvfd is not ready: %s: %s%s", check, reason,
+				json_array_size(json_object_get(res, "not_ready")) > 1
+					? " (more: ibvfctl daemon status)"
+					: "");
+	else if (!json_is_true(json_object_get(res, "ready")) ||
+		 !json_is_true(json_object_get(b, "ok")))
 		ret = ibvf_errf(err, errlen, -EAGAIN, "ibvfd is not ready: SM backend %s %s%s%s",
 				json_string_value(json_object_get(b, "name"))
 					? json_string_value(json_object_get(b, "name"))

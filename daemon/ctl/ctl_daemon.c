@@ -66,10 +66,31 @@ static int usage_of(int c, int idx)
 
 /* ------------------------------------------------------------ status -- */
 
+/* status's not_ready list as "check: reason; ...", or "-" */
+static json_t *not_ready_text(json_t *list)
+{
+	char buf[2048] = "";
+	size_t o = 0, i;
+	json_t *it;
+
+	json_array_foreach(list, i, it)
+	{
+		int n = snprintf(buf + o, sizeof(buf) - o, "%s%s: %s", i ? "; " : "",
+				 str_or(json_string_value(json_object_get(it, "check")), "?"),
+				 str_or(json_string_value(json_object_get(it, "reason")), ""));
+
+		if (n < 0 || (size_t)n >= sizeof(buf) - o)
+			break;
+		o += (size_t)n;
+	}
+	return json_string(o ? buf : "-");
+}
+
 static int daemon_status(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct ctl_col cols[] = {
 		{"ready", "Ready:"},
+		{"not_ready", "Not ready:"},
 		{"version", "Version:"},
 		{"backend_name", "SM backend:"},
 		{"backend_ok", "SM validated:"},
@@ -111,6 +132,7 @@ static int daemon_status(struct ctl_ctx *ctx, int argc, char **argv)
 		      "sm_calls",
 		      (json_int_t)(json_integer_value(json_object_get(sm, "add_calls")) +
 				   json_integer_value(json_object_get(sm, "remove_calls"))));
+	json_object_set_new(o, "not_ready", not_ready_text(json_object_get(r, "not_ready")));
 	json_decref(r);
 	ctl_emit_object(ctx, o, cols);
 	return CTL_OK;

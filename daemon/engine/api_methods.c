@@ -362,22 +362,73 @@ static json_t *sm_stats_json(const struct ibvf_sm_batch_stats *st)
 			 "failures", (json_int_t)st->failures);
 }
 
+static json_t *sm_call_json(const struct ibvf_sm_call_record *c)
+{
+	json_t *o;
+
+	if (!c->seq)
+		return json_null();
+	o = json_pack("{s:b,s:I,s:s,s:o,s:I}", "ok", c->result == 0, "at_ms", (json_int_t)c->at_ms,
+		      "kind", c->kind == IBVF_SM_REQ_ADD ? "add" : "remove", "pkey",
+		      pkey_json(c->pkey), "guids", (json_int_t)c->n);
+	if (o && c->result) {
+		json_object_set_new(o, "errno", json_integer(-c->result));
+		json_object_set_new(o, "error", json_string(c->error));
+	}
+	return o;
+}
+
+static json_t *store_json(const struct eng_status *st)
+{
+	const struct ibvf_pool_health *h = &st->store;
+	json_t *o, *w = json_null();
+
+	if (h->last_write_ms) {
+		w = json_pack("{s:b,s:I}", "ok", h->last_write_result == 0, "at_ms",
+			      (json_int_t)h->last_write_ms);
+		if (w && h->last_write_result) {
+			json_object_set_new(w, "errno", json_integer(-h->last_write_result));
+			json_object_set_new(w, "error", json_string(h->last_error));
+		}
+	}
+	o = json_pack("{s:b,s:o,s:I,s:I}", "ok", st->pool_ok && h->last_write_result == 0,
+		      "last_write", w, "last_ok_ms", (json_int_t)h->last_ok_ms, "write_failures",
+		      (json_int_t)h->write_failures);
+	return o;
+}
+
+/* not_ready: [{check, reason}], [] when ready (include/ibvf/api.h) */
+static json_t *not_ready_json(const struct eng_readiness *rd)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < rd->n; i++)
+		json_array_append_new(arr, json_pack("{s:s,s:s}", "check", rd->r[i].check, "reason",
+						     rd->r[i].reason));
+	return arr;
+}
+
 static json_t *status_json(struct op *op)
 {
 	const struct eng_status *st = &op->status;
 	json_t *backend, *r;
 
-	backend = json_pack("{s:s,s:b,s:s}", "name", st->sm_name, "ok", st->sm_ok, "description",
-			    st->sm_desc);
-	if (!st->sm_ok)
+	backend = json_pack("{s:s,s:b,s:s,s:I,s:o,s:o,s:o}", "name", st->sm_name, "ok", st->sm_ok,
+			    "description", st->sm_desc, "checked_ms", (json_int_t)st->sm_checked_ms,
+			    "last_call", sm_call_json(&st->sm.last_call), "last_add",
+			    sm_call_json(&st->sm.last_add), "last_remove",
+			    sm_call_json(&st->sm.last_remove));
+	if (backend && !st->sm_ok)
 		json_object_set_new(backend, "error", json_string(st->sm_err));
-	r = json_pack("{s:b,s:s,s:o,s:{s:I,s:I,s:I,s:I},s:I,s:b,s:b}", "ready", st->ready,
-		      "version", IBVF_VERSION, "backend", backend, "pool", "total",
+	r = json_pack("{s:b,s:o,s:s,s:o,s:o,s:{s:I,s:I,s:I,s:I},s:I,s:b,s:b}", "ready",
+		      st->rd.ready, "not_ready", not_ready_json(&st->rd), "version", IBVF_VERSION,
+		      "backend", backend, "store", store_json(st), "pool", "total",
 		      (json_int_t)st->pool.total, "allocated", (json_int_t)st->pool.allocated,
 		      "quarantined", (json_int_t)st->pool.quarantined, "free",
 		      (json_int_t)st->pool.free, "inflight", (json_int_t)st->inflight, "reconciled",
 		      st->reconciled, "stopping", st->stopping);
-	json_object_set_new(r, "sm", sm_stats_json(&st->sm));
+	if (r)
+		json_object_set_new(r, "sm", sm_stats_json(&st->sm));
 	return r;
 }
 

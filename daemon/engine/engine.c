@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <ibvf/api.h>
 #include <ibvf/types.h>
@@ -174,21 +175,119 @@ static void refuse(struct op *op, int code, int err_no, const char *step, const 
 	eng_op_free(op);
 }
 
-/* Under e->lock: may @op start now? If not, it is answered, freed, and the lock dropped. */
-static bool admit(struct op *op)
+/* ---------------------------------------------------------- readiness -- */
+
+void eng_readiness_add(struct eng_readiness *rd, const char *check, const char *fmt, ...)
+{
+	va_list ap;
+
+	rd->ready = false;
+	if (rd->n >= ENG_MAX_REASONS)
+		return;
+	rd->r[rd->n].check = check;
+	va_start(ap, fmt);
+	vsnprintf(rd->r[rd->n].reason, sizeof(rd->r[rd->n].reason), fmt, ap);
+	va_end(ap);
+	rd->n++;
+}
+
+/* "2024-05-01T10:00:00Z" for a CLOCK_REALTIME ms timestamp. */
+static const char *utc(int64_t ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, len, "%lld ms", (long long)ms);
+	return buf;
+}
+
+/* A failed SM call that says the SM cannot take changes (not one bad member). */
+static bool sm_call_failed(const struct ibvf_sm_call_record *c)
+{
+	return c->seq && c->result < 0 && !ibvf_sm_err_is_member_fault(c->result);
+}
+
+/*
+ * Under e->lock: can a prepare succeed now? @ph and @bs are read before the
+ * lock (they have locks of their own). A failed add call counts until a
+ * later add succeeds or a validate() after it passes (removes do not count
+ * either way: a rollback's remove of a GUID the SM never got succeeds without
+ * writing anything); a failed store write counts until a later write is
+ * committed (the periodic pass probes one).
+ */
+static void readiness_locked(struct ibvf_engine *e, const struct ibvf_pool_health *ph,
+			     const struct ibvf_sm_batch_stats *bs, struct eng_readiness *rd)
+{
+	const struct ibvf_sm_call_record *c = &bs->last_add;
+	char t[32];
+
+	memset(rd, 0, sizeof(*rd));
+	rd->ready = true;
+	if (!e->reconciled)
+		eng_readiness_add(rd, "reconcile", "start-up reconciliation not finished");
+	if (!e->sm_ok)
+		eng_readiness_add(rd, "sm", "%s",
+				  e->sm_err[0] ? e->sm_err : "SM backend not validated");
+	else if (sm_call_failed(c) && c->seq > e->sm_checked_seq)
+		eng_readiness_add(
+			rd, "sm_call",
+			"the last SM add call (PKey 0x%04x, %zu GUID(s)) failed at %s: %s", c->pkey,
+			c->n, utc(c->at_ms, t, sizeof(t)), c->error);
+	if (ph->last_write_result < 0)
+		eng_readiness_add(rd, "store",
+				  "the last write to the GUID pool store failed at %s: %s",
+				  utc(ph->last_write_ms, t, sizeof(t)), ph->last_error);
+}
+
+/* The inputs of readiness_locked() that are read without e->lock. */
+struct ready_inputs {
+	struct ibvf_pool_health ph;
+	struct ibvf_sm_batch_stats bs;
+};
+
+static void ready_inputs(struct ibvf_engine *e, struct ready_inputs *in)
+{
+	ibvf_pool_health(e->pool, &in->ph);
+	ibvf_sm_batch_get_stats(e->batch, &in->bs);
+}
+
+/* The reasons of @rd as one line: "store: ...; sm_call: ...". */
+static void reasons_line(const struct eng_readiness *rd, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < rd->n && o < len; i++) {
+		int n = snprintf(buf + o, len - o, "%s%s: %s", i ? "; " : "", rd->r[i].check,
+				 rd->r[i].reason);
+
+		if (n < 0)
+			break;
+		o += (size_t)n;
+	}
+}
+
+/*
+ * Under e->lock: may @op start now? If not, it is answered, freed, and the
+ * lock dropped. @in: ready_inputs() for a prepare.
+ */
+static bool admit(struct op *op, const struct ready_inputs *in)
 {
 	struct ibvf_engine *e = op->e;
-	char err[IBVF_ERR_LEN];
+	struct eng_readiness rd;
+	char err[IBVF_ERR_LEN + 256];
 
 	if (e->stopping) {
 		pthread_mutex_unlock(&e->lock);
 		refuse(op, IBVF_RPC_BUSY, ESHUTDOWN, "", "ibvfd is stopping");
 		return false;
 	}
-	if (op->kind == OP_PREPARE && !(e->sm_ok && e->reconciled)) {
-		snprintf(err, sizeof(err), "%s",
-			 !e->reconciled ? "start-up reconciliation not finished"
-					: (e->sm_err[0] ? e->sm_err : "SM backend not validated"));
+	if (op->kind != OP_PREPARE)
+		return true;
+	readiness_locked(e, &in->ph, &in->bs, &rd);
+	if (!rd.ready) {
+		reasons_line(&rd, err, sizeof(err));
 		pthread_mutex_unlock(&e->lock);
 		refuse(op, IBVF_RPC_NOT_READY, EAGAIN, "validate", "ibvfd is not ready: %s", err);
 		return false;
@@ -217,10 +316,13 @@ static bool take_or_wait(struct op *op)
 void eng_start(struct op *op)
 {
 	struct ibvf_engine *e = op->e;
+	struct ready_inputs in;
 	bool start;
 
+	if (op->kind == OP_PREPARE)
+		ready_inputs(e, &in);
 	pthread_mutex_lock(&e->lock);
-	if (!admit(op))
+	if (!admit(op, op->kind == OP_PREPARE ? &in : NULL))
 		return;
 	if (op->kind == OP_PREPARE)
 		op->deadline = ibvf_mono_ms() + e->prepare_timeout_ms;
@@ -377,15 +479,20 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 static void reconcile_job(void *arg)
 {
 	struct ibvf_engine *e = arg;
+	struct ibvf_pool_health ph;
 	char err[IBVF_ERR_LEN];
 	bool fix;
 	int ret;
 
-	pthread_mutex_lock(&e->lock);
-	fix = !e->sm_ok;
-	pthread_mutex_unlock(&e->lock);
-	if (fix)
-		ibvf_engine_validate_sm(e);
+	/*
+	 * Every pass checks the SM again (a dead OpenSM, a read-only file, a
+	 * stale pid), and a store whose last write failed gets a real write
+	 * to show whether it works again.
+	 */
+	ibvf_engine_validate_sm(e);
+	ibvf_pool_health(e->pool, &ph);
+	if (ph.last_write_result < 0 && ibvf_pool_probe_write(e->pool, err, sizeof(err)) == 0)
+		log_notice("GUID pool store: writes work again");
 	pthread_mutex_lock(&e->lock);
 	fix = e->reconcile == IBVF_RECONCILE_FIX;
 	pthread_mutex_unlock(&e->lock);
@@ -473,15 +580,20 @@ void ibvf_engine_reload(struct ibvf_engine *e, const struct ibvf_config *cfg)
 int ibvf_engine_validate_sm(struct ibvf_engine *e)
 {
 	char desc[128] = "", err[IBVF_ERR_LEN] = "";
+	struct ibvf_sm_batch_stats bs;
 	struct ibvf_sm_backend *b;
 	const struct ibvf_sm_ops *ops = ibvf_sm_batch_lock(e->batch, &b);
 	int ret = ops->validate(b, desc, sizeof(desc), err, sizeof(err));
 	bool was;
 
+	/* still under the backend lock: no call ran between validate() and this */
+	ibvf_sm_batch_get_stats(e->batch, &bs);
 	ibvf_sm_batch_unlock(e->batch);
 	pthread_mutex_lock(&e->lock);
 	was = e->sm_ok;
 	e->sm_ok = ret == 0;
+	e->sm_checked_ms = ibvf_wall_ms();
+	e->sm_checked_seq = bs.last_call.seq;
 	if (!ret)
 		snprintf(e->sm_desc, sizeof(e->sm_desc), "%s", desc);
 	else
@@ -497,12 +609,14 @@ int ibvf_engine_validate_sm(struct ibvf_engine *e)
 
 bool ibvf_engine_ready(struct ibvf_engine *e)
 {
-	bool r;
+	struct eng_readiness rd;
+	struct ready_inputs in;
 
+	ready_inputs(e, &in);
 	pthread_mutex_lock(&e->lock);
-	r = e->sm_ok && e->reconciled;
+	readiness_locked(e, &in.ph, &in.bs, &rd);
 	pthread_mutex_unlock(&e->lock);
-	return r;
+	return rd.ready;
 }
 
 bool ibvf_engine_reconciled(struct ibvf_engine *e)
@@ -542,17 +656,22 @@ void ibvf_engine_cancel(struct ibvf_engine *e)
 
 void eng_status_snapshot(struct ibvf_engine *e, struct eng_status *st)
 {
+	struct ready_inputs in;
+
+	ready_inputs(e, &in);
 	pthread_mutex_lock(&e->lock);
 	st->sm_name = e->sm_ops->name;
 	st->sm_ok = e->sm_ok;
 	snprintf(st->sm_desc, sizeof(st->sm_desc), "%s", e->sm_desc);
 	snprintf(st->sm_err, sizeof(st->sm_err), "%s", e->sm_err);
-	st->ready = e->sm_ok && e->reconciled;
+	st->sm_checked_ms = e->sm_checked_ms;
+	readiness_locked(e, &in.ph, &in.bs, &st->rd);
 	st->inflight = e->inflight;
 	st->reconciled = e->reconciled;
 	st->stopping = e->stopping;
 	pthread_mutex_unlock(&e->lock);
-	ibvf_sm_batch_get_stats(e->batch, &st->sm);
+	st->sm = in.bs;
+	st->store = in.ph;
 }
 
 void ibvf_engine_free(struct ibvf_engine *e)

@@ -50,6 +50,8 @@ struct ibvf_engine {
 	bool sm_ok;
 	char sm_desc[128];
 	char sm_err[IBVF_ERR_LEN];
+	int64_t sm_checked_ms;	 /* last validate(), CLOCK_REALTIME ms; 0 = never */
+	uint64_t sm_checked_seq; /* the batcher's last call number at that validate() */
 	bool reconciled; /* the start-up pass is done */
 	bool reconcile_running;
 	bool stopping, cancel;
@@ -112,15 +114,33 @@ struct eng_guids {
 	size_t n, cap;
 };
 
+/*
+ * Why a prepare cannot succeed now: status's "not_ready" and the refusal of
+ * a prepare (IBVF_RPC_NOT_READY) come from this one computation.
+ */
+#define ENG_MAX_REASONS 5
+struct eng_readiness {
+	bool ready; /* n == 0 */
+	size_t n;
+	struct eng_reason {
+		const char *check; /* "reconcile", "sm", "sm_call", "store" */
+		char reason[IBVF_ERR_LEN + 128];
+	} r[ENG_MAX_REASONS];
+};
+
 /* What status reports, one snapshot. */
 struct eng_status {
 	struct ibvf_pool_stats pool;
+	bool pool_ok; /* @pool could be read */
+	struct ibvf_pool_health store;
 	const char *sm_name;
-	bool sm_ok, ready, reconciled, stopping;
+	bool sm_ok, reconciled, stopping;
 	char sm_desc[128];
 	char sm_err[IBVF_ERR_LEN];
+	int64_t sm_checked_ms;
 	size_t inflight;
 	struct ibvf_sm_batch_stats sm;
+	struct eng_readiness rd;
 };
 
 struct op;
@@ -196,6 +216,9 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 		  void *arg, char *err, size_t errlen);
 /** The status snapshot of the engine (pool counts are read by the caller). */
 void eng_status_snapshot(struct ibvf_engine *e, struct eng_status *st);
+/** Add a reason to @rd (ready becomes false); dropped when ENG_MAX_REASONS are there. */
+void eng_readiness_add(struct eng_readiness *rd, const char *check, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* ---- attach.c ---- */
 

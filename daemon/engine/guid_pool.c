@@ -55,6 +55,15 @@ struct ibvf_pool {
 	int schema_version; /* of the open store (read-only opens may see an old one) */
 	int64_t (*now_ms)(void *arg);
 	void *now_arg;
+	int (*write_fault)(void *arg);
+	void *fault_arg;
+	/* the write transaction in progress: did SQLite fail (db_err()), and why */
+	bool store_failed;
+	char store_msg[IBVF_ERR_LEN];
+	int store_ret;
+	int64_t changes_at_begin;
+	pthread_mutex_t health_lock; /* @health only: status never waits for a transaction */
+	struct ibvf_pool_health health;
 };
 
 static const char *const state_names[IBVF_ALLOC_STATE_COUNT] = {
@@ -114,13 +123,47 @@ static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
 	return false;
 }
 
+/* Every SQLite failure passes here: it is remembered for ibvf_pool_health(). */
 static int db_err(struct ibvf_pool *p, char *err, size_t errlen, const char *what)
 {
 	int code = sqlite3_errcode(p->db);
 	int ret = (code == SQLITE_BUSY || code == SQLITE_LOCKED) ? -EBUSY : -EIO;
 
-	return ibvf_errf(err, errlen, ret, "pool store %s: %s: %s", p->path, what,
-			 sqlite3_errmsg(p->db));
+	ibvf_errf(p->store_msg, sizeof(p->store_msg), ret, "pool store %s: %s: %s", p->path, what,
+		  sqlite3_errmsg(p->db));
+	p->store_failed = true;
+	p->store_ret = ret;
+	return ibvf_errf(err, errlen, ret, "%s", p->store_msg);
+}
+
+/* The outcome of one write transaction (begin() .. finish()). */
+static void record_write(struct ibvf_pool *p, int result)
+{
+	int64_t t = now_ms(p);
+	bool was_ok;
+
+	pthread_mutex_lock(&p->health_lock);
+	was_ok = p->health.last_write_result == 0;
+	p->health.last_write_ms = t;
+	p->health.last_write_result = result;
+	if (result) {
+		snprintf(p->health.last_error, sizeof(p->health.last_error), "%s", p->store_msg);
+		p->health.write_failures++;
+	} else {
+		p->health.last_error[0] = 0;
+		p->health.last_ok_ms = t;
+	}
+	pthread_mutex_unlock(&p->health_lock);
+	if (result && was_ok)
+		log_err("GUID pool store: a write failed (attaches fail until writes work again): %s",
+			p->store_msg);
+}
+
+void ibvf_pool_health(struct ibvf_pool *p, struct ibvf_pool_health *out)
+{
+	pthread_mutex_lock(&p->health_lock);
+	*out = p->health;
+	pthread_mutex_unlock(&p->health_lock);
 }
 
 static int exec(struct ibvf_pool *p, const char *sql, char *err, size_t errlen)
@@ -709,6 +752,7 @@ static void init_lock(struct ibvf_pool *p)
 	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&p->lock, &a);
 	pthread_mutexattr_destroy(&a);
+	pthread_mutex_init(&p->health_lock, NULL);
 }
 
 int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char *err, size_t errlen)
@@ -738,6 +782,8 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 	p->read_only = o->read_only;
 	p->now_ms = o->now_ms;
 	p->now_arg = o->now_arg;
+	p->write_fault = o->write_fault;
+	p->fault_arg = o->fault_arg;
 	if (snprintf(p->path, sizeof(p->path), "%s/%s", o->state_dir, IBVF_POOL_DB_NAME) >=
 	    (int)sizeof(p->path)) {
 		ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "state dir path too long");
@@ -817,6 +863,7 @@ void ibvf_pool_close(struct ibvf_pool *p)
 	}
 	sqlite3_close(p->db);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->health_lock);
 	free(p->ranges);
 	free(p);
 }
@@ -1331,19 +1378,51 @@ static int begin(struct ibvf_pool *p, char *err, size_t errlen)
 
 	if (p->read_only)
 		return ibvf_errf(err, errlen, -EROFS, "pool store %s is open read-only", p->path);
+	p->store_failed = false;
+	p->changes_at_begin = sqlite3_total_changes64(p->db);
 	ret = exec(p, "BEGIN IMMEDIATE", err, errlen);
 	if (!ret)
 		ret = ensure_free_list_locked(p, err, errlen);
-	if (ret)
+	if (ret) {
 		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+		if (p->store_failed)
+			record_write(p, p->store_ret);
+	}
 	return ret;
 }
 
+/* The test seam of ibvf_pool_opts.write_fault, as a store error. */
+static int injected_fault(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int f = p->write_fault ? p->write_fault(p->fault_arg) : 0;
+
+	if (f >= 0)
+		return 0;
+	ibvf_errf(p->store_msg, sizeof(p->store_msg), -EIO, "pool store %s: COMMIT: %s (injected)",
+		  p->path, strerror(-f));
+	p->store_failed = true;
+	p->store_ret = -EIO;
+	return ibvf_errf(err, errlen, -EIO, "%s", p->store_msg);
+}
+
+/*
+ * Commit (@ret >= 0) or roll back, and record the outcome for
+ * ibvf_pool_health(): a failure of SQLite (db_err()) anywhere in the
+ * transaction, or a commit that changed rows. A transaction that changed
+ * nothing (an idempotent no-op, a refusal) proves nothing about the disk.
+ */
 static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 {
-	if (ret >= 0 && exec(p, "COMMIT", err, errlen) == 0)
+	bool changed = sqlite3_total_changes64(p->db) != p->changes_at_begin;
+
+	if (ret >= 0 && !injected_fault(p, err, errlen) && exec(p, "COMMIT", err, errlen) == 0) {
+		if (changed)
+			record_write(p, 0);
 		return ret;
+	}
 	sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	if (p->store_failed)
+		record_write(p, p->store_ret);
 	return ret < 0 ? ret : -EIO;
 }
 
@@ -1392,6 +1471,31 @@ int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 
 	pthread_mutex_lock(&p->lock);
 	ret = pool_expire(p, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+static int pool_probe_write(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	char t[32];
+	int ret = begin(p, err, errlen);
+
+	if (ret)
+		return ret;
+	if (prep(p, &st, "INSERT OR REPLACE INTO meta VALUES('write_probe_ms', ?)", err, errlen))
+		return finish(p, -EIO, err, errlen);
+	snprintf(t, sizeof(t), "%lld", (long long)now_ms(p));
+	sqlite3_bind_text(st, 1, t, -1, SQLITE_TRANSIENT);
+	return finish(p, run(p, st, err, errlen), err, errlen);
+}
+
+int ibvf_pool_probe_write(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_probe_write(p, err, errlen);
 	pthread_mutex_unlock(&p->lock);
 	return ret;
 }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "err.h"
 
 #define IBVF_POOL_DB_NAME   "pool.db"
 #define IBVF_POOL_MAX_PKEYS 8
@@ -106,6 +107,13 @@ struct ibvf_pool_opts {
 	/* test seam: clock in ms since the epoch; NULL = CLOCK_REALTIME */
 	int64_t (*now_ms)(void *arg);
 	void *now_arg;
+	/*
+	 * test seam: called before each COMMIT of a write transaction; a
+	 * negative errno fails that write as a store I/O error would (rolled
+	 * back, -EIO, recorded in ibvf_pool_health()). NULL: no faults.
+	 */
+	int (*write_fault)(void *arg);
+	void *fault_arg;
 };
 
 struct ibvf_pool;
@@ -230,6 +238,36 @@ int ibvf_pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_
  * every allocation). Return: how many were freed.
  */
 int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen);
+
+/**
+ * The outcome of the store's last write transaction, for the daemon's status.
+ * Only transactions that changed rows, or failed in SQLite (disk full, I/O
+ * error, lock timeout), count; refusals such as -EEXIST or -ENOSPC (pool
+ * exhausted) are answers, not store failures. Times are the pool's clock (ms
+ * since the epoch), 0 = never.
+ */
+struct ibvf_pool_health {
+	int64_t last_write_ms;	       /* when the last counted write ended */
+	int last_write_result;	       /* 0, or its negative errno (-EIO, -EBUSY) */
+	char last_error[IBVF_ERR_LEN]; /* the store's message when last_write_result < 0 */
+	int64_t last_ok_ms;	       /* the last write that was committed */
+	uint64_t write_failures;       /* since open */
+};
+
+/**
+ * ibvf_pool_health() - a snapshot of the last write's outcome. Never waits
+ * for a transaction in progress (its own lock). Source of the rule: issue 14,
+ * "status reflects the last store write".
+ */
+void ibvf_pool_health(struct ibvf_pool *p, struct ibvf_pool_health *out);
+
+/**
+ * ibvf_pool_probe_write() - one small real write (the "write_probe_ms" row of
+ * the meta table), so a store whose writes failed is seen to work again
+ * without waiting for an attach. Return: 0, -EIO/-EBUSY (store error, @err
+ * set), -EROFS (opened read-only).
+ */
+int ibvf_pool_probe_write(struct ibvf_pool *p, char *err, size_t errlen);
 
 /** ibvf_alloc_state_name() - "allocated", ..., "quarantined". */
 const char *ibvf_alloc_state_name(enum ibvf_alloc_state s);

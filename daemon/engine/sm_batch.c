@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "err.h"
 #include "evloop.h"
 #include "log.h"
@@ -103,6 +104,21 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 		b->st.remove_calls++;
 	if (ret < 0)
 		b->st.last_error = ret;
+	b->st.last_call = (struct ibvf_sm_call_record){
+		.seq = b->st.add_calls + b->st.remove_calls,
+		.at_ms = ibvf_wall_ms(),
+		.kind = r[0].kind,
+		.pkey = r[0].pkey,
+		.n = n,
+		.result = ret < 0 ? ret : 0,
+	};
+	if (ret < 0)
+		snprintf(b->st.last_call.error, sizeof(b->st.last_call.error), "%s",
+			 err[0] ? err : strerror(-ret));
+	if (r[0].kind == IBVF_SM_REQ_ADD)
+		b->st.last_add = b->st.last_call;
+	else
+		b->st.last_remove = b->st.last_call;
 	pthread_mutex_unlock(&b->lock);
 	return ret < 0 ? ret : 0;
 }

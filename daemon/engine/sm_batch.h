@@ -58,6 +58,21 @@ struct ibvf_sm_batch_opts {
  */
 typedef void (*ibvf_sm_done_fn)(void *arg, int status, const char *msg);
 
+/**
+ * One add_members()/remove_members() call as it returned (retries are calls
+ * of their own). Source of the rule: issue 14, "status reflects the last SM
+ * call".
+ */
+struct ibvf_sm_call_record {
+	uint64_t seq;  /* 1, 2, ...: the number of the call; 0 = no call yet */
+	int64_t at_ms; /* when it returned, CLOCK_REALTIME ms since the epoch */
+	enum ibvf_sm_req_kind kind;
+	uint16_t pkey;	 /* 15-bit key */
+	size_t n;	 /* GUIDs in the call */
+	int result;	 /* 0, or the backend's negative errno */
+	char error[512]; /* the backend's reason when @result < 0 */
+};
+
 /** Counters (monotonic since creation). */
 struct ibvf_sm_batch_stats {
 	uint64_t requests;     /* submitted */
@@ -69,6 +84,9 @@ struct ibvf_sm_batch_stats {
 	uint64_t failures;	/* requests completed with an error */
 	uint64_t call_ms_total; /* time spent in add/remove calls, ms */
 	int last_error;		/* negative errno of the last failed call, 0 if none */
+	struct ibvf_sm_call_record last_call;	/* of either kind */
+	struct ibvf_sm_call_record last_add;	/* what a prepare needs */
+	struct ibvf_sm_call_record last_remove; /* a no-op remove may succeed on a broken SM */
 };
 
 /** ibvf_sm_batch_new() - start the SM thread. Return: 0 or -errno. */

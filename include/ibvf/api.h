@@ -24,9 +24,23 @@
  *            Walks everything back; succeeds when nothing is held (idempotent).
  *            sm_removal_pending: the VF is clean and free, the SM removal failed
  *            and is retried by reconciliation.
- *   status   {} → {ready, version, backend: {name, ok, description, error?},
+ *   status   {} → {ready, not_ready: [{check, reason}], version,
+ *                  backend: {name, ok, description, error?, checked_ms,
+ *                            last_call, last_add, last_remove},
+ *                  store: {ok, last_write, last_ok_ms, write_failures},
  *                  pool: {total, allocated, quarantined, free},
  *                  inflight, reconciled, stopping, sm: {batcher counters}}
+ *            ready: a prepare can succeed now; false exactly when not_ready is
+ *            non-empty (then prepare answers IBVF_RPC_NOT_READY with the same
+ *            reasons). check is one of "reconcile" (start-up pass not done),
+ *            "sm" (validate() failed: backend.error), "sm_call" (the last add
+ *            call failed, not for one bad member, and no validate() passed
+ *            since), "store" (the last store write failed, or the store cannot
+ *            be read); reason is one line for people. last_* SM calls are
+ *            null or {ok, at_ms, kind: "add"|"remove", pkey, guids,
+ *            errno?, error?}; store.last_write is null or {ok, at_ms,
+ *            errno?, error?}. Times (*_ms) are ms since the Unix epoch, 0 =
+ *            never. backend.ok is the last validate(), checked_ms its time.
  *   list     {network?, limit?, offset?} →
  *            {owners: [{owner, guid, state, pf, vf_index, pci, pkeys}], total}
  *   gc       {network?, valid: [{container_id, ifname}]} →
@@ -82,6 +96,6 @@
 #define IBVF_RPC_DEADLINE	(-32006) /* the request's overall deadline passed */
 #define IBVF_RPC_DENIED		(-32007) /* peer UID not allowed */
 #define IBVF_RPC_BUSY		(-32008) /* try again later (VF busy, daemon stopping) */
-#define IBVF_RPC_NOT_READY	(-32009) /* daemon up but SM backend not validated */
+#define IBVF_RPC_NOT_READY	(-32009) /* daemon up but not ready (status not_ready says why) */
 
 #endif /* IBVF_API_H */

@@ -58,11 +58,54 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
 	return got;
 }
 
+/*
+ * Is /proc/@pid a live opensm? Its state (the field after the last ')' of
+ * /proc/PID/stat: a zombie 'Z' or dead 'X' process exited, whatever its
+ * parent does) and its name: comm, or the file name of its exe.
+ */
+static int check_process(unsigned long pid, const char *pid_file, char *err, size_t errlen)
+{
+	char path[64], stat[1024], exe[4096], comm[64], *open_p, *close_p, state;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%lu/stat", pid);
+	n = read_small(path, stat, sizeof(stat));
+	open_p = n > 0 ? strchr(stat, '(') : NULL;
+	close_p = n > 0 ? strrchr(stat, ')') : NULL;
+	if (!open_p || !close_p || close_p < open_p || close_p[1] != ' ' || !close_p[2])
+		return ibvf_errf(err, errlen, -ESRCH,
+				 "OpenSM is not running: no process %lu "
+				 "(from %s)",
+				 pid, pid_file);
+	state = close_p[2];
+	snprintf(comm, sizeof(comm), "%.*s", (int)(close_p - open_p - 1), open_p + 1);
+	if (state == 'Z' || state == 'X')
+		return ibvf_errf(err, errlen, -ESRCH,
+				 "OpenSM is not running: process %lu (from %s, '%s') has exited "
+				 "(state %c, %s)",
+				 pid, pid_file, comm, state,
+				 state == 'Z' ? "a zombie its parent has not reaped" : "dead");
+	if (!strcmp(comm, "opensm"))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%lu/exe", pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		if (!strcmp(strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe, "opensm"))
+			return 0;
+	}
+	return ibvf_errf(err, errlen, -ESRCH,
+			 "process %lu (from %s) is '%s', not "
+			 "opensm; refusing to signal it",
+			 pid, pid_file, comm);
+}
+
 int opensm_find(const char *pid_file, pid_t *pid, char *err, size_t errlen)
 {
-	char buf[64], path[64], comm[64], *end;
+	char buf[64], *end;
 	unsigned long v;
 	ssize_t n;
+	int ret;
 
 	n = read_small(pid_file, buf, sizeof(buf));
 	/* -ESRCH, not -ENOENT: the SM is not running (e.g. restarting), retried */
@@ -86,19 +129,9 @@ int opensm_find(const char *pid_file, pid_t *pid, char *err, size_t errlen)
 				 "OpenSM pid file %s does not hold a "
 				 "process id",
 				 pid_file);
-	snprintf(path, sizeof(path), "/proc/%lu/comm", v);
-	n = read_small(path, comm, sizeof(comm));
-	if (n < 0)
-		return ibvf_errf(err, errlen, -ESRCH,
-				 "OpenSM is not running: no process %lu "
-				 "(from %s)",
-				 v, pid_file);
-	comm[strcspn(comm, "\n")] = '\0';
-	if (strcmp(comm, "opensm"))
-		return ibvf_errf(err, errlen, -ESRCH,
-				 "process %lu (from %s) is '%s', not "
-				 "opensm; refusing to signal it",
-				 v, pid_file, comm);
+	ret = check_process(v, pid_file, err, errlen);
+	if (ret)
+		return ret;
 	*pid = (pid_t)v;
 	return 0;
 }

@@ -16,11 +16,12 @@
 
 /**
  * opensm_find() - read the pid in @pid_file and check that it is a running
- * process whose name (/proc/PID/comm) is "opensm".
+ * process (not a zombie: state 'Z' in /proc/PID/stat, nor dead 'X') whose
+ * name (/proc/PID/comm, or the file name of /proc/PID/exe) is "opensm".
  * Return: 0 with *@pid; -ESRCH (OpenSM is not running: no pid file, no such
- * process, or it is not opensm: the message names what it is; transient in
- * the SM ABI's error contract), -EINVAL (the file does not hold a pid or is
- * not a regular file), or open(2)'s errno (e.g. -EACCES).
+ * process, a zombie, or it is not opensm: the message names what it is;
+ * transient in the SM ABI's error contract), -EINVAL (the file does not hold
+ * a pid or is not a regular file), or open(2)'s errno (e.g. -EACCES).
  */
 int opensm_find(const char *pid_file, pid_t *pid, char *err, size_t errlen);
 

@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,4 +245,57 @@ int pf_install(const char *path, const char *backup, const char *old, size_t old
 		close(dfd);
 	}
 	return 0;
+}
+
+/* Can files be created in (and renamed within) the directory of @path? */
+static int dir_writable(const char *path, const char *what, char *err, size_t errlen)
+{
+	char buf[PATH_MAX];
+	const char *dir;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	dir = dirname(buf);
+	if (access(dir, W_OK | X_OK))
+		return ibvf_errf(err, errlen, -errno,
+				 "%s cannot be replaced: its directory %s is not writable (%s)",
+				 what, dir, strerror(errno));
+	return 0;
+}
+
+int pf_check_writable(const char *path, const char *backup, const char *lock_path, char *err,
+		      size_t errlen)
+{
+	struct statvfs vfs;
+	int fd, flags = 0, ret;
+
+	ret = dir_writable(path, path, err, errlen);
+	if (!ret && backup)
+		ret = dir_writable(backup, backup, err, errlen);
+	if (ret)
+		return ret;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd >= 0) {
+		/* unsupported (ENOTTY, EOPNOTSUPP): no such attributes there */
+		if (!ioctl(fd, FS_IOC_GETFLAGS, &flags) &&
+		    (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)))
+			ret = ibvf_errf(err, errlen, -EPERM,
+					"%s cannot be replaced: it is %s (lsattr shows '%c')", path,
+					flags & FS_IMMUTABLE_FL ? "immutable" : "append-only",
+					flags & FS_IMMUTABLE_FL ? 'i' : 'a');
+		if (!ret && !fstatvfs(fd, &vfs) &&
+		    ((vfs.f_bavail == 0 && (geteuid() != 0 || vfs.f_bfree == 0)) ||
+		     (vfs.f_files > 0 && vfs.f_favail == 0)))
+			ret = ibvf_errf(err, errlen, -ENOSPC,
+					"%s cannot be replaced: its file system is full", path);
+		close(fd);
+		if (ret)
+			return ret;
+	}
+	if (access(lock_path, F_OK) == 0) {
+		if (access(lock_path, W_OK))
+			return ibvf_errf(err, errlen, -errno, "lock file %s is not writable (%s)",
+					 lock_path, strerror(errno));
+		return 0;
+	}
+	return dir_writable(lock_path, lock_path, err, errlen);
 }

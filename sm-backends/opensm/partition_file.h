@@ -58,4 +58,17 @@ int pf_install(const char *path, const char *backup, const char *old, size_t old
 	       const struct stat *old_st, const char *new, size_t new_len, char *err,
 	       size_t errlen);
 
+/**
+ * pf_check_writable() - could pf_install() replace @path now, and pf_lock()
+ * open @lock_path? Checks what each write needs, without writing: the
+ * directory of @path (temp file + rename; a read-only mount is -EROFS) and
+ * of @backup (when not NULL) allow writing, @path is not immutable or
+ * append-only (chattr +i/+a), @lock_path can be opened for writing (or
+ * created), and the file system of @path has a free block and inode.
+ * For validate(): an SM whose every write would fail is not "ok".
+ * Return: 0, or -EROFS/-EACCES/-EPERM/-ENOSPC with a message naming the file.
+ */
+int pf_check_writable(const char *path, const char *backup, const char *lock_path, char *err,
+		      size_t errlen);
+
 #endif /* IBVF_PARTITION_FILE_H */

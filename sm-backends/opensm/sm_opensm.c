@@ -646,6 +646,10 @@ static int opensm_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen
 	ret = opensm_find(b->cfg.pid_file, &pid, err, errlen);
 	if (!ret)
 		ret = check_same_file(&b->cfg, pid, err, errlen);
+	/* a file ibvf cannot replace fails every add and remove */
+	if (!ret)
+		ret = pf_check_writable(b->cfg.partition_file, b->cfg.backup_file, b->cfg.lock_file,
+					err, errlen);
 	if (!ret && b->cfg.verify != PV_OFF) {
 		ret = verifier(b, err, errlen);
 		if (!ret)

@@ -167,6 +167,17 @@ static int f_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port
 	return 0;
 }
 
+/* ------------------------------------------------------- store fault -- */
+
+/* A negative errno: every store commit fails (ibvf_pool_opts.write_fault). */
+static int store_fault;
+
+static int f_write_fault(void *arg)
+{
+	(void)arg;
+	return __atomic_load_n(&store_fault, __ATOMIC_SEQ_CST);
+}
+
 /* ------------------------------------------------------------ fixture -- */
 
 struct fx {
@@ -321,6 +332,8 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 	po.ranges = f->cfg.pool.ranges;
 	po.n_ranges = f->cfg.pool.n_ranges;
 	po.quarantine_s = f->cfg.pool.quarantine_s;
+	po.write_fault = f_write_fault;
+	__atomic_store_n(&store_fault, 0, __ATOMIC_SEQ_CST);
 	assert_int_equal(ibvf_pool_open(&po, &f->pool, err, sizeof(err)), 0);
 	assert_int_equal(fake_sm_ops.init("{}", &f->sm, err, sizeof(err)), 0);
 	f->ctl = fake_sm_ctl(f->sm);
@@ -854,6 +867,140 @@ static void test_reconcile_sm_down(void **state)
 	teardown(state);
 }
 
+/* The reason status gives for @check in "not_ready", or NULL. */
+static const char *not_ready_reason(json_t *status, const char *check)
+{
+	json_t *it;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "not_ready"), i, it)
+	{
+		if (!strcmp(json_string_value(json_object_get(it, "check")), check))
+			return json_string_value(json_object_get(it, "reason"));
+	}
+	return NULL;
+}
+
+static void assert_has(const char *hay, const char *needle)
+{
+	if (!hay || !strstr(hay, needle))
+		fail_msg("expected \"%s\" in \"%s\"", needle, hay ? hay : "(null)");
+}
+
+/*
+ * A store whose writes fail (disk full, I/O error): status says so and
+ * prepares are refused with the reason, until a write works again (the
+ * periodic pass's probe, with no attach needed).
+ */
+static void test_store_failure_not_ready(void **state)
+{
+	struct fx *f = *state;
+	json_t *r, *w;
+
+	call(f, "prepare", prep_params("s1", pci_of(30), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	r = call(f, "status", NULL);
+	assert_true(json_is_true(json_object_get(r, "ready")));
+	assert_int_equal(json_array_size(json_object_get(r, "not_ready")), 0);
+	w = json_object_get(json_object_get(r, "store"), "last_write");
+	assert_true(json_is_true(json_object_get(w, "ok")));
+	assert_true(json_integer_value(json_object_get(w, "at_ms")) > 0);
+
+	__atomic_store_n(&store_fault, -ENOSPC, __ATOMIC_SEQ_CST);
+	call(f, "prepare", prep_params("s2", pci_of(31), "0x0012"));
+	assert_int_not_equal(f->code[0], 0);
+	r = call(f, "status", NULL);
+	assert_false(json_is_true(json_object_get(r, "ready")));
+	assert_has(not_ready_reason(r, "store"), "the last write to the GUID pool store failed");
+	assert_has(not_ready_reason(r, "store"), "pool.db");
+	assert_false(json_is_true(json_object_get(json_object_get(r, "store"), "ok")));
+	w = json_object_get(json_object_get(r, "store"), "last_write");
+	assert_false(json_is_true(json_object_get(w, "ok")));
+	assert_int_equal(json_integer_value(json_object_get(w, "errno")), EIO);
+	assert_has(json_string_value(json_object_get(w, "error")), "(injected)");
+	/* the SM is fine: only the store is named */
+	assert_null(not_ready_reason(r, "sm"));
+	assert_true(json_is_true(json_object_get(json_object_get(r, "backend"), "ok")));
+	call(f, "prepare", prep_params("s3", pci_of(32), "0x0012"));
+	expect_error(f, IBVF_RPC_NOT_READY, "validate");
+	assert_has(f->msg[0], "ibvfd is not ready: store: ");
+	/* the store is still failing: the periodic pass's probe fails too */
+	ibvf_engine_reconcile_async(f->e);
+	drain(f);
+	usleep(100000);
+	r = call(f, "status", NULL);
+	assert_false(json_is_true(json_object_get(r, "ready")));
+
+	/* it works again: the next periodic pass shows it */
+	__atomic_store_n(&store_fault, 0, __ATOMIC_SEQ_CST);
+	ibvf_engine_reconcile_async(f->e);
+	for (int i = 0; i < 500; i++) {
+		r = call(f, "status", NULL);
+		if (json_is_true(json_object_get(r, "ready")))
+			break;
+		usleep(10000);
+	}
+	assert_true(json_is_true(json_object_get(r, "ready")));
+	assert_int_equal(json_array_size(json_object_get(r, "not_ready")), 0);
+	w = json_object_get(json_object_get(r, "store"), "last_write");
+	assert_true(json_is_true(json_object_get(w, "ok")));
+	assert_true(json_integer_value(
+			    json_object_get(json_object_get(r, "store"), "write_failures")) >= 2);
+	call(f, "prepare", prep_params("s3", pci_of(32), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+}
+
+/*
+ * An SM that fails its add calls (every OpenSM write failing, UFM refusing
+ * changes) while validate() still passes: status says so and prepares are
+ * refused, until a validate() after the failure passes or an add succeeds.
+ */
+static void test_sm_failure_not_ready(void **state)
+{
+	struct fx *f = *state;
+	json_t *r, *c;
+
+	f->ctl->fail_add = 1000;
+	f->ctl->fail_errno = -EIO; /* permanent: one attempt */
+	call(f, "prepare", prep_params("m1", pci_of(33), "0x0012"));
+	expect_error(f, IBVF_RPC_SM_ERROR, "sm_add");
+	r = call(f, "status", NULL);
+	assert_false(json_is_true(json_object_get(r, "ready")));
+	assert_has(not_ready_reason(r, "sm_call"), "the last SM add call (PKey 0x0012, 1 GUID(s))");
+	assert_has(not_ready_reason(r, "sm_call"), "injected add failure");
+	assert_null(not_ready_reason(r, "store"));
+	c = json_object_get(json_object_get(r, "backend"), "last_add");
+	assert_false(json_is_true(json_object_get(c, "ok")));
+	assert_int_equal(json_integer_value(json_object_get(c, "errno")), EIO);
+	assert_string_equal(json_string_value(json_object_get(c, "pkey")), "0x0012");
+	assert_true(json_integer_value(json_object_get(c, "at_ms")) > 0);
+	/* the rollback's remove succeeded: that does not make the SM healthy */
+	c = json_object_get(json_object_get(r, "backend"), "last_remove");
+	assert_true(json_is_true(json_object_get(c, "ok")));
+	call(f, "prepare", prep_params("m2", pci_of(34), "0x0012"));
+	expect_error(f, IBVF_RPC_NOT_READY, "validate");
+	assert_has(f->msg[0], "sm_call: ");
+
+	/* a validate() after the failure passes: prepares may try again (and fail again) */
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	r = call(f, "status", NULL);
+	assert_true(json_is_true(json_object_get(r, "ready")));
+	call(f, "prepare", prep_params("m2", pci_of(34), "0x0012"));
+	expect_error(f, IBVF_RPC_SM_ERROR, "sm_add");
+	assert_false(ibvf_engine_ready(f->e));
+
+	/* the SM takes changes again */
+	f->ctl->fail_add = 0;
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	call(f, "prepare", prep_params("m2", pci_of(34), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	r = call(f, "status", NULL);
+	assert_true(json_is_true(json_object_get(r, "ready")));
+	c = json_object_get(json_object_get(r, "backend"), "last_add");
+	assert_true(json_is_true(json_object_get(c, "ok")));
+	assert_null(json_object_get(c, "error"));
+}
+
 /* Stop: new calls are refused with BUSY. */
 static void test_stop(void **state)
 {
@@ -959,6 +1106,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_same_owner_serialized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store_failure_not_ready, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sm_failure_not_ready, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_methods, setup, teardown),
 		cmocka_unit_test(test_reconcile_sm_down),

@@ -1199,6 +1199,76 @@ static void test_state_names(void **state)
 	assert_string_equal(ibvf_audit_kind_name(IBVF_AUDIT_FREE_AND_HELD), "free-and-held");
 }
 
+/* ------------------------------------------------------------ health -- */
+
+static int write_fault; /* returned by fault_fn(): a negative errno fails each commit */
+
+static int fault_fn(void *arg)
+{
+	(void)arg;
+	return write_fault;
+}
+
+/*
+ * ibvf_pool_health() follows the last write that changed rows or failed in
+ * SQLite; refusals and no-ops are answers, not evidence that the disk works.
+ */
+static void test_health_records_writes(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_pool_opts o = {
+		.state_dir = f->state,
+		.ranges = r_1_4,
+		.n_ranges = 1,
+		.quarantine_s = 60,
+		.now_ms = fx_clock,
+		.now_arg = &f->now,
+		.write_fault = fault_fn,
+	};
+	struct ibvf_pool_health h;
+	struct ibvf_alloc a;
+	uint64_t g;
+
+	write_fault = 0;
+	assert_int_equal(ibvf_pool_open(&o, &f->p, f->err, sizeof(f->err)), 0);
+	ibvf_pool_health(f->p, &h);
+	assert_int_equal(h.last_write_ms, 0);
+	g = fx_alloc_ok(f, "a");
+	ibvf_pool_health(f->p, &h);
+	assert_int_equal(h.last_write_result, 0);
+	assert_int_equal(h.last_ok_ms, f->now);
+	assert_int_equal(h.write_failures, 0);
+
+	write_fault = -ENOSPC;
+	f->now += 1000;
+	assert_int_equal(fx_alloc(f, "b", 0, NULL), -EIO);
+	assert_non_null(strstr(f->err, "(injected)"));
+	ibvf_pool_health(f->p, &h);
+	assert_int_equal(h.last_write_result, -EIO);
+	assert_int_equal(h.last_write_ms, f->now);
+	assert_int_equal(h.last_ok_ms, f->now - 1000);
+	assert_int_equal(h.write_failures, 1);
+	assert_non_null(strstr(h.last_error, IBVF_POOL_DB_NAME));
+	assert_int_equal(ibvf_pool_probe_write(f->p, f->err, sizeof(f->err)), -EIO);
+
+	/* the disk works again, but answers that change nothing do not show it */
+	write_fault = 0;
+	assert_int_equal(fx_release(f, G(4)), 1);
+	assert_int_equal(fx_alloc(f, "c", g, NULL), -EEXIST);
+	ibvf_pool_health(f->p, &h);
+	assert_int_equal(h.last_write_result, -EIO);
+	assert_int_equal(h.write_failures, 2);
+	/* a real write does */
+	f->now += 1000;
+	assert_int_equal(ibvf_pool_probe_write(f->p, f->err, sizeof(f->err)), 0);
+	ibvf_pool_health(f->p, &h);
+	assert_int_equal(h.last_write_result, 0);
+	assert_int_equal(h.last_ok_ms, f->now);
+	assert_string_equal(h.last_error, "");
+	/* the failed allocation left nothing behind */
+	assert_int_equal(ibvf_pool_find_owner(f->p, "b", "net1", &a, NULL, 0), -ENOENT);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -1236,6 +1306,7 @@ int main(void)
 		T(test_audit_callback_stops),
 		T(test_state_dir_permissions),
 		T(test_write_file_atomic),
+		T(test_health_records_writes),
 		cmocka_unit_test(test_state_names),
 	};
 

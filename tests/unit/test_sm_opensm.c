@@ -16,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -840,6 +844,144 @@ static void test_validate(void **state)
 	opensm_ops.fini(b);
 }
 
+/* The state letter of /proc/@pid/stat ('R', 'S', 'Z', ...), or 0. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * A zombie opensm (exited, not reaped: the pid file still names it) and a
+ * stale pid are "not running": validate() and every change say so.
+ */
+static void test_validate_dead_opensm(void **state)
+{
+	struct lab *l = *state;
+	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
+	char err[IBVF_ERR_LEN] = "", desc[512] = "";
+	struct ibvf_sm_member m = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
+	pid_t z = spawn_opensm(l, NULL), pid = 0;
+
+	kill(z, SIGKILL); /* and no waitpid(): a zombie whose comm is still "opensm" */
+	for (int64_t end = now_ms() + 10000; proc_state(z) != 'Z' && now_ms() < end;)
+		usleep(2000);
+	assert_int_equal(proc_state(z), 'Z');
+	write_pidfile(l, z);
+	assert_int_equal(opensm_find(l->pidf, &pid, err, sizeof(err)), -ESRCH);
+	assert_has(err, "has exited (state Z, a zombie its parent has not reaped)");
+	assert_int_equal(opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err)), -ESRCH);
+	assert_has(err, "OpenSM is not running");
+	assert_int_equal(opensm_ops.add_members(b, 0x0012, &m, 1, NULL, err, sizeof(err)), -ESRCH);
+	assert_has(err, "zombie");
+	/* reaped: the pid file is stale */
+	assert_int_equal(waitpid(z, NULL, 0), z);
+	assert_int_equal(opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err)), -ESRCH);
+	assert_has(err, "OpenSM is not running: no process");
+	write_pidfile(l, l->osm);
+	assert_int_equal(opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
+	opensm_ops.fini(b);
+}
+
+/* Child of test_validate_read_only(): l->dir read-only in a mount namespace of its own. */
+static int ro_mount_child(const struct lab *l)
+{
+	struct ibvf_sm_member m = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
+	char cfg[1024], err[IBVF_ERR_LEN] = "", desc[512] = "";
+	struct ibvf_sm_backend *b = NULL;
+	int ret;
+
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount(l->dir, l->dir, NULL, MS_BIND, NULL) ||
+	    mount(NULL, l->dir, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL)) {
+		fprintf(stderr, "# read-only bind mount of %s: %s\n", l->dir, strerror(errno));
+		return 77;
+	}
+	snprintf(cfg, sizeof(cfg),
+		 "{\"partition_file\": \"%s\", \"pid_file\": \"%s\", \"verify\": \"off\"}",
+		 l->parts, l->pidf);
+	if (opensm_ops.init(cfg, &b, err, sizeof(err)))
+		return 2;
+	ret = opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err));
+	if (ret != -EROFS || !strstr(err, "is not writable")) {
+		fprintf(stderr, "# validate on a read-only mount: %d %s\n", ret, err);
+		return 3;
+	}
+	ret = opensm_ops.add_members(b, 0x0012, &m, 1, NULL, err, sizeof(err));
+	if (ret != -EROFS) {
+		fprintf(stderr, "# add on a read-only mount: %d %s\n", ret, err);
+		return 4;
+	}
+	opensm_ops.fini(b);
+	return 0;
+}
+
+/*
+ * A partition file ibvf cannot replace (a read-only mount, an immutable
+ * file) fails every change: validate() must not call that SM "ok".
+ */
+static void test_validate_read_only(void **state)
+{
+	struct lab *l = *state;
+	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
+	char err[IBVF_ERR_LEN] = "", desc[512] = "";
+	int fd, flags = 0, st = 0, tried = 0;
+	pid_t pid;
+
+	assert_int_equal(opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
+	/* a read-only file system (e.g. a ConfigMap mount) */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid)
+		_exit(ro_mount_child(l));
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77 && geteuid() != 0) {
+		/* not root: a directory without write permission does the same */
+		assert_int_equal(chmod(l->dir, 0555), 0);
+		assert_int_equal(opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err)),
+				 -EACCES);
+		assert_has(err, "is not writable");
+		assert_int_equal(chmod(l->dir, 0700), 0);
+		tried++;
+	} else if (WEXITSTATUS(st) == 77) {
+		fprintf(stderr, "# SKIP read-only mount case: no mount namespace here\n");
+	} else {
+		assert_int_equal(WEXITSTATUS(st), 0);
+		tried++;
+	}
+	/* an immutable file (chattr +i) in a writable directory */
+	fd = open(l->parts, O_RDONLY);
+	assert_true(fd >= 0);
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+	    (flags |= FS_IMMUTABLE_FL, ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0)) {
+		int ret = opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err));
+
+		flags &= ~FS_IMMUTABLE_FL;
+		assert_int_equal(ioctl(fd, FS_IOC_SETFLAGS, &flags), 0);
+		assert_int_equal(ret, -EPERM);
+		assert_has(err, "it is immutable");
+		tried++;
+	} else {
+		fprintf(stderr, "# SKIP immutable case: %s\n", strerror(errno));
+	}
+	close(fd);
+	assert_true(tried > 0); /* at least one way to make the file read-only worked */
+	assert_int_equal(opensm_ops.validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
+	opensm_ops.fini(b);
+}
+
 /* ---------------------------------------------------------- verification -- */
 
 static void test_verify_fabric(void **state)
@@ -943,6 +1085,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_killed_writers, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_markers, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_validate, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_validate_dead_opensm, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_validate_read_only, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_fabric, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_verify_all, lab_setup, lab_teardown),
 	};
