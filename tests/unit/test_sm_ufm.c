@@ -140,7 +140,7 @@ static void test_config_ok(void **state)
 	assert_int_equal(try_init("{\"address\":\"ufm\",\"username\":\"a\",\"password_file\":"
 				  "\"%s\",\"insecure_skip_verify\":true,\"client_cert\":\"%s\","
 				  "\"client_key\":\"%s\"}",
-				  pw_file, ca_file, ca_file),
+				  pw_file, ca_file, tok_file),
 			 0);
 }
 
