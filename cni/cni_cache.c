@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "file_read.h"
+#include "json_util.h"
 #include "log.h"
 #include "statedir.h"
 
@@ -216,6 +218,25 @@ int cni_cache_parse(json_t *root, const char *file_name, struct cni_cache *c, ch
 	return 0;
 }
 
+/*
+ * A cache entry as JSON, read through ibvf_file_read_regular() (never
+ * json_load_file(): a FIFO in the cache directory would block the plugin
+ * in open(2)); the reason goes to @je->text.
+ */
+static json_t *cache_load(const char *path, json_error_t *je)
+{
+	json_t *root;
+	size_t len;
+	char *buf;
+
+	if (ibvf_file_read_regular(path, IBVF_JSON_FILE_MAX, 0, &buf, &len, NULL, je->text,
+				   sizeof(je->text)))
+		return NULL;
+	root = json_loadb(buf, len, 0, je);
+	free(buf);
+	return root;
+}
+
 int cni_cache_read(const char *dir, const char *container_id, const char *ifname,
 		   struct cni_cache *c, char *err, size_t errlen)
 {
@@ -230,7 +251,7 @@ int cni_cache_read(const char *dir, const char *container_id, const char *ifname
 		return ret;
 	if (access(path, F_OK))
 		return ibvf_errf(err, errlen, -errno, "cache %s: %s", path, strerror(errno));
-	root = json_load_file(path, 0, &je);
+	root = cache_load(path, &je);
 	if (!root)
 		return ibvf_errf(err, errlen, -EINVAL, "cache %s: %s", path, je.text);
 	ret = cni_cache_parse(root, strrchr(path, '/') + 1, c, err, errlen);
@@ -276,7 +297,7 @@ int cni_cache_foreach(const char *dir, int (*fn)(struct cni_cache *c, void *arg)
 			continue;
 		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
 			continue;
-		root = json_load_file(path, 0, &je);
+		root = cache_load(path, &je);
 		if (!root) {
 			log_warn("cache %s: not readable JSON (%s); skipped", path, je.text);
 			continue;

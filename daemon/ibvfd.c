@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "err.h"
 #include "evloop.h"
 #include "guid_pool.h"
+#include "json_util.h"
 #include "log.h"
 #include "sd_notify.h"
 #include "sm_loader.h"
@@ -43,6 +45,7 @@
 
 struct daemon {
 	const char *config_path;
+	char **envp; /* ibvf_config_env_take(): the environment, secrets included */
 	bool foreground, verbose;
 	struct ibvf_config cfg;
 	struct ibvf_loop *loop;
@@ -383,7 +386,7 @@ static void reload(struct daemon *d)
 	const char *restart = NULL;
 
 	ibvf_sd_notify("RELOADING=1");
-	if (ibvf_config_load(&n, d->config_path, d->config_path != NULL, environ, err,
+	if (ibvf_config_load(&n, d->config_path, d->config_path != NULL, d->envp, err,
 			     sizeof(err))) {
 		log_err("SIGHUP: config not reloaded: %s", err);
 		ibvf_sd_notify("READY=1");
@@ -551,10 +554,25 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ibvf_log_init("ibvfd", d.foreground || print ? IBVF_LOG_STDERR : IBVF_LOG_SYSLOG, LOG_INFO);
-	ret = ibvf_config_load(&d.cfg, d.config_path, d.config_path != NULL, environ, err,
+	/*
+	 * Secrets (issue 14): no core dump and no ptrace by other users
+	 * (this also makes /proc/PID/ root's); freed JSON wiped; the secret
+	 * environment variables taken out of /proc/PID/environ before any
+	 * thread or child exists, kept in one private copy for reloads.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		log_warn("prctl(PR_SET_DUMPABLE, 0): %s", strerror(errno));
+	ibvf_json_wipe_on_free();
+	d.envp = ibvf_config_env_take(environ);
+	if (!d.envp) {
+		log_err("out of memory copying the environment");
+		return 2;
+	}
+	ret = ibvf_config_load(&d.cfg, d.config_path, d.config_path != NULL, d.envp, err,
 			       sizeof(err));
 	if (ret) {
 		log_err("config: %s", err);
+		ibvf_config_env_free(d.envp);
 		return 2;
 	}
 	ibvf_log_set_level(d.verbose ? LOG_DEBUG : d.cfg.log_level);
@@ -565,9 +583,11 @@ int main(int argc, char **argv)
 	if (print) {
 		ret = ibvf_config_print(&d.cfg, stdout);
 		ibvf_config_free(&d.cfg);
+		ibvf_config_env_free(d.envp);
 		return ret ? 1 : 0;
 	}
 	ret = run(&d);
 	ibvf_config_free(&d.cfg);
+	ibvf_config_env_free(d.envp);
 	return ret;
 }

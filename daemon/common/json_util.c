@@ -2,12 +2,14 @@
 #include "json_util.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "err.h"
+#include "file_read.h"
 
 int ibvf_json_err(const struct ibvf_jctx *c, const char *path, const char *key, const char *fmt,
 		  ...)
@@ -114,15 +116,12 @@ int ibvf_json_bool(const struct ibvf_jctx *c, json_t *obj, const char *path, con
 	return 0;
 }
 
-json_t *ibvf_json_load(const char *file, const char *text, char *err, size_t errlen)
+json_t *ibvf_json_loadb(const char *file, const char *text, size_t len, char *err, size_t errlen)
 {
 	json_error_t je;
 	json_t *root;
 
-	if (text)
-		root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-	else
-		root = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
 		/*
 		 * jansson quotes the offending token ("invalid token near
@@ -138,4 +137,35 @@ json_t *ibvf_json_load(const char *file, const char *text, char *err, size_t err
 		return NULL;
 	}
 	return root;
+}
+
+json_t *ibvf_json_load(const char *file, const char *text, char *err, size_t errlen)
+{
+	json_t *root;
+	size_t len;
+	char *buf;
+
+	if (text)
+		return ibvf_json_loadb(file, text, strlen(text), err, errlen);
+	/* never json_load_file(): it would block in open(2) on a FIFO */
+	if (ibvf_file_read_regular(file, IBVF_JSON_FILE_MAX, 0, &buf, &len, NULL, err, errlen))
+		return NULL;
+	root = ibvf_json_loadb(file, buf, len, err, errlen);
+	/* a config file may hold an inline secret */
+	ibvf_file_wipe_free(buf, len);
+	return root;
+}
+
+/* jansson's free: wipe the block first (its size is what malloc gave) */
+static void wiping_free(void *p)
+{
+	if (p) {
+		explicit_bzero(p, malloc_usable_size(p));
+		free(p);
+	}
+}
+
+void ibvf_json_wipe_on_free(void)
+{
+	json_set_alloc_funcs(malloc, wiping_free);
 }

@@ -51,12 +51,32 @@ int ibvf_json_bool(const struct ibvf_jctx *c, json_t *obj, const char *path, con
 int ibvf_json_err(const struct ibvf_jctx *c, const char *path, const char *key, const char *fmt,
 		  ...) __attribute__((format(printf, 4, 5)));
 
+/* The largest JSON file ibvf reads (ibvfd.json, a CNI cache entry): 4 MiB. */
+#define IBVF_JSON_FILE_MAX (4u << 20)
+
 /**
  * ibvf_json_load() - parse JSON text (@text) or a file (@text NULL, @file
- * read); duplicate keys are rejected; an error names file, line and column
- * but never quotes the offending text (it may be a secret).
+ * read through ibvf_file_read_regular(): a regular file of at most
+ * IBVF_JSON_FILE_MAX bytes, never a FIFO or device); duplicate keys are
+ * rejected; an error names file, line and column but never quotes the
+ * offending text (it may be a secret).
  * Return: the new reference, or NULL with the reason in @err.
  */
 json_t *ibvf_json_load(const char *file, const char *text, char *err, size_t errlen);
+
+/**
+ * ibvf_json_loadb() - as ibvf_json_load() for @len bytes of @text (which may
+ * hold a NUL: it is then an error, never a silent end of the text); @file
+ * names the source in messages.
+ */
+json_t *ibvf_json_loadb(const char *file, const char *text, size_t len, char *err, size_t errlen);
+
+/**
+ * ibvf_json_wipe_on_free() - make jansson wipe every block it frees, for
+ * the whole process: a secret passes through JSON strings, dumps and
+ * parse buffers (sm.config, UFM replies) and must not outlive them in freed
+ * heap memory. Call once in main() before the first JSON value exists.
+ */
+void ibvf_json_wipe_on_free(void);
 
 #endif /* IBVF_JSON_UTIL_H */

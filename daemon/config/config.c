@@ -7,11 +7,13 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ibvf/types.h>
 
 #include "err.h"
+#include "file_read.h"
 #include "json_util.h"
 #include "log.h"
 #include "vf_driver.h"
@@ -212,13 +214,20 @@ out:
 	return ret;
 }
 
+/* free() a string that may hold a secret, wiping it first */
+static void wipe_str(char *s)
+{
+	if (s)
+		ibvf_file_wipe_free(s, strlen(s));
+}
+
 static int dump_json(json_t *o, char **out)
 {
 	char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 
 	if (!s)
 		return -ENOMEM;
-	free(*out);
+	wipe_str(*out); /* sm.config may hold a secret (UFM_PASSWORD) */
 	*out = s;
 	return 0;
 }
@@ -641,6 +650,85 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 	return 0;
 }
 
+/*
+ * The keys of sm.config that are known not to hold a secret: the non-secret
+ * keys of the noop, opensm and ufm backends (docs/config.md). Every other
+ * value under sm.config is masked by --print-config, so that a misspelled
+ * secret key ("pasword") or a third-party backend's key is never printed.
+ * Paths to secret files (password_file, client_key) are not secrets.
+ */
+static bool is_public_key(const char *k)
+{
+	static const char *const pub[] = {
+		/* ufm */
+		"address", "scheme", "port", "auth", "username", "password_file", "token_file",
+		"ca_file", "ca_pem", "client_cert", "client_key", "insecure_skip_verify",
+		"connect_timeout_ms", "timeout_ms", "max_guids_per_request",
+		/* opensm */
+		"partition_file", "backup_file", "lock_file", "pid_file", "reload_timeout_ms",
+		"lock_timeout_ms", "verify", "umad_ca", "umad_port", "poll_min_ms", "poll_max_ms",
+		"defaults", "ipoib", "indx0", "mtu", "rate", "sl", NULL};
+
+	for (const char *const *p = pub; *p; p++)
+		if (!strcmp(k, *p))
+			return true;
+	return false;
+}
+
+/*
+ * Replace every scalar (string, number, boolean) of @j whose key is not
+ * public with "********", at any depth of objects and arrays (an array's
+ * elements are judged by the array's key, @key). Return: values masked.
+ */
+static unsigned mask_secrets(json_t *j, const char *key)
+{
+	unsigned n = 0;
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+		{
+			if (json_is_object(v) || json_is_array(v))
+				n += mask_secrets(v, key);
+			else if (!json_is_null(v) && (!key || !is_public_key(key))) {
+				json_array_set_new(j, i, json_string("********"));
+				n++;
+			}
+		}
+		return n;
+	}
+	json_object_foreach(j, k, v)
+	{
+		if (json_is_object(v) || json_is_array(v))
+			n += mask_secrets(v, k);
+		else if (!json_is_null(v) && !is_public_key(k)) {
+			json_object_set_new(j, k, json_string("********"));
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * An inline secret (any value --print-config would mask) in a config file
+ * that group or others may read: warn, naming the file and its mode.
+ */
+static void warn_inline_secrets(const char *file, const struct stat *st, const char *backend_json)
+{
+	json_t *b = backend_json ? json_loads(backend_json, 0, NULL) : NULL;
+	unsigned n = b ? mask_secrets(b, NULL) : 0;
+
+	json_decref(b);
+	if (n && (st->st_mode & 044))
+		log_warn("%s: sm.config holds %u inline secret value(s) (or unknown keys) but the "
+			 "file is mode %04o, readable by %s: chmod 0600 %s, or move the secret "
+			 "to a password_file/token_file of mode 0600",
+			 file, n, (unsigned)(st->st_mode & 07777),
+			 (st->st_mode & 04) ? "everyone" : "its group", file);
+}
+
 int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist, char *const *envp,
 		     char *err, size_t errlen)
 {
@@ -653,8 +741,17 @@ int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
 		goto fail;
 	if (access(file, F_OK) == 0) {
 		struct ibvf_jctx c = {file, err, errlen};
+		struct stat st;
+		size_t len;
+		char *text;
 
-		root = ibvf_json_load(file, NULL, err, errlen);
+		/* never blocks: a FIFO or device in the file's place is refused at once */
+		ret = ibvf_file_read_regular(file, IBVF_JSON_FILE_MAX, 0, &text, &len, &st, err,
+					     errlen);
+		if (ret)
+			goto fail;
+		root = ibvf_json_loadb(file, text, len, err, errlen);
+		ibvf_file_wipe_free(text, len); /* it may hold an inline secret */
 		if (!root) {
 			ret = -EINVAL;
 			goto fail;
@@ -666,6 +763,7 @@ int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
 			ret = -ENOMEM;
 			goto fail;
 		}
+		warn_inline_secrets(file, &st, cfg->sm.backend_json);
 	} else if (must_exist) {
 		ret = ibvf_errf(err, errlen, -ENOENT, "%s: %s", file, strerror(errno));
 		goto fail;
@@ -690,6 +788,59 @@ fail:
 	return ret;
 }
 
+/* Environment variables that hold a secret: scrubbed by ibvf_config_env_take(). */
+static const char *const secret_env[] = {"UFM_PASSWORD", NULL};
+
+char **ibvf_config_env_take(char **env)
+{
+	size_t n = 0;
+	char **copy;
+
+	while (env && env[n])
+		n++;
+	/* n + 1 entries, then room to note up to n secret entries */
+	copy = calloc(2 * n + 1, sizeof(*copy));
+	if (!copy)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		copy[i] = strdup(env[i]);
+		if (!copy[i]) {
+			ibvf_config_env_free(copy);
+			return NULL;
+		}
+	}
+	for (const char *const *name = secret_env; *name; name++) {
+		size_t l = strlen(*name), k = 0;
+
+		/* every occurrence (a name may be set twice), before unsetenv drops them all */
+		for (size_t i = 0; i < n; i++)
+			if (!strncmp(env[i], *name, l) && env[i][l] == '=')
+				copy[n + 1 + k++] = env[i];
+		if (!k)
+			continue;
+		/*
+		 * unsetenv() only drops the pointers; the bytes stay in the
+		 * initial stack that /proc/PID/environ shows: overwrite them.
+		 */
+		if (env == environ)
+			unsetenv(*name);
+		while (k--) {
+			char *v = copy[n + 1 + k];
+
+			explicit_bzero(v + l, strlen(v + l));
+			copy[n + 1 + k] = NULL;
+		}
+	}
+	return copy;
+}
+
+void ibvf_config_env_free(char **envp)
+{
+	for (size_t i = 0; envp && envp[i]; i++)
+		wipe_str(envp[i]);
+	free(envp);
+}
+
 void ibvf_config_free(struct ibvf_config *cfg)
 {
 	free(cfg->path);
@@ -699,46 +850,13 @@ void ibvf_config_free(struct ibvf_config *cfg)
 	free(cfg->pool.ranges);
 	free(cfg->sm.backend);
 	free(cfg->sm.module_dir);
-	free(cfg->sm.backend_json);
+	wipe_str(cfg->sm.backend_json);
 	free(cfg->vf.driver);
 	free(cfg->vf.ibsim_json);
 	free(cfg->vf.fake_dir);
 	free(cfg->vf.module_dir);
 	free(cfg->api.socket);
 	memset(cfg, 0, sizeof(*cfg));
-}
-
-static bool is_secret_key(const char *k)
-{
-	static const char *const secret[] = {"password", "token", "secret", "key_pem", NULL};
-
-	for (const char *const *s = secret; *s; s++)
-		if (strstr(k, *s) && !strstr(k, "_file"))
-			return true;
-	return false;
-}
-
-/*
- * Replace the value of every secret key, whatever its type, at any depth of
- * objects and arrays (a backend config may hold a list of servers).
- */
-static void mask_secrets(json_t *j)
-{
-	const char *k;
-	json_t *v;
-	size_t i;
-
-	if (json_is_array(j)) {
-		json_array_foreach(j, i, v) mask_secrets(v);
-		return;
-	}
-	json_object_foreach(j, k, v)
-	{
-		if (is_secret_key(k))
-			json_object_set_new(j, k, json_string("********"));
-		else
-			mask_secrets(v);
-	}
 }
 
 static json_t *ranges_json(const struct ibvf_pool_config *p)
@@ -769,7 +887,7 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 
 	for (size_t i = 0; uids && i < cfg->api.n_allowed_uids; i++)
 		json_array_append_new(uids, json_integer(cfg->api.allowed_uids[i]));
-	mask_secrets(backend);
+	mask_secrets(backend, NULL);
 	root = json_pack(
 		"{s:s?,s:s,s:s,s:s,s:s,s:b,s:{s:o,s:i,s:s},s:{s:s,s:s,s:o,s:i,s:i,s:i},"
 		"s:{s:s,s:i,s:s,s:o},s:{s:s,s:o,s:i,s:i}}",

@@ -101,13 +101,32 @@ struct ibvf_config {
 int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist, char *const *envp,
 		     char *err, size_t errlen);
 
+/**
+ * ibvf_config_env_take() - take the environment's secrets out of the
+ * process (issue 14, "Secrets"): return a private copy of @env (a
+ * NULL-terminated array of strdup()'d "NAME=value" strings, for
+ * ibvf_config_load() now and on every reload), then remove each secret
+ * variable (UFM_PASSWORD) from the process: unsetenv(), and its original
+ * bytes overwritten, so that /proc/PID/environ no longer shows it. Call in
+ * main() before any thread or child exists. @env is normally environ.
+ * Return: the copy (free it with ibvf_config_env_free()), or NULL (-ENOMEM;
+ * the process environment is then unchanged).
+ */
+char **ibvf_config_env_take(char **env);
+
+/** ibvf_config_env_free() - wipe and free a copy made by ibvf_config_env_take(). */
+void ibvf_config_env_free(char **envp);
+
 /** ibvf_config_free() - release everything ibvf_config_load() allocated. */
 void ibvf_config_free(struct ibvf_config *cfg);
 
 /**
- * ibvf_config_print() - the effective config as JSON on @f, with secrets
- * (keys containing password, token, secret or key_pem, except *_file paths,
- * at any depth of objects and arrays) replaced by "********".
+ * ibvf_config_print() - the effective config as JSON on @f. Under sm.config
+ * every value (string, number, boolean; at any depth of objects and arrays)
+ * whose key is not a known non-secret key of the noop, opensm or ufm backend
+ * is replaced by "********": a misspelled "pasword" is masked too. If the
+ * config file carried such values and group or others may read it,
+ * ibvf_config_load() warns.
  */
 int ibvf_config_print(const struct ibvf_config *cfg, FILE *f);
 

@@ -52,7 +52,7 @@ struct ibvf_engine {
 	char sm_err[IBVF_ERR_LEN];
 	int64_t sm_checked_ms;	 /* last validate(), CLOCK_REALTIME ms; 0 = never */
 	uint64_t sm_checked_seq; /* the batcher's last call number at that validate() */
-	bool reconciled; /* the start-up pass is done */
+	bool reconciled;	 /* the start-up pass is done */
 	bool reconcile_running;
 	bool stopping, cancel;
 	size_t inflight;

@@ -34,6 +34,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "file_read.h"
 #include "log.h"
 
 /* IBTA vol. 1, 13.4.7: MAD status; 15.2.1.1: SA class-specific codes in bits 8..15. */
@@ -343,6 +344,17 @@ static int local_read(const char *ca, int port, struct ibvf_port_info *out, char
 	return 0;
 }
 
+/* A sysfs attribute as a stdio stream, opened by ibvf_file_open_regular() (never blocks). */
+static FILE *open_sysfs(const char *path)
+{
+	int fd = ibvf_file_open_regular(path, 0, NULL, NULL, 0);
+	FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+
+	if (!f && fd >= 0)
+		close(fd);
+	return f;
+}
+
 /* /dev/infiniband/umadN of @ca port @port from /sys/class/infiniband_mad (for messages). */
 static void umad_dev_path(const char *ca, int port, char *buf, size_t len)
 {
@@ -360,14 +372,14 @@ static void umad_dev_path(const char *ca, int port, char *buf, size_t len)
 		if (strncmp(de->d_name, "umad", 4))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/ibdev", SYS_INFINIBAND_MAD, de->d_name);
-		f = fopen(path, "re");
+		f = open_sysfs(path);
 		if (!f)
 			continue;
 		if (fscanf(f, "%19s", dev) != 1)
 			dev[0] = 0;
 		fclose(f);
 		snprintf(path, sizeof(path), "%s/%s/port", SYS_INFINIBAND_MAD, de->d_name);
-		f = fopen(path, "re");
+		f = open_sysfs(path);
 		if (!f)
 			continue;
 		if (fscanf(f, "%u", &p) != 1)

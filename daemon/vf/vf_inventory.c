@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "file_read.h"
 #include "vf_netlink.h"
 
 int ibvf_pci_dev_path(const char *sysfs_root, const char *pci, const char *sub, char *buf,
@@ -36,15 +37,16 @@ bool ibvf_pci_dev_exists(const char *sysfs_root, const char *pci)
 	       S_ISDIR(st.st_mode);
 }
 
-/* O_NONBLOCK: a FIFO in a fake sysfs tree must not block a scan. */
+/* ibvf_file_open_regular(): a FIFO in a fake sysfs tree must not block a scan. */
 int ibvf_sysfs_read_str(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	int fd = ibvf_file_open_regular(path, 0, NULL, NULL, 0);
 	ssize_t r;
 	size_t n;
 
+	buf[0] = 0;
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = read(fd, buf, len - 1);
 	close(fd);
 	n = r > 0 ? (size_t)r : 0;

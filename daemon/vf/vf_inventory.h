@@ -134,8 +134,11 @@ int ibvf_pci_dev_path(const char *sysfs_root, const char *pci, const char *sub, 
 
 /**
  * ibvf_sysfs_read_str() - read a small sysfs attribute file into @buf (@len
- * bytes, NUL-terminated), without trailing newline or blanks.
- * Return: 0, or the negative errno of fopen(3).
+ * bytes, NUL-terminated), without trailing newline or blanks. The file
+ * is opened by ibvf_file_open_regular(): a FIFO or device in its place is
+ * refused at once (a fake sysfs tree is named by config).
+ * Return: 0, or ibvf_file_open_regular()'s negative errno (-EINVAL: not a
+ * regular file).
  */
 int ibvf_sysfs_read_str(const char *path, char *buf, size_t len);
 

@@ -14,48 +14,29 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "file_read.h"
 
 #define OPENSM_DEFAULT_CONF	  "/etc/opensm/opensm.conf"
 #define OPENSM_DEFAULT_PARTITIONS "/etc/opensm/partitions.conf"
 
 /*
- * Open a small regular file for reading; -EINVAL for anything else. A FIFO
- * in its place is refused at once (O_NONBLOCK), never waited on.
+ * Read a small regular file (a pid file, /proc/PID/comm or cmdline) of at
+ * most @len - 1 bytes into @buf, NUL-terminated, through
+ * ibvf_file_read_regular(): a FIFO in its place is refused at once, never
+ * waited on. Returns the bytes read or -errno (-EINVAL: not a regular file,
+ * -EFBIG: longer).
  */
-static int open_regular(const char *path)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -EINVAL;
-	}
-	fcntl(fd, F_SETFL, 0);
-	return fd;
-}
-
-/* Read at most @len - 1 bytes of a small file; returns bytes read or -errno. */
 static ssize_t read_small(const char *path, char *buf, size_t len)
 {
-	ssize_t n, got = 0;
-	int fd = open_regular(path);
+	char *text;
+	size_t n;
+	int ret = ibvf_file_read_regular(path, len - 1, 0, &text, &n, NULL, NULL, 0);
 
-	if (fd < 0)
-		return fd;
-	while ((size_t)got < len - 1) {
-		n = read(fd, buf + got, len - 1 - (size_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += n;
-	}
-	close(fd);
-	buf[got] = '\0';
-	return got;
+	if (ret)
+		return ret;
+	memcpy(buf, text, n + 1);
+	free(text);
+	return (ssize_t)n;
 }
 
 /*
@@ -170,7 +151,7 @@ static const char *opt_value(int argc, char **argv, int *i, char s, const char *
 /* partition_config_file of an opensm.conf into @buf: 1 found, 0 not. */
 static int conf_partition_file(const char *conf, char *buf, size_t len)
 {
-	int fd = open_regular(conf);
+	int fd = ibvf_file_open_regular(conf, 0, NULL, NULL, 0);
 	FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
 	char line[1024];
 	int found = 0;

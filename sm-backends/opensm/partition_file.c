@@ -20,65 +20,23 @@
 
 #include "clock.h"
 #include "err.h"
+#include "file_read.h"
 #include "statedir.h"
 
 int pf_read(const char *path, char **text, size_t *len, struct stat *st, char *err, size_t errlen)
 {
-	size_t got = 0;
-	char *buf;
-	int fd;
+	int ret;
 
-	*text = NULL;
-	/* O_NONBLOCK: opening a FIFO put in the file's place must not wait for a writer */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0 && errno == ENOENT)
+	/* never blocks: a FIFO put in the file's place is refused at once */
+	ret = ibvf_file_read_regular(path, PF_MAX_SIZE, 0, text, len, st, err, errlen);
+	if (ret == -ENOENT)
 		return ibvf_errf(err, errlen, -ENOENT,
 				 "%s does not exist; ibvf never creates "
 				 "OpenSM's partition file (an absent file means Default=0x7fff "
 				 ": ALL=full to OpenSM): create it with at least the Default "
 				 "partition",
 				 path);
-	if (fd < 0)
-		return ibvf_errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
-	if (fstat(fd, st)) {
-		int ret = -errno;
-
-		close(fd);
-		return ibvf_errf(err, errlen, ret, "%s: %s", path, strerror(-ret));
-	}
-	if (!S_ISREG(st->st_mode) || st->st_size > (off_t)PF_MAX_SIZE) {
-		int ret = S_ISREG(st->st_mode) ? -EFBIG : -EINVAL;
-
-		close(fd);
-		return ibvf_errf(err, errlen, ret, "%s: %s", path,
-				 ret == -EFBIG ? "larger than 64 MiB" : "not a regular file");
-	}
-	fcntl(fd, F_SETFL, 0); /* a regular file: back to plain blocking reads */
-	buf = malloc((size_t)st->st_size + 1);
-	if (!buf) {
-		close(fd);
-		return ibvf_errf(err, errlen, -ENOMEM, "out of memory reading %s", path);
-	}
-	for (;;) {
-		ssize_t n = read(fd, buf + got, (size_t)st->st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int ret = -errno;
-
-			free(buf);
-			close(fd);
-			return ibvf_errf(err, errlen, ret, "reading %s: %s", path, strerror(-ret));
-		}
-		if (n == 0 || (got += (size_t)n) == (size_t)st->st_size)
-			break;
-	}
-	close(fd);
-	buf[got] = '\0';
-	*text = buf;
-	*len = got;
-	return 0;
+	return ret;
 }
 
 int pf_lock(const char *lock_path, unsigned timeout_ms, int *fd, char *err, size_t errlen)

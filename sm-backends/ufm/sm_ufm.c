@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "file_read.h"
 #include "json_util.h"
 #include "ufm_http.h"
 
@@ -158,63 +159,46 @@ static int check_address(struct ibvf_jctx *jc, const char *a)
 	return 0;
 }
 
-/* A PEM file libcurl reads later: readable and regular (a FIFO would block the TLS setup). */
-static int check_readable(struct ibvf_jctx *jc, const char *key, const char *path)
+/*
+ * A PEM file libcurl reads later: a regular file (a FIFO would block the TLS
+ * setup) that we can open; with @secret (client_key) also owned by ibvfd's
+ * uid and of no group/other access (ibvf_file_open_regular()).
+ */
+static int check_pem_file(struct ibvf_jctx *jc, const char *key, const char *path, bool secret)
 {
-	struct stat st;
+	char msg[IBVF_ERR_LEN];
+	int fd =
+		ibvf_file_open_regular(path, secret ? IBVF_FILE_SECRET : 0, NULL, msg, sizeof(msg));
 
-	if (access(path, R_OK) || stat(path, &st))
-		return ibvf_json_err(jc, "", key, "cannot read '%s': %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return ibvf_json_err(jc, "", key, "'%s' is not a regular file", path);
+	if (fd < 0)
+		return ibvf_json_err(jc, "", key, "%s", msg);
+	close(fd);
 	return 0;
 }
 
 /*
- * Read a secret (password or token) from @path: at most UFM_SECRET_MAX bytes,
- * trailing newlines removed, no NUL or line breaks inside; @token also
- * forbids white space and control characters (it goes into an HTTP header).
- * Errors name the key and file, never the content.
+ * Read a secret (password or token) from @path: a regular file owned by
+ * ibvfd's uid with no group/other access (ibvf_file_read_regular(),
+ * IBVF_FILE_SECRET), at most UFM_SECRET_MAX bytes, trailing newlines
+ * removed, no NUL or line breaks inside; @token also forbids white space and
+ * control characters (it goes into an HTTP header). Errors name the key and
+ * file, never the content.
  */
 static int read_secret(struct ibvf_jctx *jc, const char *key, const char *path, bool token,
 		       char **out)
 {
-	char *buf = NULL;
-	struct stat st;
-	size_t len = 0;
-	ssize_t r;
-	int fd, ret = 0;
+	char msg[IBVF_ERR_LEN], *buf = NULL;
+	size_t len = 0, cap = UFM_SECRET_MAX + 2; /* what IBVF_FILE_SECRET allocates */
+	int ret = 0;
 
-	/* O_NONBLOCK: a FIFO in the file's place must not block ibvfd's start */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return ibvf_json_err(jc, "", key, "cannot open '%s': %s", path, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > UFM_SECRET_MAX) {
-		close(fd);
-		return ibvf_json_err(jc, "", key, "'%s' is not a regular file of at most %d bytes",
-				     path, UFM_SECRET_MAX);
-	}
-	fcntl(fd, F_SETFL, 0);
-	buf = calloc(1, UFM_SECRET_MAX + 2);
-	if (!buf) {
-		close(fd);
-		return ibvf_errf(jc->err, jc->errlen, -ENOMEM, "out of memory");
-	}
-	while (len <= UFM_SECRET_MAX && (r = read(fd, buf + len, UFM_SECRET_MAX + 1 - len)) != 0) {
-		if (r < 0) {
-			ret = ibvf_json_err(jc, "", key, "cannot read '%s': %s", path,
-					    strerror(errno));
-			break;
-		}
-		len += (size_t)r;
-	}
-	close(fd);
-	if (!ret && len > UFM_SECRET_MAX)
-		ret = ibvf_json_err(jc, "", key, "'%s' is longer than %d bytes", path,
-				    UFM_SECRET_MAX);
-	while (!ret && len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+	ret = ibvf_file_read_regular(path, UFM_SECRET_MAX, IBVF_FILE_SECRET, &buf, &len, NULL, msg,
+				     sizeof(msg));
+	if (ret)
+		return ret == -ENOMEM ? ibvf_errf(jc->err, jc->errlen, -ENOMEM, "out of memory")
+				      : ibvf_json_err(jc, "", key, "%s", msg);
+	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
 		buf[--len] = '\0';
-	if (!ret && !len)
+	if (!len)
 		ret = ibvf_json_err(jc, "", key, "'%s' is empty", path);
 	for (size_t i = 0; !ret && i < len; i++) {
 		unsigned char ch = (unsigned char)buf[i];
@@ -226,8 +210,7 @@ static int read_secret(struct ibvf_jctx *jc, const char *key, const char *path, 
 					    token ? "token" : "password");
 	}
 	if (ret) {
-		explicit_bzero(buf, UFM_SECRET_MAX + 2);
-		free(buf);
+		ibvf_file_wipe_free(buf, cap);
 		return ret;
 	}
 	*out = buf;
@@ -270,9 +253,9 @@ static int config_check(struct ibvf_jctx *jc, struct ufm_config *c, struct ufm_h
 	if (!c->client_cert != !c->client_key)
 		return ibvf_json_err(jc, "", c->client_cert ? "client_key" : "client_cert",
 				     "client_cert and client_key go together");
-	if ((c->ca_file && (ret = check_readable(jc, "ca_file", c->ca_file))) ||
-	    (c->client_cert && (ret = check_readable(jc, "client_cert", c->client_cert))) ||
-	    (c->client_key && (ret = check_readable(jc, "client_key", c->client_key))))
+	if ((c->ca_file && (ret = check_pem_file(jc, "ca_file", c->ca_file, false))) ||
+	    (c->client_cert && (ret = check_pem_file(jc, "client_cert", c->client_cert, false))) ||
+	    (c->client_key && (ret = check_pem_file(jc, "client_key", c->client_key, true))))
 		return ret;
 	/* the default connect timeout never exceeds a shorter total timeout */
 	if (!c->connect_timeout_ms)

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 /* Unit tests of daemon/config/config.c (and json_util.c through it). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include <ibvf/types.h>
 
@@ -662,10 +665,11 @@ static void test_print_masks_secrets(void **state)
 	assert_not_contains(out, "xyzzy");
 	assert_not_contains(out, "zz-77");
 	assert_contains(out, "********");
-	/* paths to secret files and non-secret values are shown */
+	/* paths to secret files and known non-secret values are shown */
 	assert_contains(out, "/etc/ibvf/ufm.pw");
-	assert_contains(out, "CERTDATA");
 	assert_contains(out, "admin");
+	/* a key not on the list of known non-secret keys is masked, whatever its name */
+	assert_not_contains(out, "CERTDATA");
 	/* the output is JSON with the effective values */
 	root = json_loads(out, 0, NULL);
 	assert_non_null(root);
@@ -767,8 +771,196 @@ static void test_print_masks_nested_secrets(void **state)
 	assert_not_contains(out, "deep-tok-8086");
 	assert_not_contains(out, "obj-secret-6502");
 	assert_not_contains(out, "list-tok-6809");
-	assert_contains(out, "\"host\": \"a\"");
+	/* unknown keys ("host") are masked too: only known non-secret keys are shown */
+	assert_not_contains(out, "\"host\": \"a\"");
 	free(out);
+}
+
+/*
+ * A misspelled secret key ("pasword") used to be printed in clear: every
+ * value under sm.config whose key is not a known non-secret key is masked,
+ * strings, numbers and booleans alike; known keys are shown.
+ */
+static void test_print_masks_unknown_keys(void **state)
+{
+	struct fixture *f = *state;
+	char *out;
+
+	assert_int_equal(load(f,
+			      "{\"sm\": {\"backend\": \"ufm\", \"config\": {"
+			      "\"address\": \"ufm.example.com\", \"username\": \"admin\","
+			      " \"pasword\": \"hunter2-typo-31337\", \"port\": 8443,"
+			      " \"pin\": 271828, \"Password\": \"Upper-1618\","
+			      " \"ca_pem\": \"PUBLICCERT\", \"timeout_ms\": 1234,"
+			      " \"extra\": [\"arr-9973\", {\"sl\": 3, \"cred\": \"obj-4099\"}]}}}",
+			      NULL),
+			 0);
+	out = print_config(&f->cfg);
+	assert_not_contains(out, "hunter2-typo-31337");
+	assert_not_contains(out, "271828");
+	assert_not_contains(out, "Upper-1618");
+	assert_not_contains(out, "arr-9973");
+	assert_not_contains(out, "obj-4099");
+	assert_contains(out, "\"pasword\": \"********\"");
+	assert_contains(out, "\"pin\": \"********\"");
+	assert_contains(out, "ufm.example.com");
+	assert_contains(out, "\"username\": \"admin\"");
+	assert_contains(out, "\"port\": 8443");
+	assert_contains(out, "PUBLICCERT");
+	assert_contains(out, "\"timeout_ms\": 1234");
+	assert_contains(out, "\"sl\": 3");
+	free(out);
+}
+
+/* Load the fixture file with stderr sent to a temporary file; returns what was written (caller
+ * frees). */
+static char *capture_stderr(struct fixture *f, const char *json)
+{
+	char *path = tu_path(f->dir, "stderr.txt"), *text;
+	int saved = dup(2), fd;
+	FILE *in;
+	long n;
+
+	fflush(stderr);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0 && saved >= 0);
+	dup2(fd, 2);
+	close(fd);
+	ibvf_log_init("test_config", IBVF_LOG_STDERR, LOG_INFO);
+	assert_int_equal(load(f, json, NULL), 0);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	in = fopen(path, "r");
+	assert_non_null(in);
+	fseek(in, 0, SEEK_END);
+	n = ftell(in);
+	rewind(in);
+	text = calloc(1, (size_t)n + 1);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)n, in), (size_t)n);
+	fclose(in);
+	free(path);
+	return text;
+}
+
+/*
+ * An inline secret in a config file that group or others may read is
+ * warned about, naming the file and its mode; not when the file is 0600 or
+ * when sm.config holds only known non-secret keys.
+ */
+static void test_inline_secret_world_readable_warned(void **state)
+{
+	struct fixture *f = *state;
+	const char *json =
+		"{\"sm\": {\"backend\": \"ufm\", \"config\": {"
+		"\"address\": \"u\", \"username\": \"a\", \"password\": \"inline-pw-42\"}}}";
+	char want[512], *log;
+
+	assert_int_equal(tu_write_str(f->file, json), 0);
+	assert_int_equal(chmod(f->file, 0644), 0);
+	log = capture_stderr(f, NULL);
+	snprintf(want, sizeof(want), "%s: sm.config holds 1 inline secret value(s)", f->file);
+	assert_contains(log, want);
+	assert_contains(log, "mode 0644");
+	assert_not_contains(log, "inline-pw-42");
+	free(log);
+	assert_int_equal(chmod(f->file, 0640), 0);
+	log = capture_stderr(f, NULL);
+	assert_contains(log, "mode 0640, readable by its group");
+	free(log);
+	assert_int_equal(chmod(f->file, 0600), 0);
+	log = capture_stderr(f, NULL);
+	assert_not_contains(log, "inline secret");
+	free(log);
+	assert_int_equal(tu_write_str(f->file, "{\"sm\": {\"backend\": \"ufm\", \"config\": {"
+					       "\"address\": \"u\", \"username\": \"a\","
+					       " \"password_file\": \"/etc/pw\"}}}"),
+			 0);
+	assert_int_equal(chmod(f->file, 0644), 0);
+	log = capture_stderr(f, NULL);
+	assert_not_contains(log, "inline secret");
+	free(log);
+}
+
+/*
+ * A FIFO (or any other non-regular file) as the config file is refused at
+ * once with a clear error: json_load_file() used to block in open(2) for
+ * ever (issue 14). alarm() bounds the test if it regresses.
+ */
+static void test_config_fifo_refused(void **state)
+{
+	struct fixture *f = *state;
+
+	unlink(f->file);
+	assert_int_equal(mkfifo(f->file, 0600), 0);
+	alarm(10);
+	assert_int_equal(load(f, NULL, NULL), -EINVAL);
+	alarm(0);
+	assert_contains(f->err, f->file);
+	assert_contains(f->err, "is not a regular file (a FIFO)");
+	unlink(f->file);
+	/* a directory and a character device likewise */
+	assert_int_equal(mkdir(f->file, 0700), 0);
+	assert_int_equal(load(f, NULL, NULL), -EINVAL);
+	assert_contains(f->err, "is not a regular file (a directory)");
+	rmdir(f->file);
+	f->err[0] = 0;
+	assert_int_equal(ibvf_config_load(&f->cfg, "/dev/null", true, NULL, f->err, sizeof(f->err)),
+			 -EINVAL);
+	assert_contains(f->err, "/dev/null is not a regular file (a character device)");
+}
+
+/* A config file above IBVF_JSON_FILE_MAX is refused (-EFBIG), not read. */
+static void test_config_too_large(void **state)
+{
+	struct fixture *f = *state;
+	FILE *o = fopen(f->file, "w");
+
+	assert_non_null(o);
+	fputs("{\"log_level\": \"info\"", o);
+	for (size_t i = 0; i < IBVF_JSON_FILE_MAX / 8; i++)
+		fputs("        ", o);
+	fputs("}", o);
+	fclose(o);
+	assert_int_equal(load(f, NULL, NULL), -EFBIG);
+	assert_contains(f->err, "is larger than 4194304 bytes");
+}
+
+/*
+ * ibvf_config_env_take(): the copy keeps UFM_PASSWORD for loads (and
+ * reloads), the process environment loses it, and the bytes where it was
+ * are overwritten (what /proc/PID/environ would show).
+ */
+static void test_env_take_scrubs_secret(void **state)
+{
+	struct fixture *f = *state;
+	char *where, **copy;
+	bool found = false;
+
+	assert_int_equal(setenv("UFM_PASSWORD", "env-secret-8128", 1), 0);
+	assert_int_equal(setenv("IBVF_TEST_KEEP", "kept", 1), 0);
+	where = getenv("UFM_PASSWORD");
+	assert_non_null(where);
+	copy = ibvf_config_env_take(environ);
+	assert_non_null(copy);
+	assert_null(getenv("UFM_PASSWORD"));
+	assert_string_equal(getenv("IBVF_TEST_KEEP"), "kept");
+	/* setenv()'s string is not freed by unsetenv(): it must be wiped */
+	for (size_t i = 0; i < strlen("env-secret-8128"); i++)
+		assert_int_equal(where[i], 0);
+	for (char **e = copy; *e; e++)
+		found |= !strcmp(*e, "UFM_PASSWORD=env-secret-8128");
+	assert_true(found);
+	for (char *const *e = environ; *e; e++)
+		assert_null(strstr(*e, "env-secret-8128"));
+	assert_int_equal(tu_write_str(f->file, "{\"sm\": {\"backend\": \"ufm\"}}"), 0);
+	f->err[0] = 0;
+	assert_int_equal(ibvf_config_load(&f->cfg, f->file, true, copy, f->err, sizeof(f->err)), 0);
+	f->loaded = true;
+	assert_contains(f->cfg.sm.backend_json, "env-secret-8128");
+	ibvf_config_env_free(copy);
+	unsetenv("IBVF_TEST_KEEP");
 }
 
 /* A backend name becomes a module path: it must be a plain name, from file or env. */
@@ -830,6 +1022,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_top_level_error_format, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_print_masks_nested_secrets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backend_name_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_print_masks_unknown_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inline_secret_world_readable_warned, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_config_fifo_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_config_too_large, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_env_take_scrubs_secret, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

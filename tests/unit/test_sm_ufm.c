@@ -62,6 +62,12 @@ static int setup(void **state)
 	write_file(bad_tok_file, "tok " SECRET "\n");
 	write_file(ca_file, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
 	write_file(empty_file, "\n");
+	/* secret files: owner only (a group/other-readable one is refused) */
+	chmod(pw_file, 0600);
+	chmod(nl_pw_file, 0600);
+	chmod(tok_file, 0600);
+	chmod(bad_tok_file, 0600);
+	chmod(empty_file, 0600);
 	return 0;
 }
 
@@ -134,7 +140,7 @@ static void test_config_ok(void **state)
 	assert_int_equal(try_init("{\"address\":\"ufm\",\"username\":\"a\",\"password_file\":"
 				  "\"%s\",\"insecure_skip_verify\":true,\"client_cert\":\"%s\","
 				  "\"client_key\":\"%s\"}",
-				  pw_file, ca_file, ca_file),
+				  pw_file, ca_file, tok_file),
 			 0);
 }
 
@@ -172,7 +178,8 @@ static void test_config_errors(void **state)
 	expect_err(try_init("{\"address\":\"u\",\"username\":\"a\","
 			    "\"password_file\":\"%s/nope\"}",
 			    dir),
-		   "password_file: cannot open");
+		   "password_file: ");
+	assert_non_null(strstr(err, "/nope: No such file or directory"));
 	expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":\"%s\"}",
 			    nl_pw_file),
 		   "line break");
@@ -204,7 +211,8 @@ static void test_config_errors(void **state)
 	expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":\"%s\","
 			    "\"ca_file\":\"%s/none.pem\"}",
 			    pw_file, dir),
-		   "ca_file: cannot read");
+		   "ca_file: ");
+	assert_non_null(strstr(err, "/none.pem: No such file or directory"));
 	expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":\"%s\","
 			    "\"ca_file\":\"%s\",\"insecure_skip_verify\":true}",
 			    pw_file, ca_file),
@@ -235,7 +243,7 @@ static void test_config_errors(void **state)
 		alarm(20);
 		expect_err(try_init("{\"address\":\"u\",\"auth\":\"token\",\"token_file\":\"%s\"}",
 				    fifo),
-			   "token_file: '");
+			   "token_file: ");
 		assert_non_null(strstr(err, "is not a regular file"));
 		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\","
 				    "\"password_file\":\"%s\"}",
@@ -244,13 +252,100 @@ static void test_config_errors(void **state)
 		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":"
 				    "\"%s\",\"ca_file\":\"%s\"}",
 				    pw_file, fifo),
-			   "ca_file: '");
+			   "ca_file: ");
 		assert_non_null(strstr(err, "is not a regular file"));
 		alarm(0);
 		unlink(fifo);
 	}
 	expect_err(try_init("[1]"), "expected a JSON object");
 	expect_err(try_init("{\"address\":"), "sm.config (ufm):1:");
+}
+
+/*
+ * Secret files (password_file, token_file, client_key) readable by group or
+ * others, or owned by another user, are refused with the file, its mode and
+ * owner named (issue 14, "Secrets"); a FIFO as client_key is refused at once.
+ * Non-secret PEM files (ca_file, client_cert) may be world-readable.
+ */
+static void test_secret_file_mode_owner(void **state)
+{
+	char loose[PATH_MAX], key[PATH_MAX], fifo[PATH_MAX], want[PATH_MAX + 64];
+	static const mode_t bad_modes[] = {0644, 0640, 0604, 0660, 0606};
+
+	(void)state;
+	snprintf(loose, sizeof(loose), "%s/loose", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(fifo, sizeof(fifo), "%s/key-fifo", dir);
+	write_file(loose, SECRET "\n");
+	write_file(key, "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n");
+	for (size_t i = 0; i < sizeof(bad_modes) / sizeof(bad_modes[0]); i++) {
+		assert_int_equal(chmod(loose, bad_modes[i]), 0);
+		snprintf(want, sizeof(want), "%s holds a secret but is mode %04o owned by uid %u",
+			 loose, (unsigned)bad_modes[i], (unsigned)geteuid());
+		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\","
+				    "\"password_file\":\"%s\"}",
+				    loose),
+			   "password_file: ");
+		if (!strstr(err, want))
+			fail_msg("error '%s' lacks '%s'", err, want);
+		expect_err(try_init("{\"address\":\"u\",\"auth\":\"token\",\"token_file\":\"%s\"}",
+				    loose),
+			   "token_file: ");
+		if (!strstr(err, want))
+			fail_msg("error '%s' lacks '%s'", err, want);
+	}
+	/* 0400 and 0600 are fine */
+	assert_int_equal(chmod(loose, 0400), 0);
+	assert_int_equal(try_init("{\"address\":\"u\",\"username\":\"a\","
+				  "\"password_file\":\"%s\"}",
+				  loose),
+			 0);
+	/* client_key: the same rule; ca_file and client_cert stay world-readable */
+	assert_int_equal(chmod(key, 0644), 0);
+	expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":\"%s\","
+			    "\"ca_file\":\"%s\",\"client_cert\":\"%s\",\"client_key\":\"%s\"}",
+			    pw_file, ca_file, ca_file, key),
+		   "client_key: ");
+	assert_non_null(strstr(err, "mode 0644"));
+	assert_int_equal(chmod(key, 0600), 0);
+	assert_int_equal(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":"
+				  "\"%s\",\"ca_file\":\"%s\",\"client_cert\":\"%s\","
+				  "\"client_key\":\"%s\"}",
+				  pw_file, ca_file, ca_file, key),
+			 0);
+	/* a FIFO as client_key: refused at once, never waited on */
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	alarm(20);
+	expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":\"%s\","
+			    "\"client_cert\":\"%s\",\"client_key\":\"%s\"}",
+			    pw_file, ca_file, fifo),
+		   "client_key: ");
+	assert_non_null(strstr(err, "is not a regular file (a FIFO)"));
+	alarm(0);
+	/* owned by another user (needs root to chown; else that part is skipped) */
+	if (geteuid() == 0) {
+		assert_int_equal(chmod(loose, 0600), 0);
+		assert_int_equal(chown(loose, 65534, 65534), 0);
+		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\","
+				    "\"password_file\":\"%s\"}",
+				    loose),
+			   "password_file: ");
+		snprintf(want, sizeof(want),
+			 "%s holds a secret but is mode 0600 owned by uid 65534", loose);
+		if (!strstr(err, want))
+			fail_msg("error '%s' lacks '%s'", err, want);
+		assert_int_equal(chown(key, 65534, 65534), 0);
+		expect_err(try_init("{\"address\":\"u\",\"username\":\"a\",\"password_file\":"
+				    "\"%s\",\"client_cert\":\"%s\",\"client_key\":\"%s\"}",
+				    pw_file, ca_file, key),
+			   "owned by uid 65534");
+	} else {
+		fprintf(stderr,
+			"NOTE: not root: the other-owner case of secret files is not run\n");
+	}
+	unlink(loose);
+	unlink(key);
+	unlink(fifo);
 }
 
 /* A password given inline (UFM_PASSWORD) must not show up in any error either. */
@@ -546,6 +641,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_ok),
 		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_secret_file_mode_owner),
 		cmocka_unit_test(test_config_error_hides_inline_password),
 		cmocka_unit_test(test_add_body),
 		cmocka_unit_test(test_remove_body),
