@@ -144,7 +144,7 @@ static void add_finding(struct audit *au, const char *kind, bool problem, uint64
 		      problem ? "problem" : "notice", "guid", guid ? ibvf_guid_format(guid, g) : "",
 		      "count", guid ? 1 : 0, "detail", ctl_json_text(detail));
 	if (pkey >= 0) {
-		char s[8];
+		char s[sizeof("0xffffffff")]; /* room for any non-negative int */
 
 		snprintf(s, sizeof(s), "0x%04x", pkey);
 		json_object_set_new(o, "pkey", json_string(s));
