@@ -13,6 +13,7 @@
 #include <ibvf/types.h>
 
 #include "err.h"
+#include "sort.h"
 #include "file_read.h"
 #include "json_util.h"
 #include "log.h"
@@ -155,7 +156,7 @@ int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
 			return ret;
 		}
 	}
-	qsort(r, cnt, sizeof(*r), range_cmp);
+	ibvf_sort(r, cnt, sizeof(*r), range_cmp);
 	for (i = 1; i < cnt; i++) {
 		if (r[i].start <= r[i - 1].end) {
 			char a[IBVF_GUID_STR_LEN], b[IBVF_GUID_STR_LEN];

@@ -27,6 +27,7 @@
 #include <ibvf/types.h>
 
 #include "err.h"
+#include "sort.h"
 #include "evloop.h"
 #include "log.h"
 #include "reconcile.h"
@@ -376,7 +377,7 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 		ibvf_sm_batch_unlock(env->batch);
 		sm_listed = ret >= 0;
 		if (sm_listed && r.n_sm)
-			qsort(r.sm, r.n_sm, sizeof(*r.sm), cmp_sm);
+			ibvf_sort(r.sm, r.n_sm, sizeof(*r.sm), cmp_sm);
 		if (ret < 0) {
 			r.n_sm = 0;
 			finding(&r, "sm-unreachable", true, 0, -1, NULL,

@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "sort.h"
 #include "evloop.h"
 #include "log.h"
 
@@ -225,7 +226,7 @@ static void flush(struct ibvf_sm_batch *b, struct req *r, size_t n, uint32_t bat
 {
 	size_t i = 0;
 
-	qsort(r, n, sizeof(*r), cmp_req);
+	ibvf_sort(r, n, sizeof(*r), cmp_req);
 	while (i < n) {
 		size_t j = i;
 

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sort.h"
 #include "clock.h"
 #include "rc_check.h"
 
@@ -423,7 +424,7 @@ static void rc_stats(uint64_t *ns, size_t n, struct ibvf_rc_result *res)
 
 	if (!n)
 		return;
-	qsort(ns, n, sizeof(*ns), cmp_u64);
+	ibvf_sort(ns, n, sizeof(*ns), cmp_u64);
 	for (size_t i = 0; i < n; i++)
 		sum += (double)ns[i];
 	res->min_us = (double)ns[0] / 1e3;

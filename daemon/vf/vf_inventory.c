@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "sort.h"
 #include "file_read.h"
 #include "vf_netlink.h"
 
@@ -373,7 +374,7 @@ static int scan_vfs(const char *sysfs_root, const char *pfdir, struct ibvf_pf_in
 		pf->n_vfs++;
 	}
 	closedir(d);
-	qsort(pf->vfs, pf->n_vfs, sizeof(*pf->vfs), vf_cmp);
+	ibvf_sort(pf->vfs, pf->n_vfs, sizeof(*pf->vfs), vf_cmp);
 	return 0;
 }
 
@@ -447,7 +448,7 @@ int ibvf_inventory_scan(const char *sysfs_root, struct ibvf_inventory **out, cha
 		if (ret)
 			goto out;
 	}
-	qsort(inv->pfs, inv->n_pfs, sizeof(*inv->pfs), pf_cmp);
+	ibvf_sort(inv->pfs, inv->n_pfs, sizeof(*inv->pfs), pf_cmp);
 out:
 	closedir(d);
 	if (ret) {

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "sort.h"
 
 /* ------------------------------------------------------------- scanner -- */
 
@@ -821,7 +822,7 @@ int pc_managed_add(struct pc_managed *m, uint16_t pkey, const struct pc_props *p
 		all[i] = (struct seq_member){p->members[i], i};
 	for (i = 0; i < n; i++)
 		all[p->n + i] = (struct seq_member){members[i], p->n + i};
-	qsort(all, total, sizeof(*all), seq_cmp);
+	ibvf_sort(all, total, sizeof(*all), seq_cmp);
 	for (i = 0; i < total; i++) {
 		const struct seq_member *last = &all[i];
 		const struct pc_member *old = all[i].seq < p->n ? &all[i].m : NULL;
@@ -869,7 +870,7 @@ int pc_managed_remove(struct pc_managed *m, uint16_t pkey, const uint64_t *guids
 	if (!sorted)
 		return -ENOMEM;
 	memcpy(sorted, guids, n * sizeof(*sorted));
-	qsort(sorted, n, sizeof(*sorted), u64_cmp);
+	ibvf_sort(sorted, n, sizeof(*sorted), u64_cmp);
 	for (i = 0; i < p->n; i++) {
 		if (bsearch(&p->members[i].guid, sorted, n, sizeof(*sorted), u64_cmp))
 			++*changed;

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "err.h"
+#include "sort.h"
 #include "json_util.h"
 #include "opensm_reload.h"
 #include "partition_file.h"
@@ -509,7 +510,7 @@ static int check_duplicates(const struct ibvf_sm_member *m, size_t n, char *err,
 	if (!s)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	memcpy(s, m, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), member_cmp);
+	ibvf_sort(s, n, sizeof(*s), member_cmp);
 	for (size_t i = 1; i < n && !ret; i++)
 		if (s[i].guid == s[i - 1].guid && s[i].membership != s[i - 1].membership)
 			ret = ibvf_errf(err, errlen, -EINVAL,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "sort.h"
 #include "file_read.h"
 #include "json_util.h"
 #include "ufm_http.h"
@@ -540,7 +541,7 @@ static int find_duplicates(const struct ibvf_sm_member *m, const uint64_t *g, si
 		r[i].idx = i;
 		dup[i] = false;
 	}
-	qsort(r, n, sizeof(*r), gref_cmp);
+	ibvf_sort(r, n, sizeof(*r), gref_cmp);
 	for (size_t i = 1; i < n; i++) {
 		if (r[i].guid != r[i - 1].guid)
 			continue;
