@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -329,6 +330,8 @@ static void test_wrong_token(void **state)
 	assert_non_null(f);
 	fputs(TOKEN "x\n", f);
 	fclose(f);
+	assert_int_equal(chmod(path, 0600),
+			 0); /* a secret file: 0600, the backend refuses others */
 	snprintf(extra, sizeof(extra),
 		 "{\"auth\":\"token\",\"token_file\":\"%s\",\"username\":null,"
 		 "\"password_file\":null}",
