@@ -3,6 +3,7 @@
 #include "ibvfd_lab.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -237,4 +238,22 @@ long lab_rss_kb(pid_t pid)
 			break;
 	fclose(f);
 	return kb;
+}
+
+int lab_n_ok, lab_n_fail;
+
+void lab_result(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s %d - ", ok ? "ok" : "not ok", lab_n_ok + lab_n_fail + 1);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (ok)
+		lab_n_ok++;
+	else
+		lab_n_fail++;
 }

@@ -59,4 +59,10 @@ int lab_release(struct lab *l, const char *cid);
 /** lab_rss_kb() - VmRSS of @pid in kB, or -1. */
 long lab_rss_kb(pid_t pid);
 
+/** TAP counters of lab_result(). */
+extern int lab_n_ok, lab_n_fail;
+
+/** lab_result() - print one TAP line "ok N - ..." / "not ok N - ..." and count it. */
+void lab_result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif

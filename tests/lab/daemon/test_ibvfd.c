@@ -57,26 +57,6 @@
 #define RANGE_START LAB_RANGE_START
 #define RANGE_END   LAB_RANGE_END
 
-static int n_ok, n_fail;
-
-static void result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void result(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", ok ? "ok" : "not ok", n_ok + n_fail + 1);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (ok)
-		n_ok++;
-	else
-		n_fail++;
-}
-
 /* ------------------------------------------------------- invariants -- */
 
 struct member {
@@ -260,13 +240,13 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 	char why[512];
 
 	if (lab_init(&l, ibvfd, N_VFS, "file", moddir, NULL)) {
-		result(false, "lab set-up");
+		lab_result(false, "lab set-up");
 		return 1;
 	}
 	l.delay_ms = "3"; /* a window inside the VF step for the killer */
 	printf("# crash test: %d cycles, seed %u, lab %s\n", cycles, seed, l.dir);
 	if (lab_start(&l, 15000) < 0) {
-		result(false, "ibvfd starts and reports READY=1");
+		lab_result(false, "ibvfd starts and reports READY=1");
 		lab_fini(&l);
 		return 1;
 	}
@@ -301,37 +281,38 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 			l.pid = 0;
 			kills++;
 			if (lab_start(&l, 15000) < 0) {
-				result(false, "cycle %d: ibvfd restarts after kill -9", c);
+				lab_result(false, "cycle %d: ibvfd restarts after kill -9", c);
 				lab_fini(&l);
 				return 1;
 			}
 			/* READY=1 comes after the start-up reconciliation pass */
 			if (!consistent(&l, why, sizeof(why))) {
-				result(false, "cycle %d: consistent after kill -9 + restart: %s", c,
-				       why);
+				lab_result(false,
+					   "cycle %d: consistent after kill -9 + restart: %s", c,
+					   why);
 				failed_checks++;
 				break;
 			}
 			/* the interrupted owner can always be released */
 			if (lab_release(&l, cid)) {
-				result(false, "cycle %d: release after restart", c);
+				lab_result(false, "cycle %d: release after restart", c);
 				failed_checks++;
 				break;
 			}
 		}
 	}
-	result(failed_checks == 0,
-	       "%d cycles, %d kill -9 + restarts: store, VFs and SM agree after "
-	       "every restart (%d prepares succeeded, %.1f s)",
-	       cycles, kills, prepared, (double)(ibvf_mono_ms() - t0) / 1000);
-	result(consistent(&l, why, sizeof(why)), "consistent at the end%s%s", n_fail ? ": " : "",
-	       n_fail ? why : "");
+	lab_result(failed_checks == 0,
+		   "%d cycles, %d kill -9 + restarts: store, VFs and SM agree after "
+		   "every restart (%d prepares succeeded, %.1f s)",
+		   cycles, kills, prepared, (double)(ibvf_mono_ms() - t0) / 1000);
+	lab_result(consistent(&l, why, sizeof(why)), "consistent at the end%s%s",
+		   lab_n_fail ? ": " : "", lab_n_fail ? why : "");
 	{
 		struct member sm[8];
 
-		result(read_sm(&l, sm, 8) == 0, "every owner released: SM membership empty");
+		lab_result(read_sm(&l, sm, 8) == 0, "every owner released: SM membership empty");
 	}
-	result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
+	lab_result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
 	lab_fini(&l);
 	return 0;
 }
@@ -383,21 +364,21 @@ static void ctl_checks(struct lab *l, const char *ibvfctl)
 	int rc;
 
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "status", NULL);
-	result(rc == 0 && strstr(out, "Ready:") && strstr(out, "yes"),
-	       "ibvfctl daemon status (rc %d)", rc);
+	lab_result(rc == 0 && strstr(out, "Ready:") && strstr(out, "yes"),
+		   "ibvfctl daemon status (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "--json", "daemon", "list", NULL);
-	result(rc == 0 && strstr(out, "\"guid\""), "ibvfctl --json daemon list (rc %d)", rc);
+	lab_result(rc == 0 && strstr(out, "\"guid\""), "ibvfctl --json daemon list (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "byhand",
 		     "--pci", "0000:05:00.6", "--pkey", "0x12", NULL);
-	result(rc == 0 && strstr(out, "ACTIVE"), "ibvfctl daemon prepare (rc %d)", rc);
+	lab_result(rc == 0 && strstr(out, "ACTIVE"), "ibvfctl daemon prepare (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "prepare", "--owner", "other", "--pci",
 		     "0000:05:00.6", "--pkey", "0x12", NULL);
-	result(rc == 3, "ibvfctl daemon prepare of a held VF fails with 3 (rc %d)", rc);
+	lab_result(rc == 3, "ibvfctl daemon prepare of a held VF fails with 3 (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "release", "--owner", "byhand", NULL);
-	result(rc == 0 && strstr(out, "yes"), "ibvfctl daemon release (rc %d)", rc);
+	lab_result(rc == 0 && strstr(out, "yes"), "ibvfctl daemon release (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
-	result(rc == 0 && strstr(out, "audit clean"), "ibvfctl pool audit via the daemon (rc %d)",
-	       rc);
+	lab_result(rc == 0 && strstr(out, "audit clean"),
+		   "ibvfctl pool audit via the daemon (rc %d)", rc);
 	/* an SM member of the ibvf ranges nobody holds: found, then fixed */
 	{
 		FILE *f = fopen(l->smfile, "a");
@@ -406,12 +387,12 @@ static void ctl_checks(struct lab *l, const char *ibvfctl)
 		fclose(f);
 	}
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "--json", "pool", "audit", NULL);
-	result(rc == 1 && strstr(out, "sm-orphan") && strstr(out, "remove the GUID"),
-	       "pool audit reports an SM orphan with its fix, exit 1 (rc %d)", rc);
+	lab_result(rc == 1 && strstr(out, "sm-orphan") && strstr(out, "remove the GUID"),
+		   "pool audit reports an SM orphan with its fix, exit 1 (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "audit", "--fix", NULL);
-	result(rc == 0, "daemon audit --fix fixes it (rc %d)", rc);
+	lab_result(rc == 0, "daemon audit --fix fixes it (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "frobnicate", NULL);
-	result(rc == 2, "unknown command: exit 2 (rc %d)", rc);
+	lab_result(rc == 2, "unknown command: exit 2 (rc %d)", rc);
 }
 
 struct bg_call {
@@ -439,21 +420,21 @@ static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
 	bool ready = false;
 
 	if (lab_init(&l, ibvfd, N_VFS, "file", moddir, NULL)) {
-		result(false, "lab set-up");
+		lab_result(false, "lab set-up");
 		return 1;
 	}
 	/* the SM is unreachable at start-up: the daemon starts anyway */
 	close(open(l.failfile, O_CREAT | O_WRONLY, 0600));
-	result(lab_start(&l, 15000) > 0, "starts with the SM unreachable, sends READY=1");
-	result(stat(l.sock, &st) == 0 && (st.st_mode & 0777) == 0600, "socket mode 0600");
+	lab_result(lab_start(&l, 15000) > 0, "starts with the SM unreachable, sends READY=1");
+	lab_result(stat(l.sock, &st) == 0 && (st.st_mode & 0777) == 0600, "socket mode 0600");
 	ret = lab_api(&l, "status", NULL, &r, NULL, 5000);
-	result(!ret && json_is_false(json_object_get(r, "ready")) &&
-		       json_is_false(json_object_get(json_object_get(r, "backend"), "ok")),
-	       "status: not ready, backend not ok");
+	lab_result(!ret && json_is_false(json_object_get(r, "ready")) &&
+			   json_is_false(json_object_get(json_object_get(r, "backend"), "ok")),
+		   "status: not ready, backend not ok");
 	json_decref(r);
 	ret = lab_prepare(&l, "early", 0, NULL, NULL, &re);
-	result(ret == -EREMOTEIO && re.code == IBVF_RPC_NOT_READY, "prepare: NOT_READY (%s)",
-	       re.message);
+	lab_result(ret == -EREMOTEIO && re.code == IBVF_RPC_NOT_READY, "prepare: NOT_READY (%s)",
+		   re.message);
 	/* the SM comes back: the periodic pass (1 s) notices */
 	unlink(l.failfile);
 	for (int i = 0; i < 60 && !ready; i++) {
@@ -462,16 +443,16 @@ static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
 			ready = json_is_true(json_object_get(r, "ready"));
 		json_decref(r);
 	}
-	result(ready, "ready once the SM answers");
+	lab_result(ready, "ready once the SM answers");
 	ret = lab_prepare(&l, "first", 0, NULL, &r, &re);
-	result(!ret && json_is_string(json_object_get(r, "guid")), "prepare succeeds%s%s",
-	       ret ? ": " : "", ret ? re.message : "");
+	lab_result(!ret && json_is_string(json_object_get(r, "guid")), "prepare succeeds%s%s",
+		   ret ? ": " : "", ret ? re.message : "");
 	json_decref(r);
 	ret = lab_api(&l, "commit", json_pack("{s:o}", "owner", lab_owner("first")), NULL, NULL,
 		      5000);
-	result(!ret, "commit");
+	lab_result(!ret, "commit");
 	ret = lab_api(&l, "list", NULL, &r, NULL, 5000);
-	result(!ret && json_array_size(json_object_get(r, "owners")) == 1, "list shows it");
+	lab_result(!ret && json_array_size(json_object_get(r, "owners")) == 1, "list shows it");
 	json_decref(r);
 	if (ibvfctl)
 		ctl_checks(&l, ibvfctl);
@@ -481,9 +462,9 @@ static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
 	lab_write_config(&l);
 	lab_drain_notify(&l);
 	kill(l.pid, SIGHUP);
-	result(lab_wait_notify(&l, "RELOADING=1", 5000), "SIGHUP: RELOADING=1");
+	lab_result(lab_wait_notify(&l, "RELOADING=1", 5000), "SIGHUP: RELOADING=1");
 	ret = lab_api(&l, "status", NULL, &r, NULL, 5000);
-	result(!ret && json_is_true(json_object_get(r, "ready")), "still serving after SIGHUP");
+	lab_result(!ret && json_is_true(json_object_get(r, "ready")), "still serving after SIGHUP");
 	json_decref(r);
 
 	/* SIGTERM with a prepare in flight: it is answered, then exit 0 */
@@ -495,22 +476,22 @@ static int cmd_smoke(const char *ibvfd, const char *moddir, const char *ibvfctl)
 	usleep(200000);
 	lab_drain_notify(&l);
 	kill(l.pid, SIGTERM);
-	result(lab_wait_notify(&l, "STOPPING=1", 5000), "SIGTERM: STOPPING=1");
+	lab_result(lab_wait_notify(&l, "STOPPING=1", 5000), "SIGTERM: STOPPING=1");
 	pthread_join(bg.th, NULL);
-	result(bg.ret == 0, "the in-flight prepare was finished and answered");
+	lab_result(bg.ret == 0, "the in-flight prepare was finished and answered");
 	waitpid(l.pid, &status, 0);
 	l.pid = 0;
-	result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0");
-	result(stat(l.sock, &st) && errno == ENOENT, "socket removed");
+	lab_result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status 0");
+	lab_result(stat(l.sock, &st) && errno == ENOENT, "socket removed");
 	if (ibvfctl) {
 		char out[4096];
 		int rc = run_ctl(&l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
 
 		/* expired quarantine shows up as a notice (quarantine_s is 1): not a problem */
-		result(rc == 0 && !strstr(out, "problem"),
-		       "pool audit without a daemon: store checks, no problem (rc %d)", rc);
+		lab_result(rc == 0 && !strstr(out, "problem"),
+			   "pool audit without a daemon: store checks, no problem (rc %d)", rc);
 		rc = run_ctl(&l, ibvfctl, out, sizeof(out), "daemon", "status", NULL);
-		result(rc == 3, "daemon status without a daemon: exit 3 (rc %d)", rc);
+		lab_result(rc == 3, "daemon status without a daemon: exit 3 (rc %d)", rc);
 	}
 	lab_fini(&l);
 	return 0;
@@ -637,59 +618,60 @@ static void ctl_pool_online(struct lab *l, const char *ibvfctl)
 	j = json_loads(out, 0, NULL);
 	if (j)
 		snprintf(g, sizeof(g), "%s", jstr(j, "guid"));
-	result(rc == 0 && j && !strcmp(jstr(j, "state"), "allocated") &&
-		       !strcmp(jstr(j, "container_id"), "ctl-a") &&
-		       !strcmp(jstr(j, "pod"), "lab/ctl-a") &&
-		       !strcmp(json_string_value(json_array_get(json_object_get(j, "pkeys"), 0)),
-			       "0x8012"),
-	       "ibvfd up: --json pool allocate answers the record (rc %d, %s)", rc, g);
+	lab_result(
+		rc == 0 && j && !strcmp(jstr(j, "state"), "allocated") &&
+			!strcmp(jstr(j, "container_id"), "ctl-a") &&
+			!strcmp(jstr(j, "pod"), "lab/ctl-a") &&
+			!strcmp(json_string_value(json_array_get(json_object_get(j, "pkeys"), 0)),
+				"0x8012"),
+		"ibvfd up: --json pool allocate answers the record (rc %d, %s)", rc, g);
 	json_decref(j);
-	result(!strstr(err, "not running") && !strstr(err, "store directly"),
-	       "ibvfd up: pool allocate does not take the offline path (stderr: %.200s)", err);
-	result(dir_empty(empty), "ibvfd up: ibvfctl opened no store of its own (%s stays empty)",
-	       empty);
+	lab_result(!strstr(err, "not running") && !strstr(err, "store directly"),
+		   "ibvfd up: pool allocate does not take the offline path (stderr: %.200s)", err);
+	lab_result(dir_empty(empty),
+		   "ibvfd up: ibvfctl opened no store of its own (%s stays empty)", empty);
 	{
 		char line[160];
 
 		snprintf(line, sizeof(line), "pool.allocate: GUID %s for container ctl-a", g);
-		result(g[0] && file_has(l->log, line), "ibvfd's log shows the allocation ('%s')",
-		       line);
+		lab_result(g[0] && file_has(l->log, line),
+			   "ibvfd's log shows the allocation ('%s')", line);
 	}
-	result(g[0] && daemon_holds(l, "ctl-a", g), "ibvfd's list holds %s for ctl-a", g);
+	lab_result(g[0] && daemon_holds(l, "ctl-a", g), "ibvfd's list holds %s for ctl-a", g);
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "ctl-a",
 		      NULL);
-	result(rc == 0 && strstr(out, g), "ibvfd up: the same owner gets its GUID again (rc %d)",
-	       rc);
+	lab_result(rc == 0 && strstr(out, g),
+		   "ibvfd up: the same owner gets its GUID again (rc %d)", rc);
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "ctl-b",
 		      "--guid", g, NULL);
-	result(rc == 3 && strstr(err, "held by container ctl-a"),
-	       "ibvfd up: a GUID held by another owner is refused, exit 3 (rc %d: %.160s)", rc,
-	       err);
+	lab_result(rc == 3 && strstr(err, "held by container ctl-a"),
+		   "ibvfd up: a GUID held by another owner is refused, exit 3 (rc %d: %.160s)", rc,
+		   err);
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "has space",
 		      NULL);
-	result(rc == 2 && strstr(err, "is not a CNI container ID"),
-	       "ibvfd up: an owner the pool refuses is a usage error, exit 2 (rc %d: %.160s)", rc,
-	       err);
+	lab_result(rc == 2 && strstr(err, "is not a CNI container ID"),
+		   "ibvfd up: an owner the pool refuses is a usage error, exit 2 (rc %d: %.160s)",
+		   rc, err);
 
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "-s", empty, "--json", "pool", "release",
 		      g, NULL);
 	j = json_loads(out, 0, NULL);
-	result(rc == 0 && j && json_is_true(json_object_get(j, "released")) &&
-		       strstr(jstr(j, "result"), "quarantine"),
-	       "ibvfd up: --json pool release (rc %d: %.200s)", rc, out);
+	lab_result(rc == 0 && j && json_is_true(json_object_get(j, "released")) &&
+			   strstr(jstr(j, "result"), "quarantine"),
+		   "ibvfd up: --json pool release (rc %d: %.200s)", rc, out);
 	json_decref(j);
 	{
 		char line[160];
 
 		snprintf(line, sizeof(line), "pool.release: GUID %s of container ctl-a", g);
-		result(file_has(l->log, line), "ibvfd's log shows the release");
+		lab_result(file_has(l->log, line), "ibvfd's log shows the release");
 	}
-	result(!daemon_holds(l, "ctl-a", g) && dir_empty(empty),
-	       "ibvfd no longer holds it; still no store opened by ibvfctl");
+	lab_result(!daemon_holds(l, "ctl-a", g) && dir_empty(empty),
+		   "ibvfd no longer holds it; still no store opened by ibvfctl");
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "release", g, NULL);
 	j = json_loads(out, 0, NULL);
-	result(rc == 0 && j && json_is_false(json_object_get(j, "released")),
-	       "ibvfd up: releasing it again does nothing, exit 0 (rc %d)", rc);
+	lab_result(rc == 0 && j && json_is_false(json_object_get(j, "released")),
+		   "ibvfd up: releasing it again does nothing, exit 0 (rc %d)", rc);
 	json_decref(j);
 
 	/* an attached GUID: pool release walks it back like release (SM, VF, quarantine) */
@@ -713,15 +695,16 @@ static void ctl_pool_online(struct lab *l, const char *ibvfctl)
 		ibvf_vf_fake_init(l->vfdir, &ops, &port, e2, sizeof(e2));
 		ops.lookup(ops.ctx, lab_pci(1, pci), &vf, e2, sizeof(e2));
 		ibvf_vf_fake_fini(&ops);
-		result(gp[0] && rc == 0 && !in_sm && vf.port_guid != gv,
-		       "ibvfd up: pool release of an attached GUID removes it from the SM and the VF "
-		       "(rc %d)",
-		       rc);
+		lab_result(
+			gp[0] && rc == 0 && !in_sm && vf.port_guid != gv,
+			"ibvfd up: pool release of an attached GUID removes it from the SM and the VF "
+			"(rc %d)",
+			rc);
 	}
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "vf", "set-guid", lab_pci(2, pci),
 		      "02:00:00:00:00:00:10:01", NULL);
-	result(rc == 3 && strstr(err, "ibvfd is running"),
-	       "ibvfd up: vf set-guid is refused, exit 3 (rc %d: %.160s)", rc, err);
+	lab_result(rc == 3 && strstr(err, "ibvfd is running"),
+		   "ibvfd up: vf set-guid is refused, exit 3 (rc %d: %.160s)", rc, err);
 }
 
 static void ctl_pool_offline(struct lab *l, const char *ibvfctl)
@@ -732,17 +715,18 @@ static void ctl_pool_offline(struct lab *l, const char *ibvfctl)
 
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "off-a",
 		      NULL);
-	result(rc == 0 && strstr(out, "GUID:") && strstr(err, "ibvfd is not running") &&
-		       strstr(err, "working on the store directly"),
-	       "ibvfd down: pool allocate works on the store and says so (rc %d: %.200s)", rc, err);
-	result(make_stale_socket(l->sock), "a stale socket file is left at %s", l->sock);
+	lab_result(rc == 0 && strstr(out, "GUID:") && strstr(err, "ibvfd is not running") &&
+			   strstr(err, "working on the store directly"),
+		   "ibvfd down: pool allocate works on the store and says so (rc %d: %.200s)", rc,
+		   err);
+	lab_result(make_stale_socket(l->sock), "a stale socket file is left at %s", l->sock);
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "allocate", "--owner",
 		      "off-b", NULL);
 	j = json_loads(out, 0, NULL);
-	result(rc == 0 && j && !strcmp(jstr(j, "container_id"), "off-b") &&
-		       strstr(err, "ibvfd is not running"),
-	       "stale socket: --json pool allocate takes the offline path (rc %d: %.160s)", rc,
-	       err);
+	lab_result(rc == 0 && j && !strcmp(jstr(j, "container_id"), "off-b") &&
+			   strstr(err, "ibvfd is not running"),
+		   "stale socket: --json pool allocate takes the offline path (rc %d: %.160s)", rc,
+		   err);
 	if (j) {
 		char g[64];
 
@@ -751,9 +735,9 @@ static void ctl_pool_offline(struct lab *l, const char *ibvfctl)
 		rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "release", g,
 			      NULL);
 		j = json_loads(out, 0, NULL);
-		result(rc == 0 && j && json_is_true(json_object_get(j, "released")) &&
-			       strstr(err, "working on the store directly"),
-		       "stale socket: --json pool release offline (rc %d)", rc);
+		lab_result(rc == 0 && j && json_is_true(json_object_get(j, "released")) &&
+				   strstr(err, "working on the store directly"),
+			   "stale socket: --json pool release offline (rc %d)", rc);
 		json_decref(j);
 	}
 
@@ -761,19 +745,19 @@ static void ctl_pool_offline(struct lab *l, const char *ibvfctl)
 	snprintf(path, sizeof(path), "%s/ibvfd.lock", l->state);
 	fd = open(path, O_RDWR | O_CREAT, 0600);
 	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	result(fd >= 0 && !flock(fd, LOCK_EX | LOCK_NB) && ftruncate(fd, 0) == 0 &&
-		       write(fd, pid, strlen(pid)) > 0,
-	       "the test holds %s", path);
+	lab_result(fd >= 0 && !flock(fd, LOCK_EX | LOCK_NB) && ftruncate(fd, 0) == 0 &&
+			   write(fd, pid, strlen(pid)) > 0,
+		   "the test holds %s", path);
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "off-c",
 		      NULL);
 	snprintf(pid, sizeof(pid), "pid %d", (int)getpid());
-	result(rc == 3 && strstr(err, "refusing") && strstr(err, pid),
-	       "lock held, socket dead: pool allocate is refused and names the holder (rc %d: "
-	       "%.200s)",
-	       rc, err);
+	lab_result(rc == 3 && strstr(err, "refusing") && strstr(err, pid),
+		   "lock held, socket dead: pool allocate is refused and names the holder (rc %d: "
+		   "%.200s)",
+		   rc, err);
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "audit", "--fix", NULL);
-	result(rc == 3 && strstr(err, "refusing"), "lock held: pool audit --fix is refused (rc %d)",
-	       rc);
+	lab_result(rc == 3 && strstr(err, "refusing"),
+		   "lock held: pool audit --fix is refused (rc %d)", rc);
 	/* ibvfd takes the same lock: it waits for the holder before it opens the store */
 	unlink(l->sock);
 	l->pid = 0;
@@ -792,17 +776,18 @@ static void ctl_pool_offline(struct lab *l, const char *ibvfctl)
 		}
 		l->pid = dpid;
 		lab_drain_notify(l);
-		result(!lab_wait_notify(l, "READY=1", 1500),
-		       "ibvfd started while the lock is held does not get ready");
+		lab_result(!lab_wait_notify(l, "READY=1", 1500),
+			   "ibvfd started while the lock is held does not get ready");
 		close(fd);
-		result(lab_wait_notify(l, "READY=1", 15000),
-		       "once the lock is free, ibvfd starts and reports READY=1");
+		lab_result(lab_wait_notify(l, "READY=1", 15000),
+			   "once the lock is free, ibvfd starts and reports READY=1");
 	}
 	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "allocate", "--owner", "on-again",
 		      NULL);
-	result(rc == 0 && !strstr(err, "not running") && file_has(l->log, "pool.allocate: GUID") &&
-		       file_has(l->log, "for container on-again"),
-	       "ibvfd back: pool allocate goes through it again (rc %d)", rc);
+	lab_result(rc == 0 && !strstr(err, "not running") &&
+			   file_has(l->log, "pool.allocate: GUID") &&
+			   file_has(l->log, "for container on-again"),
+		   "ibvfd back: pool allocate goes through it again (rc %d)", rc);
 }
 
 static int cmd_ctl_pool(const char *ibvfd, const char *moddir, const char *ibvfctl)
@@ -810,19 +795,19 @@ static int cmd_ctl_pool(const char *ibvfd, const char *moddir, const char *ibvfc
 	struct lab l;
 
 	if (lab_init(&l, ibvfd, N_VFS, "file", moddir, NULL)) {
-		result(false, "lab set-up");
+		lab_result(false, "lab set-up");
 		return 1;
 	}
 	/* no periodic pass during the test: a record without a VF is rolled back by one */
 	l.periodic_s = 3600;
 	lab_write_config(&l);
 	if (lab_start(&l, 15000) < 0) {
-		result(false, "ibvfd starts");
+		lab_result(false, "ibvfd starts");
 		lab_fini(&l);
 		return 1;
 	}
 	ctl_pool_online(&l, ibvfctl);
-	result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
+	lab_result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
 	ctl_pool_offline(&l, ibvfctl);
 	lab_fini(&l);
 	return 0;
@@ -896,7 +881,7 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 	if (miss)
 		return ufm_sim_skip(miss);
 	if (ufm_sim_start(&so, &sim, err, sizeof(err))) {
-		result(false, "UFM simulator starts: %s", err);
+		lab_result(false, "UFM simulator starts: %s", err);
 		return 1;
 	}
 	snprintf(bj, sizeof(bj),
@@ -904,14 +889,14 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 		 " \"username\": \"admin\", \"password_file\": \"%s\"}",
 		 sim.port, sim.password_file);
 	if (lab_init(&l, ibvfd, N_BATCH, "ufm", moddir, bj)) {
-		result(false, "lab set-up");
+		lab_result(false, "lab set-up");
 		ufm_sim_stop(&sim);
 		return 1;
 	}
 	l.window_ms = 20;
 	lab_write_config(&l);
 	if (lab_start(&l, 20000) < 0) {
-		result(false, "ibvfd starts with the ufm backend");
+		lab_result(false, "ibvfd starts with the ufm backend");
 		lab_fini(&l);
 		ufm_sim_stop(&sim);
 		return 1;
@@ -920,9 +905,9 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 	ufm_sim_config(&sim, "{\"latency_ms\": 200}");
 	ms = run_batch(&l, false, &fails);
 	adds = ufm_sim_calls(&sim, "add");
-	result(fails == 0, "%d concurrent prepares with 200 ms UFM latency succeed", N_BATCH);
-	result(adds >= 1 && adds <= 3,
-	       "they cost %ld UFM add call(s): at most 3 SM round trips (<= 8 calls)", adds);
+	lab_result(fails == 0, "%d concurrent prepares with 200 ms UFM latency succeed", N_BATCH);
+	lab_result(adds >= 1 && adds <= 3,
+		   "they cost %ld UFM add call(s): at most 3 SM round trips (<= 8 calls)", adds);
 	printf("# %d prepares: %lld ms wall time (%.1f UFM round trips of 200 ms)\n", N_BATCH,
 	       (long long)ms, (double)ms / 200);
 	{
@@ -930,26 +915,28 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 
 		ufm_sim_ctl(&sim, "GET", "/_sim/state", NULL, &st);
 		pk = json_object_get(json_object_get(st, "0xa5"), "guids");
-		result(json_array_size(pk) == N_BATCH, "UFM holds all %d GUIDs in PKey 0xa5 (%zu)",
-		       N_BATCH, json_array_size(pk));
+		lab_result(json_array_size(pk) == N_BATCH,
+			   "UFM holds all %d GUIDs in PKey 0xa5 (%zu)", N_BATCH,
+			   json_array_size(pk));
 		json_decref(st);
 	}
 	ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
 	ufm_sim_config(&sim, "{\"latency_ms\": 200}");
 	ms = run_batch(&l, true, &fails);
 	removes = ufm_sim_calls(&sim, "remove");
-	result(fails == 0 && removes >= 1 && removes <= 8,
-	       "%d concurrent releases: %ld UFM remove call(s)", N_BATCH, removes);
+	lab_result(fails == 0 && removes >= 1 && removes <= 8,
+		   "%d concurrent releases: %ld UFM remove call(s)", N_BATCH, removes);
 	printf("# %d releases: %lld ms wall time\n", N_BATCH, (long long)ms);
 	{
 		json_t *st = NULL;
 
 		ufm_sim_ctl(&sim, "GET", "/_sim/state", NULL, &st);
-		result(json_array_size(json_object_get(json_object_get(st, "0xa5"), "guids")) == 0,
-		       "UFM PKey 0xa5 empty after the releases");
+		lab_result(json_array_size(json_object_get(json_object_get(st, "0xa5"), "guids")) ==
+				   0,
+			   "UFM PKey 0xa5 empty after the releases");
 		json_decref(st);
 	}
-	result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
+	lab_result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
 	lab_fini(&l);
 	ufm_sim_stop(&sim);
 	return 0;
@@ -971,13 +958,13 @@ int main(int argc, char **argv)
 	else if (!strcmp(argv[1], "ufm-batch")) {
 		int r = cmd_ufm_batch(argv[2], argv[3]);
 
-		if (r == 77 || (r && !n_ok && !n_fail))
+		if (r == 77 || (r && !lab_n_ok && !lab_n_fail))
 			return r;
 	} else if (!strcmp(argv[1], "crash"))
 		cmd_crash(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 200,
 			  argc > 5 ? (unsigned)strtoul(argv[5], NULL, 0) : 20261130u);
 	else
 		return 2;
-	printf("1..%d\n%d passed, %d failed\n", n_ok + n_fail, n_ok, n_fail);
-	return n_fail ? 1 : 0;
+	printf("1..%d\n%d passed, %d failed\n", lab_n_ok + lab_n_fail, lab_n_ok, lab_n_fail);
+	return lab_n_fail ? 1 : 0;
 }

@@ -38,26 +38,6 @@
 
 #define SECRET "env-pw-5d41402abc4b2a76"
 
-static int n_ok, n_fail;
-
-static void result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void result(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", ok ? "ok" : "not ok", n_ok + n_fail + 1);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (ok)
-		n_ok++;
-	else
-		n_fail++;
-}
-
 /* The whole of a small file (NULs kept as bytes; *len set), or NULL. */
 static char *slurp(const char *path, size_t *len)
 {
@@ -132,7 +112,7 @@ static void test_fifo_cli(const char *ibvfd, const char *ibvfctl, const char *di
 	snprintf(fifo, sizeof(fifo), "%s/fifo.json", dir);
 	snprintf(out, sizeof(out), "%s/cli.out", dir);
 	if (mkfifo(fifo, 0600)) {
-		result(false, "mkfifo %s: %s", fifo, strerror(errno));
+		lab_result(false, "mkfifo %s: %s", fifo, strerror(errno));
 		return;
 	}
 	{
@@ -140,11 +120,11 @@ static void test_fifo_cli(const char *ibvfd, const char *ibvfctl, const char *di
 
 		st = run_bounded(argv, out, 10000);
 		text = slurp(out, &len);
-		result(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
-			       mem_has(text, len, "is not a regular file (a FIFO)"),
-		       "ibvfd --print-config -c FIFO: exit 2 at once, 'not a regular file (a "
-		       "FIFO)' (status %d: %.200s)",
-		       st, text ? text : "");
+		lab_result(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
+				   mem_has(text, len, "is not a regular file (a FIFO)"),
+			   "ibvfd --print-config -c FIFO: exit 2 at once, 'not a regular file (a "
+			   "FIFO)' (status %d: %.200s)",
+			   st, text ? text : "");
 		free(text);
 	}
 	{
@@ -152,10 +132,10 @@ static void test_fifo_cli(const char *ibvfd, const char *ibvfctl, const char *di
 
 		st = run_bounded(argv, out, 10000);
 		text = slurp(out, &len);
-		result(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
-			       mem_has(text, len, "is not a regular file (a FIFO)"),
-		       "ibvfctl -c FIFO daemon status: exit 2 at once (status %d: %.200s)", st,
-		       text ? text : "");
+		lab_result(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
+				   mem_has(text, len, "is not a regular file (a FIFO)"),
+			   "ibvfctl -c FIFO daemon status: exit 2 at once (status %d: %.200s)", st,
+			   text ? text : "");
 		free(text);
 	}
 	unlink(fifo);
@@ -196,12 +176,12 @@ static void test_running(const char *ibvfd, const char *moddir, const char *dir)
 	int ret, st;
 
 	if (lab_init(&l, ibvfd, 2, "file", moddir, NULL)) {
-		result(false, "lab_init");
+		lab_result(false, "lab_init");
 		return;
 	}
 	setenv("UFM_PASSWORD", SECRET, 1); /* inherited by the ibvfd lab_start() forks */
 	if (lab_start(&l, 15000) < 0) {
-		result(false, "ibvfd started (see %s)", l.log);
+		lab_result(false, "ibvfd started (see %s)", l.log);
 		unsetenv("UFM_PASSWORD");
 		lab_fini(&l);
 		return;
@@ -211,32 +191,32 @@ static void test_running(const char *ibvfd, const char *moddir, const char *dir)
 	/* secrets: environ scrubbed, not dumpable */
 	snprintf(env, sizeof(env), "/proc/%d/environ", (int)l.pid);
 	text = slurp(env, &len);
-	result(text && len > 0 && !mem_has(text, len, SECRET) &&
-		       mem_has(text, len, "NOTIFY_SOCKET="),
-	       "UFM_PASSWORD is not in /proc/PID/environ of a ready ibvfd");
+	lab_result(text && len > 0 && !mem_has(text, len, SECRET) &&
+			   mem_has(text, len, "NOTIFY_SOCKET="),
+		   "UFM_PASSWORD is not in /proc/PID/environ of a ready ibvfd");
 	free(text);
 	/* a FIFO in the config file's place: SIGHUP refused at once, still serving */
 	snprintf(aside, sizeof(aside), "%s.aside", l.cfg);
 	ret = rename(l.cfg, aside) || mkfifo(l.cfg, 0600);
 	if (ret) {
-		result(false, "config replaced by a FIFO: %s", strerror(errno));
+		lab_result(false, "config replaced by a FIFO: %s", strerror(errno));
 	} else {
 		kill(l.pid, SIGHUP);
-		result(lab_wait_notify(&l, "READY=1", 5000),
-		       "SIGHUP with a FIFO config: READY=1 again");
+		lab_result(lab_wait_notify(&l, "READY=1", 5000),
+			   "SIGHUP with a FIFO config: READY=1 again");
 		ret = lab_api(&l, "status", NULL, &r, NULL, 5000);
-		result(!ret && json_is_true(json_object_get(r, "ready")),
-		       "still serving after SIGHUP with a FIFO config (ret %d)", ret);
+		lab_result(!ret && json_is_true(json_object_get(r, "ready")),
+			   "still serving after SIGHUP with a FIFO config (ret %d)", ret);
 		json_decref(r);
 		text = slurp(l.log, &len);
-		result(mem_has(text, len, "SIGHUP: config not reloaded") &&
-			       mem_has(text, len, "is not a regular file (a FIFO)"),
-		       "the log says why the config was not reloaded");
+		lab_result(mem_has(text, len, "SIGHUP: config not reloaded") &&
+				   mem_has(text, len, "is not a regular file (a FIFO)"),
+			   "the log says why the config was not reloaded");
 		free(text);
 	}
 	st = lab_stop(&l, SIGTERM);
-	result(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	       "SIGTERM after SIGHUP with a FIFO config: exit 0 (status %d)", st);
+	lab_result(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		   "SIGTERM after SIGHUP with a FIFO config: exit 0 (status %d)", st);
 	unlink(l.cfg);
 	rename(aside, l.cfg);
 
@@ -244,13 +224,13 @@ static void test_running(const char *ibvfd, const char *moddir, const char *dir)
 	if (!control_dumps(dir)) {
 		printf("ok %d - # SKIP no core dump from a dumpable control process here "
 		       "(core_pattern, RLIMIT_CORE): PR_SET_DUMPABLE not checked\n",
-		       n_ok++ + n_fail + 1);
+		       lab_n_ok++ + lab_n_fail + 1);
 	} else if (lab_start(&l, 15000) < 0) {
-		result(false, "ibvfd restarted (see %s)", l.log);
+		lab_result(false, "ibvfd restarted (see %s)", l.log);
 	} else {
 		st = lab_stop(&l, SIGABRT);
-		result(st != -1 && WIFSIGNALED(st) && !dumped_core(st),
-		       "ibvfd is not dumpable: SIGABRT leaves no core (status %d)", st);
+		lab_result(st != -1 && WIFSIGNALED(st) && !dumped_core(st),
+			   "ibvfd is not dumpable: SIGABRT leaves no core (status %d)", st);
 	}
 	lab_fini(&l);
 }
@@ -286,6 +266,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, "could not remove %s/core*\n", dir);
 	}
 	rmdir(dir);
-	printf("%d passed, %d failed\n", n_ok, n_fail);
-	return n_fail ? 1 : 0;
+	printf("%d passed, %d failed\n", lab_n_ok, lab_n_fail);
+	return lab_n_fail ? 1 : 0;
 }

@@ -37,26 +37,6 @@
 #include "ibvfd_lab.h"
 #include "log.h"
 
-static int n_ok, n_fail;
-
-static void result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void result(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", ok ? "ok" : "not ok", n_ok + n_fail + 1);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (ok)
-		n_ok++;
-	else
-		n_fail++;
-}
-
 /* status, or NULL. */
 static json_t *status(struct lab *l)
 {
@@ -153,17 +133,17 @@ static void sm_breaks(struct lab *l)
 
 	close(open(l->failfile, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
 	st = wait_ready(l, false, 8000);
-	result(st && !json_is_true(json_object_get(st, "ready")) && reason(st, "sm") &&
-		       !json_is_true(json_object_get(json_object_get(st, "backend"), "ok")),
-	       "an SM that breaks after validation: ready false, backend.ok false, reason "
-	       "\"%s\"",
-	       st && reason(st, "sm") ? reason(st, "sm") : "(none)");
+	lab_result(st && !json_is_true(json_object_get(st, "ready")) && reason(st, "sm") &&
+			   !json_is_true(json_object_get(json_object_get(st, "backend"), "ok")),
+		   "an SM that breaks after validation: ready false, backend.ok false, reason "
+		   "\"%s\"",
+		   st && reason(st, "sm") ? reason(st, "sm") : "(none)");
 	json_decref(st);
 	unlink(l->failfile);
 	st = wait_ready(l, true, 8000);
-	result(st && json_is_true(json_object_get(st, "ready")) &&
-		       json_array_size(json_object_get(st, "not_ready")) == 0,
-	       "the SM is back: ready true, not_ready empty");
+	lab_result(st && json_is_true(json_object_get(st, "ready")) &&
+			   json_array_size(json_object_get(st, "not_ready")) == 0,
+		   "the SM is back: ready true, not_ready empty");
 	json_decref(st);
 }
 
@@ -176,44 +156,44 @@ static void store_fills_up(struct lab *l, const char *ibvfctl, const char *fille
 	long n;
 
 	rc = lab_prepare(l, "s1", 0, NULL, NULL, &re);
-	result(rc == 0, "prepare before the disk is full (rc %d %s)", rc, re.message);
+	lab_result(rc == 0, "prepare before the disk is full (rc %d %s)", rc, re.message);
 	n = fill(filler);
-	result(n > 0, "filled the state directory's tmpfs (%ld bytes)", n);
+	lab_result(n > 0, "filled the state directory's tmpfs (%ld bytes)", n);
 	rc = lab_prepare(l, "s2", 1, NULL, NULL, &re);
-	result(rc != 0, "prepare with the disk full fails (rc %d: %s)", rc, re.message);
+	lab_result(rc != 0, "prepare with the disk full fails (rc %d: %s)", rc, re.message);
 	st = status(l);
 	w = json_object_get(json_object_get(st, "store"), "last_write");
-	result(st && !json_is_true(json_object_get(st, "ready")) && reason(st, "store") &&
-		       strstr(reason(st, "store"), "pool.db") &&
-		       !json_is_true(json_object_get(w, "ok")),
-	       "status: ready false, store reason \"%s\"",
-	       st && reason(st, "store") ? reason(st, "store") : "(none)");
+	lab_result(st && !json_is_true(json_object_get(st, "ready")) && reason(st, "store") &&
+			   strstr(reason(st, "store"), "pool.db") &&
+			   !json_is_true(json_object_get(w, "ok")),
+		   "status: ready false, store reason \"%s\"",
+		   st && reason(st, "store") ? reason(st, "store") : "(none)");
 	json_decref(st);
 	memset(&re, 0, sizeof(re));
 	rc = lab_prepare(l, "s3", 2, NULL, NULL, &re);
-	result(rc != 0 && re.code == IBVF_RPC_NOT_READY && strstr(re.message, "store: "),
-	       "the next prepare is refused as not ready (code %d: %s)", re.code, re.message);
+	lab_result(rc != 0 && re.code == IBVF_RPC_NOT_READY && strstr(re.message, "store: "),
+		   "the next prepare is refused as not ready (code %d: %s)", re.code, re.message);
 	rc = ctl_status(l, ibvfctl, out, sizeof(out));
-	result(rc == 0 && strstr(out, "Not ready:") &&
-		       strstr(out, "store: the last write to the GUID pool store failed"),
-	       "ibvfctl daemon status shows the reason (rc %d)", rc);
-	if (n_fail)
+	lab_result(rc == 0 && strstr(out, "Not ready:") &&
+			   strstr(out, "store: the last write to the GUID pool store failed"),
+		   "ibvfctl daemon status shows the reason (rc %d)", rc);
+	if (lab_n_fail)
 		fprintf(stderr, "%s", out);
 
 	unlink(filler);
 	st = wait_ready(l, true, 8000);
 	w = json_object_get(json_object_get(st, "store"), "last_write");
-	result(st && json_is_true(json_object_get(st, "ready")) &&
-		       json_is_true(json_object_get(w, "ok")),
-	       "space freed: ready again without an attach (the periodic probe write)");
+	lab_result(st && json_is_true(json_object_get(st, "ready")) &&
+			   json_is_true(json_object_get(w, "ok")),
+		   "space freed: ready again without an attach (the periodic probe write)");
 	json_decref(st);
 	memset(&re, 0, sizeof(re));
 	rc = lab_prepare(l, "s3", 2, NULL, NULL, &re);
-	result(rc == 0, "prepare works again (rc %d %s)", rc, re.message);
-	result(lab_release(l, "s1") == 0 && lab_release(l, "s3") == 0, "releases");
+	lab_result(rc == 0, "prepare works again (rc %d %s)", rc, re.message);
+	lab_result(lab_release(l, "s1") == 0 && lab_release(l, "s3") == 0, "releases");
 	rc = ctl_status(l, ibvfctl, out, sizeof(out));
-	result(rc == 0 && strstr(out, "Not ready:") && !strstr(out, "store:"),
-	       "ibvfctl daemon status: no reason left (rc %d)", rc);
+	lab_result(rc == 0 && strstr(out, "Not ready:") && !strstr(out, "store:"),
+		   "ibvfctl daemon status: no reason left (rc %d)", rc);
 }
 
 int main(int argc, char **argv)
@@ -245,13 +225,13 @@ int main(int argc, char **argv)
 			strerror(errno));
 	snprintf(filler, sizeof(filler), "%s/filler", l.state);
 	if (lab_start(&l, 20000) < 0) {
-		result(false, "ibvfd starts (see %s)", l.log);
+		lab_result(false, "ibvfd starts (see %s)", l.log);
 	} else {
 		json_t *st = status(&l);
 
-		result(st && json_is_true(json_object_get(st, "ready")) &&
-			       json_is_array(json_object_get(st, "not_ready")),
-		       "ready at start, with an empty not_ready");
+		lab_result(st && json_is_true(json_object_get(st, "ready")) &&
+				   json_is_array(json_object_get(st, "not_ready")),
+			   "ready at start, with an empty not_ready");
 		json_decref(st);
 		sm_breaks(&l);
 		if (tmpfs)
@@ -260,7 +240,7 @@ int main(int argc, char **argv)
 	}
 	if (tmpfs && umount2(l.state, MNT_DETACH))
 		fprintf(stderr, "umount %s: %s\n", l.state, strerror(errno));
-	if (n_fail) {
+	if (lab_n_fail) {
 		char cmd[256];
 
 		snprintf(cmd, sizeof(cmd), "tail -n 40 '%s' >&2", l.log);
@@ -268,6 +248,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, "no ibvfd log at %s\n", l.log);
 	}
 	lab_fini(&l);
-	printf("1..%d\n%d passed, %d failed\n", n_ok + n_fail, n_ok, n_fail);
-	return n_fail ? 1 : 0;
+	printf("1..%d\n%d passed, %d failed\n", lab_n_ok + lab_n_fail, lab_n_ok, lab_n_fail);
+	return lab_n_fail ? 1 : 0;
 }
