@@ -64,6 +64,9 @@ struct ibvf_pool {
 	int64_t changes_at_begin;
 	pthread_mutex_t health_lock; /* @health only: status never waits for a transaction */
 	struct ibvf_pool_health health;
+	/* GUIDs other views show in use (ibvf_pool_set_in_use()), each sorted */
+	uint64_t *in_use[IBVF_VIEW_COUNT];
+	size_t n_in_use[IBVF_VIEW_COUNT];
 };
 
 static const char *const state_names[IBVF_ALLOC_STATE_COUNT] = {
@@ -124,6 +127,31 @@ static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
 }
 
 /* Every SQLite failure passes here: it is remembered for ibvf_pool_health(). */
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Is @g in use in a view other than the store? Which one in *@view. */
+static bool seen_in_use(const struct ibvf_pool *p, uint64_t g, enum ibvf_pool_view *view)
+{
+	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
+		if (p->n_in_use[v] &&
+		    bsearch(&g, p->in_use[v], p->n_in_use[v], sizeof(g), cmp_u64)) {
+			if (view)
+				*view = (enum ibvf_pool_view)v;
+			return true;
+		}
+	return false;
+}
+
+static const char *view_name(enum ibvf_pool_view v)
+{
+	return v == IBVF_VIEW_VF ? "on a VF" : "in the SM's partition membership";
+}
+
 static int db_err(struct ibvf_pool *p, char *err, size_t errlen, const char *what)
 {
 	int code = sqlite3_errcode(p->db);
@@ -536,6 +564,48 @@ static int extent_take_lowest(struct ibvf_pool *p, uint64_t *g, char *err, size_
 	return run(p, st, err, errlen);
 }
 
+/*
+ * Take the lowest free GUID that no other view shows in use: as
+ * extent_take_lowest(), skipping the in-use GUIDs (issue 14: allocation never
+ * trusts the store alone). Visits at most one extent per in-use GUID more.
+ */
+static int extent_take_lowest_unused(struct ibvf_pool *p, uint64_t *g, char *err, size_t errlen)
+{
+	uint64_t from = 0, a, b;
+	sqlite3_stmt *st;
+	int rc;
+
+	if (!p->n_in_use[IBVF_VIEW_VF] && !p->n_in_use[IBVF_VIEW_SM])
+		return extent_take_lowest(p, g, err, errlen);
+	for (;;) {
+		if (prep(p, &st,
+			 "SELECT start, end FROM free_extent WHERE start >= ? ORDER BY start "
+			 "LIMIT 1",
+			 err, errlen))
+			return -EIO;
+		sqlite3_bind_int64(st, 1, enc(from));
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			a = dec(sqlite3_column_int64(st, 0));
+			b = dec(sqlite3_column_int64(st, 1));
+		}
+		stmt_done(p, st);
+		if (rc == SQLITE_DONE)
+			return 1;
+		if (rc != SQLITE_ROW)
+			return db_err(p, err, errlen, "free list lookup");
+		while (a < b && seen_in_use(p, a, NULL))
+			a++;
+		if (!seen_in_use(p, a, NULL)) {
+			*g = a;
+			return extent_take(p, a, err, errlen);
+		}
+		if (b == UINT64_MAX)
+			return 1;
+		from = b + 1;
+	}
+}
+
 /* Put @g back into the free list, merging with its neighbours. */
 static int extent_give(struct ibvf_pool *p, uint64_t g, char *err, size_t errlen)
 {
@@ -864,6 +934,8 @@ void ibvf_pool_close(struct ibvf_pool *p)
 	sqlite3_close(p->db);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->health_lock);
+	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
+		free(p->in_use[v]);
 	free(p->ranges);
 	free(p);
 }
@@ -1243,7 +1315,8 @@ static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, 
 		return -EIO;
 	while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		*g = dec(sqlite3_column_int64(st, 0));
-		found = ibvf_guid_is_assignable(*g) && in_ranges(p, *g);
+		found = ibvf_guid_is_assignable(*g) && in_ranges(p, *g) &&
+			!seen_in_use(p, *g, NULL);
 	}
 	stmt_done(p, st);
 	if (!found && rc != SQLITE_DONE)
@@ -1276,6 +1349,7 @@ static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
 static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o, char *err,
 			  size_t errlen)
 {
+	enum ibvf_pool_view view;
 	char s[IBVF_GUID_STR_LEN];
 	struct ibvf_alloc cur;
 	int ret;
@@ -1303,6 +1377,12 @@ static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_own
 	if (ret != -ENOENT)
 		return ret;
 	(void)o;
+	if (seen_in_use(p, g, &view))
+		return ibvf_errf(err, errlen, -EEXIST,
+				 "requested GUID %s is in use %s but no store record holds it; it "
+				 "is not allocatable until reconciled (ibvfctl pool audit, ibvfctl "
+				 "pool rebuild)",
+				 s, view_name(view));
 	ret = extent_take(p, g, err, errlen);
 	if (ret == 1)
 		return ibvf_errf(err, errlen, -EIO,
@@ -1345,7 +1425,7 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 		g = req->guid;
 		ret = take_requested(p, g, &req->owner, err, errlen);
 	} else {
-		ret = extent_take_lowest(p, &g, err, errlen);
+		ret = extent_take_lowest_unused(p, &g, err, errlen);
 		if (ret == 1)
 			ret = take_oldest_quarantined(p, &g, err, errlen);
 		if (ret == 1)
@@ -1473,6 +1553,41 @@ int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 	ret = pool_expire(p, err, errlen);
 	pthread_mutex_unlock(&p->lock);
 	return ret;
+}
+
+int ibvf_pool_set_in_use(struct ibvf_pool *p, enum ibvf_pool_view view, const uint64_t *guids,
+			 size_t n)
+{
+	uint64_t *v = NULL;
+	size_t k = 0;
+
+	if (view < 0 || view >= IBVF_VIEW_COUNT)
+		return -EINVAL;
+	if (n) {
+		v = malloc(n * sizeof(*v));
+		if (!v)
+			return -ENOMEM; /* the previous set stays */
+		for (size_t i = 0; i < n; i++)
+			if (in_ranges(p, guids[i]))
+				v[k++] = guids[i];
+		qsort(v, k, sizeof(*v), cmp_u64);
+	}
+	pthread_mutex_lock(&p->lock);
+	free(p->in_use[view]);
+	p->in_use[view] = v;
+	p->n_in_use[view] = k;
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+bool ibvf_pool_in_use(struct ibvf_pool *p, uint64_t guid)
+{
+	bool r;
+
+	pthread_mutex_lock(&p->lock);
+	r = seen_in_use(p, guid, NULL);
+	pthread_mutex_unlock(&p->lock);
+	return r;
 }
 
 static int pool_probe_write(struct ibvf_pool *p, char *err, size_t errlen)

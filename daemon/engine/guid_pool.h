@@ -269,6 +269,29 @@ void ibvf_pool_health(struct ibvf_pool *p, struct ibvf_pool_health *out);
  */
 int ibvf_pool_probe_write(struct ibvf_pool *p, char *err, size_t errlen);
 
+/** Views of GUIDs in use other than the store (ibvf_pool_set_in_use()). */
+enum ibvf_pool_view {
+	IBVF_VIEW_VF = 0, /* GUIDs read back from the node's VFs */
+	IBVF_VIEW_SM,	  /* GUIDs in the SM's partition membership */
+	IBVF_VIEW_COUNT,
+};
+
+/**
+ * ibvf_pool_set_in_use() - replace the GUIDs that @view shows in use (those
+ * outside the ranges are dropped). Until the next call no allocation hands
+ * one of them out: the lowest-free choice and the quarantine reuse skip
+ * them, an explicit request for one is -EEXIST. Kept in memory only (the
+ * caller, reconciliation, rebuilds it each pass). Source of the rule: issue
+ * 14, "allocation never trusts the store alone": a lost or rolled-back store
+ * must not re-issue a GUID that VFs or the SM still carry.
+ * Return: 0, -EINVAL (@view), -ENOMEM (the previous set is kept).
+ */
+int ibvf_pool_set_in_use(struct ibvf_pool *p, enum ibvf_pool_view view, const uint64_t *guids,
+			 size_t n);
+
+/** ibvf_pool_in_use() - is @guid in a set of ibvf_pool_set_in_use()? */
+bool ibvf_pool_in_use(struct ibvf_pool *p, uint64_t guid);
+
 /** ibvf_alloc_state_name() - "allocated", ..., "quarantined". */
 const char *ibvf_alloc_state_name(enum ibvf_alloc_state s);
 
