@@ -234,6 +234,11 @@ static void readiness_locked(struct ibvf_engine *e, const struct ibvf_pool_healt
 			rd, "sm_call",
 			"the last SM add call (PKey 0x%04x, %zu GUID(s)) failed at %s: %s", c->pkey,
 			c->n, utc(c->at_ms, t, sizeof(t)), c->error);
+	if (ph->lost)
+		eng_readiness_add(
+			rd, "store",
+			"the GUID pool store lost records (%s); run 'ibvfctl pool rebuild'",
+			ph->lost_why);
 	if (ph->last_write_result < 0)
 		eng_readiness_add(rd, "store",
 				  "the last write to the GUID pool store failed at %s: %s",

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "file_read.h"
 #include "log.h"
 #include "statedir.h"
 
@@ -48,6 +50,10 @@ struct ibvf_pool {
 	struct stmt_slot stmts[STMT_CACHE_MAX];
 	size_t n_stmts;
 	char path[PATH_MAX];
+	char id_path[PATH_MAX]; /* <state_dir>/pool.id (check_identity()) */
+	char store_id[40];	/* meta 'store_id' */
+	uint64_t generation;	/* meta 'generation' after our last commit */
+	bool id_write_failed;
 	struct ibvf_guid_range *ranges;
 	size_t n_ranges;
 	uint32_t quarantine_s;
@@ -127,6 +133,9 @@ static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
 }
 
 /* Every SQLite failure passes here: it is remembered for ibvf_pool_health(). */
+static void write_id_file(struct ibvf_pool *p);
+static int check_identity(struct ibvf_pool *p, char *err, size_t errlen);
+
 static int cmp_u64(const void *x, const void *y)
 {
 	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
@@ -395,8 +404,10 @@ static int create_store(struct ibvf_pool *p, char *err, size_t errlen)
 static int corrupt(struct ibvf_pool *p, char *err, size_t errlen, const char *why)
 {
 	return ibvf_errf(err, errlen, -EIO,
-			 "pool store %s is not a usable ibvf GUID pool (%s); it was left "
-			 "untouched: restore it from a backup or move it aside",
+			 "pool store %.160s is not a usable ibvf GUID pool (%.120s); left "
+			 "untouched. Restore it with its -wal file from a backup; do not just "
+			 "delete it (VFs and the SM carry its GUIDs): see docs/operations.md, "
+			 "\"Store lost or damaged\" (ibvfctl pool rebuild)",
 			 p->path, why);
 }
 
@@ -806,8 +817,9 @@ static int check_store_files(struct ibvf_pool *p, char *err, size_t errlen)
 		if (!S_ISREG(st.st_mode))
 			return ibvf_errf(err, errlen, -EIO,
 					 "pool store file %s is %s, not a regular file; ibvf "
-					 "does not open it: move it aside (restore pool.db from a "
-					 "backup if needed)",
+					 "does not open it: replace it with the regular file it "
+					 "stands for (or restore the store from a backup); see "
+					 "docs/operations.md for a store that is lost",
 					 f, file_type_name(st.st_mode));
 	}
 	return have_db ? 0 : -ENOENT;
@@ -859,6 +871,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "state dir path too long");
 		goto fail;
 	}
+	snprintf(p->id_path, sizeof(p->id_path), "%s/%s", o->state_dir, IBVF_POOL_ID_NAME);
 	if (o->read_only && lstat(p->path, &st)) {
 		ret = ibvf_errf(err, errlen, -ENOENT,
 				"no GUID pool store at %s (has ibvfd or a write command run with "
@@ -914,8 +927,15 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 			goto fail;
 	}
 	ret = sync_ranges(p, err, errlen);
+	if (!ret && !o->read_only)
+		ret = check_identity(p, err, errlen);
 	if (ret)
 		goto fail;
+	/* the identity write of the open is no attach's write: health starts empty */
+	pthread_mutex_lock(&p->health_lock);
+	p->health.last_write_ms = p->health.last_ok_ms = 0;
+	p->health.last_write_result = 0;
+	pthread_mutex_unlock(&p->health_lock);
 	*out = p;
 	return 0;
 fail:
@@ -1494,10 +1514,22 @@ static int injected_fault(struct ibvf_pool *p, char *err, size_t errlen)
 static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 {
 	bool changed = sqlite3_total_changes64(p->db) != p->changes_at_begin;
+	sqlite3_int64 gen = 0;
 
+	if (ret >= 0 && changed &&
+	    (exec(p,
+		  "INSERT INTO meta VALUES('generation', '1') ON CONFLICT(key) DO UPDATE SET "
+		  "value = CAST(value AS INTEGER) + 1",
+		  err, errlen) ||
+	     scalar_i64(p, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'generation'", 0, 0,
+			&gen, err, errlen) < 0))
+		ret = -EIO;
 	if (ret >= 0 && !injected_fault(p, err, errlen) && exec(p, "COMMIT", err, errlen) == 0) {
-		if (changed)
+		if (changed) {
 			record_write(p, 0);
+			p->generation = (uint64_t)gen;
+			write_id_file(p);
+		}
 		return ret;
 	}
 	sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
@@ -1506,10 +1538,296 @@ static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 	return ret < 0 ? ret : -EIO;
 }
 
+/* --------------------------------------------------- store identity -- */
+
+/* meta @key into @buf: 1 found, 0 absent, <0 error. */
+static int meta_get(struct ibvf_pool *p, const char *key, char *buf, size_t len, char *err,
+		    size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	buf[0] = 0;
+	if (prep(p, &st, "SELECT value FROM meta WHERE key = ?", err, errlen))
+		return -EIO;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		col_text(st, 0, buf, len);
+	stmt_done(p, st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "meta lookup");
+	return rc == SQLITE_ROW;
+}
+
+/* Set (or with @value NULL delete) meta @key inside a transaction. */
+static int meta_set(struct ibvf_pool *p, const char *key, const char *value, char *err,
+		    size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (prep(p, &st,
+		 value ? "INSERT OR REPLACE INTO meta VALUES(?1, ?2)"
+		       : "DELETE FROM meta WHERE key = ?1",
+		 err, errlen))
+		return -EIO;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if (value)
+		sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	return run(p, st, err, errlen);
+}
+
+static void set_lost(struct ibvf_pool *p, const char *why)
+{
+	pthread_mutex_lock(&p->health_lock);
+	p->health.lost = why != NULL;
+	snprintf(p->health.lost_why, sizeof(p->health.lost_why), "%s", why ? why : "");
+	pthread_mutex_unlock(&p->health_lock);
+}
+
+static bool is_lost(struct ibvf_pool *p, char *why, size_t len)
+{
+	bool l;
+
+	pthread_mutex_lock(&p->health_lock);
+	l = p->health.lost;
+	if (why)
+		snprintf(why, len, "%s", p->health.lost_why);
+	pthread_mutex_unlock(&p->health_lock);
+	return l;
+}
+
+/*
+ * <state_dir>/pool.id: "ibvf-pool-id 1\nid <32 hex>\ngeneration <n>\n", the
+ * store's identity and the generation of its last commit, kept OUTSIDE the
+ * database (issue 14): a store that was deleted, replaced, or lost commits
+ * (a damaged WAL, an older copy) no longer matches it. Written after every
+ * commit that changed rows (atomic replace, no fsync: it must survive a
+ * process crash like the WAL; after a power loss with synchronous=NORMAL a
+ * mismatch is a real loss too), never while the store is marked lost: then
+ * it keeps the evidence until ibvf_pool_rebuilt().
+ */
+static void write_id_file(struct ibvf_pool *p)
+{
+	char buf[128], err[IBVF_ERR_LEN];
+	int n, ret;
+
+	if (p->read_only || !p->store_id[0] || is_lost(p, NULL, 0))
+		return;
+	n = snprintf(buf, sizeof(buf), "ibvf-pool-id 1\nid %s\ngeneration %llu\n", p->store_id,
+		     (unsigned long long)p->generation);
+	ret = ibvf_file_replace(p->id_path, buf, (size_t)n, 0600, 0, err, sizeof(err));
+	if (ret && !p->id_write_failed)
+		log_err("GUID pool store identity %s not updated (a lost store may go unnoticed): "
+			"%s",
+			p->id_path, err);
+	p->id_write_failed = ret != 0;
+}
+
+/* Read pool.id: 0, -ENOENT, or -EINVAL with @why set (damaged). */
+static int read_id_file(struct ibvf_pool *p, char *id, size_t idlen, uint64_t *gen, char *why,
+			size_t whylen)
+{
+	char *buf = NULL, e2[IBVF_ERR_LEN], idbuf[40];
+	unsigned long long g;
+	size_t len;
+	int ret, v;
+
+	ret = ibvf_file_read_regular(p->id_path, 4096, 0, &buf, &len, NULL, e2, sizeof(e2));
+	if (ret == -ENOENT)
+		return -ENOENT;
+	if (ret)
+		return ibvf_errf(why, whylen, -EINVAL, "the store identity %s cannot be read: %s",
+				 p->id_path, e2);
+	ret = sscanf(buf, "ibvf-pool-id %d id %39s generation %llu", &v, idbuf, &g);
+	free(buf);
+	if (ret != 3 || v != 1 || strlen(idbuf) != 32)
+		return ibvf_errf(why, whylen, -EINVAL,
+				 "the store identity %s is damaged (not \"ibvf-pool-id 1\")",
+				 p->id_path);
+	snprintf(id, idlen, "%s", idbuf);
+	*gen = g;
+	return 0;
+}
+
+static int random_id(char *out, size_t len, char *err, size_t errlen)
+{
+	unsigned char r[16];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return ibvf_errf(err, errlen, -EIO, "getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(r) && 2 * i + 2 < len; i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
+	return 0;
+}
+
+/*
+ * At open (writers only): give the store an identity if it has none, compare
+ * store and pool.id, and mark the store lost (meta 'lost', kept until
+ * ibvf_pool_rebuilt()) when they disagree. Logged at crit: allocation stops.
+ */
+static int check_identity(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char fid[40] = "", gbuf[32], why[IBVF_ERR_LEN] = "", lost[IBVF_ERR_LEN] = "";
+	uint64_t fgen = 0;
+	bool found_lost = false;
+	int ret, fret;
+
+	fret = read_id_file(p, fid, sizeof(fid), &fgen, why, sizeof(why));
+	ret = begin(p, err, errlen);
+	if (ret)
+		return ret;
+	ret = meta_get(p, "store_id", p->store_id, sizeof(p->store_id), err, errlen);
+	if (ret == 0) {
+		ret = random_id(p->store_id, sizeof(p->store_id), err, errlen);
+		if (!ret)
+			ret = meta_set(p, "store_id", p->store_id, err, errlen);
+	}
+	if (ret >= 0)
+		ret = meta_get(p, "generation", gbuf, sizeof(gbuf), err, errlen);
+	if (ret >= 0) {
+		p->generation = strtoull(gbuf, NULL, 10);
+		ret = meta_get(p, "lost", lost, sizeof(lost), err, errlen);
+	}
+	if (ret == 0 && fret != -ENOENT) {
+		if (fret < 0)
+			snprintf(lost, sizeof(lost), "%s", why);
+		else if (strcmp(fid, p->store_id))
+			snprintf(
+				lost, sizeof(lost),
+				"%.120s is not the store %.120s names (id %s, generation %llu): the "
+				"store this state directory had was deleted, moved aside or "
+				"replaced",
+				p->path, p->id_path, fid, (unsigned long long)fgen);
+		else if (p->generation < fgen)
+			snprintf(
+				lost, sizeof(lost),
+				"%.120s is at generation %llu but %.120s recorded generation %llu: %llu "
+				"committed write(s) are missing (a damaged or lost WAL, or an "
+				"older copy of the store)",
+				p->path, (unsigned long long)p->generation, p->id_path,
+				(unsigned long long)fgen,
+				(unsigned long long)(fgen - p->generation));
+		if (lost[0]) {
+			found_lost = true;
+			ret = meta_set(p, "lost", lost, err, errlen);
+		}
+	}
+	if (lost[0])
+		set_lost(p, lost);
+	ret = finish(p, ret < 0 ? ret : 0, err, errlen);
+	if (ret)
+		return ret;
+	if (lost[0])
+		ibvf_log(LOG_CRIT,
+			 "GUID POOL STORE LOST RECORDS%s: %s. Not allocating any GUID until "
+			 "'ibvfctl pool rebuild' has adopted what the VFs and the SM show in use "
+			 "(docs/operations.md, \"Store lost or damaged\")",
+			 found_lost ? "" : " (found before, not rebuilt yet)", lost);
+	else
+		write_id_file(p);
+	return 0;
+}
+
+bool ibvf_pool_lost(struct ibvf_pool *p, char *why, size_t len)
+{
+	return is_lost(p, why, len);
+}
+
+static int pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *in, char *err, size_t errlen)
+{
+	char s[IBVF_GUID_STR_LEN];
+	struct ibvf_alloc cur, a = *in;
+	int ret;
+
+	ibvf_guid_format(a.guid, s);
+	if (!ibvf_guid_is_assignable(a.guid) || !in_ranges(p, a.guid))
+		return ibvf_errf(err, errlen, -ERANGE,
+				 "GUID %s is not an assignable GUID of the "
+				 "ranges",
+				 s);
+	ret = check_owner(&a.owner, err, errlen);
+	if (ret)
+		return ret;
+	ret = begin(p, err, errlen);
+	if (ret)
+		return ret;
+	ret = get_one(p, "guid = ?1", NULL, NULL, enc(a.guid), &cur, err, errlen);
+	if (ret == 0 && cur.state != ST_Q)
+		return finish(p, 1, err, errlen); /* held: nothing to adopt */
+	if (ret == 0)
+		ret = delete_row(p, a.guid, err, errlen); /* in use again: out of quarantine */
+	else if (ret == -ENOENT)
+		ret = extent_take(p, a.guid, err, errlen) < 0 ? -EIO : 0;
+	if (!ret) {
+		a.state = IBVF_ALLOC_HANDED;
+		a.created_ms = a.updated_ms = now_ms(p);
+		a.released_ms = 0;
+		ret = insert_row(p, &a, err, errlen);
+	}
+	return finish(p, ret, err, errlen);
+}
+
+int ibvf_pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_adopt(p, a, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+static int pool_rebuilt(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int ret = begin(p, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = meta_set(p, "lost", NULL, err, errlen);
+	if (!ret)
+		ret = meta_set(p, "rebuilt_ms", "0", err,
+			       errlen); /* a change: bumps the generation */
+	if (!ret)
+		set_lost(p, NULL); /* before finish(): it writes pool.id */
+	ret = finish(p, ret, err, errlen);
+	if (ret)
+		return ret;
+	log_notice("GUID pool store %s rebuilt: allocation resumes (identity %s, generation "
+		   "%llu)",
+		   p->path, p->id_path, (unsigned long long)p->generation);
+	return 0;
+}
+
+int ibvf_pool_rebuilt(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char why[IBVF_ERR_LEN];
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_rebuilt(p, err, errlen);
+	if (ret && is_lost(p, NULL, 0) == false) {
+		/* the commit failed after set_lost(NULL): still lost on disk */
+		if (meta_get(p, "lost", why, sizeof(why), NULL, 0) == 1)
+			set_lost(p, why);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
 static int pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs, size_t n,
 			       struct ibvf_alloc *out, char *err, size_t errlen)
 {
-	int ret = begin(p, err, errlen);
+	char why[IBVF_ERR_LEN];
+	int ret;
+
+	if (is_lost(p, why, sizeof(why)))
+		return ibvf_errf(
+			err, errlen, -ESTALE,
+			"not allocating: the GUID pool store lost records (%s); run "
+			"'ibvfctl pool rebuild' to adopt what the VFs and the SM show in use",
+			why);
+	ret = begin(p, err, errlen);
 
 	if (ret)
 		return ret;

@@ -884,6 +884,8 @@ static void test_reconcile_sm_down(void **state)
  * and SM (the VFs keep what they carry); @lose_store: pool.db and its WAL are
  * deleted in between, as an operator who "moved it aside" would.
  */
+static const char *not_ready_reason(json_t *status, const char *check);
+
 static void restart_engine(struct fx *f, bool lose_store)
 {
 	char cmd[256];
@@ -922,6 +924,21 @@ static void test_store_lost_no_reissue(void **state)
 	restart_engine(f, true);
 	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
 	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	/* the loss is detected (pool.id): not ready, reason "store", prepare refused */
+	assert_true(ibvf_pool_lost(f->pool, NULL, 0));
+	assert_false(ibvf_engine_ready(f->e));
+	r = call(f, "status", json_object());
+	assert_non_null(not_ready_reason(r, "store"));
+	assert_non_null(strstr(not_ready_reason(r, "store"), "lost records"));
+	call(f, "prepare", prep_params("early", pci_of(3), "0x0012"));
+	expect_error(f, IBVF_RPC_NOT_READY, "validate");
+	/*
+	 * Cleared without adopting anything (the rebuild adopts; tested in
+	 * test_guid_pool): the VFs' and the SM's view alone must keep the
+	 * GUIDs in use from being handed out again.
+	 */
+	assert_int_equal(ibvf_pool_rebuilt(f->pool, NULL, 0), 0);
+	assert_true(ibvf_engine_ready(f->e));
 	for (int i = 0; i < 3; i++)
 		assert_true(ibvf_pool_in_use(f->pool, g[i]));
 	assert_true(ibvf_pool_in_use(f->pool, sm_only));
