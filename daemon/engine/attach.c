@@ -531,6 +531,8 @@ static void do_commit(struct op *op)
 	}
 	if (op->a.state != IBVF_ALLOC_HANDED && store_state(op, IBVF_ALLOC_HANDED))
 		return;
+	/* a handed record lives in pool.db now, not only in the WAL (issue 14) */
+	ibvf_pool_checkpoint(e->pool, NULL, 0);
 	op->have_result = true; /* op->a: handed */
 }
 

@@ -506,6 +506,9 @@ static void reconcile_job(void *arg)
 	if (ret < 0 && ret != -EBUSY)
 		log_warn("reconciliation: %s", err);
 	ibvf_pool_expire(e->pool, NULL, 0);
+	/* what the pass and the attaches since the last one wrote: out of the WAL */
+	if (ibvf_pool_checkpoint(e->pool, err, sizeof(err)) < 0)
+		log_warn("GUID pool store checkpoint: %s", err);
 }
 
 void ibvf_engine_reconcile_async(struct ibvf_engine *e)

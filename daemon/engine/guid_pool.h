@@ -309,6 +309,14 @@ int ibvf_pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, 
  */
 int ibvf_pool_rebuilt(struct ibvf_pool *p, char *err, size_t errlen);
 
+/**
+ * ibvf_pool_checkpoint() - copy what the WAL holds into pool.db (a PASSIVE
+ * checkpoint: never waits for readers or writers of other processes), so a
+ * damaged WAL loses little (issue 14). Return: 0 all copied, 1 some frames
+ * left (another process reads; the next checkpoint copies them), -EIO.
+ */
+int ibvf_pool_checkpoint(struct ibvf_pool *p, char *err, size_t errlen);
+
 /** Views of GUIDs in use other than the store (ibvf_pool_set_in_use()). */
 enum ibvf_pool_view {
 	IBVF_VIEW_VF = 0, /* GUIDs read back from the node's VFs */
