@@ -619,6 +619,14 @@ static int gc_collect(void *arg, const struct ibvf_alloc *a)
 
 	if (req->has_network && strcmp(a->owner.network, req->network))
 		return 0;
+	/*
+	 * A record `ibvfctl pool rebuild` adopted has no owner the runtime
+	 * knows: releasing it would take a running Pod's GUID away (issue 14).
+	 * An admin releases it with `ibvfctl pool release GUID`.
+	 */
+	if (!strncmp(a->owner.container_id, IBVF_POOL_ADOPTED_PREFIX,
+		     strlen(IBVF_POOL_ADOPTED_PREFIX)))
+		return 0;
 	for (size_t i = 0; i < req->n_valid; i++) {
 		if (!strcmp(req->valid[i].container_id, a->owner.container_id) &&
 		    !strcmp(req->valid[i].ifname, a->owner.ifname))

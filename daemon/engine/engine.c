@@ -464,6 +464,15 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	};
 	int ret;
 
+	/*
+	 * A store that lost records cannot tell an orphan from a running Pod's
+	 * attachment: nothing is removed or reset until it is rebuilt.
+	 */
+	if (mode == IBVF_PASS_FIX && ibvf_pool_lost(e->pool, NULL, 0)) {
+		log_warn("reconciliation: the GUID pool store lost records: orphans are reported, "
+			 "not fixed, until 'ibvfctl pool rebuild'");
+		mode = IBVF_PASS_REPAIR;
+	}
 	pthread_mutex_lock(&e->lock);
 	if (e->reconcile_running) {
 		pthread_mutex_unlock(&e->lock);

@@ -932,6 +932,11 @@ static void test_store_lost_no_reissue(void **state)
 	assert_non_null(strstr(not_ready_reason(r, "store"), "lost records"));
 	call(f, "prepare", prep_params("early", pci_of(3), "0x0012"));
 	expect_error(f, IBVF_RPC_NOT_READY, "validate");
+	/* a fix pass does not reset the "orphans" a lost store cannot account for */
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, NULL, NULL, 0) > 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fv.vf[i].port, g[i]);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g[0]), IBVF_MEMBER_FULL);
 	/*
 	 * Cleared without adopting anything (the rebuild adopts; tested in
 	 * test_guid_pool): the VFs' and the SM's view alone must keep the
@@ -955,6 +960,24 @@ static void test_store_lost_no_reissue(void **state)
 					 (unsigned long long)n, pci_of(k));
 		assert_true(n != sm_only);
 		assert_int_equal(n, RANGE_START + (uint64_t)i + 1);
+	}
+	/* a record the rebuild adopted is never gc'ed: the runtime does not know its owner */
+	{
+		struct ibvf_alloc a = {.guid = g[0], .vf_index = 0, .n_pkeys = 1};
+		struct ibvf_alloc got;
+
+		a.pkeys[0] = 0x8012;
+		snprintf(a.owner.container_id, sizeof(a.owner.container_id),
+			 IBVF_POOL_ADOPTED_PREFIX "%016llx", (unsigned long long)g[0]);
+		snprintf(a.owner.ifname, sizeof(a.owner.ifname), "adopted");
+		snprintf(a.pci, sizeof(a.pci), "%s", pci_of(0));
+		assert_int_equal(ibvf_pool_adopt(f->pool, &a, NULL, 0), 0);
+		call(f, "gc", json_pack("{s:[]}", "valid"));
+		assert_int_equal(f->code[0], 0);
+		assert_int_equal(ibvf_pool_get(f->pool, g[0], &got, NULL, 0), 0);
+		assert_int_equal(got.state, IBVF_ALLOC_HANDED);
+		assert_int_equal(fv.vf[0].port, g[0]);
+		assert_int_equal(fake_sm_has(f->sm, 0x12, g[0]), IBVF_MEMBER_FULL);
 	}
 	/* an explicit request for one of them is refused too */
 	{
