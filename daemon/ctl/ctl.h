@@ -107,6 +107,17 @@ int ctl_offline_release(struct ctl_ctx *ctx, uint64_t guid, bool *released);
  */
 int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *problems);
 
+/**
+ * ctl_offline_rebuild() - `pool rebuild` (ibvfd down): adopt every GUID of the
+ * ranges that a VF carries (read back) or the SM lists (any PKey) and that no
+ * live record holds, as a "handed" record owned by IBVF_POOL_ADOPTED_PREFIX
+ * + GUID with the VF's PCI address and the SM's PKeys; then clear the store's
+ * lost mark (ibvf_pool_rebuilt()). Source: issue 14. *@adopted: JSON array
+ * of {guid, pci, pkeys, owner}. Return: CTL_OK or a CTL_* error (the mark
+ * stays when a GUID could not be adopted).
+ */
+int ctl_offline_rebuild(struct ctl_ctx *ctx, json_t **adopted);
+
 /** ctl_emit_findings() - print reconciliation findings (steals @findings). */
 int ctl_emit_findings(struct ctl_ctx *ctx, json_t *findings);
 

@@ -109,6 +109,7 @@ struct vf_seen {
 struct sm_seen {
 	uint16_t pkey;
 	uint64_t guid;
+	bool full;
 };
 
 struct audit {
@@ -123,6 +124,7 @@ struct audit {
 	struct sm_seen *sm;
 	size_t n_sm, cap_sm;
 	bool sm_read;
+	bool all_sm; /* rebuild: members of unmanaged PKeys count too */
 };
 
 static void add_finding(struct audit *au, const char *kind, bool problem, uint64_t guid, int pkey,
@@ -255,7 +257,7 @@ static int sm_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool 
 {
 	struct audit *au = arg;
 
-	if (!managed || !in_ranges(au->ctx, m->guid))
+	if ((!managed && !au->all_sm) || !in_ranges(au->ctx, m->guid))
 		return 0;
 	if (au->n_sm == au->cap_sm) {
 		size_t cap = au->cap_sm ? au->cap_sm * 2 : 64;
@@ -266,7 +268,8 @@ static int sm_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool 
 		au->sm = n;
 		au->cap_sm = cap;
 	}
-	au->sm[au->n_sm++] = (struct sm_seen){ibvf_pkey_key(pkey), m->guid};
+	au->sm[au->n_sm++] =
+		(struct sm_seen){ibvf_pkey_key(pkey), m->guid, m->membership == IBVF_MEMBER_FULL};
 	return 0;
 }
 
@@ -448,5 +451,104 @@ out:
 	free(au.recs);
 	free(au.vfs);
 	free(au.sm);
+	return ret;
+}
+
+/* ----------------------------------------------------------- rebuild -- */
+
+/* Adopt @guid (on VF @pci, or "" for SM-only) with its SM PKeys; a row for each. */
+static void adopt_one(struct audit *au, struct ibvf_pool *p, uint64_t guid, const char *pci,
+		      json_t *rows, int *failed)
+{
+	struct ibvf_alloc a = {.guid = guid, .vf_index = -1};
+	char s[IBVF_GUID_STR_LEN], cid[64], err[IBVF_ERR_LEN], pk[IBVF_POOL_MAX_PKEYS * 7 + 1] = "";
+	int ret;
+
+	ibvf_guid_format(guid, s);
+	snprintf(cid, sizeof(cid), IBVF_POOL_ADOPTED_PREFIX "%016llx", (unsigned long long)guid);
+	snprintf(a.owner.container_id, sizeof(a.owner.container_id), "%s", cid);
+	snprintf(a.owner.ifname, sizeof(a.owner.ifname), "adopted");
+	snprintf(a.pci, sizeof(a.pci), "%s", pci);
+	for (size_t i = 0; i < au->n_sm && a.n_pkeys < IBVF_POOL_MAX_PKEYS; i++) {
+		if (au->sm[i].guid != guid)
+			continue;
+		a.pkeys[a.n_pkeys++] = (uint16_t)(au->sm[i].pkey | (au->sm[i].full ? 0x8000 : 0));
+		snprintf(pk + strlen(pk), sizeof(pk) - strlen(pk), "%s0x%04x",
+			 a.n_pkeys > 1 ? "," : "", au->sm[i].pkey);
+	}
+	ret = ibvf_pool_adopt(p, &a, err, sizeof(err));
+	if (ret == 1)
+		return; /* held (adopted above, or a record kept it) */
+	if (ret < 0) {
+		fprintf(stderr, "ibvfctl: adopting GUID %s: %s\n", s, err);
+		(*failed)++;
+		return;
+	}
+	json_array_append_new(rows,
+			      json_pack("{s:s,s:s,s:s,s:s}", "guid", s, "pci", pci[0] ? pci : "-",
+					"pkeys", pk[0] ? pk : "-", "owner", cid));
+}
+
+int ctl_offline_rebuild(struct ctl_ctx *ctx, json_t **adopted)
+{
+	struct ibvf_pool_filter f = {.pkey = -1};
+	struct audit au = {.ctx = ctx, .all_sm = true};
+	struct ibvf_pool *p;
+	char err[IBVF_ERR_LEN], why[IBVF_ERR_LEN] = "";
+	json_t *rows = json_array();
+	bool was_lost;
+	int ret = ctl_offline_begin(ctx, true), failed = 0;
+
+	*adopted = NULL;
+	if (!ret)
+		ret = ctl_open_pool(ctx, true, &p);
+	if (ret) {
+		json_decref(rows);
+		return ret;
+	}
+	was_lost = ibvf_pool_lost(p, why, sizeof(why));
+	au.rows = json_array();
+	read_sm(&au);
+	read_vfs(&au);
+	if (!au.vfs_read)
+		fprintf(stderr, "ibvfctl: WARNING: the VFs could not be read from here: GUIDs that "
+				"only VFs carry are not adopted (ibvfd still skips them when it "
+				"allocates, from its own VF listing)\n");
+	if (!au.sm_read)
+		fprintf(stderr, "ibvfctl: WARNING: the SM's membership could not be read: GUIDs "
+				"only the SM lists are not adopted (ibvfd still skips them when it "
+				"allocates, from its own listing)\n");
+	for (size_t i = 0; i < au.n_vfs; i++)
+		if (au.vfs[i].st.port_guid_known && in_ranges(ctx, au.vfs[i].st.port_guid))
+			adopt_one(&au, p, au.vfs[i].st.port_guid, au.vfs[i].pci, rows, &failed);
+	for (size_t i = 0; i < au.n_sm; i++)
+		adopt_one(&au, p, au.sm[i].guid, "", rows, &failed);
+	ret = ibvf_pool_list(p, &f, rec_cb, &au, err, sizeof(err));
+	if (ret >= 0 && failed)
+		ret = ctl_error(CTL_FAILED,
+				"%d GUID(s) in use could not be adopted: the store "
+				"stays marked lost",
+				failed);
+	else if (ret < 0)
+		ret = ctl_error(CTL_FAILED, "%s", err);
+	else if (ibvf_pool_rebuilt(p, err, sizeof(err)))
+		ret = ctl_error(CTL_FAILED, "%s", err);
+	else
+		ret = CTL_OK;
+	if (ret == CTL_OK)
+		fprintf(stderr,
+			"ibvfctl: store rebuilt: %zu GUID(s) in use adopted (owners %s<GUID>; "
+			"release each with 'ibvfctl pool release GUID' once its Pod is gone)%s%s\n",
+			json_array_size(rows), IBVF_POOL_ADOPTED_PREFIX,
+			was_lost ? "; it was marked lost: " : "", was_lost ? why : "");
+	ibvf_pool_close(p);
+	json_decref(au.rows);
+	free(au.recs);
+	free(au.vfs);
+	free(au.sm);
+	if (ret == CTL_OK)
+		*adopted = rows;
+	else
+		json_decref(rows);
 	return ret;
 }

@@ -595,6 +595,46 @@ static int pool_audit(struct ctl_ctx *ctx, int argc, char **argv)
 	return problems ? CTL_PROBLEMS : CTL_OK;
 }
 
+/* ----------------------------------------------------------- rebuild -- */
+
+static int pool_rebuild(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {{0}};
+	static const struct ctl_col cols[] = {
+		{"guid", "GUID"}, {"pci", "VF"}, {"pkeys", "PKEYS"}, {"owner", "OWNER"}, {0},
+	};
+	json_t *rows, *r = NULL, *params;
+	int c, ret;
+
+	while ((c = ctl_getopt(ctx, argc, argv, "", opts)) != -1) {
+		ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_pool_object,
+			      &ctl_pool_object.cmds[6]);
+		return c == 'h' ? CTL_OK : CTL_USAGE;
+	}
+	if (optind != argc)
+		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+	/* ibvfd holds the store: the rebuild needs it stopped */
+	params = json_object();
+	ret = ctl_daemon_call(ctx, "status", params, &r, true);
+	json_decref(params);
+	json_decref(r);
+	if (ret == CTL_OK)
+		return ctl_error(CTL_FAILED, "ibvfd is running and holds the store: stop it, run "
+					     "'ibvfctl pool rebuild', then start it again");
+	if (ret != -ENOTCONN)
+		return ret;
+	ret = ctl_offline_rebuild(ctx, &rows);
+	if (ret)
+		return ret;
+	if (!ctx->json && json_array_size(rows) == 0) {
+		json_decref(rows);
+		printf("nothing in use to adopt; store rebuilt\n");
+		return CTL_OK;
+	}
+	ctl_emit_table(ctx, rows, cols);
+	return CTL_OK;
+}
+
 static const struct ctl_cmd pool_cmds[] = {
 	{"status", pool_status, "", "ranges and counts: total, allocated, quarantined, free"},
 	{"list", pool_list, "[--owner TEXT] [--pkey PKEY] [--all]",
@@ -608,6 +648,9 @@ static const struct ctl_cmd pool_cmds[] = {
 	{"audit", pool_audit, "[--fix]",
 	 "store checks: GUIDs outside ranges, duplicate owners, leaked or double-free GUIDs, "
 	 "expired quarantine (--fix frees it)"},
+	{"rebuild", pool_rebuild, "",
+	 "after a lost or damaged store (ibvfd stopped): adopt every GUID of the ranges the VFs "
+	 "or the SM show in use, then allocate again"},
 	{0},
 };
 

@@ -531,6 +531,8 @@ static void do_commit(struct op *op)
 	}
 	if (op->a.state != IBVF_ALLOC_HANDED && store_state(op, IBVF_ALLOC_HANDED))
 		return;
+	/* a handed record lives in pool.db now, not only in the WAL (issue 14) */
+	ibvf_pool_checkpoint(e->pool, NULL, 0);
 	op->have_result = true; /* op->a: handed */
 }
 
@@ -616,6 +618,14 @@ static int gc_collect(void *arg, const struct ibvf_alloc *a)
 	const struct eng_req *req = &g->op->req;
 
 	if (req->has_network && strcmp(a->owner.network, req->network))
+		return 0;
+	/*
+	 * A record `ibvfctl pool rebuild` adopted has no owner the runtime
+	 * knows: releasing it would take a running Pod's GUID away (issue 14).
+	 * An admin releases it with `ibvfctl pool release GUID`.
+	 */
+	if (!strncmp(a->owner.container_id, IBVF_POOL_ADOPTED_PREFIX,
+		     strlen(IBVF_POOL_ADOPTED_PREFIX)))
 		return 0;
 	for (size_t i = 0; i < req->n_valid; i++) {
 		if (!strcmp(req->valid[i].container_id, a->owner.container_id) &&

@@ -234,6 +234,11 @@ static void readiness_locked(struct ibvf_engine *e, const struct ibvf_pool_healt
 			rd, "sm_call",
 			"the last SM add call (PKey 0x%04x, %zu GUID(s)) failed at %s: %s", c->pkey,
 			c->n, utc(c->at_ms, t, sizeof(t)), c->error);
+	if (ph->lost)
+		eng_readiness_add(
+			rd, "store",
+			"the GUID pool store lost records (%s); run 'ibvfctl pool rebuild'",
+			ph->lost_why);
 	if (ph->last_write_result < 0)
 		eng_readiness_add(rd, "store",
 				  "the last write to the GUID pool store failed at %s: %s",
@@ -459,6 +464,15 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	};
 	int ret;
 
+	/*
+	 * A store that lost records cannot tell an orphan from a running Pod's
+	 * attachment: nothing is removed or reset until it is rebuilt.
+	 */
+	if (mode == IBVF_PASS_FIX && ibvf_pool_lost(e->pool, NULL, 0)) {
+		log_warn("reconciliation: the GUID pool store lost records: orphans are reported, "
+			 "not fixed, until 'ibvfctl pool rebuild'");
+		mode = IBVF_PASS_REPAIR;
+	}
 	pthread_mutex_lock(&e->lock);
 	if (e->reconcile_running) {
 		pthread_mutex_unlock(&e->lock);
@@ -501,6 +515,9 @@ static void reconcile_job(void *arg)
 	if (ret < 0 && ret != -EBUSY)
 		log_warn("reconciliation: %s", err);
 	ibvf_pool_expire(e->pool, NULL, 0);
+	/* what the pass and the attaches since the last one wrote: out of the WAL */
+	if (ibvf_pool_checkpoint(e->pool, err, sizeof(err)) < 0)
+		log_warn("GUID pool store checkpoint: %s", err);
 }
 
 void ibvf_engine_reconcile_async(struct ibvf_engine *e)

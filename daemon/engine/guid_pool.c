@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "file_read.h"
 #include "log.h"
 #include "statedir.h"
 
@@ -48,6 +50,11 @@ struct ibvf_pool {
 	struct stmt_slot stmts[STMT_CACHE_MAX];
 	size_t n_stmts;
 	char path[PATH_MAX];
+	char id_path[PATH_MAX]; /* <state_dir>/pool.id (check_identity()) */
+	char store_id[40];	/* meta 'store_id' */
+	uint64_t generation;	/* meta 'generation' after our last commit */
+	int id_fd;		/* pool.id, open for pwrite() in place; -1 = none */
+	bool id_write_failed;
 	struct ibvf_guid_range *ranges;
 	size_t n_ranges;
 	uint32_t quarantine_s;
@@ -64,6 +71,9 @@ struct ibvf_pool {
 	int64_t changes_at_begin;
 	pthread_mutex_t health_lock; /* @health only: status never waits for a transaction */
 	struct ibvf_pool_health health;
+	/* GUIDs other views show in use (ibvf_pool_set_in_use()), each sorted */
+	uint64_t *in_use[IBVF_VIEW_COUNT];
+	size_t n_in_use[IBVF_VIEW_COUNT];
 };
 
 static const char *const state_names[IBVF_ALLOC_STATE_COUNT] = {
@@ -124,6 +134,34 @@ static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
 }
 
 /* Every SQLite failure passes here: it is remembered for ibvf_pool_health(). */
+static void write_id_file(struct ibvf_pool *p);
+static int check_identity(struct ibvf_pool *p, char *err, size_t errlen);
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Is @g in use in a view other than the store? Which one in *@view. */
+static bool seen_in_use(const struct ibvf_pool *p, uint64_t g, enum ibvf_pool_view *view)
+{
+	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
+		if (p->n_in_use[v] &&
+		    bsearch(&g, p->in_use[v], p->n_in_use[v], sizeof(g), cmp_u64)) {
+			if (view)
+				*view = (enum ibvf_pool_view)v;
+			return true;
+		}
+	return false;
+}
+
+static const char *view_name(enum ibvf_pool_view v)
+{
+	return v == IBVF_VIEW_VF ? "on a VF" : "in the SM's partition membership";
+}
+
 static int db_err(struct ibvf_pool *p, char *err, size_t errlen, const char *what)
 {
 	int code = sqlite3_errcode(p->db);
@@ -367,8 +405,10 @@ static int create_store(struct ibvf_pool *p, char *err, size_t errlen)
 static int corrupt(struct ibvf_pool *p, char *err, size_t errlen, const char *why)
 {
 	return ibvf_errf(err, errlen, -EIO,
-			 "pool store %s is not a usable ibvf GUID pool (%s); it was left "
-			 "untouched: restore it from a backup or move it aside",
+			 "pool store %.160s is not a usable ibvf GUID pool (%.120s); left "
+			 "untouched. Restore it with its -wal file from a backup; do not just "
+			 "delete it (VFs and the SM carry its GUIDs): see docs/operations.md, "
+			 "\"Store lost or damaged\" (ibvfctl pool rebuild)",
 			 p->path, why);
 }
 
@@ -534,6 +574,48 @@ static int extent_take_lowest(struct ibvf_pool *p, uint64_t *g, char *err, size_
 	sqlite3_bind_int64(st, 1, enc(*g + 1));
 	sqlite3_bind_int64(st, 2, enc(*g));
 	return run(p, st, err, errlen);
+}
+
+/*
+ * Take the lowest free GUID that no other view shows in use: as
+ * extent_take_lowest(), skipping the in-use GUIDs (issue 14: allocation never
+ * trusts the store alone). Visits at most one extent per in-use GUID more.
+ */
+static int extent_take_lowest_unused(struct ibvf_pool *p, uint64_t *g, char *err, size_t errlen)
+{
+	uint64_t from = 0, a, b;
+	sqlite3_stmt *st;
+	int rc;
+
+	if (!p->n_in_use[IBVF_VIEW_VF] && !p->n_in_use[IBVF_VIEW_SM])
+		return extent_take_lowest(p, g, err, errlen);
+	for (;;) {
+		if (prep(p, &st,
+			 "SELECT start, end FROM free_extent WHERE start >= ? ORDER BY start "
+			 "LIMIT 1",
+			 err, errlen))
+			return -EIO;
+		sqlite3_bind_int64(st, 1, enc(from));
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			a = dec(sqlite3_column_int64(st, 0));
+			b = dec(sqlite3_column_int64(st, 1));
+		}
+		stmt_done(p, st);
+		if (rc == SQLITE_DONE)
+			return 1;
+		if (rc != SQLITE_ROW)
+			return db_err(p, err, errlen, "free list lookup");
+		while (a < b && seen_in_use(p, a, NULL))
+			a++;
+		if (!seen_in_use(p, a, NULL)) {
+			*g = a;
+			return extent_take(p, a, err, errlen);
+		}
+		if (b == UINT64_MAX)
+			return 1;
+		from = b + 1;
+	}
 }
 
 /* Put @g back into the free list, merging with its neighbours. */
@@ -736,8 +818,9 @@ static int check_store_files(struct ibvf_pool *p, char *err, size_t errlen)
 		if (!S_ISREG(st.st_mode))
 			return ibvf_errf(err, errlen, -EIO,
 					 "pool store file %s is %s, not a regular file; ibvf "
-					 "does not open it: move it aside (restore pool.db from a "
-					 "backup if needed)",
+					 "does not open it: replace it with the regular file it "
+					 "stands for (or restore the store from a backup); see "
+					 "docs/operations.md for a store that is lost",
 					 f, file_type_name(st.st_mode));
 	}
 	return have_db ? 0 : -ENOENT;
@@ -776,6 +859,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		return -ENOMEM;
 	}
 	init_lock(p);
+	p->id_fd = -1;
 	memcpy(p->ranges, o->ranges, o->n_ranges * sizeof(*p->ranges));
 	p->n_ranges = o->n_ranges;
 	p->quarantine_s = o->quarantine_s;
@@ -789,6 +873,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "state dir path too long");
 		goto fail;
 	}
+	snprintf(p->id_path, sizeof(p->id_path), "%s/%s", o->state_dir, IBVF_POOL_ID_NAME);
 	if (o->read_only && lstat(p->path, &st)) {
 		ret = ibvf_errf(err, errlen, -ENOENT,
 				"no GUID pool store at %s (has ibvfd or a write command run with "
@@ -834,18 +919,26 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		if ((ret = exec(p, sql, err, errlen)))
 			goto fail;
 		/*
-		 * Checkpoint every 10000 WAL pages (40 MiB) instead of 1000: a
-		 * burst of allocations dirties index pages all over the store,
-		 * and fewer checkpoints write (and sync) each of them fewer
-		 * times. About a quarter less CPU per allocation at 300,000
-		 * records (bench/bench_pool); no effect on durability.
+		 * Checkpoint every 1000 WAL pages (SQLite's default; 10000 before
+		 * issue 14): what lives only in the WAL is what a damaged WAL loses
+		 * (SQLite takes a bad frame for the end of the log). The engine
+		 * also checkpoints after each hand-over and each periodic pass
+		 * (ibvf_pool_checkpoint()); a loss is detected by the generation
+		 * check (pool.id) either way.
 		 */
-		if ((ret = exec(p, "PRAGMA wal_autocheckpoint=10000", err, errlen)))
+		if ((ret = exec(p, "PRAGMA wal_autocheckpoint=1000", err, errlen)))
 			goto fail;
 	}
 	ret = sync_ranges(p, err, errlen);
+	if (!ret && !o->read_only)
+		ret = check_identity(p, err, errlen);
 	if (ret)
 		goto fail;
+	/* the identity write of the open is no attach's write: health starts empty */
+	pthread_mutex_lock(&p->health_lock);
+	p->health.last_write_ms = p->health.last_ok_ms = 0;
+	p->health.last_write_result = 0;
+	pthread_mutex_unlock(&p->health_lock);
 	*out = p;
 	return 0;
 fail:
@@ -862,8 +955,12 @@ void ibvf_pool_close(struct ibvf_pool *p)
 		free(p->stmts[i].sql);
 	}
 	sqlite3_close(p->db);
+	if (p->id_fd >= 0)
+		close(p->id_fd);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->health_lock);
+	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
+		free(p->in_use[v]);
 	free(p->ranges);
 	free(p);
 }
@@ -1243,7 +1340,8 @@ static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, 
 		return -EIO;
 	while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		*g = dec(sqlite3_column_int64(st, 0));
-		found = ibvf_guid_is_assignable(*g) && in_ranges(p, *g);
+		found = ibvf_guid_is_assignable(*g) && in_ranges(p, *g) &&
+			!seen_in_use(p, *g, NULL);
 	}
 	stmt_done(p, st);
 	if (!found && rc != SQLITE_DONE)
@@ -1276,6 +1374,7 @@ static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
 static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o, char *err,
 			  size_t errlen)
 {
+	enum ibvf_pool_view view;
 	char s[IBVF_GUID_STR_LEN];
 	struct ibvf_alloc cur;
 	int ret;
@@ -1303,6 +1402,12 @@ static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_own
 	if (ret != -ENOENT)
 		return ret;
 	(void)o;
+	if (seen_in_use(p, g, &view))
+		return ibvf_errf(err, errlen, -EEXIST,
+				 "requested GUID %s is in use %s but no store record holds it; it "
+				 "is not allocatable until reconciled (ibvfctl pool audit, ibvfctl "
+				 "pool rebuild)",
+				 s, view_name(view));
 	ret = extent_take(p, g, err, errlen);
 	if (ret == 1)
 		return ibvf_errf(err, errlen, -EIO,
@@ -1345,7 +1450,7 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 		g = req->guid;
 		ret = take_requested(p, g, &req->owner, err, errlen);
 	} else {
-		ret = extent_take_lowest(p, &g, err, errlen);
+		ret = extent_take_lowest_unused(p, &g, err, errlen);
 		if (ret == 1)
 			ret = take_oldest_quarantined(p, &g, err, errlen);
 		if (ret == 1)
@@ -1414,10 +1519,21 @@ static int injected_fault(struct ibvf_pool *p, char *err, size_t errlen)
 static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 {
 	bool changed = sqlite3_total_changes64(p->db) != p->changes_at_begin;
+	sqlite3_int64 gen = 0;
 
+	/* one cached statement: the generation of this commit (check_identity()) */
+	if (ret >= 0 && changed &&
+	    scalar_i64(p,
+		       "INSERT INTO meta VALUES('generation', '1') ON CONFLICT(key) DO UPDATE SET "
+		       "value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
+		       0, 0, &gen, err, errlen) != 1)
+		ret = -EIO;
 	if (ret >= 0 && !injected_fault(p, err, errlen) && exec(p, "COMMIT", err, errlen) == 0) {
-		if (changed)
+		if (changed) {
 			record_write(p, 0);
+			p->generation = (uint64_t)gen;
+			write_id_file(p);
+		}
 		return ret;
 	}
 	sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
@@ -1426,10 +1542,316 @@ static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 	return ret < 0 ? ret : -EIO;
 }
 
+/* --------------------------------------------------- store identity -- */
+
+/* meta @key into @buf: 1 found, 0 absent, <0 error. */
+static int meta_get(struct ibvf_pool *p, const char *key, char *buf, size_t len, char *err,
+		    size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	buf[0] = 0;
+	if (prep(p, &st, "SELECT value FROM meta WHERE key = ?", err, errlen))
+		return -EIO;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		col_text(st, 0, buf, len);
+	stmt_done(p, st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "meta lookup");
+	return rc == SQLITE_ROW;
+}
+
+/* Set (or with @value NULL delete) meta @key inside a transaction. */
+static int meta_set(struct ibvf_pool *p, const char *key, const char *value, char *err,
+		    size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (prep(p, &st,
+		 value ? "INSERT OR REPLACE INTO meta VALUES(?1, ?2)"
+		       : "DELETE FROM meta WHERE key = ?1",
+		 err, errlen))
+		return -EIO;
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if (value)
+		sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	return run(p, st, err, errlen);
+}
+
+static void set_lost(struct ibvf_pool *p, const char *why)
+{
+	pthread_mutex_lock(&p->health_lock);
+	p->health.lost = why != NULL;
+	snprintf(p->health.lost_why, sizeof(p->health.lost_why), "%s", why ? why : "");
+	pthread_mutex_unlock(&p->health_lock);
+}
+
+static bool is_lost(struct ibvf_pool *p, char *why, size_t len)
+{
+	bool l;
+
+	pthread_mutex_lock(&p->health_lock);
+	l = p->health.lost;
+	if (why)
+		snprintf(why, len, "%s", p->health.lost_why);
+	pthread_mutex_unlock(&p->health_lock);
+	return l;
+}
+
+/*
+ * <state_dir>/pool.id: "ibvf-pool-id 1\nid <32 hex>\ngeneration <n>\n", the
+ * store's identity and the generation of its last commit, kept OUTSIDE the
+ * database (issue 14): a store that was deleted, replaced, or lost commits
+ * (a damaged WAL, an older copy) no longer matches it. Written after every
+ * commit that changed rows, never while the store is marked lost: then it
+ * keeps the evidence until ibvf_pool_rebuilt(). Created by an atomic,
+ * fsync'ed replace at open; then each commit overwrites it in place (one
+ * pwrite() of the same length, no fsync: it must survive a process crash
+ * like the WAL; after a power loss a mismatch is a real loss or a damaged
+ * pool.id, both taken as a loss: safe).
+ */
+static void write_id_file(struct ibvf_pool *p)
+{
+	char buf[128], err[IBVF_ERR_LEN] = "";
+	int n, ret = 0;
+
+	if (p->read_only || !p->store_id[0] || is_lost(p, NULL, 0))
+		return;
+	/* fixed width: an overwrite in place replaces the whole content */
+	n = snprintf(buf, sizeof(buf), "ibvf-pool-id 1\nid %s\ngeneration %020llu\n", p->store_id,
+		     (unsigned long long)p->generation);
+	if (p->id_fd >= 0) {
+		/* one pwrite(): the per-commit cost (a rename per commit cost 5x an allocation) */
+		if (pwrite(p->id_fd, buf, (size_t)n, 0) == n)
+			goto ok;
+		close(p->id_fd);
+		p->id_fd = -1;
+	}
+	ret = ibvf_file_replace(p->id_path, buf, (size_t)n, 0600, IBVF_FILE_FSYNC, err,
+				sizeof(err));
+	if (!ret) {
+		p->id_fd = open(p->id_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		goto ok;
+	}
+	if (!p->id_write_failed)
+		log_err("GUID pool store identity %s not updated (a lost store may go unnoticed): "
+			"%s",
+			p->id_path, err);
+	p->id_write_failed = true;
+	return;
+ok:
+	if (p->id_write_failed)
+		log_notice("GUID pool store identity %s written again", p->id_path);
+	p->id_write_failed = false;
+}
+
+/* Read pool.id: 0, -ENOENT, or -EINVAL with @why set (damaged). */
+static int read_id_file(struct ibvf_pool *p, char *id, size_t idlen, uint64_t *gen, char *why,
+			size_t whylen)
+{
+	char *buf = NULL, e2[IBVF_ERR_LEN], idbuf[40];
+	unsigned long long g;
+	size_t len;
+	int ret, v;
+
+	ret = ibvf_file_read_regular(p->id_path, 4096, 0, &buf, &len, NULL, e2, sizeof(e2));
+	if (ret == -ENOENT)
+		return -ENOENT;
+	if (ret)
+		return ibvf_errf(why, whylen, -EINVAL, "the store identity %s cannot be read: %s",
+				 p->id_path, e2);
+	ret = sscanf(buf, "ibvf-pool-id %d id %39s generation %llu", &v, idbuf, &g);
+	free(buf);
+	if (ret != 3 || v != 1 || strlen(idbuf) != 32)
+		return ibvf_errf(why, whylen, -EINVAL,
+				 "the store identity %s is damaged (not \"ibvf-pool-id 1\")",
+				 p->id_path);
+	snprintf(id, idlen, "%s", idbuf);
+	*gen = g;
+	return 0;
+}
+
+static int random_id(char *out, size_t len, char *err, size_t errlen)
+{
+	unsigned char r[16];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return ibvf_errf(err, errlen, -EIO, "getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < sizeof(r) && 2 * i + 2 < len; i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
+	return 0;
+}
+
+/*
+ * At open (writers only): give the store an identity if it has none, compare
+ * store and pool.id, and mark the store lost (meta 'lost', kept until
+ * ibvf_pool_rebuilt()) when they disagree. Logged at crit: allocation stops.
+ */
+static int check_identity(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char fid[40] = "", gbuf[32], why[IBVF_ERR_LEN] = "", lost[IBVF_ERR_LEN] = "";
+	uint64_t fgen = 0;
+	bool found_lost = false;
+	int ret, fret;
+
+	fret = read_id_file(p, fid, sizeof(fid), &fgen, why, sizeof(why));
+	ret = begin(p, err, errlen);
+	if (ret)
+		return ret;
+	ret = meta_get(p, "store_id", p->store_id, sizeof(p->store_id), err, errlen);
+	if (ret == 0) {
+		ret = random_id(p->store_id, sizeof(p->store_id), err, errlen);
+		if (!ret)
+			ret = meta_set(p, "store_id", p->store_id, err, errlen);
+	}
+	if (ret >= 0)
+		ret = meta_get(p, "generation", gbuf, sizeof(gbuf), err, errlen);
+	if (ret >= 0) {
+		p->generation = strtoull(gbuf, NULL, 10);
+		ret = meta_get(p, "lost", lost, sizeof(lost), err, errlen);
+	}
+	if (ret == 0 && fret != -ENOENT) {
+		if (fret < 0)
+			snprintf(lost, sizeof(lost), "%s", why);
+		else if (strcmp(fid, p->store_id))
+			snprintf(
+				lost, sizeof(lost),
+				"%.120s is not the store %.120s names (id %s, generation %llu): the "
+				"store this state directory had was deleted, moved aside or "
+				"replaced",
+				p->path, p->id_path, fid, (unsigned long long)fgen);
+		else if (p->generation < fgen)
+			snprintf(
+				lost, sizeof(lost),
+				"%.120s is at generation %llu but %.120s recorded generation %llu: %llu "
+				"committed write(s) are missing (a damaged or lost WAL, or an "
+				"older copy of the store)",
+				p->path, (unsigned long long)p->generation, p->id_path,
+				(unsigned long long)fgen,
+				(unsigned long long)(fgen - p->generation));
+		if (lost[0]) {
+			found_lost = true;
+			ret = meta_set(p, "lost", lost, err, errlen);
+		}
+	}
+	if (lost[0])
+		set_lost(p, lost);
+	ret = finish(p, ret < 0 ? ret : 0, err, errlen);
+	if (ret)
+		return ret;
+	if (lost[0])
+		ibvf_log(LOG_CRIT,
+			 "GUID POOL STORE LOST RECORDS%s: %s. Not allocating any GUID until "
+			 "'ibvfctl pool rebuild' has adopted what the VFs and the SM show in use "
+			 "(docs/operations.md, \"Store lost or damaged\")",
+			 found_lost ? "" : " (found before, not rebuilt yet)", lost);
+	else
+		write_id_file(p);
+	return 0;
+}
+
+bool ibvf_pool_lost(struct ibvf_pool *p, char *why, size_t len)
+{
+	return is_lost(p, why, len);
+}
+
+static int pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *in, char *err, size_t errlen)
+{
+	char s[IBVF_GUID_STR_LEN];
+	struct ibvf_alloc cur, a = *in;
+	int ret;
+
+	ibvf_guid_format(a.guid, s);
+	if (!ibvf_guid_is_assignable(a.guid) || !in_ranges(p, a.guid))
+		return ibvf_errf(err, errlen, -ERANGE,
+				 "GUID %s is not an assignable GUID of the "
+				 "ranges",
+				 s);
+	ret = check_owner(&a.owner, err, errlen);
+	if (ret)
+		return ret;
+	ret = begin(p, err, errlen);
+	if (ret)
+		return ret;
+	ret = get_one(p, "guid = ?1", NULL, NULL, enc(a.guid), &cur, err, errlen);
+	if (ret == 0 && cur.state != ST_Q)
+		return finish(p, 1, err, errlen); /* held: nothing to adopt */
+	if (ret == 0)
+		ret = delete_row(p, a.guid, err, errlen); /* in use again: out of quarantine */
+	else if (ret == -ENOENT)
+		ret = extent_take(p, a.guid, err, errlen) < 0 ? -EIO : 0;
+	if (!ret) {
+		a.state = IBVF_ALLOC_HANDED;
+		a.created_ms = a.updated_ms = now_ms(p);
+		a.released_ms = 0;
+		ret = insert_row(p, &a, err, errlen);
+	}
+	return finish(p, ret, err, errlen);
+}
+
+int ibvf_pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_adopt(p, a, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+static int pool_rebuilt(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int ret = begin(p, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = meta_set(p, "lost", NULL, err, errlen);
+	if (!ret)
+		ret = meta_set(p, "rebuilt_ms", "0", err,
+			       errlen); /* a change: bumps the generation */
+	if (!ret)
+		set_lost(p, NULL); /* before finish(): it writes pool.id */
+	ret = finish(p, ret, err, errlen);
+	if (ret)
+		return ret;
+	log_notice("GUID pool store %s rebuilt: allocation resumes (identity %s, generation "
+		   "%llu)",
+		   p->path, p->id_path, (unsigned long long)p->generation);
+	return 0;
+}
+
+int ibvf_pool_rebuilt(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char why[IBVF_ERR_LEN];
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_rebuilt(p, err, errlen);
+	if (ret && is_lost(p, NULL, 0) == false) {
+		/* the commit failed after set_lost(NULL): still lost on disk */
+		if (meta_get(p, "lost", why, sizeof(why), NULL, 0) == 1)
+			set_lost(p, why);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
 static int pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_request *reqs, size_t n,
 			       struct ibvf_alloc *out, char *err, size_t errlen)
 {
-	int ret = begin(p, err, errlen);
+	char why[IBVF_ERR_LEN];
+	int ret;
+
+	if (is_lost(p, why, sizeof(why)))
+		return ibvf_errf(
+			err, errlen, -ESTALE,
+			"not allocating: the GUID pool store lost records (%s); run "
+			"'ibvfctl pool rebuild' to adopt what the VFs and the SM show in use",
+			why);
+	ret = begin(p, err, errlen);
 
 	if (ret)
 		return ret;
@@ -1473,6 +1895,57 @@ int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 	ret = pool_expire(p, err, errlen);
 	pthread_mutex_unlock(&p->lock);
 	return ret;
+}
+
+int ibvf_pool_checkpoint(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	int busy = 0, log = 0, done = 0, rc;
+
+	if (p->read_only)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+	if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+		busy = db_err(p, err, errlen, "checkpoint");
+	pthread_mutex_unlock(&p->lock);
+	if (busy)
+		return busy;
+	return rc == SQLITE_BUSY || log > done ? 1 : 0;
+}
+
+int ibvf_pool_set_in_use(struct ibvf_pool *p, enum ibvf_pool_view view, const uint64_t *guids,
+			 size_t n)
+{
+	uint64_t *v = NULL;
+	size_t k = 0;
+
+	if (view < 0 || view >= IBVF_VIEW_COUNT)
+		return -EINVAL;
+	if (n) {
+		v = malloc(n * sizeof(*v));
+		if (!v)
+			return -ENOMEM; /* the previous set stays */
+		for (size_t i = 0; i < n; i++)
+			if (in_ranges(p, guids[i]))
+				v[k++] = guids[i];
+		qsort(v, k, sizeof(*v), cmp_u64);
+	}
+	pthread_mutex_lock(&p->lock);
+	free(p->in_use[view]);
+	p->in_use[view] = v;
+	p->n_in_use[view] = k;
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+bool ibvf_pool_in_use(struct ibvf_pool *p, uint64_t guid)
+{
+	bool r;
+
+	pthread_mutex_lock(&p->lock);
+	r = seen_in_use(p, guid, NULL);
+	pthread_mutex_unlock(&p->lock);
+	return r;
 }
 
 static int pool_probe_write(struct ibvf_pool *p, char *err, size_t errlen)

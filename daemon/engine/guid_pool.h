@@ -30,8 +30,11 @@
 #include "config.h"
 #include "err.h"
 
-#define IBVF_POOL_DB_NAME   "pool.db"
-#define IBVF_POOL_MAX_PKEYS 8
+#define IBVF_POOL_DB_NAME "pool.db"
+#define IBVF_POOL_ID_NAME "pool.id" /* the store's identity, outside it (issue 14) */
+/* container_id prefix of the records ibvfctl pool rebuild adopts */
+#define IBVF_POOL_ADOPTED_PREFIX "ibvf-adopted-"
+#define IBVF_POOL_MAX_PKEYS	 8
 
 /** Who holds a GUID: the CNI attachment (container ID + ifname) and its Pod. */
 struct ibvf_owner {
@@ -138,8 +141,9 @@ void ibvf_pool_close(struct ibvf_pool *p);
  * by another owner (never taken away) nor in quarantine.
  * When no GUID is free, the oldest quarantined one is reused (logged).
  * Return: 0, -EINVAL (bad owner/GUID), -ERANGE (GUID outside the ranges),
- * -EEXIST (held by another owner), -EBUSY (in quarantine), -ENOSPC
- * (exhausted), -EIO (store error).
+ * -EEXIST (held by another owner, or in use on a VF or in the SM:
+ * ibvf_pool_set_in_use()), -EBUSY (in quarantine), -ENOSPC (exhausted),
+ * -ESTALE (the store lost records: ibvf_pool_lost()), -EIO (store error).
  */
 int ibvf_pool_allocate(struct ibvf_pool *p, const struct ibvf_alloc_request *req,
 		       struct ibvf_alloc *out, char *err, size_t errlen);
@@ -252,6 +256,13 @@ struct ibvf_pool_health {
 	char last_error[IBVF_ERR_LEN]; /* the store's message when last_write_result < 0 */
 	int64_t last_ok_ms;	       /* the last write that was committed */
 	uint64_t write_failures;       /* since open */
+	/*
+	 * The store lost records (issue 14): it does not match its identity
+	 * <state_dir>/pool.id (deleted, replaced, rolled back). No allocation
+	 * until ibvf_pool_rebuilt(). @lost_why says what was found.
+	 */
+	bool lost;
+	char lost_why[IBVF_ERR_LEN];
 };
 
 /**
@@ -268,6 +279,66 @@ void ibvf_pool_health(struct ibvf_pool *p, struct ibvf_pool_health *out);
  * set), -EROFS (opened read-only).
  */
 int ibvf_pool_probe_write(struct ibvf_pool *p, char *err, size_t errlen);
+
+/**
+ * ibvf_pool_lost() - has the store lost records? (see ibvf_pool_health.lost);
+ * @why (optional) gets the reason. Detected at open by a writer: the store's
+ * identity and generation (meta 'store_id', 'generation', bumped by every
+ * commit that changed rows) are compared with <state_dir>/pool.id, which
+ * every such commit rewrites. A store that is not the one pool.id names, or
+ * is at an older generation, or a damaged pool.id, marks the store lost (kept
+ * in the store until ibvf_pool_rebuilt()); every allocation is then -ESTALE.
+ * Source of the rule: issue 14, "detect a lost or rolled-back store".
+ */
+bool ibvf_pool_lost(struct ibvf_pool *p, char *why, size_t len);
+
+/**
+ * ibvf_pool_adopt() - record a GUID that is in use (on a VF, in the SM) but
+ * that no live record holds, as state "handed" for @a's owner (by convention
+ * IBVF_POOL_ADOPTED_PREFIX + GUID, ifname "adopted"), PF/VF/PCI and PKeys; a
+ * quarantined record of it is replaced. Works while the store is lost.
+ * Return: 0 adopted, 1 a live record holds it already (nothing done),
+ * -ERANGE (not an assignable GUID of the ranges), -EINVAL (owner), -EIO.
+ */
+int ibvf_pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen);
+
+/**
+ * ibvf_pool_rebuilt() - the store was rebuilt from the VFs and the SM
+ * (ibvfctl pool rebuild): clear the lost mark, write pool.id anew, allocate
+ * again. Return: 0 or -EIO/-EROFS.
+ */
+int ibvf_pool_rebuilt(struct ibvf_pool *p, char *err, size_t errlen);
+
+/**
+ * ibvf_pool_checkpoint() - copy what the WAL holds into pool.db (a PASSIVE
+ * checkpoint: never waits for readers or writers of other processes), so a
+ * damaged WAL loses little (issue 14). Return: 0 all copied, 1 some frames
+ * left (another process reads; the next checkpoint copies them), -EIO.
+ */
+int ibvf_pool_checkpoint(struct ibvf_pool *p, char *err, size_t errlen);
+
+/** Views of GUIDs in use other than the store (ibvf_pool_set_in_use()). */
+enum ibvf_pool_view {
+	IBVF_VIEW_VF = 0, /* GUIDs read back from the node's VFs */
+	IBVF_VIEW_SM,	  /* GUIDs in the SM's partition membership */
+	IBVF_VIEW_COUNT,
+};
+
+/**
+ * ibvf_pool_set_in_use() - replace the GUIDs that @view shows in use (those
+ * outside the ranges are dropped). Until the next call no allocation hands
+ * one of them out: the lowest-free choice and the quarantine reuse skip
+ * them, an explicit request for one is -EEXIST. Kept in memory only (the
+ * caller, reconciliation, rebuilds it each pass). Source of the rule: issue
+ * 14, "allocation never trusts the store alone": a lost or rolled-back store
+ * must not re-issue a GUID that VFs or the SM still carry.
+ * Return: 0, -EINVAL (@view), -ENOMEM (the previous set is kept).
+ */
+int ibvf_pool_set_in_use(struct ibvf_pool *p, enum ibvf_pool_view view, const uint64_t *guids,
+			 size_t n);
+
+/** ibvf_pool_in_use() - is @guid in a set of ibvf_pool_set_in_use()? */
+bool ibvf_pool_in_use(struct ibvf_pool *p, uint64_t guid);
 
 /** ibvf_alloc_state_name() - "allocated", ..., "quarantined". */
 const char *ibvf_alloc_state_name(enum ibvf_alloc_state s);

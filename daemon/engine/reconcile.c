@@ -45,6 +45,8 @@ struct rec_ctx {
 	size_t n_recs, cap_recs;
 	struct ibvf_attach_vf *vfs;
 	size_t n_vfs, cap_vfs;
+	uint64_t *used; /* GUIDs of the ranges the SM lists (any PKey, managed or not) */
+	size_t n_used, cap_used;
 	const struct ibvf_reconcile_env *env;
 	enum ibvf_reconcile_pass mode;
 	ibvf_finding_fn cb;
@@ -77,7 +79,12 @@ static int sm_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool 
 {
 	struct rec_ctx *r = arg;
 
-	if (!managed || !in_ranges(r, m->guid))
+	if (!in_ranges(r, m->guid))
+		return 0;
+	if (grow((void **)&r->used, &r->cap_used, r->n_used, sizeof(*r->used)))
+		return -ENOMEM;
+	r->used[r->n_used++] = m->guid;
+	if (!managed)
 		return 0;
 	if (grow((void **)&r->sm, &r->cap_sm, r->n_sm, sizeof(*r->sm)))
 		return -ENOMEM;
@@ -346,6 +353,36 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 	}
 }
 
+/*
+ * The GUIDs the VFs carry now are not allocatable, whatever the store says
+ * (issue 14). A VF a fix pass just reset is listed again to leave it out.
+ */
+static void set_vf_in_use(struct rec_ctx *r)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	uint64_t *g = calloc(2 * r->n_vfs + 1, sizeof(*g));
+	size_t n = 0;
+
+	if (!g)
+		return; /* the previous set stays */
+	for (size_t i = 0; i < r->n_vfs; i++) {
+		struct ibvf_attach_vf *vf = &r->vfs[i];
+		struct ibvf_attach_vf now;
+		char e3[IBVF_ERR_LEN];
+
+		if (!vf->guids_known)
+			continue;
+		if (r->mode == IBVF_PASS_FIX && in_ranges(r, vf->port_guid) &&
+		    env->vf->lookup(env->vf->ctx, vf->pci, &now, e3, sizeof(e3)) == 0 &&
+		    now.guids_known)
+			*vf = now;
+		g[n++] = vf->port_guid;
+		g[n++] = vf->node_guid;
+	}
+	ibvf_pool_set_in_use(env->pool, IBVF_VIEW_VF, g, n);
+	free(g);
+}
+
 static int store_audit_cb(void *arg, const struct ibvf_audit_finding *f)
 {
 	struct rec_ctx *r = arg;
@@ -384,6 +421,9 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 				"none (retried every pass)", false,
 				"listing SM membership failed: %s", e2[0] ? e2 : strerror(-ret));
 		}
+		/* what the SM lists is not allocatable, whatever the store says */
+		if (ret >= 0)
+			ibvf_pool_set_in_use(env->pool, IBVF_VIEW_SM, r.used, r.n_used);
 		/* the noop backend keeps no membership: nothing to compare */
 		if (!strcmp(ops->name, "noop"))
 			sm_listed = false;
@@ -406,6 +446,8 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 				"listing VFs failed: %s", e2);
 		else
 			check_vf_orphans(&r, fix);
+		if (ret >= 0)
+			set_vf_in_use(&r);
 	}
 
 	/* 4. the store's own consistency */
@@ -414,6 +456,7 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 		ret = 0;
 out:
 	free(r.sm);
+	free(r.used);
 	free(r.recs);
 	free(r.vfs);
 	if (ret < 0)

@@ -188,6 +188,7 @@ struct fx {
 	struct ibvf_sm_backend *sm;
 	struct fake_sm_ctl *ctl;
 	struct ibvf_engine *e;
+	unsigned sm_attempts;
 	int replies, want;
 	bool deliver;
 	json_t *result[256];
@@ -297,11 +298,11 @@ static const char *pci_of(int i)
 	return buf[i];
 }
 
+static void open_engine(struct fx *f);
+
 static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct ibvf_engine_opts o = {0};
-	struct ibvf_pool_opts po = {0};
 	char path[128], err[512], cfgtext[1024];
 	FILE *fp;
 
@@ -328,6 +329,22 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 		snprintf(fv.vf[i].link, sizeof(fv.vf[i].link), "auto");
 	}
 	assert_int_equal(ibvf_loop_new(&f->loop, err, sizeof(err)), 0);
+	assert_int_equal(fake_sm_ops.init("{}", &f->sm, err, sizeof(err)), 0);
+	f->ctl = fake_sm_ctl(f->sm);
+	f->sm_attempts = sm_attempts;
+	open_engine(f);
+	f->deliver = true;
+	*state = f;
+	return 0;
+}
+
+/* Open the pool and an engine over f->cfg, f->loop and f->sm (fake VFs kept). */
+static void open_engine(struct fx *f)
+{
+	struct ibvf_engine_opts o = {0};
+	struct ibvf_pool_opts po = {0};
+	char err[512];
+
 	po.state_dir = f->cfg.state_dir;
 	po.ranges = f->cfg.pool.ranges;
 	po.n_ranges = f->cfg.pool.n_ranges;
@@ -335,8 +352,6 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 	po.write_fault = f_write_fault;
 	__atomic_store_n(&store_fault, 0, __ATOMIC_SEQ_CST);
 	assert_int_equal(ibvf_pool_open(&po, &f->pool, err, sizeof(err)), 0);
-	assert_int_equal(fake_sm_ops.init("{}", &f->sm, err, sizeof(err)), 0);
-	f->ctl = fake_sm_ctl(f->sm);
 	o.loop = f->loop;
 	o.pool = f->pool;
 	o.sm_ops = &fake_sm_ops;
@@ -346,11 +361,8 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 	o.cfg = &f->cfg;
 	o.seed = 7;
 	o.sm_retry_base_ms = 10;
-	o.sm_max_attempts = sm_attempts;
+	o.sm_max_attempts = f->sm_attempts;
 	assert_int_equal(ibvf_engine_new(&o, &f->e, err, sizeof(err)), 0);
-	f->deliver = true;
-	*state = f;
-	return 0;
 }
 
 static int setup(void **state)
@@ -867,6 +879,119 @@ static void test_reconcile_sm_down(void **state)
 	teardown(state);
 }
 
+/*
+ * End the engine's lifetime and start the next on the same state directory
+ * and SM (the VFs keep what they carry); @lose_store: pool.db and its WAL are
+ * deleted in between, as an operator who "moved it aside" would.
+ */
+static const char *not_ready_reason(json_t *status, const char *check);
+
+static void restart_engine(struct fx *f, bool lose_store)
+{
+	char cmd[256];
+
+	clear(f);
+	ibvf_engine_free(f->e);
+	if (lose_store) {
+		snprintf(cmd, sizeof(cmd), "rm -f %s/pool.db %s/pool.db-wal %s/pool.db-shm",
+			 f->cfg.state_dir, f->cfg.state_dir, f->cfg.state_dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	open_engine(f);
+}
+
+/* Issue 14: a lost store must not re-issue the GUIDs the VFs and the SM still carry. */
+static void test_store_lost_no_reissue(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g[3], sm_only;
+	json_t *r;
+	char cid[16];
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(cid, sizeof(cid), "first%d", i);
+		r = call(f, "prepare", prep_params(cid, pci_of(i), "0x0012"));
+		assert_int_equal(f->code[0], 0);
+		g[i] = guid_of(r);
+		assert_int_equal(g[i], RANGE_START + (uint64_t)i); /* ...01 .. ...03 */
+		call(f, "commit", json_pack("{s:o}", "owner", owner(cid, "net1")));
+		assert_int_equal(f->code[0], 0);
+	}
+	/* one more the SM lists (a VF of another node carries it), not in the store */
+	sm_only = RANGE_START + 3;
+	fake_sm_put(f->sm, 0x12, sm_only, true);
+
+	restart_engine(f, true);
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	/* the loss is detected (pool.id): not ready, reason "store", prepare refused */
+	assert_true(ibvf_pool_lost(f->pool, NULL, 0));
+	assert_false(ibvf_engine_ready(f->e));
+	r = call(f, "status", json_object());
+	assert_non_null(not_ready_reason(r, "store"));
+	assert_non_null(strstr(not_ready_reason(r, "store"), "lost records"));
+	call(f, "prepare", prep_params("early", pci_of(3), "0x0012"));
+	expect_error(f, IBVF_RPC_NOT_READY, "validate");
+	/* a fix pass does not reset the "orphans" a lost store cannot account for */
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, NULL, NULL, 0) > 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fv.vf[i].port, g[i]);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g[0]), IBVF_MEMBER_FULL);
+	/*
+	 * Cleared without adopting anything (the rebuild adopts; tested in
+	 * test_guid_pool): the VFs' and the SM's view alone must keep the
+	 * GUIDs in use from being handed out again.
+	 */
+	assert_int_equal(ibvf_pool_rebuilt(f->pool, NULL, 0), 0);
+	assert_true(ibvf_engine_ready(f->e));
+	for (int i = 0; i < 3; i++)
+		assert_true(ibvf_pool_in_use(f->pool, g[i]));
+	assert_true(ibvf_pool_in_use(f->pool, sm_only));
+	for (int i = 3; i < 7; i++) {
+		uint64_t n;
+
+		snprintf(cid, sizeof(cid), "second%d", i);
+		r = call(f, "prepare", prep_params(cid, pci_of(i), "0x0012"));
+		assert_int_equal(f->code[0], 0);
+		n = guid_of(r);
+		for (int k = 0; k < 3; k++)
+			if (n == g[k])
+				fail_msg("GUID %016llx re-issued: VF %s still carries it",
+					 (unsigned long long)n, pci_of(k));
+		assert_true(n != sm_only);
+		assert_int_equal(n, RANGE_START + (uint64_t)i + 1);
+	}
+	/* a record the rebuild adopted is never gc'ed: the runtime does not know its owner */
+	{
+		struct ibvf_alloc a = {.guid = g[0], .vf_index = 0, .n_pkeys = 1};
+		struct ibvf_alloc got;
+
+		a.pkeys[0] = 0x8012;
+		snprintf(a.owner.container_id, sizeof(a.owner.container_id),
+			 IBVF_POOL_ADOPTED_PREFIX "%016llx", (unsigned long long)g[0]);
+		snprintf(a.owner.ifname, sizeof(a.owner.ifname), "adopted");
+		snprintf(a.pci, sizeof(a.pci), "%s", pci_of(0));
+		assert_int_equal(ibvf_pool_adopt(f->pool, &a, NULL, 0), 0);
+		call(f, "gc", json_pack("{s:[]}", "valid"));
+		assert_int_equal(f->code[0], 0);
+		assert_int_equal(ibvf_pool_get(f->pool, g[0], &got, NULL, 0), 0);
+		assert_int_equal(got.state, IBVF_ALLOC_HANDED);
+		assert_int_equal(fv.vf[0].port, g[0]);
+		assert_int_equal(fake_sm_has(f->sm, 0x12, g[0]), IBVF_MEMBER_FULL);
+	}
+	/* an explicit request for one of them is refused too */
+	{
+		struct ibvf_alloc_request req = {.vf_index = -1, .guid = g[1]};
+		struct ibvf_alloc a;
+		char err[512];
+
+		snprintf(req.owner.container_id, sizeof(req.owner.container_id), "explicit");
+		snprintf(req.owner.ifname, sizeof(req.owner.ifname), "net1");
+		assert_int_equal(ibvf_pool_allocate(f->pool, &req, &a, err, sizeof(err)), -EEXIST);
+		assert_non_null(strstr(err, "on a VF"));
+	}
+}
+
 /* The reason status gives for @check in "not_ready", or NULL. */
 static const char *not_ready_reason(json_t *status, const char *check)
 {
@@ -1111,6 +1236,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_methods, setup, teardown),
 		cmocka_unit_test(test_reconcile_sm_down),
+		cmocka_unit_test_setup_teardown(test_store_lost_no_reissue, setup, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,

@@ -814,6 +814,36 @@ static void test_corrupt_store(void **state)
 	assert_contains(f->r.err, "group/other may write it");
 }
 
+/*
+ * Issue 14: a deleted store (an operator "moved it aside") is detected by
+ * pool.id; nothing is allocated until `pool rebuild`, which then clears it.
+ */
+static void test_rebuild_after_lost_store(void **state)
+{
+	struct fx *f = *state;
+	char *wal;
+
+	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 60);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a"), 0);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "b"), 0);
+	unlink(f->db);
+	wal = tu_path(f->state, "pool.db-wal");
+	unlink(wal);
+	free(wal);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "c"), 3);
+	assert_contains(f->r.err, "lost records");
+	assert_contains(f->r.err, "ibvfctl pool rebuild");
+	/* still lost on the next run: the mark is kept */
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "c"), 3);
+	assert_int_equal(ctl(f, "pool", "rebuild", "extra"), 2);
+	assert_int_equal(ctl(f, "pool", "rebuild"), 0);
+	assert_contains(f->r.err, "store rebuilt");
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "c"), 0);
+	/* a healthy store: rebuild adopts nothing and changes nothing */
+	assert_int_equal(ctl(f, "pool", "rebuild"), 0);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "d"), 0);
+}
+
 /* ------------------------------------------------- ibvfd not running -- */
 
 /* A socket file nobody listens on (a killed ibvfd leaves one). */
@@ -917,6 +947,7 @@ int main(void)
 		T(test_allocate_errors),
 		T(test_show_errors),
 		T(test_audit),
+		T(test_rebuild_after_lost_store),
 		T(test_read_commands_do_not_write),
 		T(test_usage_and_exit_codes),
 		T(test_config_errors),
