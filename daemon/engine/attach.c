@@ -40,6 +40,109 @@ static bool deadline_passed(const struct op *op)
 	return op->deadline && ibvf_mono_ms() >= op->deadline;
 }
 
+/* ------------------------------------------------- SM membership read -- */
+
+/* The SM's memberships of one GUID, default partition left out. */
+struct sm_seen {
+	uint64_t guid;
+	size_t n;
+	bool more; /* more than fit in @pkey */
+	uint16_t pkey[16];
+	bool managed[16];
+};
+
+static int seen_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool managed)
+{
+	struct sm_seen *f = arg;
+
+	if (m->guid != f->guid || ibvf_pkey_key(pkey) == IBVF_PKEY_DEFAULT)
+		return 0;
+	if (f->n == sizeof(f->pkey) / sizeof(f->pkey[0])) {
+		f->more = true;
+		return 0;
+	}
+	f->pkey[f->n] = ibvf_pkey_key(pkey);
+	f->managed[f->n++] = managed;
+	return 0;
+}
+
+/*
+ * Read back from the SM (list_members) in which PKeys @guid is a member.
+ * The default partition 0x7fff is left out, and so are admin entries that
+ * name no GUID (OpenSM "ALL", "SELF"): the backends list GUIDs only.
+ * Return: 0, or the backend's negative errno (@err set).
+ */
+static int sm_read_back(struct ibvf_engine *e, uint64_t guid, struct sm_seen *f, char *err,
+			size_t errlen)
+{
+	struct ibvf_sm_backend *b;
+	const struct ibvf_sm_ops *ops;
+	int ret;
+
+	memset(f, 0, sizeof(*f));
+	f->guid = guid;
+	ops = ibvf_sm_batch_lock(e->batch, &b);
+	ret = ops->list_members(b, -1, seen_cb, f, err, errlen);
+	ibvf_sm_batch_unlock(e->batch);
+	if (ret > 0)
+		ret = -EIO;
+	if (ret < 0 && err && errlen && !err[0])
+		snprintf(err, errlen, "listing SM membership failed: %s", strerror(-ret));
+	return ret;
+}
+
+static bool seen_has(const struct sm_seen *f, uint16_t pkey)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->pkey[i] == ibvf_pkey_key(pkey))
+			return true;
+	return false;
+}
+
+/*
+ * After the SM answered the removals of @a's PKeys: does a read-back confirm
+ * the GUID is gone from each? A PKey still listed is removed again (once);
+ * an SM that answers OK without removing (issue 14) leaves it pending.
+ * Return: true when the read-back shows none of @a's PKeys.
+ */
+static bool sm_removal_verified(struct ibvf_engine *e, const struct ibvf_alloc *a)
+{
+	char s[IBVF_GUID_STR_LEN], e2[IBVF_ERR_LEN + 96];
+	struct sm_seen f;
+
+	ibvf_guid_format(a->guid, s);
+	for (int attempt = 0;; attempt++) {
+		size_t left = 0;
+
+		e2[0] = 0;
+		if (sm_read_back(e, a->guid, &f, e2, sizeof(e2))) {
+			log_warn("GUID %s: cannot verify its SM removal, reconciliation will "
+				 "retry: %s",
+				 s, e2);
+			return false;
+		}
+		for (size_t i = 0; i < a->n_pkeys; i++) {
+			struct ibvf_sm_member m = {.guid = a->guid};
+			uint16_t pk = ibvf_pkey_key(a->pkeys[i]);
+
+			if (!seen_has(&f, pk))
+				continue;
+			left++;
+			log_warn("GUID %s: the SM answered its removal from PKey 0x%04x but still "
+				 "lists it%s",
+				 s, pk,
+				 attempt ? "; reconciliation will retry" : "; removing again");
+			if (!attempt)
+				ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_REMOVE, pk, &m,
+						   ibvf_mono_ms() + 30000, e2, sizeof(e2));
+		}
+		if (!left)
+			return true;
+		if (attempt)
+			return false;
+	}
+}
+
 /* --------------------------------------------------------------- undo -- */
 
 /* The GUIDs a released VF gets: parked value, else pre-attach (0 if it was ours). */
@@ -161,6 +264,9 @@ int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool 
 			sm_failed = true;
 		}
 	}
+	/* quarantine only what the SM is seen without (issue 14: faked removals) */
+	if (sm_touched && !sm_failed && a->n_pkeys && !sm_removal_verified(e, a))
+		sm_failed = true;
 	return undo_finish(e, a, sm_failed, sm_pending, err, errlen);
 }
 
@@ -453,10 +559,93 @@ static int prepare_program(struct op *op)
 	return 0;
 }
 
+/*
+ * sm_checked: the freshly allocated GUID must not be a member of a tenant
+ * PKey the owner did not ask for (issue 14: a late add, a faked removal).
+ * Managed memberships are removed and read back; a membership ibvf may not
+ * change (an admin's, outside the managed section) makes it -EEXIST so the
+ * caller picks another GUID. The default partition and admin entries that
+ * name no GUID (OpenSM ALL=full) do not count. 0, -EEXIST, or error set.
+ */
+static int prepare_sm_check(struct op *op)
+{
+	struct ibvf_engine *e = op->e;
+	char err[IBVF_ERR_LEN + 96] = "", s[IBVF_GUID_STR_LEN];
+	struct sm_seen f;
+	int ret;
+
+	ibvf_guid_format(op->a.guid, s);
+	for (int attempt = 0;; attempt++) {
+		size_t foreign = 0, fixed = 0;
+		uint16_t first = 0;
+
+		ret = sm_read_back(e, op->a.guid, &f, err, sizeof(err));
+		if (ret) {
+			eng_set_error(op, IBVF_RPC_SM_ERROR, ret, "sm_check",
+				      "GUID %s: reading its SM membership back failed: %s", s, err);
+			return ret;
+		}
+		for (size_t i = 0; i < f.n; i++) {
+			struct ibvf_sm_member m = {.guid = op->a.guid};
+			bool asked = false;
+
+			for (size_t k = 0; k < op->a.n_pkeys; k++)
+				asked |= ibvf_pkey_key(op->a.pkeys[k]) == f.pkey[i];
+			if (asked)
+				continue;
+			if (!foreign++)
+				first = f.pkey[i];
+			if (attempt || !f.managed[i])
+				continue;
+			log_warn("GUID %s is still a member of PKey 0x%04x, which container %.12s "
+				 "ifname %s did not ask for: removing it before the attach",
+				 s, f.pkey[i], op->req.owner.container_id, op->req.owner.ifname);
+			if (!ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_REMOVE, f.pkey[i], &m,
+						ibvf_mono_ms() + 30000, err, sizeof(err)))
+				fixed++;
+		}
+		if (!foreign && !f.more)
+			return 0;
+		if (attempt || !fixed) {
+			eng_set_error(op, IBVF_RPC_GUID_CONFLICT, EEXIST, "sm_check",
+				      "GUID %s is a member of PKey 0x%04x%s, which container %.64s "
+				      "ifname %s did not ask for",
+				      s, first, f.more ? " and more" : "",
+				      op->req.owner.container_id, op->req.owner.ifname);
+			return -EEXIST;
+		}
+	}
+}
+
+/* Allocate a GUID the SM holds in no foreign PKey: 0 or error set on @op. */
+static int prepare_allocate_clean(struct op *op)
+{
+	char s[IBVF_GUID_STR_LEN];
+	int ret;
+
+	for (int tries = 0;; tries++) {
+		ret = prepare_allocate(op);
+		if (ret)
+			return ret;
+		ret = prepare_sm_check(op);
+		if (!ret)
+			return 0;
+		/* back into quarantine: it leaves only once the SM is seen without it */
+		rollback(op);
+		op->created = false;
+		if (ret != -EEXIST || op->req.req_guid || tries == 3)
+			return ret;
+		log_warn("GUID %s skipped: %s; trying another", ibvf_guid_format(op->a.guid, s),
+			 op->msg);
+		op->code = 0;
+		op->msg[0] = 0;
+	}
+}
+
 /* Return: true when the op was handed to the SM batcher (it must not be touched). */
 static bool prepare_begin(struct op *op)
 {
-	if (!prepare_check(op) || prepare_allocate(op))
+	if (!prepare_check(op) || prepare_allocate_clean(op))
 		return false;
 	/* sm_requested: persisted before the SM sees the GUID */
 	if (prepare_program(op) || store_state(op, IBVF_ALLOC_SM_REQUESTED)) {
@@ -588,14 +777,17 @@ static bool release_begin(struct op *op)
 static void release_finish(struct op *op)
 {
 	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
-	bool pending;
+	bool pending, failed;
 	int ret;
 
 	op->phase = PH_DONE;
 	if (op->sm_status)
 		log_warn("GUID %s: SM removal failed, reconciliation will retry: %s",
 			 ibvf_guid_format(op->a.guid, s), op->sm_msg);
-	ret = undo_finish(op->e, &op->a, op->sm_status != 0, &pending, err, sizeof(err));
+	failed = op->sm_status != 0;
+	if (!failed && op->a.n_pkeys && !sm_removal_verified(op->e, &op->a))
+		failed = true;
+	ret = undo_finish(op->e, &op->a, failed, &pending, err, sizeof(err));
 	if (ret) {
 		eng_set_error(op, IBVF_RPC_VF_ERROR, ret, "release", "%s", err);
 		return;

@@ -552,6 +552,9 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 		return ret;
 	}
 	e->pool = o->pool;
+	/* a released GUID waits in quarantine until the SM is seen without it,
+	 * where the SM lists membership (the noop backend keeps none) */
+	ibvf_pool_set_sm_check(e->pool, strcmp(o->sm_ops->name, "noop") != 0);
 	*out = e;
 	return 0;
 }
