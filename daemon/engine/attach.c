@@ -51,44 +51,105 @@ struct sm_seen {
 	bool managed[16];
 };
 
-static int seen_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool managed)
-{
-	struct sm_seen *f = arg;
-
-	if (m->guid != f->guid || ibvf_pkey_key(pkey) == IBVF_PKEY_DEFAULT)
-		return 0;
-	if (f->n == sizeof(f->pkey) / sizeof(f->pkey[0])) {
-		f->more = true;
-		return 0;
-	}
-	f->pkey[f->n] = ibvf_pkey_key(pkey);
-	f->managed[f->n++] = managed;
-	return 0;
-}
-
 /*
- * Read back from the SM (list_members) in which PKeys @guid is a member.
- * The default partition 0x7fff is left out, and so are admin entries that
- * name no GUID (OpenSM "ALL", "SELF"): the backends list GUIDs only.
+ * Read back from the SM (a listing started after this call, shared with
+ * concurrent callers: ibvf_sm_batch_members) in which PKeys @guid is a
+ * member. The default partition 0x7fff is left out, and so are admin
+ * entries that name no GUID (OpenSM "ALL", "SELF"): backends list GUIDs only.
  * Return: 0, or the backend's negative errno (@err set).
  */
+static int seen_from(struct ibvf_engine *e, struct ibvf_sm_members *ms, uint64_t guid,
+		     struct sm_seen *f, char *err, size_t errlen);
+
 static int sm_read_back(struct ibvf_engine *e, uint64_t guid, struct sm_seen *f, char *err,
 			size_t errlen)
 {
-	struct ibvf_sm_backend *b;
-	const struct ibvf_sm_ops *ops;
+	struct ibvf_sm_members *ms;
+	int ret = ibvf_sm_batch_members(e->batch, &ms);
+
+	if (ret) {
+		memset(f, 0, sizeof(*f));
+		return ibvf_errf(err, errlen, ret, "listing SM membership: out of memory");
+	}
+	return seen_from(e, ms, guid, f, err, errlen);
+}
+
+/* Fill @f from the listing @ms (NULL: out of memory), and give @ms back. */
+static int seen_from(struct ibvf_engine *e, struct ibvf_sm_members *ms, uint64_t guid,
+		     struct sm_seen *f, char *err, size_t errlen)
+{
+	size_t lo = 0, hi;
 	int ret;
 
 	memset(f, 0, sizeof(*f));
 	f->guid = guid;
-	ops = ibvf_sm_batch_lock(e->batch, &b);
-	ret = ops->list_members(b, -1, seen_cb, f, err, errlen);
-	ibvf_sm_batch_unlock(e->batch);
-	if (ret > 0)
-		ret = -EIO;
-	if (ret < 0 && err && errlen && !err[0])
-		snprintf(err, errlen, "listing SM membership failed: %s", strerror(-ret));
-	return ret;
+	if (!ms)
+		return ibvf_errf(err, errlen, -ENOMEM, "listing SM membership: out of memory");
+	ret = ms->status;
+	if (ret) {
+		snprintf(err, errlen, "%s", ms->err);
+		ibvf_sm_batch_members_put(e->batch, ms);
+		return ret;
+	}
+	hi = ms->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ms->m[mid].guid < guid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < ms->n && ms->m[lo].guid == guid; lo++) {
+		if (ms->m[lo].pkey == IBVF_PKEY_DEFAULT)
+			continue;
+		if (f->n == sizeof(f->pkey) / sizeof(f->pkey[0])) {
+			f->more = true;
+			break;
+		}
+		f->pkey[f->n] = ms->m[lo].pkey;
+		f->managed[f->n++] = ms->m[lo].managed;
+	}
+	ibvf_sm_batch_members_put(e->batch, ms);
+	return 0;
+}
+
+static void listed_done(void *arg, struct ibvf_sm_members *m)
+{
+	struct op *op = arg;
+
+	op->listed = m;
+	if (eng_submit(op)) {
+		/* no worker can take it: finish with an error on the loop thread */
+		ibvf_sm_batch_members_put(op->e->batch, m);
+		op->listed = NULL;
+		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ENOMEM, "sm_check", "cannot queue");
+		op->phase = PH_DONE;
+		ibvf_loop_post(op->e->loop, eng_op_finish, op);
+	}
+}
+
+/*
+ * Ask for a shared SM listing; the op comes back to a worker in @phase.
+ * Return: true when handed off (the op must not be touched), false when the
+ * request could not be queued (the caller goes on: take_listed() lists).
+ */
+static bool request_listing(struct op *op, enum op_phase phase)
+{
+	op->phase = phase;
+	op->listed = NULL;
+	return ibvf_sm_batch_members_async(op->e->batch, listed_done, op) == 0;
+}
+
+/* The memberships of op->a.guid from the listing the op got (or a new one). */
+static int take_listed(struct op *op, struct sm_seen *f, char *err, size_t errlen)
+{
+	struct ibvf_sm_members *ms = op->listed;
+
+	op->listed = NULL;
+	if (!ms)
+		return sm_read_back(op->e, op->a.guid, f, err, errlen);
+	return seen_from(op->e, ms, op->a.guid, f, err, errlen);
 }
 
 static bool seen_has(const struct sm_seen *f, uint16_t pkey)
@@ -617,36 +678,61 @@ static int prepare_sm_check(struct op *op)
 	}
 }
 
-/* Allocate a GUID the SM holds in no foreign PKey: 0 or error set on @op. */
-static int prepare_allocate_clean(struct op *op)
-{
-	char s[IBVF_GUID_STR_LEN];
-	int ret;
+static bool prepare_checked(struct op *op);
 
-	for (int tries = 0;; tries++) {
-		ret = prepare_allocate(op);
-		if (ret)
-			return ret;
-		ret = prepare_sm_check(op);
-		if (!ret)
-			return 0;
-		/* back into quarantine: it leaves only once the SM is seen without it */
-		rollback(op);
-		op->created = false;
-		if (ret != -EEXIST || op->req.req_guid || tries == 3)
-			return ret;
-		log_warn("GUID %s skipped: %s; trying another", ibvf_guid_format(op->a.guid, s),
-			 op->msg);
-		op->code = 0;
-		op->msg[0] = 0;
-	}
-}
-
-/* Return: true when the op was handed to the SM batcher (it must not be touched). */
+/* Return: true when the op was handed on (SM listing or batcher): hands off. */
 static bool prepare_begin(struct op *op)
 {
-	if (!prepare_check(op) || prepare_allocate_clean(op))
+	if (!prepare_check(op) || prepare_allocate(op))
 		return false;
+	return request_listing(op, PH_SM_CHECK) || prepare_checked(op);
+}
+
+/*
+ * The new GUID's SM membership is back: repair or skip a GUID the SM holds in
+ * a PKey the owner did not ask for, then program the VF and ask the SM.
+ * Return: true when the op was handed on.
+ */
+static bool prepare_checked(struct op *op)
+{
+	char err[IBVF_ERR_LEN + 96] = "", s[IBVF_GUID_STR_LEN];
+	struct sm_seen f;
+	bool foreign = false;
+	int ret;
+
+	ret = take_listed(op, &f, err, sizeof(err));
+	if (ret) {
+		eng_set_error(op, IBVF_RPC_SM_ERROR, ret, "sm_check",
+			      "GUID %s: reading its SM membership back failed: %s",
+			      ibvf_guid_format(op->a.guid, s), err);
+		rollback(op);
+		return false;
+	}
+	for (size_t i = 0; i < f.n; i++) {
+		bool asked = false;
+
+		for (size_t k = 0; k < op->a.n_pkeys; k++)
+			asked |= ibvf_pkey_key(op->a.pkeys[k]) == f.pkey[i];
+		foreign |= !asked;
+	}
+	if (foreign || f.more) {
+		/* rare (a leak): repair now, on this worker */
+		ret = prepare_sm_check(op);
+		if (ret) {
+			/* back into quarantine: it leaves only once the SM is seen without it */
+			rollback(op);
+			op->created = false;
+			if (ret != -EEXIST || op->req.req_guid || ++op->check_tries > 3)
+				return false;
+			log_warn("GUID %s skipped: %s; trying another",
+				 ibvf_guid_format(op->a.guid, s), op->msg);
+			op->code = 0;
+			op->msg[0] = 0;
+			if (prepare_allocate(op))
+				return false;
+			return request_listing(op, PH_SM_CHECK) || prepare_checked(op);
+		}
+	}
 	/* sm_requested: persisted before the SM sees the GUID */
 	if (prepare_program(op) || store_state(op, IBVF_ALLOC_SM_REQUESTED)) {
 		rollback(op);
@@ -785,8 +871,15 @@ static void release_finish(struct op *op)
 		log_warn("GUID %s: SM removal failed, reconciliation will retry: %s",
 			 ibvf_guid_format(op->a.guid, s), op->sm_msg);
 	failed = op->sm_status != 0;
-	if (!failed && op->a.n_pkeys && !sm_removal_verified(op->e, &op->a))
-		failed = true;
+	if (!failed && op->a.n_pkeys) {
+		struct sm_seen f;
+		bool left = take_listed(op, &f, err, sizeof(err)) != 0;
+
+		for (size_t i = 0; !left && i < op->a.n_pkeys; i++)
+			left = seen_has(&f, op->a.pkeys[i]);
+		/* still listed (or unknown): remove again and read back, else pending */
+		failed = left && !sm_removal_verified(op->e, &op->a);
+	}
 	ret = undo_finish(op->e, &op->a, failed, &pending, err, sizeof(err));
 	if (ret) {
 		eng_set_error(op, IBVF_RPC_VF_ERROR, ret, "release", "%s", err);
@@ -961,7 +1054,10 @@ void eng_op_run(void *arg)
 	case OP_PREPARE:
 		if (op->phase == PH_BEGIN) {
 			if (prepare_begin(op))
-				return; /* the SM batcher's completion resubmits it */
+				return; /* the SM listing or batcher resubmits it */
+		} else if (op->phase == PH_SM_CHECK) {
+			if (prepare_checked(op))
+				return;
 		} else {
 			prepare_sm_done(op);
 		}
@@ -977,6 +1073,11 @@ void eng_op_run(void *arg)
 				break; /* nothing held */
 			if (!op->code)
 				release_finish(op); /* no PKeys: nothing in the SM */
+		} else if (op->phase == PH_SM_DONE && !op->sm_status) {
+			/* removals answered: read them back (shared listing) */
+			if (request_listing(op, PH_SM_VERIFY))
+				return;
+			release_finish(op);
 		} else {
 			release_finish(op);
 		}

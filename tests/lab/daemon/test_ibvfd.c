@@ -405,7 +405,8 @@ static void ctl_checks(struct lab *l, const char *ibvfctl)
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
 	result(rc == 0 && strstr(out, "audit clean"), "ibvfctl pool audit via the daemon (rc %d)",
 	       rc);
-	/* an SM member of the ibvf ranges nobody holds: found, then fixed */
+	/* an SM member of the ibvf ranges nobody holds: removed by the pass itself
+	 * (pool GUIDs are ibvf's, issue 14), fix or not */
 	{
 		FILE *f = fopen(l->smfile, "a");
 
@@ -413,8 +414,22 @@ static void ctl_checks(struct lab *l, const char *ibvfctl)
 		fclose(f);
 	}
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "--json", "pool", "audit", NULL);
-	result(rc == 1 && strstr(out, "sm-orphan") && strstr(out, "remove the GUID"),
-	       "pool audit reports an SM orphan with its fix, exit 1 (rc %d)", rc);
+	{
+		char line[128], hex[32];
+		bool still = false;
+		FILE *f = fopen(l->smfile, "r");
+
+		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)LAB_RANGE_START + 0x999);
+		while (f && fgets(line, sizeof(line), f))
+			still |= strstr(line, hex) != NULL;
+		if (f)
+			fclose(f);
+		/* a periodic pass may have removed it just before the audit */
+		result(rc == 0 && !still &&
+			       (!strstr(out, "sm-orphan") ||
+				(strstr(out, "remove the GUID") && strstr(out, "\"fixed\": true"))),
+		       "pool audit removes an SM orphan of the pool ranges, exit 0 (rc %d)", rc);
+	}
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "audit", "--fix", NULL);
 	result(rc == 0, "daemon audit --fix fixes it (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "frobnicate", NULL);
