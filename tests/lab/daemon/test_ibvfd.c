@@ -779,6 +779,38 @@ static void ctl_pool_offline(struct lab *l, const char *ibvfctl)
 		json_decref(j);
 	}
 
+	/* offline audit: an owner's GUID in a PKey it did not ask for is its own finding */
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "allocate", "--owner",
+		      "off-f", NULL);
+	j = json_loads(out, 0, NULL);
+	if (rc == 0 && j) {
+		uint64_t g = 0;
+		FILE *f;
+		char smsave[8192] = "";
+		size_t n = 0;
+
+		ibvf_guid_parse(jstr(j, "guid"), &g, NULL, 0);
+		f = fopen(l->smfile, "r");
+		if (f) {
+			n = fread(smsave, 1, sizeof(smsave) - 1, f);
+			fclose(f);
+		}
+		f = fopen(l->smfile, "a");
+		fprintf(f, "0x0034 %016llx full\n", (unsigned long long)g);
+		fclose(f);
+		rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "audit", NULL);
+		result(rc == 1 && strstr(out, "sm-foreign-pkey") && strstr(out, "off-f"),
+		       "offline audit reports owner off-f in a foreign PKey (rc %d)", rc);
+		f = fopen(l->smfile, "w"); /* as it was */
+		fwrite(smsave, 1, n, f);
+		fclose(f);
+		run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "release", jstr(j, "guid"),
+			 NULL);
+	} else {
+		result(false, "offline --json pool allocate (rc %d)", rc);
+	}
+	json_decref(j);
+
 	/* the lock held (as by an ibvfd starting) while nothing answers: refused */
 	snprintf(path, sizeof(path), "%s/ibvfd.lock", l->state);
 	fd = open(path, O_RDWR | O_CREAT, 0600);
