@@ -257,7 +257,8 @@ static int sm_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool 
 {
 	struct audit *au = arg;
 
-	if ((!managed && !au->all_sm) || !in_ranges(au->ctx, m->guid))
+	if ((!managed && !au->all_sm) || !in_ranges(au->ctx, m->guid) ||
+	    ibvf_pkey_key(pkey) == IBVF_PKEY_DEFAULT)
 		return 0;
 	if (au->n_sm == au->cap_sm) {
 		size_t cap = au->cap_sm ? au->cap_sm * 2 : 64;
@@ -373,12 +374,28 @@ static void check_orphans(struct audit *au)
 {
 	char s[IBVF_GUID_STR_LEN];
 
-	for (size_t i = 0; au->sm_read && i < au->n_sm; i++)
-		if (!rec_of(au, au->sm[i].guid))
+	for (size_t i = 0; au->sm_read && i < au->n_sm; i++) {
+		const struct ibvf_alloc *a = rec_of(au, au->sm[i].guid);
+		bool asked = false;
+
+		for (size_t k = 0; a && k < a->n_pkeys; k++)
+			asked |= ibvf_pkey_key(a->pkeys[k]) == au->sm[i].pkey;
+		if (a && a->state == IBVF_ALLOC_QUARANTINED)
+			a = NULL; /* released: nobody holds it */
+		if (!a)
 			add_finding(au, "sm-orphan", true, au->sm[i].guid, au->sm[i].pkey, NULL,
 				    "GUID %s is a member of PKey 0x%04x but no owner holds it "
-				    "(ibvfctl daemon audit --fix removes it)",
+				    "(ibvfd's next pass removes it)",
 				    ibvf_guid_format(au->sm[i].guid, s), au->sm[i].pkey);
+		else if (!asked)
+			add_finding(au, "sm-foreign-pkey", true, au->sm[i].guid, au->sm[i].pkey,
+				    a->pci,
+				    "GUID %s of container %.12s ifname %s is a member of PKey "
+				    "0x%04x, which its owner did not ask for (ibvfd's next pass "
+				    "removes it)",
+				    ibvf_guid_format(au->sm[i].guid, s), a->owner.container_id,
+				    a->owner.ifname, au->sm[i].pkey);
+	}
 	for (size_t i = 0; au->vfs_read && i < au->n_vfs; i++) {
 		const struct vf_seen *v = &au->vfs[i];
 

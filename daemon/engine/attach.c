@@ -40,6 +40,170 @@ static bool deadline_passed(const struct op *op)
 	return op->deadline && ibvf_mono_ms() >= op->deadline;
 }
 
+/* ------------------------------------------------- SM membership read -- */
+
+/* The SM's memberships of one GUID, default partition left out. */
+struct sm_seen {
+	uint64_t guid;
+	size_t n;
+	bool more; /* more than fit in @pkey */
+	uint16_t pkey[16];
+	bool managed[16];
+};
+
+/*
+ * Read back from the SM (a listing started after this call, shared with
+ * concurrent callers: ibvf_sm_batch_members) in which PKeys @guid is a
+ * member. The default partition 0x7fff is left out, and so are admin
+ * entries that name no GUID (OpenSM "ALL", "SELF"): backends list GUIDs only.
+ * Return: 0, or the backend's negative errno (@err set).
+ */
+static int seen_from(struct ibvf_engine *e, struct ibvf_sm_members *ms, uint64_t guid,
+		     struct sm_seen *f, char *err, size_t errlen);
+
+static int sm_read_back(struct ibvf_engine *e, uint64_t guid, struct sm_seen *f, char *err,
+			size_t errlen)
+{
+	struct ibvf_sm_members *ms;
+	int ret = ibvf_sm_batch_members(e->batch, &ms);
+
+	if (ret) {
+		memset(f, 0, sizeof(*f));
+		return ibvf_errf(err, errlen, ret, "listing SM membership: out of memory");
+	}
+	return seen_from(e, ms, guid, f, err, errlen);
+}
+
+/* Fill @f from the listing @ms (NULL: out of memory), and give @ms back. */
+static int seen_from(struct ibvf_engine *e, struct ibvf_sm_members *ms, uint64_t guid,
+		     struct sm_seen *f, char *err, size_t errlen)
+{
+	size_t lo = 0, hi;
+	int ret;
+
+	memset(f, 0, sizeof(*f));
+	f->guid = guid;
+	if (!ms)
+		return ibvf_errf(err, errlen, -ENOMEM, "listing SM membership: out of memory");
+	ret = ms->status;
+	if (ret) {
+		snprintf(err, errlen, "%s", ms->err);
+		ibvf_sm_batch_members_put(e->batch, ms);
+		return ret;
+	}
+	hi = ms->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ms->m[mid].guid < guid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < ms->n && ms->m[lo].guid == guid; lo++) {
+		if (ms->m[lo].pkey == IBVF_PKEY_DEFAULT)
+			continue;
+		if (f->n == sizeof(f->pkey) / sizeof(f->pkey[0])) {
+			f->more = true;
+			break;
+		}
+		f->pkey[f->n] = ms->m[lo].pkey;
+		f->managed[f->n++] = ms->m[lo].managed;
+	}
+	ibvf_sm_batch_members_put(e->batch, ms);
+	return 0;
+}
+
+static void listed_done(void *arg, struct ibvf_sm_members *m)
+{
+	struct op *op = arg;
+
+	op->listed = m;
+	if (eng_submit(op)) {
+		/* no worker can take it: finish with an error on the loop thread */
+		ibvf_sm_batch_members_put(op->e->batch, m);
+		op->listed = NULL;
+		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ENOMEM, "sm_check", "cannot queue");
+		op->phase = PH_DONE;
+		ibvf_loop_post(op->e->loop, eng_op_finish, op);
+	}
+}
+
+/*
+ * Ask for a shared SM listing; the op comes back to a worker in @phase.
+ * Return: true when handed off (the op must not be touched), false when the
+ * request could not be queued (the caller goes on: take_listed() lists).
+ */
+static bool request_listing(struct op *op, enum op_phase phase)
+{
+	op->phase = phase;
+	op->listed = NULL;
+	return ibvf_sm_batch_members_async(op->e->batch, listed_done, op) == 0;
+}
+
+/* The memberships of op->a.guid from the listing the op got (or a new one). */
+static int take_listed(struct op *op, struct sm_seen *f, char *err, size_t errlen)
+{
+	struct ibvf_sm_members *ms = op->listed;
+
+	op->listed = NULL;
+	if (!ms)
+		return sm_read_back(op->e, op->a.guid, f, err, errlen);
+	return seen_from(op->e, ms, op->a.guid, f, err, errlen);
+}
+
+static bool seen_has(const struct sm_seen *f, uint16_t pkey)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->pkey[i] == ibvf_pkey_key(pkey))
+			return true;
+	return false;
+}
+
+/*
+ * After the SM answered the removals of @a's PKeys: does a read-back confirm
+ * the GUID is gone from each? A PKey still listed is removed again (once);
+ * an SM that answers OK without removing (issue 14) leaves it pending.
+ * Return: true when the read-back shows none of @a's PKeys.
+ */
+static bool sm_removal_verified(struct ibvf_engine *e, const struct ibvf_alloc *a)
+{
+	char s[IBVF_GUID_STR_LEN], e2[IBVF_ERR_LEN + 96];
+	struct sm_seen f;
+
+	ibvf_guid_format(a->guid, s);
+	for (int attempt = 0;; attempt++) {
+		size_t left = 0;
+
+		e2[0] = 0;
+		if (sm_read_back(e, a->guid, &f, e2, sizeof(e2))) {
+			log_warn("GUID %s: cannot verify its SM removal, reconciliation will "
+				 "retry: %s",
+				 s, e2);
+			return false;
+		}
+		for (size_t i = 0; i < a->n_pkeys; i++) {
+			struct ibvf_sm_member m = {.guid = a->guid};
+			uint16_t pk = ibvf_pkey_key(a->pkeys[i]);
+
+			if (!seen_has(&f, pk))
+				continue;
+			left++;
+			log_warn("GUID %s: the SM answered its removal from PKey 0x%04x but still "
+				 "lists it%s",
+				 s, pk,
+				 attempt ? "; reconciliation will retry" : "; removing again");
+			if (!attempt)
+				ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_REMOVE, pk, &m,
+						   ibvf_mono_ms() + 30000, e2, sizeof(e2));
+		}
+		if (!left)
+			return true;
+		if (attempt)
+			return false;
+	}
+}
+
 /* --------------------------------------------------------------- undo -- */
 
 /* The GUIDs a released VF gets: parked value, else pre-attach (0 if it was ours). */
@@ -161,6 +325,9 @@ int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool 
 			sm_failed = true;
 		}
 	}
+	/* quarantine only what the SM is seen without (issue 14: faked removals) */
+	if (sm_touched && !sm_failed && a->n_pkeys && !sm_removal_verified(e, a))
+		sm_failed = true;
 	return undo_finish(e, a, sm_failed, sm_pending, err, errlen);
 }
 
@@ -453,11 +620,119 @@ static int prepare_program(struct op *op)
 	return 0;
 }
 
-/* Return: true when the op was handed to the SM batcher (it must not be touched). */
+/*
+ * sm_checked: the freshly allocated GUID must not be a member of a tenant
+ * PKey the owner did not ask for (issue 14: a late add, a faked removal).
+ * Managed memberships are removed and read back; a membership ibvf may not
+ * change (an admin's, outside the managed section) makes it -EEXIST so the
+ * caller picks another GUID. The default partition and admin entries that
+ * name no GUID (OpenSM ALL=full) do not count. 0, -EEXIST, or error set.
+ */
+static int prepare_sm_check(struct op *op)
+{
+	struct ibvf_engine *e = op->e;
+	char err[IBVF_ERR_LEN + 96] = "", s[IBVF_GUID_STR_LEN];
+	struct sm_seen f;
+	int ret;
+
+	ibvf_guid_format(op->a.guid, s);
+	for (int attempt = 0;; attempt++) {
+		size_t foreign = 0, fixed = 0;
+		uint16_t first = 0;
+
+		ret = sm_read_back(e, op->a.guid, &f, err, sizeof(err));
+		if (ret) {
+			eng_set_error(op, IBVF_RPC_SM_ERROR, ret, "sm_check",
+				      "GUID %s: reading its SM membership back failed: %s", s, err);
+			return ret;
+		}
+		for (size_t i = 0; i < f.n; i++) {
+			struct ibvf_sm_member m = {.guid = op->a.guid};
+			bool asked = false;
+
+			for (size_t k = 0; k < op->a.n_pkeys; k++)
+				asked |= ibvf_pkey_key(op->a.pkeys[k]) == f.pkey[i];
+			if (asked)
+				continue;
+			if (!foreign++)
+				first = f.pkey[i];
+			if (attempt || !f.managed[i])
+				continue;
+			log_warn("GUID %s is still a member of PKey 0x%04x, which container %.12s "
+				 "ifname %s did not ask for: removing it before the attach",
+				 s, f.pkey[i], op->req.owner.container_id, op->req.owner.ifname);
+			if (!ibvf_sm_batch_call(e->batch, IBVF_SM_REQ_REMOVE, f.pkey[i], &m,
+						ibvf_mono_ms() + 30000, err, sizeof(err)))
+				fixed++;
+		}
+		if (!foreign && !f.more)
+			return 0;
+		if (attempt || !fixed) {
+			eng_set_error(op, IBVF_RPC_GUID_CONFLICT, EEXIST, "sm_check",
+				      "GUID %s is a member of PKey 0x%04x%s, which container %.64s "
+				      "ifname %s did not ask for",
+				      s, first, f.more ? " and more" : "",
+				      op->req.owner.container_id, op->req.owner.ifname);
+			return -EEXIST;
+		}
+	}
+}
+
+static bool prepare_checked(struct op *op);
+
+/* Return: true when the op was handed on (SM listing or batcher): hands off. */
 static bool prepare_begin(struct op *op)
 {
 	if (!prepare_check(op) || prepare_allocate(op))
 		return false;
+	return request_listing(op, PH_SM_CHECK) || prepare_checked(op);
+}
+
+/*
+ * The new GUID's SM membership is back: repair or skip a GUID the SM holds in
+ * a PKey the owner did not ask for, then program the VF and ask the SM.
+ * Return: true when the op was handed on.
+ */
+static bool prepare_checked(struct op *op)
+{
+	char err[IBVF_ERR_LEN + 96] = "", s[IBVF_GUID_STR_LEN];
+	struct sm_seen f;
+	bool foreign = false;
+	int ret;
+
+	ret = take_listed(op, &f, err, sizeof(err));
+	if (ret) {
+		eng_set_error(op, IBVF_RPC_SM_ERROR, ret, "sm_check",
+			      "GUID %s: reading its SM membership back failed: %s",
+			      ibvf_guid_format(op->a.guid, s), err);
+		rollback(op);
+		return false;
+	}
+	for (size_t i = 0; i < f.n; i++) {
+		bool asked = false;
+
+		for (size_t k = 0; k < op->a.n_pkeys; k++)
+			asked |= ibvf_pkey_key(op->a.pkeys[k]) == f.pkey[i];
+		foreign |= !asked;
+	}
+	if (foreign || f.more) {
+		/* rare (a leak): repair now, on this worker */
+		ret = prepare_sm_check(op);
+		if (ret) {
+			/* back into quarantine: it leaves only once the SM is seen without it */
+			rollback(op);
+			op->created = false;
+			if (ret != -EEXIST || op->req.req_guid || ++op->check_tries > 3)
+				return false;
+			log_warn("GUID %s skipped: %s; trying another",
+				 ibvf_guid_format(op->a.guid, s), op->msg);
+			op->code = 0;
+			op->msg[0] = 0;
+			if (prepare_allocate(op))
+				return false;
+			return request_listing(op, PH_SM_CHECK) || prepare_checked(op);
+		}
+	}
 	/* sm_requested: persisted before the SM sees the GUID */
 	if (prepare_program(op) || store_state(op, IBVF_ALLOC_SM_REQUESTED)) {
 		rollback(op);
@@ -590,14 +865,24 @@ static bool release_begin(struct op *op)
 static void release_finish(struct op *op)
 {
 	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
-	bool pending;
+	bool pending, failed;
 	int ret;
 
 	op->phase = PH_DONE;
 	if (op->sm_status)
 		log_warn("GUID %s: SM removal failed, reconciliation will retry: %s",
 			 ibvf_guid_format(op->a.guid, s), op->sm_msg);
-	ret = undo_finish(op->e, &op->a, op->sm_status != 0, &pending, err, sizeof(err));
+	failed = op->sm_status != 0;
+	if (!failed && op->a.n_pkeys) {
+		struct sm_seen f;
+		bool left = take_listed(op, &f, err, sizeof(err)) != 0;
+
+		for (size_t i = 0; !left && i < op->a.n_pkeys; i++)
+			left = seen_has(&f, op->a.pkeys[i]);
+		/* still listed (or unknown): remove again and read back, else pending */
+		failed = left && !sm_removal_verified(op->e, &op->a);
+	}
+	ret = undo_finish(op->e, &op->a, failed, &pending, err, sizeof(err));
 	if (ret) {
 		eng_set_error(op, IBVF_RPC_VF_ERROR, ret, "release", "%s", err);
 		return;
@@ -779,7 +1064,10 @@ void eng_op_run(void *arg)
 	case OP_PREPARE:
 		if (op->phase == PH_BEGIN) {
 			if (prepare_begin(op))
-				return; /* the SM batcher's completion resubmits it */
+				return; /* the SM listing or batcher resubmits it */
+		} else if (op->phase == PH_SM_CHECK) {
+			if (prepare_checked(op))
+				return;
 		} else {
 			prepare_sm_done(op);
 		}
@@ -795,6 +1083,11 @@ void eng_op_run(void *arg)
 				break; /* nothing held */
 			if (!op->code)
 				release_finish(op); /* no PKeys: nothing in the SM */
+		} else if (op->phase == PH_SM_DONE && !op->sm_status) {
+			/* removals answered: read them back (shared listing) */
+			if (request_listing(op, PH_SM_VERIFY))
+				return;
+			release_finish(op);
 		} else {
 			release_finish(op);
 		}

@@ -468,7 +468,8 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	 * A store that lost records cannot tell an orphan from a running Pod's
 	 * attachment: nothing is removed or reset until it is rebuilt.
 	 */
-	if (mode == IBVF_PASS_FIX && ibvf_pool_lost(e->pool, NULL, 0)) {
+	env.store_lost = ibvf_pool_lost(e->pool, NULL, 0);
+	if (mode == IBVF_PASS_FIX && env.store_lost) {
 		log_warn("reconciliation: the GUID pool store lost records: orphans are reported, "
 			 "not fixed, until 'ibvfctl pool rebuild'");
 		mode = IBVF_PASS_REPAIR;
@@ -569,6 +570,9 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 		return ret;
 	}
 	e->pool = o->pool;
+	/* a released GUID waits in quarantine until the SM is seen without it,
+	 * where the SM lists membership (the noop backend keeps none) */
+	ibvf_pool_set_sm_check(e->pool, strcmp(o->sm_ops->name, "noop") != 0);
 	*out = e;
 	return 0;
 }

@@ -71,7 +71,9 @@ enum op_kind {
 
 enum op_phase {
 	PH_BEGIN,
-	PH_SM_DONE, /* SM adds completed: confirm, wait for the port */
+	PH_SM_CHECK,  /* prepare: the new GUID's SM membership was read back */
+	PH_SM_DONE,   /* SM adds completed: confirm, wait for the port */
+	PH_SM_VERIFY, /* release: SM removals done and read back */
 	PH_DONE,
 };
 
@@ -172,6 +174,8 @@ struct op {
 	int sm_pending; /* under e->lock */
 	int sm_status;
 	char sm_msg[IBVF_ERR_LEN + 96];
+	struct ibvf_sm_members *listed; /* a shared SM listing for PH_SM_CHECK/VERIFY */
+	int check_tries;		/* prepare: GUIDs skipped for foreign PKeys */
 
 	/* typed results (code == 0), turned into JSON by api_methods.c */
 	bool have_result;

@@ -58,6 +58,7 @@ struct ibvf_pool {
 	struct ibvf_guid_range *ranges;
 	size_t n_ranges;
 	uint32_t quarantine_s;
+	bool sm_check; /* ibvf_pool_set_sm_check(): quarantine waits for the SM */
 	bool read_only;
 	int schema_version; /* of the open store (read-only opens may see an old one) */
 	int64_t (*now_ms)(void *arg);
@@ -583,7 +584,7 @@ static int extent_take_lowest(struct ibvf_pool *p, uint64_t *g, char *err, size_
  */
 static int extent_take_lowest_unused(struct ibvf_pool *p, uint64_t *g, char *err, size_t errlen)
 {
-	uint64_t from = 0, a, b;
+	uint64_t from = 0, a = 0, b = 0; /* set on SQLITE_ROW, the only path that reads them */
 	sqlite3_stmt *st;
 	int rc;
 
@@ -1026,6 +1027,10 @@ static void read_row(sqlite3_stmt *st, struct ibvf_alloc *a)
 	a->created_ms = sqlite3_column_int64(st, 12);
 	a->updated_ms = sqlite3_column_int64(st, 13);
 	a->released_ms = sqlite3_column_int64(st, 14);
+	/* a negative released_ms: quarantined, the SM not yet seen without it */
+	a->sm_unseen = a->released_ms < 0;
+	if (a->sm_unseen)
+		a->released_ms = -a->released_ms;
 	a->prev_node_guid = (uint64_t)sqlite3_column_int64(st, 15);
 	a->prev_port_guid = (uint64_t)sqlite3_column_int64(st, 16);
 	col_text(st, 17, a->prev_link_state, sizeof(a->prev_link_state));
@@ -1189,7 +1194,11 @@ static int delete_row(struct ibvf_pool *p, uint64_t g, char *err, size_t errlen)
 	return run(p, st, err, errlen);
 }
 
-/* Free every GUID whose quarantine is over. Inside a transaction. */
+/*
+ * Free every GUID whose quarantine is over (and, with sm_check, that the SM
+ * was seen without: released_ms > 0, see ibvf_pool_quarantine_seen()).
+ * Inside a transaction.
+ */
 static int expire_locked(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	int64_t cutoff = now_ms(p) - (int64_t)p->quarantine_s * 1000;
@@ -1202,10 +1211,12 @@ static int expire_locked(struct ibvf_pool *p, char *err, size_t errlen)
 		int rc;
 
 		if (prep(p, &st,
-			 "SELECT guid FROM alloc WHERE state = 7 AND released_ms <= ? LIMIT 256",
+			 "SELECT guid FROM alloc WHERE state = 7 AND abs(released_ms) <= ?1"
+			 " AND (released_ms > 0 OR ?2 = 0) LIMIT 256",
 			 err, errlen))
 			return -EIO;
 		sqlite3_bind_int64(st, 1, cutoff);
+		sqlite3_bind_int(st, 2, p->sm_check);
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < 256)
 			batch[n++] = dec(sqlite3_column_int64(st, 0));
 		stmt_done(p, st);
@@ -1335,9 +1346,12 @@ static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, 
 	bool found = false;
 	int rc = SQLITE_DONE;
 
-	if (prep(p, &st, "SELECT guid FROM alloc WHERE state = 7 ORDER BY released_ms, guid", err,
-		 errlen))
+	if (prep(p, &st,
+		 "SELECT guid FROM alloc WHERE state = 7 AND (released_ms > 0 OR ?1 = 0)"
+		 " ORDER BY abs(released_ms), guid",
+		 err, errlen))
 		return -EIO;
+	sqlite3_bind_int(st, 1, p->sm_check);
 	while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		*g = dec(sqlite3_column_int64(st, 0));
 		found = ibvf_guid_is_assignable(*g) && in_ranges(p, *g) &&
@@ -1998,10 +2012,61 @@ static int pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t er
 		 "UPDATE alloc SET state = 7, released_ms = ?, updated_ms = ? WHERE guid = ?", err,
 		 errlen))
 		return finish(p, -EIO, err, errlen);
-	sqlite3_bind_int64(st, 1, t);
+	sqlite3_bind_int64(st, 1, p->sm_check ? -t : t);
 	sqlite3_bind_int64(st, 2, t);
 	sqlite3_bind_int64(st, 3, enc(guid));
 	return finish(p, run(p, st, err, errlen), err, errlen);
+}
+
+int64_t ibvf_pool_clock_ms(struct ibvf_pool *p)
+{
+	return now_ms(p);
+}
+
+void ibvf_pool_set_sm_check(struct ibvf_pool *p, bool on)
+{
+	pthread_mutex_lock(&p->lock);
+	p->sm_check = on;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static int pool_quarantine_seen(struct ibvf_pool *p, uint64_t guid, bool listed, int64_t list_ms,
+				char *err, size_t errlen)
+{
+	struct ibvf_alloc a;
+	sqlite3_stmt *st;
+	int64_t v;
+	int ret = begin(p, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = get_one(p, "guid = ?1", NULL, NULL, enc(guid), &a, err, errlen);
+	if (ret == -ENOENT || (ret == 0 && a.state != ST_Q))
+		return finish(p, 1, err, errlen);
+	if (ret)
+		return finish(p, ret, err, errlen);
+	if (listed)
+		v = -now_ms(p); /* back in the SM: the quarantine starts again */
+	else if (a.sm_unseen && list_ms > a.released_ms)
+		v = a.released_ms;
+	else
+		return finish(p, 1, err, errlen);
+	if (prep(p, &st, "UPDATE alloc SET released_ms = ? WHERE guid = ?", err, errlen))
+		return finish(p, -EIO, err, errlen);
+	sqlite3_bind_int64(st, 1, v);
+	sqlite3_bind_int64(st, 2, enc(guid));
+	return finish(p, run(p, st, err, errlen), err, errlen);
+}
+
+int ibvf_pool_quarantine_seen(struct ibvf_pool *p, uint64_t guid, bool listed, int64_t list_ms,
+			      char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = pool_quarantine_seen(p, guid, listed, list_ms, err, errlen);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
 }
 
 int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen)
@@ -2273,7 +2338,8 @@ static int audit_records(struct audit *au, char *err, size_t errlen)
 			       ibvf_alloc_state_name((enum ibvf_alloc_state)state),
 			       a.owner.container_id);
 		}
-		if (state == ST_Q && sqlite3_column_int64(st, 2) <= cutoff)
+		if (state == ST_Q && llabs(sqlite3_column_int64(st, 2)) <= cutoff &&
+		    (sqlite3_column_int64(st, 2) > 0 || !p->sm_check))
 			report(au, IBVF_AUDIT_EXPIRED_QUARANTINE, false, g, 1,
 			       "GUID %s finished its quarantine; freed by the next allocation or "
 			       "--fix",

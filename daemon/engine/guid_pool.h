@@ -72,6 +72,7 @@ struct ibvf_alloc {
 	int64_t created_ms;
 	int64_t updated_ms;
 	int64_t released_ms; /* 0 unless quarantined */
+	bool sm_unseen;	     /* quarantined, and no SM listing since showed it gone */
 	/* the VF as it was before this attach (schema v2), restored on release */
 	uint64_t prev_node_guid;
 	uint64_t prev_port_guid;
@@ -161,6 +162,28 @@ int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_reques
  * when nothing was done).
  */
 int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen);
+
+/** ibvf_pool_clock_ms() - the pool's clock (ms since the epoch; a test seam). */
+int64_t ibvf_pool_clock_ms(struct ibvf_pool *p);
+
+/**
+ * ibvf_pool_set_sm_check() - @on: a released GUID stays in quarantine, even
+ * past quarantine_s, until ibvf_pool_quarantine_seen() records an SM listing
+ * without it (issue 14: a late SM add must not follow the GUID to its next
+ * owner). The daemon turns it on for backends that list membership; off (the
+ * default) keeps the time-only quarantine (noop backend, offline tools).
+ */
+void ibvf_pool_set_sm_check(struct ibvf_pool *p, bool on);
+
+/**
+ * ibvf_pool_quarantine_seen() - record what an SM listing taken at @list_ms
+ * (pool clock, ms since the epoch) showed for the quarantined @guid:
+ * @listed true restarts its quarantine and marks it unseen again; false
+ * marks it seen-without when the listing is newer than the release.
+ * Return: 0 changed, 1 nothing to do (not quarantined, already seen), <0.
+ */
+int ibvf_pool_quarantine_seen(struct ibvf_pool *p, uint64_t guid, bool listed, int64_t list_ms,
+			      char *err, size_t errlen);
 
 /**
  * ibvf_pool_update() - store state, PF/VF/PCI, PKeys and the pre-attach VF

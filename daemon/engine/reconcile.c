@@ -10,9 +10,16 @@
  *  - records in "releasing" are finished (SM removal, VF reset, pool release);
  *  - port_ready / handed records whose membership the SM lost are re-pushed;
  *    a VF whose GUID differs from the record is reported (drift);
- *  - SM members in the ibvf ranges that no record holds, and VFs carrying a
- *    GUID of the ranges that no record holds, are reported, and removed /
- *    reset when daemon.reconcile is "fix";
+ *  - SM members in the ibvf ranges that no record holds ("sm-orphan"), or
+ *    that their owner holds in a PKey it did not ask for ("sm-foreign-pkey"),
+ *    are removed in every pass but a dry run: the ranges are ibvf's, and a
+ *    stale membership would follow the GUID to its next tenant (issue 14).
+ *    The default partition 0x7fff and memberships the backend reports as
+ *    not managed (an admin's) are left alone;
+ *  - quarantined GUIDs the listing shows in a PKey start their quarantine
+ *    again; those it shows gone are marked seen (ibvf_pool_quarantine_seen);
+ *  - VFs carrying a GUID of the ranges that no record holds are reported,
+ *    and reset when daemon.reconcile is "fix";
  *  - the store's own audit (leaked or double-free GUIDs) is included.
  *
  * Order matters: the SM is listed BEFORE the store snapshot is read, so a
@@ -81,10 +88,12 @@ static int sm_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool 
 
 	if (!in_ranges(r, m->guid))
 		return 0;
+	/* in use on the fabric whatever the PKey (the pool's in-use set) */
 	if (grow((void **)&r->used, &r->cap_used, r->n_used, sizeof(*r->used)))
 		return -ENOMEM;
 	r->used[r->n_used++] = m->guid;
-	if (!managed)
+	/* tenant memberships ibvf manages; the default partition is every port's */
+	if (!managed || ibvf_pkey_key(pkey) == IBVF_PKEY_DEFAULT)
 		return 0;
 	if (grow((void **)&r->sm, &r->cap_sm, r->n_sm, sizeof(*r->sm)))
 		return -ENOMEM;
@@ -257,7 +266,7 @@ out:
 }
 
 /* r->recs comes from ibvf_pool_list() in GUID order: binary search. */
-static bool store_holds(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
+static const struct ibvf_alloc *store_find(const struct rec_ctx *r, uint64_t guid)
 {
 	size_t lo = 0, hi = r->n_recs;
 
@@ -271,9 +280,14 @@ static bool store_holds(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
 	}
 	if (lo == r->n_recs || r->recs[lo].guid != guid ||
 	    r->recs[lo].state == IBVF_ALLOC_QUARANTINED)
-		return false;
-	for (size_t k = 0; k < r->recs[lo].n_pkeys; k++)
-		if (ibvf_pkey_key(r->recs[lo].pkeys[k]) == pkey)
+		return NULL;
+	return &r->recs[lo];
+}
+
+static bool asked_for(const struct ibvf_alloc *a, uint16_t pkey)
+{
+	for (size_t k = 0; a && k < a->n_pkeys; k++)
+		if (ibvf_pkey_key(a->pkeys[k]) == pkey)
 			return true;
 	return false;
 }
@@ -287,17 +301,76 @@ static void check_sm_orphans(struct rec_ctx *r, bool fix)
 		struct ibvf_sm_member mem = {.guid = m->guid};
 		int ret = 0;
 
-		if (store_holds(r, m->pkey, m->guid))
+		const struct ibvf_alloc *a = store_find(r, m->guid);
+
+		if (asked_for(a, m->pkey))
 			continue;
 		if (fix)
 			ret = ibvf_sm_batch_call(r->env->batch, IBVF_SM_REQ_REMOVE, m->pkey, &mem,
 						 ibvf_mono_ms() + 30000, e2, sizeof(e2));
-		finding(r, "sm-orphan", true, m->guid, m->pkey, NULL,
-			"remove the GUID from the PKey", fix && !ret,
-			"GUID %s is a member of PKey 0x%04x but no owner holds it%s%s",
-			ibvf_guid_format(m->guid, s), m->pkey, fix && ret ? ": " : "",
-			fix && ret ? e2 : "");
+		ibvf_guid_format(m->guid, s);
+		if (a)
+			finding(r, "sm-foreign-pkey", true, m->guid, m->pkey, a->pci,
+				"remove the GUID from the PKey", fix && !ret,
+				"GUID %s of container %.12s ifname %s is a member of PKey 0x%04x, "
+				"which its owner did not ask for%s%s",
+				s, a->owner.container_id, a->owner.ifname, m->pkey,
+				fix && ret ? ": " : "", fix && ret ? e2 : "");
+		else
+			finding(r, "sm-orphan", true, m->guid, m->pkey, NULL,
+				"remove the GUID from the PKey", fix && !ret,
+				"GUID %s is a member of PKey 0x%04x but no owner holds it%s%s", s,
+				m->pkey, fix && ret ? ": " : "", fix && ret ? e2 : "");
 	}
+}
+
+struct q_ctx {
+	struct rec_ctx *r;
+	uint64_t *guids; /* of r->sm, sorted */
+	int64_t list_ms;
+};
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+static int quarantine_cb(void *arg, const struct ibvf_alloc *a)
+{
+	struct q_ctx *q = arg;
+	bool listed;
+
+	if (a->state != IBVF_ALLOC_QUARANTINED)
+		return 0;
+	listed = q->r->n_sm && bsearch(&a->guid, q->guids, q->r->n_sm, sizeof(*q->guids), cmp_u64);
+	if (listed)
+		finding(q->r, "quarantine-restarted", false, a->guid, -1, NULL,
+			"keep it in quarantine until the SM is seen without it", true,
+			"quarantined GUID %016llx was still (or again) an SM member",
+			(unsigned long long)a->guid);
+	/* a store error here only delays the GUID's way out of quarantine */
+	ibvf_pool_quarantine_seen(q->r->env->pool, a->guid, listed, q->list_ms, NULL, 0);
+	return 0;
+}
+
+/* What the SM listing (taken at @list_ms) showed for each quarantined GUID. */
+static void check_quarantine(struct rec_ctx *r, int64_t list_ms)
+{
+	struct ibvf_pool_filter flt = {.include_quarantined = true, .pkey = -1};
+	struct q_ctx q = {.r = r, .list_ms = list_ms};
+	char err[IBVF_ERR_LEN];
+
+	q.guids = malloc((r->n_sm ? r->n_sm : 1) * sizeof(*q.guids));
+	if (!q.guids)
+		return; /* the next pass tries again */
+	for (size_t i = 0; i < r->n_sm; i++)
+		q.guids[i] = r->sm[i].guid;
+	qsort(q.guids, r->n_sm, sizeof(*q.guids), cmp_u64);
+	if (ibvf_pool_list(r->env->pool, &flt, quarantine_cb, &q, err, sizeof(err)) < 0)
+		log_warn("reconcile: listing quarantined GUIDs failed: %s", err);
+	free(q.guids);
 }
 
 static void check_vf_orphans(struct rec_ctx *r, bool fix)
@@ -403,6 +476,7 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 	bool fix = mode == IBVF_PASS_FIX;
 	char e2[IBVF_ERR_LEN] = "";
 	bool sm_listed = false;
+	int64_t list_ms = ibvf_pool_clock_ms(env->pool);
 	int ret;
 
 	/* 1. the SM's view first (see the comment at the top) */
@@ -435,8 +509,13 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 		goto out;
 	for (size_t i = 0; i < r.n_recs; i++)
 		check_record(&r, &r.recs[i], sm_listed);
-	if (sm_listed)
-		check_sm_orphans(&r, fix);
+	if (sm_listed) {
+		/* memberships of pool GUIDs are ibvf's: removed unless a dry run, or
+		 * the store lost records and cannot tell an orphan from a Pod's */
+		check_sm_orphans(&r, mode != IBVF_PASS_DRY_RUN && !env->store_lost);
+		if (mode != IBVF_PASS_DRY_RUN)
+			check_quarantine(&r, list_ms);
+	}
 
 	/* 3. the VFs */
 	if (env->vf->list) {

@@ -70,6 +70,7 @@ struct ibvf_reconcile_env {
 	struct ibvf_sm_batch *batch;
 	const struct ibvf_vf_ops *vf; /* list() may be NULL: VFs are not checked */
 	bool check_sm;		      /* list the SM's membership */
+	bool store_lost; /* the store lost records: no SM orphan is removed (it may be a Pod's) */
 };
 
 /**

@@ -26,6 +26,11 @@ struct req {
 	bool finished;
 };
 
+struct ls_waiter {
+	ibvf_sm_members_fn done;
+	void *arg;
+};
+
 struct ibvf_sm_batch {
 	struct ibvf_sm_batch_opts o;
 	pthread_mutex_t lock; /* queue, stats, options */
@@ -39,6 +44,14 @@ struct ibvf_sm_batch {
 	pthread_t thread;
 	struct ibvf_sm_batch_stats st;
 	unsigned int rnd;
+	/* shared listings (ibvf_sm_batch_members_async): the lister thread */
+	pthread_mutex_t ls_lock;
+	pthread_cond_t ls_cond;
+	struct ls_waiter *lw; /* waiting for the next listing */
+	size_t n_lw, cap_lw;
+	bool ls_stop;
+	uint64_t ls_seq;
+	pthread_t ls_thread;
 };
 
 static void finish(struct ibvf_sm_batch *b, struct req *r, int status, const char *msg)
@@ -299,6 +312,8 @@ static void *sm_thread(void *arg)
 	return NULL;
 }
 
+static void *ls_thread(void *arg);
+
 int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch **out, char *err,
 		      size_t errlen)
 {
@@ -323,14 +338,28 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
 	b->rnd = o->seed;
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_mutex_init(&b->be_lock, NULL);
+	pthread_mutex_init(&b->ls_lock, NULL);
+	pthread_cond_init(&b->ls_cond, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&b->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	ret = -pthread_create(&b->thread, NULL, sm_thread, b);
+	if (!ret) {
+		ret = -pthread_create(&b->ls_thread, NULL, ls_thread, b);
+		if (ret) {
+			pthread_mutex_lock(&b->lock);
+			b->stop = true;
+			pthread_cond_signal(&b->cond);
+			pthread_mutex_unlock(&b->lock);
+			pthread_join(b->thread, NULL);
+		}
+	}
 	if (ret) {
 		pthread_mutex_destroy(&b->lock);
 		pthread_mutex_destroy(&b->be_lock);
+		pthread_mutex_destroy(&b->ls_lock);
+		pthread_cond_destroy(&b->ls_cond);
 		pthread_cond_destroy(&b->cond);
 		free(b);
 		return ibvf_errf(err, errlen, ret, "pthread_create: %s", strerror(-ret));
@@ -442,6 +471,167 @@ int ibvf_sm_batch_call(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint
 	return ret;
 }
 
+static int listed_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool managed)
+{
+	struct ibvf_sm_members *s = arg;
+
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		struct ibvf_sm_listed *v = realloc(s->m, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->m = v;
+		s->cap = cap;
+	}
+	s->m[s->n++] =
+		(struct ibvf_sm_listed){m->guid, (uint16_t)(pkey & 0x7fff), m->membership, managed};
+	return 0;
+}
+
+static int cmp_listed(const void *x, const void *y)
+{
+	const struct ibvf_sm_listed *a = x, *b = y;
+
+	if (a->guid != b->guid)
+		return a->guid < b->guid ? -1 : 1;
+	return a->pkey < b->pkey ? -1 : a->pkey > b->pkey;
+}
+
+/* One listing, under the backend lock; never NULL but on -ENOMEM. */
+static struct ibvf_sm_members *list_all(struct ibvf_sm_batch *b, uint64_t seq)
+{
+	struct ibvf_sm_members *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return NULL;
+	s->seq = seq;
+	s->refs = 1;
+	pthread_mutex_lock(&b->be_lock);
+	ret = b->o.ops->list_members(b->o.backend, -1, listed_cb, s, s->err, sizeof(s->err));
+	pthread_mutex_unlock(&b->be_lock);
+	if (ret > 0 || ret == -ENOMEM)
+		ret = -ENOMEM; /* our callback's only refusal */
+	s->status = ret < 0 ? ret : 0;
+	if (s->status && !s->err[0])
+		snprintf(s->err, sizeof(s->err), "listing SM membership failed: %s",
+			 strerror(-ret));
+	if (!s->status && s->n)
+		qsort(s->m, s->n, sizeof(*s->m), cmp_listed);
+	return s;
+}
+
+/* The lister: one listing for everybody who asked before it started. */
+static void *ls_thread(void *arg)
+{
+	struct ibvf_sm_batch *b = arg;
+
+	pthread_mutex_lock(&b->ls_lock);
+	for (;;) {
+		struct ibvf_sm_members *s;
+		struct ls_waiter *w;
+		size_t n;
+		uint64_t seq;
+
+		if (!b->n_lw) {
+			if (b->ls_stop)
+				break;
+			pthread_cond_wait(&b->ls_cond, &b->ls_lock);
+			continue;
+		}
+		w = b->lw;
+		n = b->n_lw;
+		b->lw = NULL;
+		b->n_lw = b->cap_lw = 0;
+		seq = ++b->ls_seq;
+		pthread_mutex_unlock(&b->ls_lock);
+		s = list_all(b, seq);
+		if (s)
+			s->refs = (int)n + 1;
+		for (size_t i = 0; i < n; i++)
+			w[i].done(w[i].arg, s);
+		ibvf_sm_batch_members_put(b, s);
+		free(w);
+		pthread_mutex_lock(&b->ls_lock);
+	}
+	pthread_mutex_unlock(&b->ls_lock);
+	return NULL;
+}
+
+int ibvf_sm_batch_members_async(struct ibvf_sm_batch *b, ibvf_sm_members_fn done, void *arg)
+{
+	pthread_mutex_lock(&b->ls_lock);
+	if (b->n_lw == b->cap_lw) {
+		size_t cap = b->cap_lw ? b->cap_lw * 2 : 16;
+		struct ls_waiter *v = realloc(b->lw, cap * sizeof(*v));
+
+		if (!v) {
+			pthread_mutex_unlock(&b->ls_lock);
+			return -ENOMEM;
+		}
+		b->lw = v;
+		b->cap_lw = cap;
+	}
+	b->lw[b->n_lw++] = (struct ls_waiter){done, arg};
+	pthread_cond_signal(&b->ls_cond);
+	pthread_mutex_unlock(&b->ls_lock);
+	return 0;
+}
+
+struct ls_sync {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	struct ibvf_sm_members *m;
+};
+
+static void ls_sync_done(void *arg, struct ibvf_sm_members *m)
+{
+	struct ls_sync *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->m = m;
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int ibvf_sm_batch_members(struct ibvf_sm_batch *b, struct ibvf_sm_members **out)
+{
+	struct ls_sync w = {.done = false};
+	int ret;
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	ret = ibvf_sm_batch_members_async(b, ls_sync_done, &w);
+	pthread_mutex_lock(&w.lock);
+	while (!ret && !w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	if (!ret && !w.m)
+		ret = -ENOMEM;
+	*out = w.m;
+	return ret;
+}
+
+void ibvf_sm_batch_members_put(struct ibvf_sm_batch *b, struct ibvf_sm_members *m)
+{
+	bool last;
+
+	if (!m)
+		return;
+	pthread_mutex_lock(&b->ls_lock);
+	last = --m->refs == 0;
+	pthread_mutex_unlock(&b->ls_lock);
+	if (last) {
+		free(m->m);
+		free(m);
+	}
+}
+
 const struct ibvf_sm_ops *ibvf_sm_batch_lock(struct ibvf_sm_batch *b,
 					     struct ibvf_sm_backend **backend)
 {
@@ -500,6 +690,14 @@ void ibvf_sm_batch_free(struct ibvf_sm_batch *b)
 	pthread_mutex_unlock(&b->lock);
 	pthread_join(b->thread, NULL);
 	free(b->q);
+	pthread_mutex_lock(&b->ls_lock);
+	b->ls_stop = true;
+	pthread_cond_broadcast(&b->ls_cond);
+	pthread_mutex_unlock(&b->ls_lock);
+	pthread_join(b->ls_thread, NULL); /* it answers every waiter first */
+	free(b->lw);
+	pthread_mutex_destroy(&b->ls_lock);
+	pthread_cond_destroy(&b->ls_cond);
 	pthread_mutex_destroy(&b->lock);
 	pthread_mutex_destroy(&b->be_lock);
 	pthread_cond_destroy(&b->cond);

@@ -115,6 +115,44 @@ int ibvf_sm_batch_call(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint
 		       const struct ibvf_sm_member *member, int64_t deadline_ms, char *msg,
 		       size_t msglen);
 
+/** One membership of a shared listing (ibvf_sm_batch_members()). */
+struct ibvf_sm_listed {
+	uint64_t guid;
+	uint16_t pkey; /* 15-bit key */
+	enum ibvf_membership membership;
+	bool managed; /* as the backend reported it (sm_backend.h) */
+};
+
+/** A listing of every PKey's members, sorted by GUID; shared, refcounted. */
+struct ibvf_sm_members {
+	int status;    /* 0, or list_members' negative errno */
+	char err[256]; /* why, when status < 0 */
+	struct ibvf_sm_listed *m;
+	size_t n, cap;
+	int refs;     /* ibvf_sm_batch_members_put() */
+	uint64_t seq; /* listings are numbered from 1 */
+};
+
+/** Called on the lister thread with a listing (NULL: out of memory); put it back when done. */
+typedef void (*ibvf_sm_members_fn)(void *arg, struct ibvf_sm_members *m);
+
+/**
+ * ibvf_sm_batch_members_async() - the SM's membership (list_members of
+ * every PKey) as seen by a listing that STARTS after this call; @done gets
+ * it on the batcher's lister thread. Concurrent callers share one listing,
+ * so a burst of prepares or releases costs one or two SM round trips, and
+ * no worker waits for it. Return: 0, or -ENOMEM (@done is not called).
+ */
+int ibvf_sm_batch_members_async(struct ibvf_sm_batch *b, ibvf_sm_members_fn done, void *arg);
+
+/**
+ * ibvf_sm_batch_members() - the same, waiting for it (worker threads, rare
+ * paths). Return: 0 and *@out (its status says whether the listing
+ * worked; give it back with ibvf_sm_batch_members_put()), or -ENOMEM.
+ */
+int ibvf_sm_batch_members(struct ibvf_sm_batch *b, struct ibvf_sm_members **out);
+void ibvf_sm_batch_members_put(struct ibvf_sm_batch *b, struct ibvf_sm_members *m);
+
 /**
  * ibvf_sm_batch_lock()/unlock() - exclusive use of the backend for calls
  * that are not batched (validate, list_members). Return of lock: the ops.

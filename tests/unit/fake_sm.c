@@ -22,6 +22,8 @@ struct ibvf_sm_backend {
 	size_t n, cap;
 	struct fake_sm_ctl ctl;
 	int in_call;
+	struct member *late; /* adds that timed out, applied by fake_sm_apply_late() */
+	size_t n_late;
 };
 
 struct ibvf_sm_backend *fake_sm_new(void)
@@ -115,6 +117,19 @@ void fake_sm_drop(struct ibvf_sm_backend *b, uint16_t pkey, uint64_t guid)
 	pthread_mutex_unlock(&b->lock);
 }
 
+size_t fake_sm_apply_late(struct ibvf_sm_backend *b)
+{
+	size_t n;
+
+	pthread_mutex_lock(&b->lock);
+	n = b->n_late;
+	for (size_t i = 0; i < n; i++)
+		put(b, b->late[i].pkey, b->late[i].guid, b->late[i].membership, true);
+	b->n_late = 0;
+	pthread_mutex_unlock(&b->lock);
+	return n;
+}
+
 /* Enter a call: latency outside the lock, overlap detection. */
 static void enter(struct ibvf_sm_backend *b)
 {
@@ -151,6 +166,7 @@ static void f_fini(struct ibvf_sm_backend *b)
 	if (!b)
 		return;
 	pthread_mutex_destroy(&b->lock);
+	free(b->late);
 	free(b->m);
 	free(b);
 }
@@ -192,6 +208,16 @@ static int f_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_
 		snprintf(err, errlen, "fake SM: injected add failure");
 		goto out;
 	}
+	if (b->ctl.late_add) {
+		b->ctl.late_add--;
+		b->late = realloc(b->late, (b->n_late + n) * sizeof(*b->late));
+		for (size_t i = 0; i < n; i++)
+			b->late[b->n_late++] =
+				(struct member){pkey, m[i].guid, m[i].membership, true};
+		ret = -ETIMEDOUT;
+		snprintf(err, errlen, "fake SM: add timed out (applied later)");
+		goto out;
+	}
 	for (size_t i = 0; b->ctl.bad_guid && i < n; i++)
 		if (m[i].guid == b->ctl.bad_guid) {
 			ret = -EINVAL;
@@ -219,6 +245,8 @@ static int f_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g,
 		b->ctl.fail_remove--;
 		ret = b->ctl.fail_errno;
 		snprintf(err, errlen, "fake SM: injected remove failure");
+	} else if (b->ctl.lie_remove) {
+		b->ctl.lie_remove--; /* "200 {}": OK, nothing removed */
 	} else {
 		for (size_t i = 0; i < n; i++)
 			drop(b, pkey, g[i]);

@@ -23,6 +23,14 @@ struct fake_sm_ctl {
 	int fail_validate;
 	int fail_errno;	   /* negative errno, default -ECONNREFUSED */
 	uint64_t bad_guid; /* add with this GUID in it fails -EINVAL */
+	/*
+	 * An SM that lies (issue 14): the next late_add add calls time out
+	 * (-ETIMEDOUT) but their members are applied later, by
+	 * fake_sm_apply_late(); the next lie_remove remove calls answer 0
+	 * without removing.
+	 */
+	int late_add;
+	int lie_remove;
 	unsigned add_calls, remove_calls, list_calls, validate_calls;
 	unsigned max_batch;	   /* largest n seen in one call */
 	bool concurrent_call_seen; /* two calls overlapped: ABI violation */
@@ -38,6 +46,8 @@ size_t fake_sm_count(struct ibvf_sm_backend *b);
 /** fake_sm_put()/fake_sm_drop() - change membership behind the daemon's back. */
 void fake_sm_put(struct ibvf_sm_backend *b, uint16_t pkey, uint64_t guid, bool managed);
 void fake_sm_drop(struct ibvf_sm_backend *b, uint16_t pkey, uint64_t guid);
+/** fake_sm_apply_late() - apply the adds that timed out (late_add). Return: how many members. */
+size_t fake_sm_apply_late(struct ibvf_sm_backend *b);
 void fake_sm_lock(struct ibvf_sm_backend *b);
 void fake_sm_unlock(struct ibvf_sm_backend *b);
 

@@ -22,6 +22,7 @@
 #include <ibvf/api.h>
 
 #include "attach.h"
+#include "clock.h"
 #include "config.h"
 #include "evloop.h"
 #include "fake_sm.h"
@@ -176,6 +177,17 @@ static int f_write_fault(void *arg)
 {
 	(void)arg;
 	return __atomic_load_n(&store_fault, __ATOMIC_SEQ_CST);
+}
+
+/* ------------------------------------------------------- pool clock -- */
+
+/* The pool's clock runs this many ms ahead of CLOCK_REALTIME (quarantine tests). */
+static int64_t clock_ahead_ms;
+
+static int64_t f_now(void *arg)
+{
+	(void)arg;
+	return ibvf_wall_ms() + __atomic_load_n(&clock_ahead_ms, __ATOMIC_SEQ_CST);
 }
 
 /* ------------------------------------------------------------ fixture -- */
@@ -350,7 +362,9 @@ static void open_engine(struct fx *f)
 	po.n_ranges = f->cfg.pool.n_ranges;
 	po.quarantine_s = f->cfg.pool.quarantine_s;
 	po.write_fault = f_write_fault;
+	po.now_ms = f_now;
 	__atomic_store_n(&store_fault, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&clock_ahead_ms, 0, __ATOMIC_SEQ_CST);
 	assert_int_equal(ibvf_pool_open(&po, &f->pool, err, sizeof(err)), 0);
 	o.loop = f->loop;
 	o.pool = f->pool;
@@ -748,6 +762,257 @@ static void test_release_sm_pending(void **state)
 	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
 }
 
+/* ------------------------------------------ issue 14: an SM that lies -- */
+
+struct member_check {
+	struct fx *f;
+	int bad;
+};
+
+static int member_check_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool managed)
+{
+	struct member_check *c = arg;
+	struct ibvf_alloc a;
+	bool asked = false;
+
+	pkey = ibvf_pkey_key(pkey);
+	if (!managed || pkey == IBVF_PKEY_DEFAULT || m->guid < RANGE_START || m->guid > RANGE_END)
+		return 0;
+	if (!ibvf_pool_get(c->f->pool, m->guid, &a, NULL, 0) && a.state != IBVF_ALLOC_QUARANTINED)
+		for (size_t i = 0; i < a.n_pkeys; i++)
+			asked |= ibvf_pkey_key(a.pkeys[i]) == pkey;
+	if (!asked) {
+		print_error("GUID %016llx is in PKey 0x%04x, which no owner of it asked for\n",
+			    (unsigned long long)m->guid, pkey);
+		c->bad++;
+	}
+	return 0;
+}
+
+/* The invariant: every pool GUID in a (non-default) PKey belongs to an owner that asked for it. */
+static void assert_no_foreign(struct fx *f, const char *when)
+{
+	struct member_check c = {.f = f};
+
+	assert_int_equal(fake_sm_ops.list_members(f->sm, -1, member_check_cb, &c, NULL, 0), 0);
+	if (c.bad)
+		fail_msg("%s: %d membership(s) no owner asked for", when, c.bad);
+}
+
+static int problems(struct fx *f, enum ibvf_reconcile_pass mode, const char *want_kind)
+{
+	json_t *fnd = json_array(), *it;
+	bool seen = !want_kind;
+	size_t i;
+	int n = ibvf_engine_reconcile(f->e, mode, fnd, NULL, 0);
+
+	json_array_foreach(fnd, i, it)
+	{
+		const char *k = json_string_value(json_object_get(it, "kind"));
+
+		if (want_kind && !strcmp(k, want_kind)) {
+			seen = true;
+			assert_true(json_is_true(json_object_get(it, "fixed")));
+		}
+	}
+	if (!seen) {
+		char *t = json_dumps(fnd, 0);
+
+		fail_msg("no %s finding in %s", want_kind, t);
+	}
+	json_decref(fnd);
+	return n;
+}
+
+/* Invariant 1: a removal the SM answers OK without doing is not quarantined. */
+static void test_remove_verified(void **state)
+{
+	struct fx *f = *state;
+	json_t *r = call(f, "prepare", prep_params("c20", pci_of(20), "0x0012"));
+	uint64_t g = guid_of(r);
+
+	f->ctl->lie_remove = 2; /* the removal and its one retry */
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c20", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "sm_removal_pending")));
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_RELEASING);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_FULL);
+	assert_int_equal(fv.vf[20].port, 0); /* the VF is clean all the same */
+	/* one lie only: the read-back catches it and the retry removes it */
+	call(f, "prepare", prep_params("c21", pci_of(21), "0x0012"));
+	g = guid_of(f->result[0]);
+	f->ctl->lie_remove = 1;
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c21", "net1")));
+	assert_false(json_is_true(json_object_get(r, "sm_removal_pending")));
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+	/* the pending one: reconciliation finishes it once the SM tells the truth */
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, "releasing"), 0);
+	assert_no_foreign(f, "after reconciliation");
+}
+
+/* Invariant 2: quarantine ends only after a listing without the GUID. */
+static void test_quarantine_waits_for_sm(void **state)
+{
+	struct fx *f = *state;
+	json_t *r = call(f, "prepare", prep_params("c22", pci_of(22), "0x0012"));
+	uint64_t g = guid_of(r);
+	struct ibvf_alloc a;
+
+	call(f, "release", json_pack("{s:o}", "owner", owner("c22", "net1")));
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(ibvf_pool_get(f->pool, g, &a, NULL, 0), 0);
+	assert_true(a.sm_unseen);
+	/* the late add lands; the quarantine time passes with no pass in between */
+	fake_sm_put(f->sm, 0x12, g, true);
+	__atomic_add_fetch(&clock_ahead_ms, 61000, __ATOMIC_SEQ_CST);
+	assert_int_equal(ibvf_pool_expire(f->pool, NULL, 0), 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	/* a pass sees it in the SM: removed, and its quarantine starts again */
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, "sm-orphan"), 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+	assert_int_equal(ibvf_pool_get(f->pool, g, &a, NULL, 0), 0);
+	assert_true(a.sm_unseen);
+	__atomic_add_fetch(&clock_ahead_ms, 61000, __ATOMIC_SEQ_CST);
+	assert_int_equal(ibvf_pool_expire(f->pool, NULL, 0), 0); /* time over, not seen */
+	/* a pass sees it gone and a fresh quarantine time is over: out */
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, NULL), 0);
+	assert_int_equal(ibvf_pool_get(f->pool, g, &a, NULL, 0), 0);
+	assert_false(a.sm_unseen);
+	assert_int_equal(ibvf_pool_expire(f->pool, NULL, 0), 1);
+	assert_int_equal(store_state(f, g), -1);
+}
+
+/* Invariant 3: prepare never hands out a GUID the SM has in a foreign tenant PKey. */
+static void test_prepare_foreign_pkey(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g;
+
+	/* a fresh store hands out RANGE_START, +1, +2 ... */
+	fake_sm_put(f->sm, 0x12, RANGE_START, true);	  /* left by tenant A: repaired */
+	fake_sm_put(f->sm, 0x20, RANGE_START + 1, false); /* an admin's: not ours, skip it */
+	fake_sm_put(f->sm, IBVF_PKEY_DEFAULT, RANGE_START + 2, false); /* does not count */
+	fake_sm_put(f->sm, IBVF_PKEY_DEFAULT, RANGE_START + 2, true);
+	call(f, "prepare", prep_params("b1", pci_of(30), "0x0034"));
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(f->result[0]);
+	assert_int_equal(g, RANGE_START);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+	assert_int_equal(fake_sm_has(f->sm, 0x34, g), IBVF_MEMBER_FULL);
+	call(f, "prepare", prep_params("b2", pci_of(31), "0x0034"));
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(f->result[0]);
+	assert_int_equal(g, RANGE_START + 2);
+	assert_int_equal(fake_sm_has(f->sm, 0x20, RANGE_START + 1), IBVF_MEMBER_FULL);
+	assert_int_equal(store_state(f, RANGE_START + 1), IBVF_ALLOC_QUARANTINED);
+	/* a requested GUID held in a foreign PKey ibvf may not change: refused */
+	call(f, "prepare",
+	     json_pack("{s:o,s:s,s:s,s:[{s:s}]}", "owner", owner("b3", "net1"), "pci", pci_of(32),
+		       "guid", "0x0002c90300a00010", "pkeys", "pkey", "0x0034"));
+	if (f->code[0])
+		fail_msg("requested GUID: %s", f->msg[0]);
+	fake_sm_put(f->sm, 0x20, RANGE_START + 0x10, false);
+	call(f, "prepare",
+	     json_pack("{s:o,s:s,s:s,s:[{s:s}]}", "owner", owner("b4", "net1"), "pci", pci_of(33),
+		       "guid", "0x0002c90300a00011", "pkeys", "pkey", "0x0034"));
+	assert_int_equal(f->code[0], IBVF_RPC_GUID_CONFLICT);
+	assert_non_null(strstr(f->msg[0], "0x0020"));
+	assert_int_equal(fv.vf[33].port, 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x34, RANGE_START + 0x10), -1);
+}
+
+/* Invariant 4: pool GUIDs in PKeys nobody (or not their owner) asked for are removed. */
+static void test_reconcile_foreign_pkey(void **state)
+{
+	struct fx *f = *state;
+	json_t *r = call(f, "prepare", prep_params("c24", pci_of(24), "0x0012"));
+	uint64_t g = guid_of(r), outside = 0x0002c90300b00001ull;
+
+	fake_sm_put(f->sm, 0x34, g, true);		     /* owner in a foreign PKey */
+	fake_sm_put(f->sm, 0x34, RANGE_START + 0x40, true);  /* nobody's */
+	fake_sm_put(f->sm, 0x34, outside, true);	     /* not a pool GUID: not ours */
+	fake_sm_put(f->sm, 0x20, RANGE_START + 0x41, false); /* an admin's */
+	/* a dry run changes nothing */
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_DRY_RUN, NULL, NULL, 0), 2);
+	assert_int_equal(fake_sm_has(f->sm, 0x34, g), IBVF_MEMBER_FULL);
+	/* the daemon's default pass ("report") removes both */
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, "sm-foreign-pkey"), 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x34, g), -1);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_FULL);
+	assert_int_equal(fake_sm_has(f->sm, 0x34, RANGE_START + 0x40), -1);
+	assert_int_equal(fake_sm_has(f->sm, 0x34, outside), IBVF_MEMBER_FULL);
+	assert_int_equal(fake_sm_has(f->sm, 0x20, RANGE_START + 0x41), IBVF_MEMBER_FULL);
+	assert_no_foreign(f, "after the pass");
+}
+
+/*
+ * Invariant 5: both leaks of issue 14 replayed through the engine. A late
+ * add (timed out, retried, applied after the release) and a faked removal;
+ * after each step no pool GUID is in a PKey its owner did not ask for (once
+ * a pass ran where the leak is the SM's doing), and the next tenant never
+ * gets a GUID that is still in another tenant's PKey.
+ */
+static void test_leak_replay(void **state)
+{
+	struct fx *f = *state;
+	uint64_t ga, gb;
+	json_t *r;
+
+	/* tenant A, PKey 0x12: the first add times out, the retry succeeds */
+	f->ctl->late_add = 1;
+	r = call(f, "prepare", prep_params("tenant-a", pci_of(60), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	ga = guid_of(r);
+	call(f, "commit", json_pack("{s:o}", "owner", owner("tenant-a", "net1")));
+	assert_no_foreign(f, "A attached");
+	call(f, "release", json_pack("{s:o}", "owner", owner("tenant-a", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_no_foreign(f, "A released");
+	/* ... and now the SM applies the first, late add */
+	assert_int_equal(fake_sm_apply_late(f->sm), 1);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, ga), IBVF_MEMBER_FULL);
+	/* the quarantine time passes before any pass ran */
+	__atomic_add_fetch(&clock_ahead_ms, 61000, __ATOMIC_SEQ_CST);
+	r = call(f, "prepare", prep_params("tenant-b", pci_of(61), "0x0034"));
+	assert_int_equal(f->code[0], 0);
+	gb = guid_of(r);
+	assert_int_not_equal(gb, ga);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, gb), -1);
+	problems(f, IBVF_PASS_REPAIR, "sm-orphan");
+	assert_no_foreign(f, "late add, after a pass");
+	call(f, "commit", json_pack("{s:o}", "owner", owner("tenant-b", "net1")));
+
+	/* B's release: the SM answers 200 {} twice without removing */
+	f->ctl->lie_remove = 2;
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("tenant-b", "net1")));
+	assert_true(json_is_true(json_object_get(r, "sm_removal_pending")));
+	assert_int_equal(store_state(f, gb), IBVF_ALLOC_RELEASING);
+	/* a record still holds it: nobody else can get it meanwhile */
+	r = call(f, "prepare", prep_params("tenant-c", pci_of(62), "0x0056"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_not_equal(guid_of(r), gb);
+	problems(f, IBVF_PASS_REPAIR, "releasing");
+	assert_int_equal(fake_sm_has(f->sm, 0x34, gb), -1);
+	assert_int_equal(store_state(f, gb), IBVF_ALLOC_QUARANTINED);
+	assert_no_foreign(f, "faked remove, after a pass");
+
+	/* both GUIDs come back only clean: a full cycle later, new tenants get them */
+	__atomic_add_fetch(&clock_ahead_ms, 10, __ATOMIC_SEQ_CST);
+	problems(f, IBVF_PASS_REPAIR, NULL);
+	__atomic_add_fetch(&clock_ahead_ms, 122000, __ATOMIC_SEQ_CST);
+	assert_int_equal(ibvf_pool_expire(f->pool, NULL, 0), 2);
+	for (int i = 0; i < 3; i++) {
+		char cid[16], pk[8];
+
+		snprintf(cid, sizeof(cid), "tenant-d%d", i);
+		snprintf(pk, sizeof(pk), "0x%04x", 0x70 + i);
+		call(f, "prepare", prep_params(cid, pci_of(63 + i), pk));
+		assert_int_equal(f->code[0], 0);
+		assert_no_foreign(f, "re-use");
+	}
+}
+
 /* Crash leftovers and drift are found and handled by reconciliation. */
 static void test_reconcile(void **state)
 {
@@ -797,14 +1062,15 @@ static void test_reconcile(void **state)
 		assert_int_equal(fv.vf[40].port, mid.guid);
 		json_decref(dry);
 	}
-	/* report mode: fixes the crash and the lost membership, reports orphans */
+	/* report mode: fixes the crash and the lost membership, removes the SM
+	 * orphan (a pool GUID: ibvf's, issue 14), reports the VF orphan */
 	n = ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
-	assert_int_equal(n, 2);
+	assert_int_equal(n, 1);
 	assert_int_equal(store_state(f, mid.guid), IBVF_ALLOC_QUARANTINED);
 	assert_int_equal(fv.vf[40].port, 0);
 	assert_int_equal(fake_sm_has(f->sm, 0x16, mid.guid), -1);
 	assert_int_equal(fake_sm_has(f->sm, 0x16, handed.guid), IBVF_MEMBER_FULL);
-	assert_int_equal(fake_sm_has(f->sm, 0x16, orphan), IBVF_MEMBER_FULL);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, orphan), -1);
 	assert_int_equal(fv.vf[42].port, vforphan);
 	{
 		size_t i;
@@ -1231,6 +1497,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_same_owner_serialized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_remove_verified, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quarantine_waits_for_sm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prepare_foreign_pkey, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconcile_foreign_pkey, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_leak_replay, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_store_failure_not_ready, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sm_failure_not_ready, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop, setup, teardown),

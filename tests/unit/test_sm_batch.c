@@ -309,6 +309,72 @@ static void test_concurrent_callers(void **state)
 	fx_free(f);
 }
 
+struct ls_arg {
+	struct fx *f;
+	int ret;
+	size_t n;
+	uint64_t seq;
+};
+
+static void *th_members(void *p)
+{
+	struct ls_arg *a = p;
+	struct ibvf_sm_members *m;
+
+	a->ret = ibvf_sm_batch_members(a->f->b, &m);
+	if (!a->ret) {
+		a->ret = m->status;
+		a->n = m->n;
+		a->seq = m->seq;
+		ibvf_sm_batch_members_put(a->f->b, m);
+	}
+	return NULL;
+}
+
+/*
+ * Read-backs of concurrent prepares/releases share listings (issue 14: one
+ * list_members per prepare must not serialize a burst), and a listing always
+ * starts after the request: a member added before the call is in it.
+ */
+static void test_shared_listing(void **state)
+{
+	struct fx *f = fx_new(5, 1024, 3);
+	pthread_t th[32];
+	struct ls_arg a[32];
+	struct ibvf_sm_members *m;
+
+	(void)state;
+	f->ctl->latency_ms = 50;
+	fake_sm_put(f->be, 0x12, 0x1001, true);
+	fake_sm_put(f->be, 0x12, 0x1000, true);
+	for (int i = 0; i < 32; i++) {
+		a[i] = (struct ls_arg){f, -1, 0, 0};
+		pthread_create(&th[i], NULL, th_members, &a[i]);
+	}
+	for (int i = 0; i < 32; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(a[i].ret, 0);
+		assert_int_equal(a[i].n, 2);
+	}
+	assert_true(f->ctl->list_calls <= 3);
+	/* sorted by GUID; a change made before the call is seen */
+	fake_sm_put(f->be, 0x34, 0x0fff, false);
+	assert_int_equal(ibvf_sm_batch_members(f->b, &m), 0);
+	assert_int_equal(m->n, 3);
+	assert_int_equal(m->m[0].guid, 0x0fff);
+	assert_false(m->m[0].managed);
+	assert_int_equal(m->m[2].guid, 0x1001);
+	ibvf_sm_batch_members_put(f->b, m);
+	/* a failed listing is reported to its sharers */
+	f->ctl->fail_list = 1;
+	assert_int_equal(ibvf_sm_batch_members(f->b, &m), 0);
+	assert_int_equal(m->status, f->ctl->fail_errno);
+	assert_non_null(strstr(m->err, "injected"));
+	ibvf_sm_batch_members_put(f->b, m);
+	assert_false(f->ctl->concurrent_call_seen);
+	fx_free(f);
+}
+
 /* Shutdown sends what is queued (one attempt) and completes every waiter. */
 static void test_shutdown_flushes(void **state)
 {
@@ -534,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_permanent_error_batch),
 		cmocka_unit_test(test_permanent_error_after_deadline),
 		cmocka_unit_test(test_transient_predicate),
+		cmocka_unit_test(test_shared_listing),
 	};
 
 	pthread_mutex_init(&rec.lock, NULL);

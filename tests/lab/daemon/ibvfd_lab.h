@@ -26,6 +26,7 @@ struct lab {
 	unsigned window_ms;	/* sm.batch_window_ms, default 5 */
 	unsigned periodic_s;	/* sm.periodic_update_s, 0 = 1 */
 	char daemon_extra[256]; /* appended inside the "daemon" object */
+	const char *reconcile;	/* daemon.reconcile, NULL = "fix" */
 	char pool_sync[8];
 	int n_vfs;
 	int nfd; /* our NOTIFY_SOCKET */

@@ -19,6 +19,13 @@
  *       After each restart (start-up reconciliation) the store, the VFs and
  *       the SM must agree: no attach left mid-flight, no duplicate or leaked
  *       GUID, SM membership == store.
+ *   test_ibvfd ufm-leaks IBVFD UFM_MODULE_DIR
+ *       issue 14's two SM leaks against the UFM simulator, daemon.reconcile
+ *       "report": an add UFM applies after ibvfd timed out and retried
+ *       (then the Pod is released), and a remove answered 200 {} without
+ *       removing. After each: the next tenant's GUID is in no other PKey,
+ *       and (after a pass) no GUID of the ranges is in a PKey its owner
+ *       did not ask for.
  *
  * Prints TAP lines and "N passed, N failed"; exit 0 when all passed.
  */
@@ -379,7 +386,8 @@ static void ctl_checks(struct lab *l, const char *ibvfctl)
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "pool", "audit", NULL);
 	lab_result(rc == 0 && strstr(out, "audit clean"),
 		   "ibvfctl pool audit via the daemon (rc %d)", rc);
-	/* an SM member of the ibvf ranges nobody holds: found, then fixed */
+	/* an SM member of the ibvf ranges nobody holds: removed by the pass itself
+	 * (pool GUIDs are ibvf's, issue 14), fix or not */
 	{
 		FILE *f = fopen(l->smfile, "a");
 
@@ -387,8 +395,23 @@ static void ctl_checks(struct lab *l, const char *ibvfctl)
 		fclose(f);
 	}
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "--json", "pool", "audit", NULL);
-	lab_result(rc == 1 && strstr(out, "sm-orphan") && strstr(out, "remove the GUID"),
-		   "pool audit reports an SM orphan with its fix, exit 1 (rc %d)", rc);
+	{
+		char line[128], hex[32];
+		bool still = false;
+		FILE *f = fopen(l->smfile, "r");
+
+		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)LAB_RANGE_START + 0x999);
+		while (f && fgets(line, sizeof(line), f))
+			still |= strstr(line, hex) != NULL;
+		if (f)
+			fclose(f);
+		/* a periodic pass may have removed it just before the audit */
+		lab_result(rc == 0 && !still &&
+				   (!strstr(out, "sm-orphan") || (strstr(out, "remove the GUID") &&
+								  strstr(out, "\"fixed\": true"))),
+			   "pool audit removes an SM orphan of the pool ranges, exit 0 (rc %d)",
+			   rc);
+	}
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "audit", "--fix", NULL);
 	lab_result(rc == 0, "daemon audit --fix fixes it (rc %d)", rc);
 	rc = run_ctl(l, ibvfctl, out, sizeof(out), "daemon", "frobnicate", NULL);
@@ -741,6 +764,38 @@ static void ctl_pool_offline(struct lab *l, const char *ibvfctl)
 		json_decref(j);
 	}
 
+	/* offline audit: an owner's GUID in a PKey it did not ask for is its own finding */
+	rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "allocate", "--owner",
+		      "off-f", NULL);
+	j = json_loads(out, 0, NULL);
+	if (rc == 0 && j) {
+		uint64_t g = 0;
+		FILE *f;
+		char smsave[8192] = "";
+		size_t n = 0;
+
+		ibvf_guid_parse(jstr(j, "guid"), &g, NULL, 0);
+		f = fopen(l->smfile, "r");
+		if (f) {
+			n = fread(smsave, 1, sizeof(smsave) - 1, f);
+			fclose(f);
+		}
+		f = fopen(l->smfile, "a");
+		fprintf(f, "0x0034 %016llx full\n", (unsigned long long)g);
+		fclose(f);
+		rc = run_ctl2(l, ibvfctl, out, err, sizeof(out), "--json", "pool", "audit", NULL);
+		lab_result(rc == 1 && strstr(out, "sm-foreign-pkey") && strstr(out, "off-f"),
+			   "offline audit reports owner off-f in a foreign PKey (rc %d)", rc);
+		f = fopen(l->smfile, "w"); /* as it was */
+		fwrite(smsave, 1, n, f);
+		fclose(f);
+		run_ctl2(l, ibvfctl, out, err, sizeof(out), "pool", "release", jstr(j, "guid"),
+			 NULL);
+	} else {
+		lab_result(false, "offline --json pool allocate (rc %d)", rc);
+	}
+	json_decref(j);
+
 	/* the lock held (as by an ibvfd starting) while nothing answers: refused */
 	snprintf(path, sizeof(path), "%s/ibvfd.lock", l->state);
 	fd = open(path, O_RDWR | O_CREAT, 0600);
@@ -942,10 +997,220 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 	return 0;
 }
 
+/* --------------------------------------------------------- ufm-leaks -- */
+
+/* Does a live owner (ibvfd's list) hold @g and ask for @pkey? */
+static bool owner_asked(json_t *owners, uint64_t g, unsigned pkey)
+{
+	size_t i, k;
+	json_t *o, *p;
+
+	json_array_foreach(owners, i, o)
+	{
+		uint64_t og = 0;
+
+		if (ibvf_guid_parse(json_string_value(json_object_get(o, "guid")), &og, NULL, 0) ||
+		    og != g)
+			continue;
+		json_array_foreach(json_object_get(o, "pkeys"), k, p)
+		{
+			unsigned long v =
+				strtoul(json_string_value(json_object_get(p, "pkey")), NULL, 16);
+
+			if ((v & 0x7fff) == pkey)
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * UFM membership of the pool ranges vs ibvfd's owners: how many (PKey, GUID)
+ * no owner asked for (0x7fff left out). @only: count @only's memberships only
+ * (0: all); @in: when set, gets whether @only is in any PKey but @except.
+ */
+static int foreign_members(struct lab *l, struct ufm_sim *sim, uint64_t only, unsigned except,
+			   bool *in)
+{
+	json_t *st = NULL, *owners = NULL, *res = NULL, *v;
+	const char *key;
+	int bad = 0;
+
+	if (in)
+		*in = false;
+	if (ufm_sim_ctl(sim, "GET", "/_sim/state", NULL, &st) != 200 ||
+	    lab_api(l, "list", json_object(), &res, NULL, 10000))
+		bad = -1;
+	owners = json_object_get(res, "owners");
+	json_object_foreach(st, key, v)
+	{
+		unsigned pk = (unsigned)strtoul(key, NULL, 16) & 0x7fff;
+		size_t i;
+		json_t *m;
+
+		if (pk == 0x7fff || bad < 0)
+			continue;
+		json_array_foreach(json_object_get(v, "guids"), i, m)
+		{
+			uint64_t g = 0;
+
+			if (ibvf_guid_parse(json_string_value(json_object_get(m, "guid")), &g, NULL,
+					    0) ||
+			    g < RANGE_START || g > RANGE_END || (only && g != only))
+				continue;
+			if (in && pk != except)
+				*in = true;
+			if (!owner_asked(owners, g, pk)) {
+				printf("# GUID %016llx in PKey 0x%04x: no owner asked for it\n",
+				       (unsigned long long)g, pk);
+				bad++;
+			}
+		}
+	}
+	json_decref(st);
+	json_decref(res);
+	return bad;
+}
+
+static uint64_t res_guid(json_t *r)
+{
+	uint64_t g = 0;
+
+	if (ibvf_guid_parse(json_string_value(json_object_get(r, "guid")), &g, NULL, 0))
+		return 0;
+	return g;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+/* A reconciliation pass of the running daemon, as ibvfctl daemon audit (no --fix). */
+static void audit_pass(struct lab *l)
+{
+	json_t *r = NULL;
+
+	if (lab_api(l, "audit", json_object(), &r, NULL, 60000))
+		printf("# audit failed\n");
+	else
+		printf("# audit: %lld problem(s) left\n",
+		       (long long)json_integer_value(json_object_get(r, "problems")));
+	json_decref(r);
+}
+
+static int cmd_ufm_leaks(const char *ibvfd, const char *moddir)
+{
+	struct ufm_sim_opts so = {.user = "admin", .password = "lab-secret"};
+	struct ufm_sim sim;
+	struct lab l;
+	char err[512], bj[PATH_MAX + 256];
+	const char *miss = ufm_sim_missing();
+	json_t *r = NULL;
+	uint64_t ga, gb, gc;
+	bool in_other;
+	int ret;
+
+	if (miss)
+		return ufm_sim_skip(miss);
+	if (ufm_sim_start(&so, &sim, err, sizeof(err))) {
+		lab_result(false, "UFM simulator starts: %s", err);
+		return 1;
+	}
+	/* UFM answers an add in 2.5 s, ibvfd waits 1 s: it times out and retries */
+	snprintf(bj, sizeof(bj),
+		 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
+		 " \"username\": \"admin\", \"password_file\": \"%s\", \"timeout_ms\": 1000}",
+		 sim.port, sim.password_file);
+	if (lab_init(&l, ibvfd, 8, "ufm", moddir, bj)) {
+		lab_result(false, "lab set-up");
+		ufm_sim_stop(&sim);
+		return 1;
+	}
+	l.reconcile = "report"; /* the default */
+	l.periodic_s = 3600;	/* passes when this test asks (audit), not in between */
+	lab_write_config(&l);
+	if (lab_start(&l, 20000) < 0) {
+		lab_result(false, "ibvfd starts with the ufm backend");
+		lab_fini(&l);
+		ufm_sim_stop(&sim);
+		return 1;
+	}
+
+	/* 1. the late add */
+	ufm_sim_fault(&sim, "{\"endpoint\": \"add\", \"kind\": \"latency\", \"latency_ms\": 2500}");
+	ret = lab_prepare(&l, "tenant-a", 0, "0x0012", &r, NULL);
+	ga = res_guid(r);
+	json_decref(r);
+	lab_result(ret == 0 && ga && ufm_sim_calls(&sim, "add") >= 2,
+		   "late add: tenant A's prepare succeeds after a timed-out add (%ld add calls)",
+		   ufm_sim_calls(&sim, "add"));
+	lab_api(&l, "commit", json_pack("{s:o}", "owner", lab_owner("tenant-a")), NULL, NULL,
+		10000);
+	lab_result(lab_release(&l, "tenant-a") == 0, "late add: tenant A released");
+	/* ... and UFM applies the first add now: A's GUID back in 0x12, no owner */
+	{
+		bool back = false;
+
+		for (int i = 0; i < 40 && !back; i++) {
+			sleep_ms(100);
+			foreign_members(&l, &sim, ga, 0, &back);
+		}
+		lab_result(back,
+			   "late add: UFM put A's GUID back into PKey 0x12 after the release");
+	}
+	for (int i = 0; i < 4; i++) {
+		char cid[16];
+
+		snprintf(cid, sizeof(cid), "tenant-b%d", i);
+		ret = lab_prepare(&l, cid, 1 + i, "0x0034", &r, NULL);
+		gb = res_guid(r);
+		json_decref(r);
+		lab_result(ret == 0 && foreign_members(&l, &sim, gb, 0x34, &in_other) >= 0 &&
+				   !in_other,
+			   "late add: tenant B%d's GUID %016llx is in no PKey but 0x34%s", i,
+			   (unsigned long long)gb, gb == ga ? " (A's old GUID)" : "");
+		sleep_ms(700); /* quarantine_s is 1: A's GUID could come back any time */
+	}
+	audit_pass(&l);
+	lab_result(foreign_members(&l, &sim, 0, 0, NULL) == 0,
+		   "late add: after a pass no GUID is in a PKey its owner did not ask for");
+
+	/* 2. the faked removal: 200 {} without removing (the removal and its retry) */
+	ret = lab_prepare(&l, "tenant-c", 6, "0x0056", &r, NULL);
+	gc = res_guid(r);
+	json_decref(r);
+	ufm_sim_fault(&sim, "{\"endpoint\": \"remove\", \"kind\": \"empty\", \"count\": 2}");
+	ret = lab_api(&l, "release", json_pack("{s:o}", "owner", lab_owner("tenant-c")), &r, NULL,
+		      70000);
+	lab_result(ret == 0 && json_is_true(json_object_get(r, "sm_removal_pending")),
+		   "faked remove: the release says sm_removal_pending");
+	json_decref(r);
+	ret = lab_prepare(&l, "tenant-d", 7, "0x0078", &r, NULL);
+	lab_result(ret == 0 && res_guid(r) != gc &&
+			   foreign_members(&l, &sim, res_guid(r), 0x78, &in_other) >= 0 &&
+			   !in_other,
+		   "faked remove: the next tenant gets another GUID, in no other PKey");
+	json_decref(r);
+	audit_pass(&l);
+	lab_result(foreign_members(&l, &sim, gc, 0, &in_other) >= 0 && !in_other,
+		   "faked remove: a pass removed C's GUID %016llx from 0x56",
+		   (unsigned long long)gc);
+	lab_result(foreign_members(&l, &sim, 0, 0, NULL) == 0,
+		   "faked remove: after a pass no GUID is in a PKey its owner did not ask for");
+
+	lab_result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
+	lab_fini(&l);
+	ufm_sim_stop(&sim);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: test_ibvfd smoke|ctl-pool|crash|ufm-batch IBVFD "
+		fprintf(stderr, "usage: test_ibvfd smoke|ctl-pool|crash|ufm-batch|ufm-leaks IBVFD "
 				"SM_MODULE_DIR [IBVFCTL|CYCLES] [SEED]\n");
 		return 2;
 	}
@@ -955,8 +1220,9 @@ int main(int argc, char **argv)
 		cmd_smoke(argv[2], argv[3], argc > 4 ? argv[4] : NULL);
 	else if (!strcmp(argv[1], "ctl-pool") && argc > 4)
 		cmd_ctl_pool(argv[2], argv[3], argv[4]);
-	else if (!strcmp(argv[1], "ufm-batch")) {
-		int r = cmd_ufm_batch(argv[2], argv[3]);
+	else if (!strcmp(argv[1], "ufm-batch") || !strcmp(argv[1], "ufm-leaks")) {
+		int r = argv[1][4] == 'b' ? cmd_ufm_batch(argv[2], argv[3])
+					  : cmd_ufm_leaks(argv[2], argv[3]);
 
 		if (r == 77 || (r && !lab_n_ok && !lab_n_fail))
 			return r;
