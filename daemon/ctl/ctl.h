@@ -149,6 +149,14 @@ void ctl_emit_stream(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *col
  */
 json_t *ctl_json_text(const char *s);
 
+/**
+ * ctl_count_json() - a count as a JSON integer; above INT64_MAX (jansson's
+ * integers are signed), as its exact decimal string. Ranges may hold up to
+ * 2^64 - 2 GUIDs: a cast printed "Total: -2".
+ * Return: a new reference, NULL only when out of memory.
+ */
+json_t *ctl_count_json(uint64_t v);
+
 /** ctl_error() - print "ibvfctl: <msg>" on stderr; returns @code. */
 int ctl_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -156,16 +156,6 @@ static void add_finding(struct audit *au, const char *kind, bool problem, uint64
 	json_array_append_new(au->rows, o);
 }
 
-static json_t *count_json(uint64_t v)
-{
-	char s[24];
-
-	if (v <= INT64_MAX)
-		return json_integer((json_int_t)v);
-	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
-	return json_string(s);
-}
-
 static int store_cb(void *arg, const struct ibvf_audit_finding *f)
 {
 	struct audit *au = arg;
@@ -176,7 +166,7 @@ static int store_cb(void *arg, const struct ibvf_audit_finding *f)
 		au->rows, json_pack("{s:s,s:s,s:s,s:o,s:o}", "kind", ibvf_audit_kind_name(f->kind),
 				    "severity", f->problem ? "problem" : "notice", "guid",
 				    f->guid ? ibvf_guid_format(f->guid, s) : "", "count",
-				    count_json(f->count), "detail", ctl_json_text(f->detail)));
+				    ctl_count_json(f->count), "detail", ctl_json_text(f->detail)));
 }
 
 static int rec_cb(void *arg, const struct ibvf_alloc *a)

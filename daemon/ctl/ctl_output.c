@@ -246,3 +246,13 @@ void ctl_emit_stream(struct ctl_ctx *ctx, json_t *obj, const struct ctl_col *col
 	fflush(stdout);
 	json_decref(obj);
 }
+
+json_t *ctl_count_json(uint64_t v)
+{
+	char s[24];
+
+	if (v <= INT64_MAX)
+		return json_integer((json_int_t)v);
+	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+	return json_string(s);
+}

@@ -26,21 +26,6 @@ static json_t *guid_str(uint64_t g)
 	return json_string(ibvf_guid_format(g, s));
 }
 
-/*
- * A count as a JSON integer; above INT64_MAX (jansson's integers are
- * signed), as its exact decimal string. Ranges may hold up to 2^64 - 2
- * GUIDs: a cast printed "Total: -2".
- */
-static json_t *count_json(uint64_t v)
-{
-	char s[24];
-
-	if (v <= INT64_MAX)
-		return json_integer((json_int_t)v);
-	snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
-	return json_string(s);
-}
-
 static json_t *pkeys_json(const struct ibvf_alloc *a)
 {
 	json_t *arr = json_array();
@@ -150,10 +135,11 @@ static int pool_status(struct ctl_ctx *ctx, int argc, char **argv)
 	ctl_emit_object(ctx,
 			json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:i}", "store",
 				  ctl_json_text(ibvf_pool_db_path(p)), "ranges", ranges, "total",
-				  count_json(st.total), "allocated", count_json(st.allocated),
-				  "quarantined", count_json(st.quarantined), "free",
-				  count_json(st.free), "outside_ranges", count_json(st.outside),
-				  "quarantine_s", (int)ctx->cfg.pool.quarantine_s),
+				  ctl_count_json(st.total), "allocated",
+				  ctl_count_json(st.allocated), "quarantined",
+				  ctl_count_json(st.quarantined), "free", ctl_count_json(st.free),
+				  "outside_ranges", ctl_count_json(st.outside), "quarantine_s",
+				  (int)ctx->cfg.pool.quarantine_s),
 			cols);
 	ibvf_pool_close(p);
 	return CTL_OK;
