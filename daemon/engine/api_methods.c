@@ -42,7 +42,7 @@ static int copy_str(json_t *o, const char *key, char *dst, size_t len, bool requ
 	return 0;
 }
 
-static int parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t errlen)
+int eng_parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t errlen)
 {
 	json_t *j = json_object_get(params, "owner");
 	int ret;
@@ -68,17 +68,17 @@ static int parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t e
 	return ret ? ibvf_err_prefix(err, errlen, ret, "owner") : 0;
 }
 
-static int parse_pkeys(bool allow_default, json_t *params, struct eng_req *req, char *err,
-		       size_t errlen)
+int eng_parse_pkey_list(json_t *arr, bool allow_default, uint16_t *pkeys, size_t *n, char *err,
+			size_t errlen)
 {
-	json_t *arr = json_object_get(params, "pkeys"), *it;
+	json_t *it;
 	size_t i;
 
-	if (!json_is_array(arr) || json_array_size(arr) == 0)
+	*n = 0;
+	if (!json_is_array(arr) || json_array_size(arr) > IBVF_POOL_MAX_PKEYS)
 		return ibvf_errf(err, errlen, -EINVAL,
-				 "\"pkeys\" must be a non-empty array of {pkey, membership}");
-	if (json_array_size(arr) > IBVF_POOL_MAX_PKEYS)
-		return ibvf_errf(err, errlen, -EINVAL, "at most %d PKeys", IBVF_POOL_MAX_PKEYS);
+				 "\"pkeys\" must be an array of at most %d {pkey, membership}",
+				 IBVF_POOL_MAX_PKEYS);
 	json_array_foreach(arr, i, it)
 	{
 		json_t *pk = json_object_get(it, "pkey"), *m = json_object_get(it, "membership");
@@ -106,13 +106,26 @@ static int parse_pkeys(bool allow_default, json_t *params, struct eng_req *req, 
 				       errlen);
 		if (ret)
 			return ibvf_err_prefix(err, errlen, ret, "pkeys[%zu]", i);
-		for (size_t k = 0; k < req->n_pkeys; k++)
-			if (ibvf_pkey_key(req->pkeys[k]) == ibvf_pkey_key(v))
+		for (size_t k = 0; k < *n; k++)
+			if (ibvf_pkey_key(pkeys[k]) == ibvf_pkey_key(v))
 				return ibvf_errf(err, errlen, -EINVAL, "PKey 0x%04x given twice",
 						 ibvf_pkey_key(v));
-		req->pkeys[req->n_pkeys++] = v;
+		pkeys[(*n)++] = v;
 	}
 	return 0;
+}
+
+static int parse_pkeys(bool allow_default, json_t *params, struct eng_req *req, char *err,
+		       size_t errlen)
+{
+	json_t *arr = json_object_get(params, "pkeys");
+
+	if (!json_is_array(arr) || json_array_size(arr) == 0)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "\"pkeys\" must be a non-empty array of {pkey, membership}");
+	if (json_array_size(arr) > IBVF_POOL_MAX_PKEYS)
+		return ibvf_errf(err, errlen, -EINVAL, "at most %d PKeys", IBVF_POOL_MAX_PKEYS);
+	return eng_parse_pkey_list(arr, allow_default, req->pkeys, &req->n_pkeys, err, errlen);
 }
 
 /* The prepare parameters; the PCI address and link state come out in lower case. */
@@ -122,7 +135,7 @@ static int parse_prepare_params(bool allow_default, json_t *params, struct eng_r
 	json_t *g = json_object_get(params, "guid");
 	enum ibvf_vf_link_state ls;
 	char pci[IBVF_PCI_ADDR_LEN];
-	int ret = parse_owner(params, &req->owner, err, errlen);
+	int ret = eng_parse_owner(params, &req->owner, err, errlen);
 
 	if (!ret)
 		ret = copy_str(params, "pci", req->pci, sizeof(req->pci), true, err, errlen);
@@ -257,7 +270,7 @@ static int parse_owner_req(struct ibvf_engine *e, json_t *params, struct eng_req
 			   size_t errlen)
 {
 	(void)e;
-	return parse_owner(params, &req->owner, err, errlen);
+	return eng_parse_owner(params, &req->owner, err, errlen);
 }
 
 static int parse_audit(struct ibvf_engine *e, json_t *params, struct eng_req *req, char *err,

@@ -65,47 +65,6 @@ static void owner_keyhold(const struct ibvf_owner *o, const char *pci, struct ke
 
 /* ------------------------------------------------------------- params -- */
 
-/* Optional (unless @required) string member @key of @o into @dst[@len]. */
-static int get_str(json_t *o, const char *key, char *dst, size_t len, bool required, char *err,
-		   size_t errlen)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (!v || json_is_null(v))
-		return required ? ibvf_errf(err, errlen, -EINVAL, "missing \"%s\"", key) : 0;
-	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-		return ibvf_errf(err, errlen, -EINVAL, "\"%s\" must be a string without NUL", key);
-	if (json_string_length(v) >= len)
-		return ibvf_errf(err, errlen, -EINVAL, "\"%s\" is longer than %zu bytes", key,
-				 len - 1);
-	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
-	return 0;
-}
-
-/* The owner object; its text rules (CNI container ID, ifname) are the pool's. */
-static int parse_owner_obj(json_t *params, struct ibvf_owner *o, char *err, size_t errlen)
-{
-	json_t *j = json_object_get(params, "owner");
-	int ret;
-
-	if (!json_is_object(j))
-		return ibvf_errf(err, errlen, -EINVAL, "missing \"owner\" object");
-	ret = get_str(j, "container_id", o->container_id, sizeof(o->container_id), true, err,
-		      errlen);
-	if (!ret)
-		ret = get_str(j, "ifname", o->ifname, sizeof(o->ifname), true, err, errlen);
-	if (!ret)
-		ret = get_str(j, "pod_namespace", o->pod_namespace, sizeof(o->pod_namespace), false,
-			      err, errlen);
-	if (!ret)
-		ret = get_str(j, "pod_name", o->pod_name, sizeof(o->pod_name), false, err, errlen);
-	if (!ret)
-		ret = get_str(j, "pod_uid", o->pod_uid, sizeof(o->pod_uid), false, err, errlen);
-	if (!ret)
-		ret = get_str(j, "network", o->network, sizeof(o->network), false, err, errlen);
-	return ret ? ibvf_err_prefix(err, errlen, ret, "owner") : 0;
-}
-
 static int parse_guid(json_t *params, bool required, uint64_t *g, char *err, size_t errlen)
 {
 	json_t *v = json_object_get(params, "guid");
@@ -120,50 +79,18 @@ static int parse_guid(json_t *params, bool required, uint64_t *g, char *err, siz
 	return ret ? ibvf_err_prefix(err, errlen, ret, "guid") : 0;
 }
 
-/* Optional pkeys: [{pkey: "0x0012", membership?: "full"|"limited"}], as prepare takes them. */
+/* Optional pkeys: [{pkey, membership?}], with prepare's rules (eng_parse_pkey_list()). */
 static int parse_pkey_list(struct pool_call *c, json_t *params, char *err, size_t errlen)
 {
-	json_t *arr = json_object_get(params, "pkeys"), *it;
+	json_t *arr = json_object_get(params, "pkeys");
 	bool allow_default;
-	size_t i;
 
 	if (!arr || json_is_null(arr))
 		return 0;
-	if (!json_is_array(arr) || json_array_size(arr) > IBVF_POOL_MAX_PKEYS)
-		return ibvf_errf(err, errlen, -EINVAL,
-				 "\"pkeys\" must be an array of at most %d {pkey, membership}",
-				 IBVF_POOL_MAX_PKEYS);
 	pthread_mutex_lock(&c->e->lock);
 	allow_default = c->e->allow_default_pkey;
 	pthread_mutex_unlock(&c->e->lock);
-	json_array_foreach(arr, i, it)
-	{
-		json_t *pk = json_object_get(it, "pkey"), *m = json_object_get(it, "membership");
-		enum ibvf_membership mem = IBVF_MEMBER_FULL;
-		uint16_t v;
-		int ret;
-
-		if (!json_is_string(pk))
-			return ibvf_errf(err, errlen, -EINVAL,
-					 "pkeys[%zu].pkey: expected \"0x....\"", i);
-		ret = ibvf_pkey_parse(json_string_value(pk), &v, err, errlen);
-		if (!ret && m &&
-		    (!json_is_string(m) ||
-		     ibvf_membership_parse(json_string_value(m), &mem, err, errlen)))
-			ret = ibvf_errf(err, errlen, -EINVAL,
-					"membership: expected \"full\" or \"limited\"");
-		if (!ret)
-			ret = ibvf_pkey_check_tenant(v, allow_default, err, errlen);
-		if (ret)
-			return ibvf_err_prefix(err, errlen, ret, "pkeys[%zu]", i);
-		v = ibvf_pkey_key(v) | (mem == IBVF_MEMBER_FULL ? IBVF_PKEY_FULL_BIT : 0);
-		for (size_t k = 0; k < c->req.n_pkeys; k++)
-			if (ibvf_pkey_key(c->pkeys[k]) == ibvf_pkey_key(v))
-				return ibvf_errf(err, errlen, -EINVAL, "PKey 0x%04x given twice",
-						 ibvf_pkey_key(v));
-		c->pkeys[c->req.n_pkeys++] = v;
-	}
-	return 0;
+	return eng_parse_pkey_list(arr, allow_default, c->pkeys, &c->req.n_pkeys, err, errlen);
 }
 
 static int parse(struct pool_call *c, json_t *params, char *err, size_t errlen)
@@ -176,7 +103,7 @@ static int parse(struct pool_call *c, json_t *params, char *err, size_t errlen)
 		return parse_guid(params, true, &c->guid, err, errlen);
 	c->req.vf_index = -1;
 	c->req.pkeys = c->pkeys;
-	ret = parse_owner_obj(params, &c->req.owner, err, errlen);
+	ret = eng_parse_owner(params, &c->req.owner, err, errlen);
 	if (!ret)
 		ret = parse_guid(params, false, &c->req.guid, err, errlen);
 	if (!ret)

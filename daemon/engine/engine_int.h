@@ -256,4 +256,20 @@ const char *eng_kind_name(enum op_kind k);
 bool eng_pool_method(struct ibvf_engine *e, const char *method, json_t *params, ibvf_reply_fn reply,
 		     void *ctx);
 
+/**
+ * eng_parse_owner() - the "owner" object of an API call's @params (api.h:
+ * container_id and ifname required and non-empty, no '/' in container_id).
+ * Return: 0 or -EINVAL with the reason in @err.
+ */
+int eng_parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t errlen);
+
+/**
+ * eng_parse_pkey_list() - a "pkeys" array [{pkey, membership?}] into
+ * @pkeys[IBVF_POOL_MAX_PKEYS] (15-bit key | 0x8000 when full), *@n entries,
+ * through the common PKey + membership validator (ibvf_pkey_member()).
+ * Return: 0 or -EINVAL (not an array, too many, a bad or repeated PKey).
+ */
+int eng_parse_pkey_list(json_t *arr, bool allow_default, uint16_t *pkeys, size_t *n, char *err,
+			size_t errlen);
+
 #endif /* IBVF_ENGINE_INT_H */
