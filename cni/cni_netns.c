@@ -22,25 +22,23 @@
 
 #include "cni_nl.h"
 #include "err.h"
+#include "file_read.h"
 #include "log.h"
 
 int cni_ns_open(struct cni_ns *ns, const char *path, char *err, size_t errlen)
 {
 	const char *p = path ? path : "/proc/thread-self/ns/net";
-	int type;
 
 	memset(ns, 0, sizeof(*ns));
 	ns->fd = -1;
 	snprintf(ns->path, sizeof(ns->path), "%s", path ? path : "host");
-	ns->fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (ns->fd < 0)
-		return ibvf_errf(err, errlen, -errno, "network namespace %s: %s", ns->path,
-				 strerror(errno));
-	/* NS_GET_NSTYPE (linux/nsfs.h, 4.11+): is it a network namespace? */
-	type = ioctl(ns->fd, NS_GET_NSTYPE);
-	if (type != CLONE_NEWNET) {
-		cni_ns_close(ns);
-		return ibvf_errf(err, errlen, -EINVAL, "%s is not a network namespace", p);
+	/* non-blocking, and it must be a network namespace (file_read.h) */
+	ns->fd = ibvf_file_open_netns(p, err, errlen);
+	if (ns->fd < 0) {
+		int ret = ns->fd;
+
+		ns->fd = -1;
+		return ret;
 	}
 	ns->sk = cni_nl_socket(NETLINK_ROUTE, path ? ns->fd : -1, err, errlen);
 	if (!ns->sk) {

@@ -12,13 +12,14 @@
 #include <netlink/errno.h>
 
 #include "err.h"
+#include "file_read.h"
 
 int cni_ns_enter(int fd, int *saved)
 {
-	int cur = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int cur = ibvf_file_open_netns("/proc/thread-self/ns/net", NULL, 0);
 
 	if (cur < 0)
-		return -errno;
+		return cur;
 	if (setns(fd, CLONE_NEWNET)) {
 		int e = -errno;
 

@@ -20,6 +20,8 @@
 #include "cni_cmd.h"
 #include "cni_config.h"
 #include "cni_result.h"
+#include "err.h"
+#include "file_read.h"
 #include "log.h"
 
 #define STDIN_MAX (16u << 20)
@@ -125,11 +127,12 @@ static void apply_logging(const struct cni_netconf *nc)
 	if (nc->log_level >= 0)
 		ibvf_log_set_level(nc->log_level);
 	if (nc->log_file) {
-		int fd = open(nc->log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		char err[IBVF_ERR_LEN];
+		/* non-blocking, regular files only: a FIFO there must not hang the plugin */
+		int fd = ibvf_file_open_append(nc->log_file, 0600, err, sizeof(err));
 
 		if (fd < 0) {
-			log_warn("logFile %s: %s; logging to stderr", nc->log_file,
-				 strerror(errno));
+			log_warn("logFile: %s; logging to stderr", err);
 			return;
 		}
 		if (dup2(fd, STDERR_FILENO) < 0)

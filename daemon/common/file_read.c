@@ -10,6 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+
 #include "err.h"
 
 static const char *file_kind(mode_t m)
@@ -66,6 +70,57 @@ int ibvf_file_open_regular(const char *path, unsigned flags, struct stat *st, ch
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	if (st)
 		*st = s;
+	return fd;
+}
+
+int ibvf_file_open_netns(const char *path, char *err, size_t errlen)
+{
+	struct stat s;
+	int fd, ret;
+
+	/* O_NONBLOCK: a FIFO in the netns path would block open(2) without it */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		ret = -errno;
+		return ibvf_errf(err, errlen, ret, "network namespace %s: %s", path,
+				 strerror(-ret));
+	}
+	/* NS_GET_NSTYPE (linux/nsfs.h, 4.11+) answers only for nsfs files */
+	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
+		bool ok = !fstat(fd, &s);
+
+		close(fd);
+		return ibvf_errf(err, errlen, -EINVAL, "%s is not a network namespace (%s)", path,
+				 !ok		      ? "fstat failed"
+				 : S_ISREG(s.st_mode) ? "a regular file or another namespace"
+						      : file_kind(s.st_mode));
+	}
+	return fd;
+}
+
+int ibvf_file_open_append(const char *path, mode_t mode, char *err, size_t errlen)
+{
+	struct stat s;
+	int fd, ret;
+
+	/* O_NONBLOCK: open(2) of a FIFO for writing waits for a reader without it */
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
+	if (fd < 0) {
+		ret = -errno;
+		return ibvf_errf(err, errlen, ret, "%s: %s", path, strerror(-ret));
+	}
+	if (fstat(fd, &s)) {
+		ret = -errno;
+		close(fd);
+		return ibvf_errf(err, errlen, ret, "%s: %s", path, strerror(-ret));
+	}
+	if (!S_ISREG(s.st_mode)) {
+		close(fd);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s is not a regular file (%s): refused, it could block ibvf",
+				 path, file_kind(s.st_mode));
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;
 }
 

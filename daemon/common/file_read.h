@@ -46,6 +46,28 @@ int ibvf_file_open_regular(const char *path, unsigned flags, struct stat *st, ch
 int ibvf_file_read_regular(const char *path, size_t max_bytes, unsigned flags, char **buf,
 			   size_t *len, struct stat *st, char *err, size_t errlen);
 
+/**
+ * ibvf_file_open_netns() - open the network namespace file @path (a
+ * /proc/PID/ns/net link or a bind mount such as /var/run/netns/NAME) for
+ * setns(2), without blocking: O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+ * then ioctl(NS_GET_NSTYPE) must say CLONE_NEWNET. A FIFO, a regular file, a
+ * device or another kind of namespace is refused at once (issue 14: no file
+ * ibvf opens may block it). The message in @err names @path.
+ * Return: the file descriptor (close it), or open(2)'s negative errno,
+ * -EINVAL (not a network namespace).
+ */
+int ibvf_file_open_netns(const char *path, char *err, size_t errlen);
+
+/**
+ * ibvf_file_open_append() - open (create with @mode) the log file @path for
+ * appending without blocking: O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK |
+ * O_CLOEXEC | O_NOCTTY, then fstat(2) must show a regular file (a FIFO or a
+ * device is refused, never waited on); blocking mode is restored.
+ * Return: the file descriptor, or open(2)'s negative errno (a FIFO without a
+ * reader is -ENXIO), -EINVAL (not a regular file).
+ */
+int ibvf_file_open_append(const char *path, mode_t mode, char *err, size_t errlen);
+
 /** ibvf_file_wipe_free() - explicit_bzero() @len bytes of @buf, then free() it; NULL is a no-op. */
 void ibvf_file_wipe_free(char *buf, size_t len);
 

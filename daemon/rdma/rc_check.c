@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "log.h"
 #include "sort.h"
 #include "clock.h"
@@ -1242,7 +1243,7 @@ static int rc_check_netns(const struct ibvf_rc_opts *o, struct ibvf_rc_result *r
 {
 	uint64_t deadline = ibvf_mono_ns() + ((uint64_t)o->timeout_ms + 2000u) * 1000000u;
 	struct rc_child_msg m;
-	char path[4096];
+	char path[4096], err2[IBVF_ERR_LEN];
 	size_t off = 0;
 	int fd, p[2], ret, st;
 	pid_t pid;
@@ -1256,10 +1257,11 @@ static int rc_check_netns(const struct ibvf_rc_opts *o, struct ibvf_rc_result *r
 		res->error_errno = -ret;
 		return ret;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* non-blocking, and it must be a network namespace (file_read.h) */
+	fd = ibvf_file_open_netns(path, err2, sizeof(err2));
 	if (fd < 0)
-		return RC_ERR(IBVF_RC_ERROR, "open(netns)", -errno, "netns %s: cannot open %s: %s",
-			      o->netns, path, strerror(errno));
+		return RC_ERR(fd == -EINVAL ? IBVF_RC_INVALID : IBVF_RC_ERROR, "open(netns)", fd,
+			      "netns %s: cannot open %s: %s", o->netns, path, err2);
 	if (pipe2(p, O_CLOEXEC)) {
 		ret = -errno;
 		close(fd);
