@@ -429,6 +429,16 @@ int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *pro
 			printf("freed %d GUID(s) whose quarantine was over\n", ret);
 	}
 	au.rows = json_array();
+	{
+		char why[IBVF_ERR_LEN];
+
+		/* read-only or not, a store that lost records is the first finding (issue 14) */
+		if (ibvf_pool_lost(p, why, sizeof(why)))
+			add_finding(&au, "store-lost", true, 0, -1, NULL,
+				    "the GUID pool store lost records (%.400s): what it shows may "
+				    "miss GUIDs in use; run 'ibvfctl pool rebuild'",
+				    why);
+	}
 	/* the SM first, as ibvfd's reconciliation does (an attach in progress is never an orphan)
 	 */
 	read_sm(&au);

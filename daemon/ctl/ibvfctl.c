@@ -82,6 +82,12 @@ int ctl_open_pool(struct ctl_ctx *ctx, bool write, struct ibvf_pool **out)
 		return ctl_error(CTL_USAGE, "%s", err);
 	if (ret)
 		return ctl_error(CTL_FAILED, "%s", err);
+	/* a reader is told too, not shown a store that lost records as whole (issue 14) */
+	if (!write && ibvf_pool_lost(*out, err, sizeof(err)))
+		fprintf(stderr,
+			"ibvfctl: WARNING: the GUID pool store lost records (%s): what follows may "
+			"miss GUIDs in use; run 'ibvfctl pool rebuild'\n",
+			err);
 	return CTL_OK;
 }
 

@@ -54,6 +54,8 @@ struct ibvf_pool {
 	char store_id[40];	/* meta 'store_id' */
 	uint64_t generation;	/* meta 'generation' after our last commit */
 	int id_fd;		/* pool.id, open for pwrite() in place; -1 = none */
+	dev_t db_dev;		/* pool.db as opened (check_files()) */
+	ino_t db_ino;
 	bool id_write_failed;
 	struct ibvf_guid_range *ranges;
 	size_t n_ranges;
@@ -136,6 +138,12 @@ static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
 
 /* Every SQLite failure passes here: it is remembered for ibvf_pool_health(). */
 static void write_id_file(struct ibvf_pool *p);
+static int begin(struct ibvf_pool *p, char *err, size_t errlen);
+static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen);
+static int meta_set(struct ibvf_pool *p, const char *key, const char *value, char *err,
+		    size_t errlen);
+static int read_id_file(struct ibvf_pool *p, char *id, size_t idlen, uint64_t *gen, char *why,
+			size_t whylen);
 static int check_identity(struct ibvf_pool *p, char *err, size_t errlen);
 
 static int cmp_u64(const void *x, const void *y)
@@ -906,6 +914,10 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		goto fail;
 	}
 	sqlite3_busy_timeout(p->db, 10000);
+	if (!stat(p->path, &st)) {
+		p->db_dev = st.st_dev;
+		p->db_ino = st.st_ino;
+	}
 	/* schema check first: journal_mode=WAL would write to a foreign file */
 	ret = check_schema(p, err, errlen);
 	if (ret)
@@ -931,7 +943,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 			goto fail;
 	}
 	ret = sync_ranges(p, err, errlen);
-	if (!ret && !o->read_only)
+	if (!ret)
 		ret = check_identity(p, err, errlen);
 	if (ret)
 		goto fail;
@@ -1627,6 +1639,74 @@ static bool is_lost(struct ibvf_pool *p, char *why, size_t len)
  * like the WAL; after a power loss a mismatch is a real loss or a damaged
  * pool.id, both taken as a loss: safe).
  */
+/*
+ * pool.db and pool.id are still the files this pool opened (issue 14): one
+ * deleted or replaced while ibvfd runs would have it go on writing a file
+ * nobody will open again (the next start finds a store that lost records,
+ * or no identity to compare with). Checked before every pool.id write and by
+ * ibvf_pool_checkpoint() (each periodic pass): two stat(2)s. A change marks
+ * the store lost at once (in memory and in its meta 'lost' row): allocation
+ * stops, status says why. Called with p->lock held, no transaction open.
+ * Return: true when the store is (now) marked lost.
+ */
+static bool check_files(struct ibvf_pool *p)
+{
+	char why[IBVF_ERR_LEN] = "", e2[IBVF_ERR_LEN];
+	struct stat a, b;
+
+	if (p->read_only || !p->store_id[0])
+		return false;
+	if (is_lost(p, NULL, 0))
+		return true;
+	if (stat(p->path, &a))
+		snprintf(why, sizeof(why), "%.200s was removed while ibvfd ran (%s)", p->path,
+			 strerror(errno));
+	else if (p->db_ino && (a.st_dev != p->db_dev || a.st_ino != p->db_ino))
+		snprintf(why, sizeof(why),
+			 "%.200s was replaced by another file while ibvfd ran (moved aside, or "
+			 "copied back)",
+			 p->path);
+	else if (p->id_fd >= 0 && stat(p->id_path, &a))
+		snprintf(why, sizeof(why),
+			 "the store identity %.200s was removed while ibvfd ran (%s): a store "
+			 "lost with it could no longer be detected",
+			 p->id_path, strerror(errno));
+	else if (p->id_fd >= 0 &&
+		 (fstat(p->id_fd, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
+		char fid[40] = "";
+		uint64_t fgen = 0;
+
+		/*
+		 * Another writer of this store (a second pool, ibvfctl) replaces
+		 * pool.id at its open: fine while it names this store. Another
+		 * store's identity or a damaged file is a loss.
+		 */
+		if (read_id_file(p, fid, sizeof(fid), &fgen, e2, sizeof(e2)) ||
+		    strcmp(fid, p->store_id))
+			snprintf(why, sizeof(why),
+				 "the store identity %.200s was replaced while ibvfd ran by one "
+				 "that does not name this store (%.200s)",
+				 p->id_path, fid[0] ? fid : e2);
+		else {
+			close(p->id_fd); /* write the one that is there from now on */
+			p->id_fd = open(p->id_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		}
+	}
+	if (!why[0])
+		return false;
+	set_lost(p, why);
+	ibvf_log(LOG_CRIT,
+		 "GUID POOL STORE LOST RECORDS: %s. Not allocating any GUID until 'ibvfctl pool "
+		 "rebuild' has adopted what the VFs and the SM show in use (docs/operations.md, "
+		 "\"Store lost or damaged\")",
+		 why);
+	/* kept in the store too, so a restart does not forget it (pool.id is not rewritten) */
+	if (begin(p, e2, sizeof(e2)) == 0 &&
+	    finish(p, meta_set(p, "lost", why, e2, sizeof(e2)), e2, sizeof(e2)))
+		log_err("GUID pool store: the lost mark is not stored: %s", e2);
+	return true;
+}
+
 static void write_id_file(struct ibvf_pool *p)
 {
 	char buf[128], err[IBVF_ERR_LEN] = "";
@@ -1634,6 +1714,8 @@ static void write_id_file(struct ibvf_pool *p)
 
 	if (p->read_only || !p->store_id[0] || is_lost(p, NULL, 0))
 		return;
+	if (check_files(p))
+		return; /* marked lost: pool.id keeps the evidence */
 	/* fixed width: an overwrite in place replaces the whole content */
 	n = snprintf(buf, sizeof(buf), "ibvf-pool-id 1\nid %s\ngeneration %020llu\n", p->store_id,
 		     (unsigned long long)p->generation);
@@ -1699,6 +1781,65 @@ static int random_id(char *out, size_t len, char *err, size_t errlen)
 	return 0;
 }
 
+/* Why store (@sid, @gen) and pool.id (@fret, @fid, @fgen) disagree, or "" (check_identity()). */
+static void identity_mismatch(struct ibvf_pool *p, const char *sid, uint64_t gen, int fret,
+			      const char *fid, uint64_t fgen, const char *fwhy, char *lost,
+			      size_t len)
+{
+	if (fret == -ENOENT)
+		return;
+	if (fret < 0)
+		snprintf(lost, len, "%s", fwhy);
+	else if (strcmp(fid, sid))
+		snprintf(lost, len,
+			 "%.120s is not the store %.120s names (id %s, generation %llu): the "
+			 "store this state directory had was deleted, moved aside or replaced",
+			 p->path, p->id_path, fid, (unsigned long long)fgen);
+	else if (gen < fgen)
+		snprintf(lost, len,
+			 "%.120s is at generation %llu but %.120s recorded generation %llu: %llu "
+			 "committed write(s) are missing (a damaged or lost WAL, or an older copy "
+			 "of the store)",
+			 p->path, (unsigned long long)gen, p->id_path, (unsigned long long)fgen,
+			 (unsigned long long)(fgen - gen));
+}
+
+/*
+ * A reader's open (ibvfctl's offline commands, issue 14): the same
+ * comparison as a writer's, nothing written. A store marked lost, or one
+ * that disagrees with pool.id, is reported (ibvf_pool_lost() is true, logged
+ * at err) instead of being shown as if it were whole. A store written by a
+ * version without an identity, or no pool.id, is no finding.
+ */
+static int check_identity_ro(struct ibvf_pool *p, int fret, const char *fid, uint64_t fgen,
+			     const char *fwhy, char *err, size_t errlen)
+{
+	char gbuf[32] = "", lost[IBVF_ERR_LEN] = "";
+	int ret;
+
+	ret = meta_get(p, "store_id", p->store_id, sizeof(p->store_id), err, errlen);
+	if (ret < 0)
+		return ret;
+	if (ret == 0)
+		return 0; /* no identity yet: nothing to compare */
+	ret = meta_get(p, "generation", gbuf, sizeof(gbuf), err, errlen);
+	if (ret >= 0)
+		ret = meta_get(p, "lost", lost, sizeof(lost), err, errlen);
+	if (ret < 0)
+		return ret;
+	p->generation = strtoull(gbuf, NULL, 10);
+	if (!lost[0])
+		identity_mismatch(p, p->store_id, p->generation, fret, fid, fgen, fwhy, lost,
+				  sizeof(lost));
+	if (lost[0]) {
+		set_lost(p, lost);
+		log_err("GUID POOL STORE LOST RECORDS: %s. What it shows may miss GUIDs in use; "
+			"run 'ibvfctl pool rebuild' (docs/operations.md, \"Store lost or damaged\")",
+			lost);
+	}
+	return 0;
+}
+
 /*
  * At open (writers only): give the store an identity if it has none, compare
  * store and pool.id, and mark the store lost (meta 'lost', kept until
@@ -1712,6 +1853,8 @@ static int check_identity(struct ibvf_pool *p, char *err, size_t errlen)
 	int ret, fret;
 
 	fret = read_id_file(p, fid, sizeof(fid), &fgen, why, sizeof(why));
+	if (p->read_only)
+		return check_identity_ro(p, fret, fid, fgen, why, err, errlen);
 	ret = begin(p, err, errlen);
 	if (ret)
 		return ret;
@@ -1728,24 +1871,8 @@ static int check_identity(struct ibvf_pool *p, char *err, size_t errlen)
 		ret = meta_get(p, "lost", lost, sizeof(lost), err, errlen);
 	}
 	if (ret == 0 && fret != -ENOENT) {
-		if (fret < 0)
-			snprintf(lost, sizeof(lost), "%s", why);
-		else if (strcmp(fid, p->store_id))
-			snprintf(
-				lost, sizeof(lost),
-				"%.120s is not the store %.120s names (id %s, generation %llu): the "
-				"store this state directory had was deleted, moved aside or "
-				"replaced",
-				p->path, p->id_path, fid, (unsigned long long)fgen);
-		else if (p->generation < fgen)
-			snprintf(
-				lost, sizeof(lost),
-				"%.120s is at generation %llu but %.120s recorded generation %llu: %llu "
-				"committed write(s) are missing (a damaged or lost WAL, or an "
-				"older copy of the store)",
-				p->path, (unsigned long long)p->generation, p->id_path,
-				(unsigned long long)fgen,
-				(unsigned long long)(fgen - p->generation));
+		identity_mismatch(p, p->store_id, p->generation, fret, fid, fgen, why, lost,
+				  sizeof(lost));
 		if (lost[0]) {
 			found_lost = true;
 			ret = meta_set(p, "lost", lost, err, errlen);
@@ -1918,6 +2045,7 @@ int ibvf_pool_checkpoint(struct ibvf_pool *p, char *err, size_t errlen)
 	if (p->read_only)
 		return 0;
 	pthread_mutex_lock(&p->lock);
+	check_files(p); /* pool.db or pool.id deleted or replaced while we run */
 	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
 	if (rc != SQLITE_OK && rc != SQLITE_BUSY)
 		busy = db_err(p, err, errlen, "checkpoint");

@@ -302,15 +302,162 @@ static void test_in_use_skipped(void **state)
 	assert_int_equal(fx_alloc_ok(f, "d"), START);
 }
 
+/*
+ * pool.id removed or replaced, or pool.db removed or replaced, while the pool
+ * is open (ibvfd running): noticed at the next write or periodic checkpoint,
+ * the store is marked lost (status not ready, reason store), nothing is
+ * allocated, and the mark survives a restart.
+ */
+static void while_open(struct pool_fx *f, int how)
+{
+	char *id = state_file(f->state, IBVF_POOL_ID_NAME), *tmp = state_file(f->state, "x");
+	uint64_t g;
+	struct ibvf_pool_health h;
+
+	assert_int_equal(fx_open(f, ranges, 1, 60), 0);
+	fx_alloc_ok(f, "a");
+	fx_alloc_ok(f, "b");
+	switch (how) {
+	case 0: /* pool.id deleted */
+		assert_int_equal(unlink(id), 0);
+		break;
+	case 1: /* pool.id replaced: a copy of it is fine, another store's is not */
+		copy_file(f->state, f->dir, IBVF_POOL_ID_NAME);
+		assert_int_equal(unlink(id), 0);
+		copy_file(f->dir, f->state, IBVF_POOL_ID_NAME);
+		assert_true(ibvf_pool_checkpoint(f->p, f->err, sizeof(f->err)) >= 0);
+		assert_false(ibvf_pool_lost(f->p, NULL, 0));
+		fx_alloc_ok(f, "c1");
+		assert_int_equal(unlink(id), 0);
+		assert_int_equal(
+			tu_write_str(id, "ibvf-pool-id 1\nid 0123456789abcdef0123456789abcdef\n"
+					 "generation 00000000000000000001\n"),
+			0);
+		break;
+	case 2: /* pool.db deleted */
+		rm_store(f->state);
+		break;
+	case 3: /* pool.db moved aside and a copy put in its place */
+		copy_file(f->state, f->dir, "pool.db");
+		assert_int_equal(rename(f->db, tmp), 0);
+		copy_file(f->dir, f->state, "pool.db");
+		break;
+	}
+	if (how % 2) {
+		/* noticed by the periodic checkpoint, before any write */
+		assert_true(ibvf_pool_checkpoint(f->p, f->err, sizeof(f->err)) >= 0);
+		assert_true(ibvf_pool_lost(f->p, NULL, 0));
+	} else {
+		/* noticed by the next write: that one still commits, the one after is refused */
+		assert_int_equal(fx_alloc(f, "c", 0, &g), 0);
+	}
+	expect_lost(f, how < 2 ? "pool.id" : "pool.db");
+	expect_lost(f, how == 0 || how == 2 ? "removed while ibvfd ran" : "replaced");
+	if (how == 1)
+		expect_lost(f, "does not name this store");
+	ibvf_pool_health(f->p, &h);
+	assert_true(h.lost);
+	if (how < 2) {
+		/* the store itself is whole: the restart still knows it is marked */
+		assert_int_equal(fx_open(f, ranges, 1, 60), 0);
+		expect_lost(f, "while ibvfd ran");
+	}
+	free(id);
+	free(tmp);
+}
+
+static void test_id_removed_while_open(void **state)
+{
+	while_open(*state, 0);
+}
+
+static void test_id_replaced_while_open(void **state)
+{
+	while_open(*state, 1);
+}
+
+static void test_db_removed_while_open(void **state)
+{
+	while_open(*state, 2);
+}
+
+static void test_db_replaced_while_open(void **state)
+{
+	while_open(*state, 3);
+}
+
+static int open_ro(struct pool_fx *f)
+{
+	struct ibvf_guid_range r = ranges[0];
+	struct ibvf_pool_opts o = {
+		.state_dir = f->state,
+		.ranges = &r,
+		.n_ranges = 1,
+		.quarantine_s = 60,
+		.read_only = true,
+	};
+
+	ibvf_pool_close(f->p);
+	f->p = NULL;
+	return ibvf_pool_open(&o, &f->p, f->err, sizeof(f->err));
+}
+
+/*
+ * A reader (ibvfctl's offline commands) is told about a rolled-back store or
+ * one marked lost, not shown it as whole; a healthy store opens quietly.
+ */
+static void test_read_only_sees_loss(void **state)
+{
+	struct pool_fx *f = *state;
+	char *old, why[IBVF_ERR_LEN];
+	size_t len = 0;
+
+	assert_int_equal(fx_open(f, ranges, 1, 60), 0);
+	fx_alloc_ok(f, "a");
+	ibvf_pool_close(f->p);
+	f->p = NULL;
+	assert_int_equal(open_ro(f), 0);
+	assert_false(ibvf_pool_lost(f->p, NULL, 0));
+	ibvf_pool_close(f->p);
+	f->p = NULL;
+	old = tu_read_file(f->db, &len);
+	assert_int_equal(fx_open(f, ranges, 1, 60), 0);
+	fx_alloc_ok(f, "b");
+	ibvf_pool_close(f->p);
+	f->p = NULL;
+	rm_store(f->state);
+	assert_int_equal(tu_write_file(f->db, old, len), 0);
+	chmod(f->db, 0600);
+	free(old);
+	/* rolled back, found by the reader itself (no writer opened it since) */
+	assert_int_equal(open_ro(f), 0);
+	assert_true(ibvf_pool_lost(f->p, why, sizeof(why)));
+	assert_contains(why, "committed write(s) are missing");
+	/* marked by a writer: the reader reports the mark */
+	assert_int_equal(fx_open(f, ranges, 1, 60), 0);
+	assert_true(ibvf_pool_lost(f->p, NULL, 0));
+	assert_int_equal(open_ro(f), 0);
+	assert_true(ibvf_pool_lost(f->p, why, sizeof(why)));
+	assert_contains(why, "committed write(s) are missing");
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_deleted_store),	 T(test_rolled_back_store),
-		T(test_damaged_wal),	 T(test_checkpoint_keeps_records),
-		T(test_damaged_id_file), T(test_healthy_not_lost),
+		T(test_deleted_store),
+		T(test_rolled_back_store),
+		T(test_damaged_wal),
+		T(test_checkpoint_keeps_records),
+		T(test_damaged_id_file),
+		T(test_healthy_not_lost),
 		T(test_in_use_skipped),
+		T(test_id_removed_while_open),
+		T(test_id_replaced_while_open),
+		T(test_db_removed_while_open),
+		T(test_db_replaced_while_open),
+		T(test_read_only_sees_loss),
 	};
 
 	return cmocka_run_group_tests_name("guid_pool_lost", tests, NULL, NULL);
