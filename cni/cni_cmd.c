@@ -255,9 +255,15 @@ static void td_owner(struct td *t)
 	}
 	cni_mode_select(&ctx->nc, &socket);
 	owner = cni_owner_new(c->container_id, c->ifname, NULL, NULL, NULL, c->network);
-	ret = owner ? cni_ibvfd->release(socket, ctx->nc.ibvfd_timeout_ms, owner, &released, &de,
-					 err, sizeof(err))
-		    : -ENOMEM;
+	/* with where it was: reaches a record adopted after a store loss (issue 14) */
+	if (!owner)
+		ret = -ENOMEM;
+	else if (cni_ibvfd->release_at)
+		ret = cni_ibvfd->release_at(socket, ctx->nc.ibvfd_timeout_ms, owner, c->device_id,
+					    c->guid, &released, &de, err, sizeof(err));
+	else
+		ret = cni_ibvfd->release(socket, ctx->nc.ibvfd_timeout_ms, owner, &released, &de,
+					 err, sizeof(err));
 	json_decref(owner);
 	if (ret)
 		td_fail(t, ret == -ENOMEM ? CNI_ERR_DAEMON : de.cni_code,

@@ -179,8 +179,22 @@ int cni_daemon_commit(const char *socket, unsigned timeout_ms, json_t *owner,
 int cni_daemon_release(const char *socket, unsigned timeout_ms, json_t *owner, bool *released,
 		       struct cni_daemon_error *de, char *err, size_t errlen)
 {
+	return cni_daemon_release_at(socket, timeout_ms, owner, NULL, 0, released, de, err, errlen);
+}
+
+int cni_daemon_release_at(const char *socket, unsigned timeout_ms, json_t *owner, const char *pci,
+			  uint64_t guid, bool *released, struct cni_daemon_error *de, char *err,
+			  size_t errlen)
+{
 	json_t *params = json_pack("{s:O}", "owner", owner), *res = NULL;
-	int ret = call(socket, "release", params, timeout_ms, &res, de, err, errlen);
+	char g[IBVF_GUID_STR_LEN];
+	int ret;
+
+	if (params && pci && *pci)
+		json_object_set_new(params, "pci", json_string(pci));
+	if (params && guid)
+		json_object_set_new(params, "guid", json_string(ibvf_guid_format(guid, g)));
+	ret = call(socket, "release", params, timeout_ms, &res, de, err, errlen);
 
 	if (!ret && released)
 		*released = json_is_true(json_object_get(res, "released"));

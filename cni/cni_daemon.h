@@ -65,6 +65,17 @@ int cni_daemon_release(const char *socket, unsigned timeout_ms, json_t *owner, b
 		       struct cni_daemon_error *de, char *err, size_t errlen);
 
 /**
+ * cni_daemon_release_at() - cni_daemon_release() that also says where the
+ * attachment was: the VF's PCI address @pci and its GUID @guid (host order)
+ * from the plugin's cache (NULL / 0: unknown). ibvfd then also releases a
+ * record `ibvfctl pool rebuild` adopted from that VF after a store loss,
+ * never another owner's (issue 14; docs/api.md, "release").
+ */
+int cni_daemon_release_at(const char *socket, unsigned timeout_ms, json_t *owner, const char *pci,
+			  uint64_t guid, bool *released, struct cni_daemon_error *de, char *err,
+			  size_t errlen);
+
+/**
  * cni_daemon_owner() - the daemon's record of @owner from "list": *@guid and
  * @state (32 bytes). Return: 0; -ENOENT when it has none; other -errno.
  */

@@ -9,6 +9,7 @@ const struct cni_ibvfd_ops cni_ibvfd_real = {
 	.prepare = cni_daemon_prepare,
 	.commit = cni_daemon_commit,
 	.release = cni_daemon_release,
+	.release_at = cni_daemon_release_at,
 	.owner = cni_daemon_owner,
 	.gc = cni_daemon_gc,
 	.status = cni_daemon_status,

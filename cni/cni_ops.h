@@ -41,6 +41,10 @@ struct cni_ibvfd_ops {
 		  size_t *n_released, struct cni_daemon_error *de, char *err, size_t errlen);
 	int (*status)(const char *socket, unsigned timeout_ms, struct cni_daemon_error *de,
 		      char *err, size_t errlen);
+	/* release with the cache's PCI address and GUID; NULL: .release is used */
+	int (*release_at)(const char *socket, unsigned timeout_ms, json_t *owner, const char *pci,
+			  uint64_t guid, bool *released, struct cni_daemon_error *de, char *err,
+			  size_t errlen);
 };
 
 /** The host-side operations (cni_netns.h, cni_rdma.h, cni_vf.h, cni_ipam.h, rc_check.h). */

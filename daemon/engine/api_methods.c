@@ -273,6 +273,37 @@ static int parse_owner_req(struct ibvf_engine *e, json_t *params, struct eng_req
 	return eng_parse_owner(params, &req->owner, err, errlen);
 }
 
+/*
+ * release: the owner, and optionally where it was attached ("pci", "guid",
+ * as the CNI plugin's cache has them): they let a release reach a record
+ * that `ibvfctl pool rebuild` adopted from that VF (attach.c, release_begin()).
+ */
+static int parse_release_req(struct ibvf_engine *e, json_t *params, struct eng_req *req, char *err,
+			     size_t errlen)
+{
+	json_t *g = json_object_get(params, "guid");
+	char pci[IBVF_PCI_ADDR_LEN];
+	int ret = eng_parse_owner(params, &req->owner, err, errlen);
+
+	(void)e;
+	if (!ret && json_object_get(params, "pci")) {
+		ret = copy_str(params, "pci", req->pci, sizeof(req->pci), true, err, errlen);
+		if (!ret)
+			ret = ibvf_pci_addr_parse(req->pci, pci, err, errlen);
+		if (ret)
+			return ibvf_err_prefix(err, errlen, ret, "\"pci\"");
+		snprintf(req->pci, sizeof(req->pci), "%s", pci);
+	}
+	if (!ret && g) {
+		if (!json_is_string(g))
+			return ibvf_errf(err, errlen, -EINVAL, "\"guid\" must be a string");
+		ret = ibvf_guid_parse(json_string_value(g), &req->req_guid, err, errlen);
+		if (ret)
+			return ibvf_err_prefix(err, errlen, ret, "\"guid\"");
+	}
+	return ret;
+}
+
 static int parse_audit(struct ibvf_engine *e, json_t *params, struct eng_req *req, char *err,
 		       size_t errlen)
 {
@@ -512,7 +543,7 @@ struct api_method {
 static const struct api_method methods[] = {
 	{"prepare", OP_PREPARE, parse_prepare, prepare_json, false},
 	{"commit", OP_COMMIT, parse_owner_req, commit_json, false},
-	{"release", OP_RELEASE, parse_owner_req, release_json, false},
+	{"release", OP_RELEASE, parse_release_req, release_json, false},
 	{"status", OP_STATUS, NULL, status_json, false},
 	{"list", OP_LIST, parse_list, list_json, true},
 	{"gc", OP_GC, parse_gc, gc_json, false},

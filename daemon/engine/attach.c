@@ -835,6 +835,47 @@ static int release_owner(struct op *op, const struct ibvf_owner *o)
 	return 0;
 }
 
+/*
+ * The owner holds no record, but says where it was attached (release params
+ * "pci" and/or "guid", from the CNI plugin's cache): a record `ibvfctl pool
+ * rebuild` adopted there (owner IBVF_POOL_ADOPTED_PREFIX...) is the one it
+ * lost with the store, and its DEL releases it like any other (issue 14).
+ * A record of another real owner is never touched. 0 (into op->a), -ENOENT.
+ */
+static bool adopted_match(const struct eng_req *r, const struct ibvf_alloc *a)
+{
+	return !strncmp(a->owner.container_id, IBVF_POOL_ADOPTED_PREFIX,
+			strlen(IBVF_POOL_ADOPTED_PREFIX)) &&
+	       (!r->req_guid || a->guid == r->req_guid) &&
+	       (!a->pci[0] || !r->pci[0] || !strcmp(a->pci, r->pci)) &&
+	       (a->state == IBVF_ALLOC_HANDED || a->state == IBVF_ALLOC_PORT_READY ||
+		a->state == IBVF_ALLOC_RELEASING);
+}
+
+static int find_adopted(struct op *op, char *err, size_t errlen)
+{
+	struct ibvf_engine *e = op->e;
+	const struct eng_req *r = &op->req;
+	struct ibvf_alloc a;
+	char s[IBVF_GUID_STR_LEN];
+	int ret = -ENOENT;
+
+	if (r->pci[0])
+		ret = ibvf_pool_find_pci(e->pool, r->pci, &a, err, errlen);
+	if ((ret == -ENOENT || (!ret && !adopted_match(r, &a))) && r->req_guid)
+		ret = ibvf_pool_get(e->pool, r->req_guid, &a, err, errlen);
+	if (ret)
+		return ret;
+	if (!adopted_match(r, &a))
+		return -ENOENT;
+	log_notice("release of container %s/%s: GUID %s on VF %s is held by the adopted record "
+		   "%s (ibvfctl pool rebuild): released for it",
+		   r->owner.container_id, r->owner.ifname, ibvf_guid_format(a.guid, s),
+		   a.pci[0] ? a.pci : "-", a.owner.container_id);
+	op->a = a;
+	return 0;
+}
+
 /* API release, first half: Return true when handed to the SM batcher. */
 static bool release_begin(struct op *op)
 {
@@ -844,6 +885,8 @@ static bool release_begin(struct op *op)
 
 	ret = ibvf_pool_find_owner(e->pool, op->req.owner.container_id, op->req.owner.ifname,
 				   &op->a, err, sizeof(err));
+	if (ret == -ENOENT)
+		ret = find_adopted(op, err, sizeof(err));
 	if (ret == -ENOENT) {
 		op->have_result = true; /* released: false */
 		return false;

@@ -373,6 +373,38 @@ static void check_quarantine(struct rec_ctx *r, int64_t list_ms)
 	free(q.guids);
 }
 
+/*
+ * A record `ibvfctl pool rebuild` adopted from the SM alone (no VF was
+ * readable from the command line, so no PCI address) whose GUID this VF
+ * carries: bind it to the VF instead of taking the VF for an orphan, so the
+ * owner's DEL (release with the VF's PCI address) and a new attach see it
+ * (issue 14, adopted records). Return: true when bound (or already the VF's).
+ */
+static bool bind_adopted(struct rec_ctx *r, const struct ibvf_attach_vf *vf)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	char s[IBVF_GUID_STR_LEN], err[IBVF_ERR_LEN];
+	struct ibvf_alloc a;
+
+	if (ibvf_pool_get(env->pool, vf->port_guid, &a, err, sizeof(err)) ||
+	    strncmp(a.owner.container_id, IBVF_POOL_ADOPTED_PREFIX,
+		    strlen(IBVF_POOL_ADOPTED_PREFIX)) ||
+	    (a.state != IBVF_ALLOC_HANDED && a.state != IBVF_ALLOC_PORT_READY) || a.pci[0])
+		return false;
+	snprintf(a.pci, sizeof(a.pci), "%s", vf->pci);
+	snprintf(a.pf, sizeof(a.pf), "%s", vf->pf);
+	a.vf_index = vf->vf_index;
+	if (ibvf_pool_update(env->pool, &a, err, sizeof(err))) {
+		log_warn("reconcile: binding adopted GUID %s to VF %s failed: %s",
+			 ibvf_guid_format(a.guid, s), vf->pci, err);
+		return false;
+	}
+	finding(r, "adopted-bound", false, a.guid, -1, vf->pci, "none more", true,
+		"the adopted record %s of GUID %s is bound to VF %s, which carries it",
+		a.owner.container_id, ibvf_guid_format(a.guid, s), vf->pci);
+	return true;
+}
+
 static void check_vf_orphans(struct rec_ctx *r, bool fix)
 {
 	const struct ibvf_reconcile_env *env = r->env;
@@ -397,6 +429,10 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 			continue; /* being attached or released right now */
 		ret = ibvf_pool_find_pci(env->pool, vf->pci, &a, err, sizeof(err));
 		if (ret == 0 && a.guid == vf->port_guid && a.state != IBVF_ALLOC_RELEASING) {
+			env->ops->drop(env->ctx, hold);
+			continue;
+		}
+		if (ret == -ENOENT && bind_adopted(r, vf)) {
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}

@@ -76,6 +76,8 @@ static struct world {
 	int ipam_check_ret; /* cni_ipam_check() */
 	unsigned ipam_ver;  /* VERSION of the IPAM plugin; 0: not in CNI_PATH */
 	size_t gc_valid;    /* valid attachments ibvfd's gc was given */
+	char rel_pci[32];   /* where the last release said the attachment was */
+	uint64_t rel_guid;
 } W;
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -583,6 +585,15 @@ static int d_release(const char *socket, unsigned timeout_ms, json_t *owner, boo
 	return 0;
 }
 
+static int d_release_at(const char *socket, unsigned timeout_ms, json_t *owner, const char *pci,
+			uint64_t guid, bool *released, struct cni_daemon_error *de, char *err,
+			size_t errlen)
+{
+	snprintf(W.rel_pci, sizeof(W.rel_pci), "%s", pci ? pci : "");
+	W.rel_guid = guid;
+	return d_release(socket, timeout_ms, owner, released, de, err, errlen);
+}
+
 static int d_owner(const char *socket, unsigned timeout_ms, const char *network,
 		   const char *container_id, const char *ifname, uint64_t *guid, char *state,
 		   struct cni_daemon_error *de, char *err, size_t errlen)
@@ -634,6 +645,7 @@ static const struct cni_ibvfd_ops fake_ibvfd = {
 	.prepare = d_prepare,
 	.commit = d_commit,
 	.release = d_release,
+	.release_at = d_release_at,
 	.owner = d_owner,
 	.gc = d_gc,
 	.status = d_status,
@@ -1075,6 +1087,9 @@ static void test_del_twice(void **state)
 	run(&k, "DEL", "c1", POD_A, conf_new(&(struct conf_opts){0}));
 	assert_int_equal(k.ret, 0);
 	assert_log("ipam:DEL to_host:net1>ib0v2 rdma:mlx5_4>host release:c1/net1");
+	/* the release says where it was (a record adopted after a store loss, issue 14) */
+	assert_string_equal(W.rel_pci, VF0);
+	assert_true(W.rel_guid != 0);
 	assert_vf_home(&W.vf[0]);
 	assert_null(owner_find("c1", "net1"));
 	assert_false(cached("c1"));

@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ibvf/types.h>
+
 #include "evloop.h"
 #include "vf_fake.h"
 
@@ -221,6 +223,18 @@ int lab_release(struct lab *l, const char *cid)
 {
 	return lab_api(l, "release", json_pack("{s:o}", "owner", lab_owner(cid)), NULL, NULL,
 		       70000);
+}
+
+int lab_release_at(struct lab *l, const char *cid, int vf, uint64_t guid, json_t **res)
+{
+	char pci[16], g[IBVF_GUID_STR_LEN];
+	json_t *p = json_pack("{s:o}", "owner", lab_owner(cid));
+
+	if (vf >= 0)
+		json_object_set_new(p, "pci", json_string(lab_pci(vf, pci)));
+	if (guid)
+		json_object_set_new(p, "guid", json_string(ibvf_guid_format(guid, g)));
+	return lab_api(l, "release", p, res, NULL, 70000);
 }
 
 long lab_rss_kb(pid_t pid)

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "api_client.h"
@@ -57,6 +58,11 @@ int lab_api(struct lab *l, const char *method, json_t *params, json_t **res,
 int lab_prepare(struct lab *l, const char *cid, int vf, const char *pkey, json_t **res,
 		struct ibvf_rpc_error *re);
 int lab_release(struct lab *l, const char *cid);
+/**
+ * lab_release_at() - release @cid saying where it was attached, as the CNI
+ * plugin's DEL does: VF @vf (-1: not said) and GUID @guid (0: not said).
+ */
+int lab_release_at(struct lab *l, const char *cid, int vf, uint64_t guid, json_t **res);
 /** lab_rss_kb() - VmRSS of @pid in kB, or -1. */
 long lab_rss_kb(pid_t pid);
 

@@ -1207,6 +1207,141 @@ static int cmd_ufm_leaks(const char *ibvfd, const char *moddir)
 	return 0;
 }
 
+/* ---------------------------------------------------------- adopted -- */
+
+static void rm_store_files(struct lab *l)
+{
+	static const char *const names[] = {"pool.db", "pool.db-wal", "pool.db-shm"};
+	char path[256];
+
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s", l->state, names[i]);
+		unlink(path);
+	}
+}
+
+/* The owner (container_id) ibvfd's list shows for GUID @g, "" if none. */
+static void list_owner_of(struct lab *l, uint64_t g, char *cid, size_t len, char *pci, size_t plen)
+{
+	json_t *r = NULL, *it;
+	size_t i;
+
+	cid[0] = pci[0] = 0;
+	if (lab_api(l, "list", NULL, &r, NULL, 5000))
+		return;
+	json_array_foreach(json_object_get(r, "owners"), i, it)
+	{
+		uint64_t og = 0;
+
+		if (!ibvf_guid_parse(jstr(it, "guid"), &og, NULL, 0) && og == g) {
+			snprintf(cid, len, "%s",
+				 jstr(json_object_get(it, "owner"), "container_id"));
+			snprintf(pci, plen, "%s", jstr(it, "pci"));
+		}
+	}
+	json_decref(r);
+}
+
+/*
+ * Issue 14: records `ibvfctl pool rebuild` adopted after a store loss are
+ * released by the owner's DEL (release with the VF's PCI address and GUID,
+ * as the CNI plugin sends them) like any other record; the start-up pass
+ * binds an SM-only adoption to the VF that carries its GUID; another real
+ * owner's record is never released that way.
+ */
+static int cmd_adopted(const char *ibvfd, const char *moddir, const char *ibvfctl)
+{
+	struct lab l;
+	json_t *r = NULL;
+	uint64_t ga = 0, gb = 0;
+	char out[8192], err[8192], cid[128], pci[32], want[16];
+	int rc;
+
+	if (lab_init(&l, ibvfd, N_VFS, "file", moddir, NULL) || lab_start(&l, 15000) < 0) {
+		lab_result(false, "lab set-up, ibvfd starts");
+		lab_fini(&l);
+		return 1;
+	}
+	if (!lab_prepare(&l, "pod-a", 0, NULL, &r, NULL))
+		ga = res_guid(r);
+	json_decref(r);
+	r = NULL;
+	if (!lab_prepare(&l, "pod-b", 1, NULL, &r, NULL))
+		gb = res_guid(r);
+	json_decref(r);
+	r = NULL;
+	lab_result(ga && gb, "pods a and b attached");
+	lab_result(WIFEXITED(lab_stop(&l, SIGTERM)), "ibvfd stopped");
+	rm_store_files(&l);
+	rc = run_ctl2(&l, ibvfctl, out, err, sizeof(out), "pool", "rebuild", NULL);
+	lab_result(rc == 0 && strstr(out, "ibvf-adopted-"),
+		   "store deleted: ibvfctl pool rebuild adopts what the SM shows (rc %d: %.200s)",
+		   rc, err);
+	if (lab_start(&l, 15000) < 0) {
+		lab_result(false, "ibvfd starts after the rebuild");
+		lab_fini(&l);
+		return 1;
+	}
+	list_owner_of(&l, ga, cid, sizeof(cid), pci, sizeof(pci));
+	lab_result(!strncmp(cid, IBVF_POOL_ADOPTED_PREFIX, strlen(IBVF_POOL_ADOPTED_PREFIX)) &&
+			   !strcmp(pci, lab_pci(0, want)),
+		   "A's GUID is held by an adopted record bound to VF 0 (%s on '%s')", cid, pci);
+	/* a release that names another owner's VF and GUID releases nothing */
+	lab_prepare(&l, "pod-c", 2, NULL, NULL, NULL);
+	r = NULL;
+	{
+		json_t *list = NULL;
+		uint64_t gc = 0;
+
+		if (!lab_api(&l, "list", NULL, &list, NULL, 5000)) {
+			size_t i;
+			json_t *it;
+
+			json_array_foreach(
+				json_object_get(list, "owners"), i,
+				it) if (!strcmp(jstr(json_object_get(it, "owner"), "container_id"),
+						"pod-c"))
+				ibvf_guid_parse(jstr(it, "guid"), &gc, NULL, 0);
+		}
+		json_decref(list);
+		char gs[IBVF_GUID_STR_LEN];
+
+		rc = lab_release_at(&l, "pod-x", 2, gc, &r);
+		lab_result(rc == 0 && gc && json_is_false(json_object_get(r, "released")) &&
+				   daemon_holds(&l, "pod-c", ibvf_guid_format(gc, gs)),
+			   "a release naming pod-c's VF and GUID does not release pod-c's record");
+		json_decref(r);
+		r = NULL;
+	}
+	rc = lab_release_at(&l, "pod-a", 0, ga, &r);
+	lab_result(rc == 0 && json_is_true(json_object_get(r, "released")),
+		   "pod-a's DEL (release with VF 0 and its GUID) releases the adopted record");
+	json_decref(r);
+	r = NULL;
+	list_owner_of(&l, ga, cid, sizeof(cid), pci, sizeof(pci));
+	{
+		struct member sm[64];
+		size_t nsm = read_sm(&l, sm, 64);
+		bool in_sm = false;
+
+		for (size_t k = 0; k < nsm; k++)
+			in_sm |= sm[k].guid == ga;
+		lab_result(!cid[0] && !in_sm, "A's GUID is held by nobody and left the SM");
+	}
+	rc = lab_prepare(&l, "pod-d", 0, NULL, &r, NULL);
+	lab_result(rc == 0, "VF 0 is free for a new attach");
+	json_decref(r);
+	r = NULL;
+	/* by GUID alone too (a cache without the PCI address) */
+	rc = lab_release_at(&l, "pod-b", -1, gb, &r);
+	lab_result(rc == 0 && json_is_true(json_object_get(r, "released")),
+		   "pod-b's release with its GUID only releases its adopted record");
+	json_decref(r);
+	lab_result(WIFEXITED(lab_stop(&l, SIGTERM)), "SIGTERM: ibvfd exits");
+	lab_fini(&l);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
@@ -1220,6 +1355,8 @@ int main(int argc, char **argv)
 		cmd_smoke(argv[2], argv[3], argc > 4 ? argv[4] : NULL);
 	else if (!strcmp(argv[1], "ctl-pool") && argc > 4)
 		cmd_ctl_pool(argv[2], argv[3], argv[4]);
+	else if (!strcmp(argv[1], "adopted") && argc > 4)
+		cmd_adopted(argv[2], argv[3], argv[4]);
 	else if (!strcmp(argv[1], "ufm-batch") || !strcmp(argv[1], "ufm-leaks")) {
 		int r = argv[1][4] == 'b' ? cmd_ufm_batch(argv[2], argv[3])
 					  : cmd_ufm_leaks(argv[2], argv[3]);
