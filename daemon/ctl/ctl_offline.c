@@ -506,6 +506,46 @@ static void adopt_one(struct audit *au, struct ibvf_pool *p, uint64_t guid, cons
 					"pkeys", pk[0] ? pk : "-", "owner", cid));
 }
 
+/*
+ * A record left mid-flight (allocated .. sm_confirmed) by a store that lost
+ * records may be an older state of a handed attachment (a damaged WAL). If
+ * the SM lists its GUID in one of its PKeys (or its VF carries it), it is in
+ * use: set it port_ready with its owner kept, so ibvfd's start does not roll
+ * a running Pod's attachment back; the owner's DEL releases it as usual.
+ */
+static void promote_in_use(struct audit *au, struct ibvf_pool *p, json_t *rows, int *failed)
+{
+	char s[IBVF_GUID_STR_LEN], err[IBVF_ERR_LEN];
+
+	for (size_t i = 0; i < au->n_recs; i++) {
+		struct ibvf_alloc a = au->recs[i];
+		bool used = false;
+
+		if (a.state >= IBVF_ALLOC_PORT_READY)
+			continue;
+		for (size_t k = 0; k < au->n_sm; k++)
+			for (size_t j = 0; j < a.n_pkeys; j++)
+				used |= au->sm[k].guid == a.guid &&
+					au->sm[k].pkey == (a.pkeys[j] & 0x7fff);
+		for (size_t k = 0; a.pci[0] && k < au->n_vfs; k++)
+			used |= au->vfs[k].st.port_guid_known &&
+				au->vfs[k].st.port_guid == a.guid && !strcmp(au->vfs[k].pci, a.pci);
+		if (!used)
+			continue;
+		ibvf_guid_format(a.guid, s);
+		a.state = IBVF_ALLOC_PORT_READY;
+		if (ibvf_pool_update(p, &a, err, sizeof(err))) {
+			fprintf(stderr, "ibvfctl: keeping GUID %s of %s: %s\n", s,
+				a.owner.container_id, err);
+			(*failed)++;
+			continue;
+		}
+		json_array_append_new(rows, json_pack("{s:s,s:s,s:s,s:s}", "guid", s, "pci",
+						      a.pci[0] ? a.pci : "-", "pkeys", "-", "owner",
+						      a.owner.container_id));
+	}
+}
+
 int ctl_offline_rebuild(struct ctl_ctx *ctx, json_t **adopted)
 {
 	struct ibvf_pool_filter f = {.pkey = -1};
@@ -541,6 +581,8 @@ int ctl_offline_rebuild(struct ctl_ctx *ctx, json_t **adopted)
 	for (size_t i = 0; i < au.n_sm; i++)
 		adopt_one(&au, p, au.sm[i].guid, "", rows, &failed);
 	ret = ibvf_pool_list(p, &f, rec_cb, &au, err, sizeof(err));
+	if (ret >= 0)
+		promote_in_use(&au, p, rows, &failed);
 	if (ret >= 0 && failed)
 		ret = ctl_error(CTL_FAILED,
 				"%d GUID(s) in use could not be adopted: the store "

@@ -203,11 +203,20 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		bool mid = a.state != IBVF_ALLOC_RELEASING;
 		const char *st = ibvf_alloc_state_name(a.state);
 
-		if (r->mode == IBVF_PASS_DRY_RUN) {
+		/*
+		 * A store that lost records may show an older state of the row (a
+		 * damaged WAL: a handed attachment read back as "allocated"):
+		 * rolling it back would take a running Pod's GUID off its VF. Only
+		 * reported until `ibvfctl pool rebuild` (issue 14).
+		 */
+		if (r->mode == IBVF_PASS_DRY_RUN || env->store_lost) {
 			finding(r, mid ? "mid-flight" : "releasing", true, a.guid, -1, a.pci,
 				mid ? "roll the attach back" : "finish the release", false,
-				"GUID %s of container %.12s ifname %s was left %s", s,
-				a.owner.container_id, a.owner.ifname, st);
+				"GUID %s of container %.12s ifname %s was left %s%s", s,
+				a.owner.container_id, a.owner.ifname, st,
+				env->store_lost ? " (the store lost records: left as it is until "
+						  "'ibvfctl pool rebuild')"
+						: "");
 			snap->state = IBVF_ALLOC_RELEASING;
 			goto out;
 		}
@@ -248,10 +257,15 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 
 		if (sm_has(r, pk, a.guid))
 			continue;
-		if (r->mode == IBVF_PASS_DRY_RUN) {
+		/* a store that lost records may show a released owner again: no re-push */
+		if (r->mode == IBVF_PASS_DRY_RUN || env->store_lost) {
 			finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership",
-				false, "the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x",
-				s, a.owner.container_id, ibvf_alloc_state_name(a.state), pk);
+				false,
+				"the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x%s", s,
+				a.owner.container_id, ibvf_alloc_state_name(a.state), pk,
+				env->store_lost ? " (the store lost records: not re-pushed until "
+						  "'ibvfctl pool rebuild')"
+						: "");
 			continue;
 		}
 		ret = ibvf_sm_batch_call(env->batch, IBVF_SM_REQ_ADD, pk, &m,
@@ -376,9 +390,10 @@ static void check_quarantine(struct rec_ctx *r, int64_t list_ms)
 /*
  * A record `ibvfctl pool rebuild` adopted from the SM alone (no VF was
  * readable from the command line, so no PCI address) whose GUID this VF
- * carries: bind it to the VF instead of taking the VF for an orphan, so the
- * owner's DEL (release with the VF's PCI address) and a new attach see it
- * (issue 14, adopted records). Return: true when bound (or already the VF's).
+ * carries: bind it to the VF instead of taking the VF for an orphan (and
+ * resetting a running Pod's VF), so the owner's DEL (release with the VF's
+ * PCI address or GUID) and a new attach see it (issue 14, adopted records).
+ * Return: true when bound.
  */
 static bool bind_adopted(struct rec_ctx *r, const struct ibvf_attach_vf *vf)
 {
@@ -432,7 +447,9 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}
-		if (ret == -ENOENT && bind_adopted(r, vf)) {
+		/* (also when a stale record of a lost store names this VF with another GUID) */
+		if ((ret == -ENOENT || (ret == 0 && a.guid != vf->port_guid)) &&
+		    bind_adopted(r, vf)) {
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}

@@ -19,6 +19,14 @@
  *       After each restart (start-up reconciliation) the store, the VFs and
  *       the SM must agree: no attach left mid-flight, no duplicate or leaked
  *       GUID, SM membership == store.
+ *   test_ibvfd adopted IBVFD SM_MODULE_DIR IBVFCTL
+ *       records ibvfctl pool rebuild adopted after a store loss are released
+ *       by the owner's release with the VF's PCI address and GUID (the CNI
+ *       DEL); the start-up pass binds an SM-only adoption to its VF.
+ *   test_ibvfd campaign IBVFD UFM_MODULE_DIR IBVFCTL [CYCLES] [SEED]
+ *       issue 14's campaign (cmd_campaign()): kill -9, store damage and SM
+ *       faults over CYCLES (1000; $IBVF_CAMPAIGN_CYCLES overrides) cycles
+ *       with the UFM simulator; invariants checked after every restart.
  *   test_ibvfd ufm-leaks IBVFD UFM_MODULE_DIR
  *       issue 14's two SM leaks against the UFM simulator, daemon.reconcile
  *       "report": an add UFM applies after ibvfd timed out and retried
@@ -1342,11 +1350,574 @@ static int cmd_adopted(const char *ibvfd, const char *moddir, const char *ibvfct
 	return 0;
 }
 
+/* --------------------------------------------------------- campaign -- */
+
+/*
+ * Issue 14's campaign: kill -9 at random points, store damage (pool.db
+ * deleted, WAL truncated or damaged, pool.id removed, also while ibvfd runs)
+ * and SM faults (late adds, faked 200 removes, list timeouts, 503s) over
+ * CYCLES attach/release cycles through the real ibvfd, the fake VF driver
+ * and the UFM simulator, with a model of who holds what. After every
+ * restart: no GUID on two VFs, no GUID in a PKey its owner did not ask for,
+ * nothing leaked (records, SM members, VF GUIDs), nothing left mid-flight.
+ */
+#define CAMP_VFS     8
+#define CAMP_TIMEOUT 300 /* sm.config timeout_ms */
+#define CAMP_LATE    (CAMP_TIMEOUT + 250)
+
+static const char *const camp_pkeys[] = {"0x0012", "0x0034", "0x0056", "0x0078"};
+
+struct camp_slot {
+	bool held;
+	char cid[32];
+	unsigned pkey;
+	uint64_t guid;
+};
+
+struct camp {
+	struct lab l;
+	struct ufm_sim sim;
+	const char *ibvfctl;
+	struct camp_slot slot[CAMP_VFS];
+	unsigned rnd;
+	int cycles, kills, restarts, damages, rebuilds, faults, checks, prepares, releases;
+	int failed_prepares, operator_releases, late_adds, gc_releases;
+	int damage_kind[5];
+	bool late_pending; /* a late add may still land */
+	char why[1024];
+};
+
+static bool camp_fail(struct camp *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool camp_fail(struct camp *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->why[0])
+		return false;
+	va_start(ap, fmt);
+	vsnprintf(c->why, sizeof(c->why), fmt, ap);
+	va_end(ap);
+	return false;
+}
+
+static bool is_adopted(const char *cid)
+{
+	return !strncmp(cid, IBVF_POOL_ADOPTED_PREFIX, strlen(IBVF_POOL_ADOPTED_PREFIX));
+}
+
+/* Run ibvfctl with the lab's config (stdout, stderr to @out, @err); exit status. */
+static int camp_ctl(struct camp *c, char *out, char *err, size_t len, const char *a1,
+		    const char *a2, const char *a3)
+{
+	return run_ctl2(&c->l, c->ibvfctl, out, err, len, a1, a2, a3, NULL);
+}
+
+/* status says ready; else *@store tells whether the store is a reason. */
+static bool camp_ready(struct camp *c, bool *store)
+{
+	json_t *r = NULL, *it;
+	bool ready = false;
+	size_t i;
+
+	*store = false;
+	if (lab_api(&c->l, "status", NULL, &r, NULL, 10000))
+		return false;
+	ready = json_is_true(json_object_get(r, "ready"));
+	json_array_foreach(json_object_get(r, "not_ready"), i, it) *store |=
+		!strcmp(jstr(it, "check"), "store");
+	json_decref(r);
+	return ready;
+}
+
+/* ibvfd stopped: ibvfctl pool rebuild, as docs/operations.md says. */
+static bool camp_rebuild(struct camp *c)
+{
+	static char out[65536], err[65536];
+	int rc = camp_ctl(c, out, err, sizeof(out), "pool", "rebuild", NULL);
+
+	c->rebuilds++;
+	if (rc)
+		return camp_fail(c, "ibvfctl pool rebuild: rc %d: %.300s", rc, err);
+	return true;
+}
+
+/* (Re)start ibvfd; a lost store is rebuilt (ibvfd stopped) and ibvfd started again. */
+static bool camp_start(struct camp *c)
+{
+	bool store;
+
+	for (int tries = 0; tries < 3; tries++) {
+		if (lab_start(&c->l, 20000) < 0)
+			return camp_fail(c, "ibvfd does not restart (READY=1)");
+		c->restarts++;
+		for (int i = 0; i < 50; i++) {
+			if (camp_ready(c, &store))
+				return true;
+			if (store)
+				break;
+			sleep_ms(100);
+		}
+		if (!store)
+			return camp_fail(c, "ibvfd not ready 5 s after its start");
+		/* the store lost records: refused until rebuilt, ibvfd stopped */
+		lab_stop(&c->l, SIGTERM);
+		if (!camp_rebuild(c))
+			return false;
+	}
+	return camp_fail(c, "still not ready after a rebuild");
+}
+
+struct camp_rec {
+	char cid[160], pci[32], state[24];
+	uint64_t guid;
+	unsigned pkeys[8];
+	size_t n_pkeys;
+};
+
+static size_t camp_list(struct camp *c, struct camp_rec *rec, size_t max)
+{
+	json_t *r = NULL, *it, *pk;
+	size_t i, k, n = 0;
+
+	if (lab_api(&c->l, "list", json_pack("{s:i}", "limit", 1000), &r, NULL, 20000)) {
+		camp_fail(c, "list failed");
+		return 0;
+	}
+	json_array_foreach(json_object_get(r, "owners"), i, it)
+	{
+		struct camp_rec *x = &rec[n];
+
+		if (n == max)
+			break;
+		memset(x, 0, sizeof(*x));
+		snprintf(x->cid, sizeof(x->cid), "%s",
+			 jstr(json_object_get(it, "owner"), "container_id"));
+		snprintf(x->pci, sizeof(x->pci), "%s", jstr(it, "pci"));
+		snprintf(x->state, sizeof(x->state), "%s", jstr(it, "state"));
+		ibvf_guid_parse(jstr(it, "guid"), &x->guid, NULL, 0);
+		json_array_foreach(json_object_get(it, "pkeys"), k, pk) if (x->n_pkeys < 8)
+			x->pkeys[x->n_pkeys++] =
+			(unsigned)strtoul(jstr(pk, "pkey"), NULL, 16) & 0x7fff;
+		n++;
+	}
+	json_decref(r);
+	return n;
+}
+
+/* The operator's step after a rebuild: release adopted records no VF holds (docs). */
+static void camp_release_strays(struct camp *c)
+{
+	static struct camp_rec rec[256];
+	size_t n = camp_list(c, rec, 256);
+
+	for (size_t i = 0; i < n; i++) {
+		char out[4096], err[4096], g[IBVF_GUID_STR_LEN];
+		bool on_held = false;
+
+		if (!is_adopted(rec[i].cid))
+			continue;
+		for (int v = 0; v < CAMP_VFS; v++)
+			on_held |= c->slot[v].held && c->slot[v].guid == rec[i].guid;
+		if (on_held)
+			continue;
+		if (!camp_ctl(c, out, err, sizeof(out), "pool", "release",
+			      ibvf_guid_format(rec[i].guid, g)))
+			c->operator_releases++;
+	}
+}
+
+/*
+ * The runtime's CNI GC (as containerd and CRI-O run it): every attachment of
+ * the network not in the valid list (the model's held slots) is released. A
+ * store rolled back by a damaged WAL shows owners that were released before
+ * the loss; their DEL is long gone, so GC is what releases them.
+ */
+static void camp_gc(struct camp *c)
+{
+	json_t *valid = json_array(), *r = NULL;
+
+	for (int v = 0; v < CAMP_VFS; v++)
+		if (c->slot[v].held)
+			json_array_append_new(valid, json_pack("{s:s,s:s}", "container_id",
+							       c->slot[v].cid, "ifname", "net1"));
+	if (!lab_api(&c->l, "gc", json_pack("{s:s,s:o}", "network", "lab-net", "valid", valid), &r,
+		     NULL, 60000))
+		c->gc_releases += (int)json_array_size(json_object_get(r, "released"));
+	json_decref(r);
+}
+
+/* Every invariant, after a restart. False with c->why set. */
+static bool camp_check(struct camp *c, int cycle)
+{
+	static struct camp_rec rec[256];
+	struct ibvf_vf_ops ops;
+	struct ibvf_port_ops port;
+	uint64_t vfg[CAMP_VFS] = {0};
+	char err[512], g[IBVF_GUID_STR_LEN];
+	json_t *st = NULL, *v, *m;
+	const char *key;
+	size_t n, i;
+
+	c->checks++;
+	if (c->late_pending) {
+		/* a late add consumed before now lands within CAMP_LATE; unconsumed ones go */
+		ufm_sim_ctl(&c->sim, "DELETE", "/_sim/faults", NULL, NULL);
+		sleep_ms(CAMP_LATE + 100);
+		c->late_pending = false;
+	}
+	/* a pass: orphans of the pool ranges are removed, lost memberships re-pushed */
+	if (lab_api(&c->l, "audit", json_pack("{s:b}", "fix", 1), NULL, NULL, 60000))
+		return camp_fail(c, "cycle %d: audit pass failed", cycle);
+	camp_release_strays(c);
+	camp_gc(c);
+	n = camp_list(c, rec, 256);
+	if (c->why[0])
+		return false;
+	/* VFs: read back; no GUID on two VFs */
+	ibvf_vf_fake_init(c->l.vfdir, &ops, &port, err, sizeof(err));
+	for (int k = 0; k < CAMP_VFS; k++) {
+		struct ibvf_attach_vf vf;
+		char pci[16];
+
+		if (!ops.lookup(ops.ctx, lab_pci(k, pci), &vf, err, sizeof(err)))
+			vfg[k] = vf.port_guid;
+	}
+	ibvf_vf_fake_fini(&ops);
+	for (int a = 0; a < CAMP_VFS; a++)
+		for (int b = a + 1; b < CAMP_VFS; b++)
+			if (vfg[a] && vfg[a] == vfg[b])
+				return camp_fail(c, "cycle %d: GUID %s on VF %d and VF %d", cycle,
+						 ibvf_guid_format(vfg[a], g), a, b);
+	/* records: nothing mid-flight, each one a held slot's (its owner or adopted) */
+	for (i = 0; i < n; i++) {
+		const struct camp_rec *x = &rec[i];
+		bool found = false;
+
+		if (strcmp(x->state, "port_ready") && strcmp(x->state, "handed"))
+			return camp_fail(c, "cycle %d: GUID %s (%s) left %s", cycle,
+					 ibvf_guid_format(x->guid, g), x->cid, x->state);
+		for (int k = 0; k < CAMP_VFS; k++) {
+			char pci[16];
+			const struct camp_slot *sl = &c->slot[k];
+
+			if (sl->held && sl->guid == x->guid && !strcmp(x->pci, lab_pci(k, pci)) &&
+			    (!strcmp(x->cid, sl->cid) || is_adopted(x->cid)))
+				found = true;
+		}
+		if (!found)
+			return camp_fail(c, "cycle %d: leaked record: GUID %s held by %s on '%s'",
+					 cycle, ibvf_guid_format(x->guid, g), x->cid, x->pci);
+	}
+	for (int k = 0; k < CAMP_VFS; k++) {
+		const struct camp_slot *sl = &c->slot[k];
+		bool found = false;
+
+		for (i = 0; i < n; i++)
+			found |= rec[i].guid == sl->guid;
+		if (sl->held && (!found || vfg[k] != sl->guid))
+			return camp_fail(c,
+					 "cycle %d: %s's GUID %s on VF %d: %s, the VF carries %s",
+					 cycle, sl->cid, ibvf_guid_format(sl->guid, g), k,
+					 found ? "held" : "no record", vfg[k] ? "another" : "none");
+		if (!sl->held && vfg[k] >= RANGE_START && vfg[k] <= RANGE_END)
+			return camp_fail(c, "cycle %d: free VF %d still carries GUID %s", cycle, k,
+					 ibvf_guid_format(vfg[k], g));
+	}
+	/* SM: every member of the ranges is an owner's, in a PKey that owner asked for */
+	if (ufm_sim_ctl(&c->sim, "GET", "/_sim/state", NULL, &st) != 200)
+		return camp_fail(c, "cycle %d: UFM state not readable", cycle);
+	json_object_foreach(st, key, v)
+	{
+		unsigned pk = (unsigned)strtoul(key, NULL, 16) & 0x7fff;
+
+		if (pk == 0x7fff)
+			continue;
+		json_array_foreach(json_object_get(v, "guids"), i, m)
+		{
+			uint64_t gm = 0;
+			bool asked = false;
+
+			if (ibvf_guid_parse(jstr(m, "guid"), &gm, NULL, 0) || gm < RANGE_START ||
+			    gm > RANGE_END)
+				continue;
+			for (size_t r = 0; r < n; r++)
+				for (size_t q = 0; q < rec[r].n_pkeys; q++)
+					asked |= rec[r].guid == gm && rec[r].pkeys[q] == pk;
+			if (!asked) {
+				json_decref(st);
+				return camp_fail(c,
+						 "cycle %d: GUID %s in PKey 0x%04x: no owner asked "
+						 "for it (%s)",
+						 cycle, ibvf_guid_format(gm, g), pk,
+						 n ? "leak or foreign PKey" : "no owner at all");
+			}
+		}
+	}
+	/* ... and every held slot is in its PKey */
+	for (int k = 0; k < CAMP_VFS; k++) {
+		const struct camp_slot *sl = &c->slot[k];
+		char pks[16];
+		bool in = false;
+
+		if (!sl->held)
+			continue;
+		snprintf(pks, sizeof(pks), "0x%x", sl->pkey);
+		json_array_foreach(json_object_get(json_object_get(st, pks), "guids"), i, m)
+		{
+			uint64_t gm = 0;
+
+			in |= !ibvf_guid_parse(jstr(m, "guid"), &gm, NULL, 0) && gm == sl->guid;
+		}
+		if (!in) {
+			json_decref(st);
+			return camp_fail(c, "cycle %d: %s's GUID %s missing from PKey 0x%04x",
+					 cycle, sl->cid, ibvf_guid_format(sl->guid, g), sl->pkey);
+		}
+	}
+	json_decref(st);
+	return true;
+}
+
+/* ibvfd is dead (kill -9): damage the store as a disk or an operator would. */
+static void camp_damage(struct camp *c)
+{
+	char path[256], junk[64];
+	int kind = (int)(rand_r(&c->rnd) % 4), fd;
+	struct stat st;
+
+	c->damages++;
+	c->damage_kind[kind]++;
+	switch (kind) {
+	case 0: /* pool.db (+ -wal, -shm) deleted ("moved aside") */
+		rm_store_files(&c->l);
+		break;
+	case 1: /* WAL truncated at a random point */
+	case 2: /* WAL frame data or header damaged */
+		snprintf(path, sizeof(path), "%s/pool.db-wal", c->l.state);
+		if (stat(path, &st) || st.st_size <= 32)
+			break;
+		if (kind == 1) {
+			if (truncate(path, (off_t)(rand_r(&c->rnd) % (unsigned)st.st_size)))
+				break;
+		} else if ((fd = open(path, O_WRONLY)) >= 0) {
+			for (size_t i = 0; i < sizeof(junk); i++)
+				junk[i] = (char)rand_r(&c->rnd);
+			if (pwrite(fd, junk, sizeof(junk),
+				   (off_t)(rand_r(&c->rnd) % (unsigned)(st.st_size - 32))) < 0)
+				printf("# WAL damage: %s\n", strerror(errno));
+			close(fd);
+		}
+		break;
+	case 3: /* pool.id removed */
+		snprintf(path, sizeof(path), "%s/pool.id", c->l.state);
+		unlink(path);
+		break;
+	}
+}
+
+static void camp_fault(struct camp *c)
+{
+	char rule[160];
+
+	c->faults++;
+	switch (rand_r(&c->rnd) % 4) {
+	case 0: /* an add UFM applies after ibvfd timed out (and retried) */
+		snprintf(rule, sizeof(rule),
+			 "{\"endpoint\": \"add\", \"kind\": \"latency\", \"latency_ms\": %d, "
+			 "\"count\": 1}",
+			 CAMP_LATE);
+		c->late_pending = true;
+		c->late_adds++;
+		break;
+	case 1: /* a remove answered 200 {} without removing */
+		snprintf(rule, sizeof(rule),
+			 "{\"endpoint\": \"remove\", \"kind\": \"empty\", \"count\": %u}",
+			 1 + rand_r(&c->rnd) % 2);
+		break;
+	case 2: /* a listing that times out */
+		snprintf(rule, sizeof(rule),
+			 "{\"endpoint\": \"list\", \"kind\": \"latency\", \"latency_ms\": %d, "
+			 "\"count\": 1}",
+			 CAMP_LATE);
+		c->late_pending = true; /* its sleep holds a thread: let it end too */
+		break;
+	default: /* UFM answers 503 */
+		snprintf(rule, sizeof(rule),
+			 "{\"endpoint\": \"%s\", \"kind\": \"status\", \"status\": 503, "
+			 "\"count\": 1}",
+			 rand_r(&c->rnd) % 2 ? "add" : "remove");
+		break;
+	}
+	ufm_sim_fault(&c->sim, rule);
+}
+
+/* pool.id removed while ibvfd runs: the store is marked lost; stop, rebuild, start. */
+static bool camp_id_removed_live(struct camp *c)
+{
+	char path[256];
+	bool store = false;
+
+	snprintf(path, sizeof(path), "%s/pool.id", c->l.state);
+	unlink(path);
+	c->damages++;
+	c->damage_kind[4]++;
+	/* noticed at the next write or periodic pass (1 s) */
+	for (int i = 0; i < 40 && !store; i++) {
+		camp_ready(c, &store);
+		if (!store)
+			sleep_ms(100);
+	}
+	if (!store)
+		return camp_fail(c, "pool.id removed while ibvfd runs: status still says ready");
+	lab_stop(&c->l, SIGTERM);
+	return camp_rebuild(c) && camp_start(c);
+}
+
+static int cmd_campaign(const char *ibvfd, const char *moddir, const char *ibvfctl, int cycles,
+			unsigned seed)
+{
+	struct ufm_sim_opts so = {.user = "admin", .password = "lab-secret"};
+	static struct camp c;
+	char err[512], bj[PATH_MAX + 256];
+	const char *miss = ufm_sim_missing();
+	int64_t t0 = ibvf_mono_ms();
+	int cyc;
+
+	if (miss)
+		return ufm_sim_skip(miss);
+	memset(&c, 0, sizeof(c));
+	c.rnd = seed;
+	c.ibvfctl = ibvfctl;
+	if (ufm_sim_start(&so, &c.sim, err, sizeof(err))) {
+		lab_result(false, "UFM simulator starts: %s", err);
+		return 1;
+	}
+	snprintf(bj, sizeof(bj),
+		 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
+		 " \"username\": \"admin\", \"password_file\": \"%s\", \"timeout_ms\": %d}",
+		 c.sim.port, c.sim.password_file, CAMP_TIMEOUT);
+	if (lab_init(&c.l, ibvfd, CAMP_VFS, "ufm", moddir, bj)) {
+		lab_result(false, "lab set-up");
+		ufm_sim_stop(&c.sim);
+		return 1;
+	}
+	c.l.delay_ms = "2"; /* a window inside the VF step for the killer */
+	lab_write_config(&c.l);
+	chmod(c.l.cfg, 0600);
+	printf("# campaign: %d cycles, seed %u, lab %s, UFM simulator port %d\n", cycles, seed,
+	       c.l.dir, c.sim.port);
+	if (!camp_start(&c)) {
+		lab_result(false, "ibvfd starts with the ufm backend: %s", c.why);
+		goto out;
+	}
+	for (cyc = 0; cyc < cycles && !c.why[0]; cyc++) {
+		int vf = (int)(rand_r(&c.rnd) % CAMP_VFS), pk = (int)(rand_r(&c.rnd) % 4);
+		struct camp_slot *sl = &c.slot[vf];
+		bool kill9 = rand_r(&c.rnd) % 7 == 0, was_held = sl->held, store;
+		struct killer k = {.pid = c.l.pid};
+		json_t *res = NULL;
+		int ret, wst;
+
+		c.cycles++;
+		if (rand_r(&c.rnd) % 9 == 0)
+			camp_fault(&c);
+		if (!was_held) {
+			snprintf(sl->cid, sizeof(sl->cid), "camp%05d", cyc);
+			sl->pkey = (unsigned)strtoul(camp_pkeys[pk], NULL, 16);
+		}
+		if (kill9) {
+			k.delay_us = (unsigned)(rand_r(&c.rnd) % 30000);
+			pthread_create(&k.th, NULL, killer_run, &k);
+		}
+		if (!was_held) {
+			c.prepares++;
+			ret = lab_prepare(&c.l, sl->cid, vf, camp_pkeys[pk], &res, NULL);
+			if (!ret) {
+				sl->held = true;
+				sl->guid = res_guid(res);
+			} else {
+				c.failed_prepares++;
+			}
+		} else {
+			c.releases++;
+			ret = lab_release_at(&c.l, sl->cid, vf, sl->guid, NULL);
+			if (!ret)
+				sl->held = false;
+		}
+		json_decref(res);
+		if (kill9) {
+			pthread_join(k.th, NULL);
+			waitpid(c.l.pid, &wst, 0);
+			c.l.pid = 0;
+			c.kills++;
+			if (rand_r(&c.rnd) % 3 == 0)
+				camp_damage(&c);
+			if (!camp_start(&c))
+				break;
+			/* the interrupted owner's DEL (as the CNI retries it) always succeeds */
+			if (lab_release_at(&c.l, sl->cid, vf, sl->held ? sl->guid : 0, NULL)) {
+				camp_fail(&c, "cycle %d: %s's release after the restart failed",
+					  cyc, sl->cid);
+				break;
+			}
+			sl->held = false;
+			camp_check(&c, cyc);
+		} else if (ret && !was_held) {
+			/* a failed ADD rolls back with a release */
+			lab_release_at(&c.l, sl->cid, vf, 0, NULL);
+			if (!camp_ready(&c, &store) && store) {
+				lab_stop(&c.l, SIGTERM);
+				if (camp_rebuild(&c) && camp_start(&c))
+					camp_check(&c, cyc);
+			}
+		} else if (ret) {
+			camp_fail(&c, "cycle %d: release of %s failed", cyc, sl->cid);
+		}
+		if (!c.why[0] && rand_r(&c.rnd) % 200 == 0 && camp_id_removed_live(&c))
+			camp_check(&c, cyc);
+		if (getenv("IBVF_CAMPAIGN_VERBOSE") && cyc % 100 == 99)
+			printf("# cycle %d: %d kills, %d damages, %d faults, %d checks, %.1f s\n",
+			       cyc + 1, c.kills, c.damages, c.faults, c.checks,
+			       (double)(ibvf_mono_ms() - t0) / 1000);
+	}
+	lab_result(!c.why[0], "%d cycles: every check after every restart held%s%s", c.cycles,
+		   c.why[0] ? ": " : "", c.why);
+	/* the end: every owner released, then nothing may be left anywhere */
+	if (!c.why[0]) {
+		for (int v = 0; v < CAMP_VFS; v++)
+			if (c.slot[v].held &&
+			    !lab_release_at(&c.l, c.slot[v].cid, v, c.slot[v].guid, NULL))
+				c.slot[v].held = false;
+		lab_result(camp_check(&c, cyc),
+			   "all released: no record, VF GUID or SM member left%s%s",
+			   c.why[0] ? ": " : "", c.why);
+	}
+	printf("# campaign counts: %d cycles (%d prepares, %d failed; %d releases), %d kill -9, "
+	       "%d restarts, %d store damages (%d pool.db deleted, %d WAL truncated, %d WAL "
+	       "damaged, %d pool.id removed, %d pool.id removed while running), %d rebuilds, %d "
+	       "SM faults (%d late adds), %d checks, %d operator releases, %d GC releases, %.1f s\n",
+	       c.cycles, c.prepares, c.failed_prepares, c.releases, c.kills, c.restarts, c.damages,
+	       c.damage_kind[0], c.damage_kind[1], c.damage_kind[2], c.damage_kind[3],
+	       c.damage_kind[4], c.rebuilds, c.faults, c.late_adds, c.checks, c.operator_releases,
+	       c.gc_releases, (double)(ibvf_mono_ms() - t0) / 1000);
+	lab_result(c.kills > 0 && c.damages > 0 && c.faults > 0 && c.checks >= c.kills,
+		   "the campaign did kill, damage and fault (%d, %d, %d) and checked after each "
+		   "restart (%d checks)",
+		   c.kills, c.damages, c.faults, c.checks);
+out:
+	lab_stop(&c.l, SIGTERM);
+	lab_fini(&c.l);
+	ufm_sim_stop(&c.sim);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: test_ibvfd smoke|ctl-pool|crash|ufm-batch|ufm-leaks IBVFD "
-				"SM_MODULE_DIR [IBVFCTL|CYCLES] [SEED]\n");
+		fprintf(stderr,
+			"usage: test_ibvfd smoke|ctl-pool|crash|ufm-batch|ufm-leaks|adopted|campaign IBVFD "
+			"SM_MODULE_DIR [IBVFCTL|CYCLES] [SEED]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -1357,7 +1928,18 @@ int main(int argc, char **argv)
 		cmd_ctl_pool(argv[2], argv[3], argv[4]);
 	else if (!strcmp(argv[1], "adopted") && argc > 4)
 		cmd_adopted(argv[2], argv[3], argv[4]);
-	else if (!strcmp(argv[1], "ufm-batch") || !strcmp(argv[1], "ufm-leaks")) {
+	else if (!strcmp(argv[1], "campaign") && argc > 4) {
+		/* IBVF_CAMPAIGN_CYCLES: a longer soak (bench-style runs) */
+		const char *env = getenv("IBVF_CAMPAIGN_CYCLES");
+		int r = cmd_campaign(argv[2], argv[3], argv[4],
+				     env	? atoi(env)
+				     : argc > 5 ? atoi(argv[5])
+						: 1000,
+				     argc > 6 ? (unsigned)strtoul(argv[6], NULL, 0) : 20261201u);
+
+		if (r == 77 || (r && !lab_n_ok && !lab_n_fail))
+			return r;
+	} else if (!strcmp(argv[1], "ufm-batch") || !strcmp(argv[1], "ufm-leaks")) {
 		int r = argv[1][4] == 'b' ? cmd_ufm_batch(argv[2], argv[3])
 					  : cmd_ufm_leaks(argv[2], argv[3]);
 
