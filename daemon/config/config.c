@@ -68,6 +68,8 @@ static int set_defaults(struct ibvf_config *cfg)
 	cfg->daemon.stop_timeout_s = 20;
 	cfg->daemon.workers = 16;
 	cfg->daemon.reconcile = IBVF_RECONCILE_REPORT;
+	snprintf(cfg->daemon.cni_cache_dir, sizeof(cfg->daemon.cni_cache_dir), "%s",
+		 IBVF_DEFAULT_CNI_CACHE_DIR);
 	if (set_str(&cfg->state_dir, IBVF_DEFAULT_STATE_DIR) ||
 	    set_str(&cfg->run_dir, IBVF_DEFAULT_RUN_DIR) || set_str(&cfg->sysfs_root, "/sys") ||
 	    set_str(&cfg->sm.backend, "noop") || set_str(&cfg->sm.module_dir, IBVF_SM_MODULE_DIR) ||
@@ -426,17 +428,13 @@ static json_t *port_watch_json(const struct ibvf_port_watch_config *pw)
 
 static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = {"prepare_timeout_s",
-					   "port_timeout_s",
-					   "stop_timeout_s",
-					   "workers",
-					   "reconcile",
-					   "parked_guid",
-					   NULL};
+	static const char *const keys[] = {
+		"prepare_timeout_s", "port_timeout_s", "stop_timeout_s", "workers",
+		"reconcile",	     "parked_guid",    "cni_cache_dir",	 NULL};
 	struct ibvf_daemon_config *d = &cfg->daemon;
 	uint64_t pt = d->prepare_timeout_s, po = d->port_timeout_s, st = d->stop_timeout_s,
 		 w = d->workers;
-	char *mode = NULL, *parked = NULL, e[IBVF_ERR_LEN];
+	char *mode = NULL, *parked = NULL, *cache = NULL, e[IBVF_ERR_LEN];
 	int ret;
 
 	ret = ibvf_json_check_keys(c, o, "daemon", keys);
@@ -452,6 +450,17 @@ static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config
 		ret = ibvf_json_string(c, o, "daemon", "reconcile", &mode);
 	if (!ret)
 		ret = ibvf_json_string(c, o, "daemon", "parked_guid", &parked);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "daemon", "cni_cache_dir", &cache);
+	if (!ret && cache) {
+		if (cache[0] && cache[0] != '/')
+			ret = ibvf_json_err(c, "daemon", "cni_cache_dir",
+					    "must be an absolute path or \"\"");
+		else if (strlen(cache) >= sizeof(d->cni_cache_dir))
+			ret = ibvf_json_err(c, "daemon", "cni_cache_dir", "too long");
+		else
+			snprintf(d->cni_cache_dir, sizeof(d->cni_cache_dir), "%s", cache);
+	}
 	if (!ret && mode) {
 		if (!strcmp(mode, "report"))
 			d->reconcile = IBVF_RECONCILE_REPORT;
@@ -469,6 +478,7 @@ static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config
 	}
 	free(mode);
 	free(parked);
+	free(cache);
 	if (ret)
 		return ret;
 	d->prepare_timeout_s = (uint32_t)pt;
@@ -912,7 +922,7 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 
 		json_object_set_new(
 			root, "daemon",
-			json_pack("{s:i,s:i,s:i,s:i,s:s,s:s}", "prepare_timeout_s",
+			json_pack("{s:i,s:i,s:i,s:i,s:s,s:s,s:s}", "prepare_timeout_s",
 				  (int)cfg->daemon.prepare_timeout_s, "port_timeout_s",
 				  (int)cfg->daemon.port_timeout_s, "stop_timeout_s",
 				  (int)cfg->daemon.stop_timeout_s, "workers",
@@ -921,7 +931,8 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 				  "parked_guid",
 				  cfg->daemon.parked_guid
 					  ? ibvf_guid_format(cfg->daemon.parked_guid, pg)
-					  : "pre-attach"));
+					  : "pre-attach",
+				  "cni_cache_dir", cfg->daemon.cni_cache_dir));
 	}
 	s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(root);

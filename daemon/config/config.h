@@ -7,6 +7,7 @@
 #ifndef IBVF_CONFIG_H
 #define IBVF_CONFIG_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +21,9 @@
 #define IBVF_DEFAULT_STATE_DIR "/var/lib/ibvf"
 #define IBVF_DEFAULT_RUN_DIR   "/run/ibvf"
 #define IBVF_MAX_ALLOWED_UIDS  16
+
+/* the ib-sriov CNI plugin's default cache directory (cni/cni_cache.h) */
+#define IBVF_DEFAULT_CNI_CACHE_DIR "/var/lib/cni/ib-sriov"
 
 /** An inclusive GUID range [start, end], host-order u64s. */
 struct ibvf_guid_range {
@@ -72,6 +76,8 @@ struct ibvf_daemon_config {
 	uint32_t workers;	    /* worker threads; default 16 */
 	enum ibvf_reconcile_mode reconcile; /* default report */
 	uint64_t parked_guid; /* GUID given to a released VF; 0 = its pre-attach GUID */
+	/* the ib-sriov CNI plugin's cache, one more in-use view; "" = not read */
+	char cni_cache_dir[PATH_MAX];
 };
 
 struct ibvf_config {

@@ -462,6 +462,7 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 		.batch = e->batch,
 		.vf = &e->vf,
 	};
+	char cache[PATH_MAX];
 	int ret;
 
 	/*
@@ -469,6 +470,10 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	 * attachment: nothing is removed or reset until it is rebuilt.
 	 */
 	env.store_lost = ibvf_pool_lost(e->pool, NULL, 0);
+	pthread_mutex_lock(&e->lock);
+	snprintf(cache, sizeof(cache), "%s", e->cni_cache_dir);
+	pthread_mutex_unlock(&e->lock);
+	env.cni_cache_dir = cache;
 	if (mode == IBVF_PASS_FIX && env.store_lost) {
 		log_warn("reconciliation: the GUID pool store lost records: orphans are reported, "
 			 "not fixed, until 'ibvfctl pool rebuild'");
@@ -587,6 +592,7 @@ void ibvf_engine_reload(struct ibvf_engine *e, const struct ibvf_config *cfg)
 	e->allow_default_pkey = cfg->allow_default_pkey;
 	e->reconcile = cfg->daemon.reconcile;
 	e->parked_guid = cfg->daemon.parked_guid;
+	snprintf(e->cni_cache_dir, sizeof(e->cni_cache_dir), "%s", cfg->daemon.cni_cache_dir);
 	if (e->parked_guid && eng_in_ranges(e, e->parked_guid)) {
 		log_err("daemon.parked_guid %s is inside the pool ranges: ignored (a released VF "
 			"gets its pre-attach GUID)",

@@ -44,6 +44,7 @@ struct ibvf_engine {
 	uint32_t port_timeout_ms;
 	bool allow_default_pkey;
 	uint64_t parked_guid;
+	char cni_cache_dir[PATH_MAX]; /* daemon.cni_cache_dir */
 	enum ibvf_reconcile_mode reconcile;
 	struct keyhold *held; /* keys of running operations */
 	struct op *waiting;   /* operations waiting for a key (FIFO) */

@@ -168,7 +168,9 @@ static bool seen_in_use(const struct ibvf_pool *p, uint64_t g, enum ibvf_pool_vi
 
 static const char *view_name(enum ibvf_pool_view v)
 {
-	return v == IBVF_VIEW_VF ? "on a VF" : "in the SM's partition membership";
+	return v == IBVF_VIEW_VF   ? "on a VF"
+	       : v == IBVF_VIEW_SM ? "in the SM's partition membership"
+				   : "recorded in the CNI plugin's cache";
 }
 
 static int db_err(struct ibvf_pool *p, char *err, size_t errlen, const char *what)
@@ -596,7 +598,7 @@ static int extent_take_lowest_unused(struct ibvf_pool *p, uint64_t *g, char *err
 	sqlite3_stmt *st;
 	int rc;
 
-	if (!p->n_in_use[IBVF_VIEW_VF] && !p->n_in_use[IBVF_VIEW_SM])
+	if (!p->n_in_use[IBVF_VIEW_VF] && !p->n_in_use[IBVF_VIEW_SM] && !p->n_in_use[IBVF_VIEW_CNI])
 		return extent_take_lowest(p, g, err, errlen);
 	for (;;) {
 		if (prep(p, &st,

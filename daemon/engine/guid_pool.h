@@ -344,6 +344,7 @@ int ibvf_pool_checkpoint(struct ibvf_pool *p, char *err, size_t errlen);
 enum ibvf_pool_view {
 	IBVF_VIEW_VF = 0, /* GUIDs read back from the node's VFs */
 	IBVF_VIEW_SM,	  /* GUIDs in the SM's partition membership */
+	IBVF_VIEW_CNI,	  /* GUIDs the CNI plugin's cache records (daemon.cni_cache_dir) */
 	IBVF_VIEW_COUNT,
 };
 

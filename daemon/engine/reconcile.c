@@ -26,14 +26,19 @@
  * GUID being attached right now (always recorded before the SM sees it) is
  * never mistaken for an orphan.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <ibvf/types.h>
 
+#include <jansson.h>
+
 #include "err.h"
+#include "file_read.h"
 #include "sort.h"
 #include "evloop.h"
 #include "log.h"
@@ -509,6 +514,69 @@ static void set_vf_in_use(struct rec_ctx *r)
 	free(g);
 }
 
+/*
+ * The GUIDs the ib-sriov CNI plugin's cache records (<dir>/<containerID>-
+ * <ifname>, "ibvf": {"guid"}; docs/cni.md, "Cache format") are in use on
+ * this node until the plugin's DEL or GC removes the entry, whatever the
+ * store says: not allocatable (issue 14, "a GUID of the ranges that any view
+ * shows in use ... in the CNI cache"). Files are read without blocking and
+ * only if regular; a missing directory is an empty view. An unreadable
+ * directory keeps the previous set.
+ */
+static void set_cni_in_use(struct rec_ctx *r)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	uint64_t *g = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (!env->cni_cache_dir || !env->cni_cache_dir[0])
+		return;
+	d = opendir(env->cni_cache_dir);
+	if (!d) {
+		if (errno == ENOENT)
+			ibvf_pool_set_in_use(env->pool, IBVF_VIEW_CNI, NULL, 0);
+		else
+			log_warn("reconcile: CNI cache %s not readable: %s", env->cni_cache_dir,
+				 strerror(errno));
+		return;
+	}
+	while ((de = readdir(d))) {
+		char path[PATH_MAX], err[IBVF_ERR_LEN], *buf = NULL;
+		const char *gs;
+		uint64_t v = 0;
+		size_t len;
+		json_t *j;
+
+		if (de->d_name[0] == '.' ||
+		    snprintf(path, sizeof(path), "%s/%s", env->cni_cache_dir, de->d_name) >=
+			    (int)sizeof(path) ||
+		    ibvf_file_read_regular(path, 1 << 20, 0, &buf, &len, NULL, err, sizeof(err)))
+			continue;
+		j = json_loadb(buf, len, 0, NULL);
+		free(buf);
+		gs = json_string_value(json_object_get(json_object_get(j, "ibvf"), "guid"));
+		if (gs && !ibvf_guid_parse(gs, &v, NULL, 0) && in_ranges(r, v)) {
+			if (n == cap) {
+				void *nv = realloc(g, (cap = cap ? 2 * cap : 64) * sizeof(*g));
+
+				if (!nv) {
+					json_decref(j);
+					goto out;
+				}
+				g = nv;
+			}
+			g[n++] = v;
+		}
+		json_decref(j);
+	}
+	ibvf_pool_set_in_use(env->pool, IBVF_VIEW_CNI, g, n);
+out:
+	closedir(d);
+	free(g);
+}
+
 static int store_audit_cb(void *arg, const struct ibvf_audit_finding *f)
 {
 	struct rec_ctx *r = arg;
@@ -581,6 +649,9 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 		if (ret >= 0)
 			set_vf_in_use(&r);
 	}
+
+	/* the CNI plugin's cache: one more in-use view */
+	set_cni_in_use(&r);
 
 	/* 4. the store's own consistency */
 	ret = ibvf_pool_audit(env->pool, store_audit_cb, &r, err, errlen);

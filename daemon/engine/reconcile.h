@@ -71,6 +71,8 @@ struct ibvf_reconcile_env {
 	const struct ibvf_vf_ops *vf; /* list() may be NULL: VFs are not checked */
 	bool check_sm;		      /* list the SM's membership */
 	bool store_lost; /* the store lost records: no SM orphan is removed (it may be a Pod's) */
+	const char
+		*cni_cache_dir; /* the CNI plugin's cache (one more in-use view); NULL/"": none */
 };
 
 /**

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1167,6 +1168,44 @@ static void restart_engine(struct fx *f, bool lose_store)
 }
 
 /* Issue 14: a lost store must not re-issue the GUIDs the VFs and the SM still carry. */
+/*
+ * A GUID the CNI plugin's cache records (daemon.cni_cache_dir) is in use on
+ * this node, whatever the store says: not allocatable until the entry is
+ * gone (issue 14, "in the CNI cache").
+ */
+static void test_cni_cache_in_use(void **state)
+{
+	struct fx *f = *state;
+	char dir[160], path[256], text[256], g[IBVF_GUID_STR_LEN];
+	FILE *fp;
+	json_t *r;
+
+	snprintf(dir, sizeof(dir), "%s/cni", f->dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/c0ffee-net1", dir);
+	snprintf(text, sizeof(text),
+		 "{\"cniVersion\": \"1.0.0\", \"ibvf\": {\"version\": 1, \"guid\": \"%s\"}}",
+		 ibvf_guid_format(RANGE_START, g));
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	snprintf(f->cfg.daemon.cni_cache_dir, sizeof(f->cfg.daemon.cni_cache_dir), "%s", dir);
+	ibvf_engine_reload(f->e, &f->cfg);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_true(ibvf_pool_in_use(f->pool, RANGE_START));
+	r = call(f, "prepare", prep_params("fresh", pci_of(0), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	assert_true(guid_of(r) == RANGE_START + 1);
+	/* the entry is gone (the plugin's DEL or GC): allocatable after the next pass */
+	assert_int_equal(unlink(path), 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_false(ibvf_pool_in_use(f->pool, RANGE_START));
+	r = call(f, "prepare", prep_params("fresh2", pci_of(1), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	assert_true(guid_of(r) == RANGE_START);
+}
+
 static void test_store_lost_no_reissue(void **state)
 {
 	struct fx *f = *state;
@@ -1508,6 +1547,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_methods, setup, teardown),
 		cmocka_unit_test(test_reconcile_sm_down),
 		cmocka_unit_test_setup_teardown(test_store_lost_no_reissue, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cni_cache_in_use, setup, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
