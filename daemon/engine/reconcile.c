@@ -398,7 +398,8 @@ static void check_quarantine(struct rec_ctx *r, int64_t list_ms)
  * carries: bind it to the VF instead of taking the VF for an orphan (and
  * resetting a running Pod's VF), so the owner's DEL (release with the VF's
  * PCI address or GUID) and a new attach see it (issue 14, adopted records).
- * Return: true when bound.
+ * Return: true when bound, or when a live record of the GUID names this VF
+ * already (the record find_pci() found there is another, stale one).
  */
 static bool bind_adopted(struct rec_ctx *r, const struct ibvf_attach_vf *vf)
 {
@@ -407,9 +408,14 @@ static bool bind_adopted(struct rec_ctx *r, const struct ibvf_attach_vf *vf)
 	struct ibvf_alloc a;
 
 	if (ibvf_pool_get(env->pool, vf->port_guid, &a, err, sizeof(err)) ||
-	    strncmp(a.owner.container_id, IBVF_POOL_ADOPTED_PREFIX,
+	    (a.state != IBVF_ALLOC_HANDED && a.state != IBVF_ALLOC_PORT_READY))
+		return false;
+	/* a live record of this GUID on this VF (next to a stale one of a lost store) */
+	if (!strcmp(a.pci, vf->pci))
+		return true;
+	if (strncmp(a.owner.container_id, IBVF_POOL_ADOPTED_PREFIX,
 		    strlen(IBVF_POOL_ADOPTED_PREFIX)) ||
-	    (a.state != IBVF_ALLOC_HANDED && a.state != IBVF_ALLOC_PORT_READY) || a.pci[0])
+	    a.pci[0])
 		return false;
 	snprintf(a.pci, sizeof(a.pci), "%s", vf->pci);
 	snprintf(a.pf, sizeof(a.pf), "%s", vf->pf);
