@@ -96,7 +96,9 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
 /**
  * ibvf_sm_batch_submit() - queue one membership change. @member->guid is a
  * port GUID (host order), @pkey the 15-bit key. @flags is used when the
- * batch creates the partition (adds only; NULL: {index0 false, ipoib true}).
+ * batch creates the partition (adds only; NULL: the backend's configured
+ * defaults). Adds of one PKey go in one backend call only with the same
+ * membership and flags (UFM's add takes one membership for all its GUIDs).
  * @deadline_ms: CLOCK_MONOTONIC ms after which the request fails with
  * -ETIMEDOUT (0: only the attempt bound applies). @done is called exactly
  * once, on the SM thread, unless this returns an error.
