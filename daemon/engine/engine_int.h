@@ -91,6 +91,7 @@ struct eng_req {
 	size_t n_pkeys;
 	uint64_t req_guid;
 	char link_state[8];
+	int index0; /* prepare's "index0": 0 absent (backend default), 1 false, 2 true */
 	char network[254];
 	bool has_network;
 	bool fix;		    /* audit */

@@ -542,6 +542,39 @@ static void test_rollback_port(void **state)
 	assert_true(f->ctl->remove_calls >= 1);
 }
 
+/*
+ * Issue 16, item 2: a network's index0 reaches the SM as flags (absent: NULL,
+ * the backend's default), and the port wait checks the P_Key index when
+ * index0 is asked for (the fake port puts the first PKey at index 1).
+ */
+static void test_index0(void **state)
+{
+	struct fx *f = *state;
+	json_t *p;
+
+	call(f, "prepare", prep_params("c40", pci_of(5), "0x0012"));
+	assert_false(f->ctl->last_flags_set);
+	call(f, "release", json_pack("{s:o}", "owner", owner("c40", "net1")));
+	p = prep_params("c41", pci_of(6), "0x0013");
+	json_object_set_new(p, "index0", json_false());
+	call(f, "prepare", p);
+	assert_true(f->ctl->last_flags_set);
+	assert_false(f->ctl->last_flags.index0);
+	p = prep_params("c42", pci_of(7), "0x0014");
+	json_object_set_new(p, "index0", json_true());
+	call(f, "prepare", p);
+	assert_true(f->ctl->last_flags_set);
+	assert_true(f->ctl->last_flags.index0);
+	expect_error(f, IBVF_RPC_PORT_NOT_READY, "port_wait");
+	assert_non_null(strstr(f->msg[0], "PKey 0x0014 is at P_Key index 1, not 0"));
+	/* rolled back: the VF carries no GUID */
+	assert_int_equal(fv.vf[7].port, 0);
+	p = prep_params("c43", pci_of(8), "0x0014");
+	json_object_set_new(p, "index0", json_string("yes"));
+	call(f, "prepare", p);
+	assert_non_null(strstr(f->msg[0], "\"index0\" must be true or false"));
+}
+
 static void test_rollback_deadline(void **state)
 {
 	struct fx *f;
@@ -1487,6 +1520,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rollback_program, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_sm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_port, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_index0, setup, teardown),
 		cmocka_unit_test(test_rollback_deadline),
 		cmocka_unit_test_setup_teardown(test_vf_busy_and_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_requested_guid, setup, teardown),
