@@ -147,6 +147,44 @@ static void test_coalesce_per_pkey(void **state)
 	fx_free(f);
 }
 
+/*
+ * Full and limited adds of one PKey go in separate calls (UFM's add takes one
+ * membership for all its GUIDs: issue 16, item 1), and so do adds with
+ * different flags; no flags given reach the backend as NULL (its defaults).
+ */
+static void test_one_call_per_membership(void **state)
+{
+	struct fx *f = fx_new(50, 1024, 3);
+	const struct ibvf_sm_pkey_flags i0 = {.index0 = true, .ipoib = true};
+
+	(void)state;
+	rec_reset(12);
+	for (int i = 0; i < 10; i++) {
+		struct ibvf_sm_member m = {.guid = 0x3000 + (uint64_t)i,
+					   .membership =
+						   i % 2 ? IBVF_MEMBER_LIMITED : IBVF_MEMBER_FULL};
+
+		assert_int_equal(ibvf_sm_batch_submit(f->b, IBVF_SM_REQ_ADD, 0x12, &m, NULL, 0,
+						      on_done, (void *)(intptr_t)i),
+				 0);
+	}
+	for (int i = 10; i < 12; i++) {
+		struct ibvf_sm_member m = {.guid = 0x3000 + (uint64_t)i,
+					   .membership = IBVF_MEMBER_FULL};
+
+		assert_int_equal(ibvf_sm_batch_submit(f->b, IBVF_SM_REQ_ADD, 0x12, &m, &i0, 0,
+						      on_done, (void *)(intptr_t)i),
+				 0);
+	}
+	wait_done(12);
+	/* full (no flags), limited (no flags), full (index0 flags) */
+	assert_int_equal(f->ctl->add_calls, 3);
+	assert_int_equal(f->ctl->max_batch, 5);
+	assert_int_equal(fake_sm_has(f->be, 0x12, 0x3001), IBVF_MEMBER_LIMITED);
+	assert_int_equal(fake_sm_has(f->be, 0x12, 0x3000), IBVF_MEMBER_FULL);
+	fx_free(f);
+}
+
 /* batch_max flushes before the window closes, and caps each call. */
 static void test_flush_on_size(void **state)
 {
@@ -584,6 +622,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_coalesce_one_pkey),
 		cmocka_unit_test(test_coalesce_per_pkey),
+		cmocka_unit_test(test_one_call_per_membership),
 		cmocka_unit_test(test_flush_on_size),
 		cmocka_unit_test(test_flush_on_window),
 		cmocka_unit_test(test_retry_then_success),
