@@ -162,11 +162,29 @@ static int cmp_sm(const void *x, const void *y)
 }
 
 /* r->sm is sorted by (PKey, GUID) once listed. */
-static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
+static const struct sm_entry *sm_find(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
 {
 	struct sm_entry key = {.pkey = pkey, .guid = guid};
 
-	return r->n_sm && bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm);
+	return r->n_sm ? bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm) : NULL;
+}
+
+static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
+{
+	return sm_find(r, pkey, guid) != NULL;
+}
+
+/*
+ * Is @pk (with its membership bit) there with that membership? A limited
+ * member the SM holds as full is an isolation breach, and UFM's add used to
+ * make one silently (issue 16): presence alone is not enough.
+ */
+static bool sm_member_ok(const struct rec_ctx *r, uint16_t pk, uint64_t guid)
+{
+	const struct sm_entry *e = sm_find(r, ibvf_pkey_key(pk), guid);
+
+	return e &&
+	       e->membership == (ibvf_pkey_is_full(pk) ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED);
 }
 
 /* One store record: resume/roll back, check VF and SM. */
@@ -188,7 +206,7 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		bool missing = false;
 
 		for (size_t i = 0; sm_listed && i < snap->n_pkeys; i++)
-			missing |= !sm_has(r, ibvf_pkey_key(snap->pkeys[i]), snap->guid);
+			missing |= !sm_member_ok(r, snap->pkeys[i], snap->guid);
 		if (!missing && !snap->pci[0])
 			return;
 	}
@@ -245,21 +263,32 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 								    : IBVF_MEMBER_LIMITED,
 		};
 		char e2[IBVF_ERR_LEN + 96];
+		bool there = sm_has(r, pk, a.guid);
+		const char *kind = there ? "sm-membership" : "sm-missing";
+		char what[96];
 
-		if (sm_has(r, pk, a.guid))
+		if (sm_member_ok(r, a.pkeys[i], a.guid))
 			continue;
+		if (there)
+			snprintf(what, sizeof(what), "holds GUID %s as %s in PKey 0x%04x, not %s",
+				 s,
+				 ibvf_membership_name(m.membership == IBVF_MEMBER_FULL
+							      ? IBVF_MEMBER_LIMITED
+							      : IBVF_MEMBER_FULL),
+				 pk, ibvf_membership_name(m.membership));
+		else
+			snprintf(what, sizeof(what), "lost GUID %s from PKey 0x%04x", s, pk);
 		if (r->mode == IBVF_PASS_DRY_RUN) {
-			finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership",
-				false, "the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x",
-				s, a.owner.container_id, ibvf_alloc_state_name(a.state), pk);
+			finding(r, kind, true, a.guid, pk, a.pci, "re-push the membership", false,
+				"the SM %s (container %.12s, %s)", what, a.owner.container_id,
+				ibvf_alloc_state_name(a.state));
 			continue;
 		}
 		ret = ibvf_sm_batch_call(env->batch, IBVF_SM_REQ_ADD, pk, &m,
 					 ibvf_mono_ms() + 30000, e2, sizeof(e2));
-		finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership", !ret,
-			"the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x%s%s", s,
-			a.owner.container_id, ibvf_alloc_state_name(a.state), pk, ret ? ": " : "",
-			ret ? e2 : "");
+		finding(r, kind, true, a.guid, pk, a.pci, "re-push the membership", !ret,
+			"the SM %s (container %.12s, %s)%s%s", what, a.owner.container_id,
+			ibvf_alloc_state_name(a.state), ret ? ": " : "", ret ? e2 : "");
 	}
 out:
 	env->ops->drop(env->ctx, hold);

@@ -1046,6 +1046,30 @@ static void test_leak_replay(void **state)
 	}
 }
 
+/*
+ * Issue 16, item 1: the SM holding a limited member as full (what UFM's add
+ * made of a mixed add) is found by membership, not presence, and repaired.
+ */
+static void test_reconcile_membership(void **state)
+{
+	struct fx *f = *state;
+	json_t *p = json_pack("{s:o,s:s,s:[{s:s,s:s}],s:s}", "owner", owner("c50", "net1"), "pci",
+			      pci_of(50), "pkeys", "pkey", "0x0012", "membership", "limited",
+			      "link_state", "enable");
+	json_t *r = call(f, "prepare", p);
+	uint64_t g;
+
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	call(f, "commit", json_pack("{s:o}", "owner", owner("c50", "net1")));
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_LIMITED);
+	fake_sm_put(f->sm, 0x12, g, true); /* now full */
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_FULL);
+	problems(f, IBVF_PASS_REPAIR, "sm-membership");
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_LIMITED);
+	problems(f, IBVF_PASS_REPAIR, NULL);
+}
+
 /* Crash leftovers and drift are found and handled by reconciliation. */
 static void test_reconcile(void **state)
 {
@@ -1521,6 +1545,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rollback_sm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_port, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index0, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconcile_membership, setup, teardown),
 		cmocka_unit_test(test_rollback_deadline),
 		cmocka_unit_test_setup_teardown(test_vf_busy_and_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_requested_guid, setup, teardown),
