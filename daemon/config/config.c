@@ -664,7 +664,8 @@ static bool is_public_key(const char *k)
 		/* ufm */
 		"address", "scheme", "port", "auth", "username", "password_file", "token_file",
 		"ca_file", "ca_pem", "client_cert", "client_key", "insecure_skip_verify",
-		"connect_timeout_ms", "timeout_ms", "max_guids_per_request",
+		"connect_timeout_ms", "timeout_ms", "max_guids_per_request", "index0", "ip_over_ib",
+		"change_wait_ms",
 		/* opensm */
 		"partition_file", "backup_file", "lock_file", "pid_file", "reload_timeout_ms",
 		"lock_timeout_ms", "verify", "umad_ca", "umad_port", "poll_min_ms", "poll_max_ms",
