@@ -203,8 +203,9 @@ static void bench_attach(void)
 				ufm_sim_config(&sim, cfg);
 				r = run_cycles(&l, conc,
 					       lat[i] >= 200 && !quick ? cycles / 2 : cycles);
-				r.sm_calls =
-					ufm_sim_calls(&sim, "add") + ufm_sim_calls(&sim, "remove");
+				r.sm_calls = ufm_sim_calls(&sim, "add") +
+					     ufm_sim_calls(&sim, "remove") +
+					     ufm_sim_calls(&sim, "delete");
 				snprintf(label, sizeof(label), "ufm sim %d ms", lat[i]);
 				print_row(label, &r,
 					  conc * (lat[i] >= 200 && !quick ? cycles / 2 : cycles));
@@ -306,7 +307,8 @@ static void bench_burst(void)
 			ms = burst(&l, true, &fails);
 			printf("%-10s %8lld ms = %.1f SM round trips, %ld UFM remove call(s), %d failed\n",
 			       "release", (long long)ms, (double)ms / 200.0,
-			       ufm_sim_calls(&sim, "remove"), fails);
+			       ufm_sim_calls(&sim, "remove") + ufm_sim_calls(&sim, "delete"),
+			       fails);
 		}
 		lab_fini(&l);
 	}
