@@ -71,6 +71,7 @@ struct ibvf_sm_backend {
 	bool lu_absent;	    /* this UFM has no last_updated resource */
 	bool lu_pending;    /* a change was sent; last_updated should move past lu_before */
 	char lu_before[64]; /* last_updated as read before that change ("" for null) */
+	int64_t lu_sent_ms; /* CLOCK_MONOTONIC ms when that change was answered */
 	unsigned long long lu_waits, lu_waited_ms, lu_timeouts; /* for tests and docs */
 };
 
@@ -829,12 +830,13 @@ static int read_last_updated(struct ibvf_sm_backend *b, char *out, size_t outlen
 }
 
 /*
- * Before a change: wait (at most change_wait_ms) until UFM's last_updated
- * has moved past the value read before our previous change, so UFM is not
- * handed a change while the previous one may still be in progress (the
- * production fork in ib-kubernetes PR #210 skips its call in that case).
- * Past the bound the change goes out anyway. Off with change_wait_ms 0 or
- * when UFM has no last_updated resource.
+ * Before a change: wait until UFM's last_updated has moved past the value
+ * read before our previous change, so UFM is not handed a change while the
+ * previous one may still be in progress (the production fork in
+ * ib-kubernetes PR #210 skips its call in that case), but at most until
+ * change_wait_ms after the previous change was answered: then the change
+ * goes out anyway. Off with change_wait_ms 0 or when UFM has no
+ * last_updated resource.
  */
 static int before_change(struct ibvf_sm_backend *b, char *err, size_t errlen)
 {
@@ -851,11 +853,12 @@ static int before_change(struct ibvf_sm_backend *b, char *err, size_t errlen)
 	}
 	if (ret)
 		return ret;
-	if (b->lu_pending && !strcmp(now, b->lu_before)) {
+	if (b->lu_pending && !strcmp(now, b->lu_before) &&
+	    ibvf_mono_ms() - b->lu_sent_ms < (int64_t)b->change_wait_ms) {
 		t0 = ibvf_mono_ms();
 		b->lu_waits++;
 		for (;;) {
-			if (ibvf_mono_ms() - t0 >= (int64_t)b->change_wait_ms) {
+			if (ibvf_mono_ms() - b->lu_sent_ms >= (int64_t)b->change_wait_ms) {
 				b->lu_timeouts++;
 				break;
 			}
@@ -875,8 +878,10 @@ static int before_change(struct ibvf_sm_backend *b, char *err, size_t errlen)
 
 static void after_change(struct ibvf_sm_backend *b)
 {
-	if (b->change_wait_ms && !b->lu_absent)
+	if (b->change_wait_ms && !b->lu_absent) {
 		b->lu_pending = true;
+		b->lu_sent_ms = ibvf_mono_ms();
+	}
 }
 
 /* ------------------------------------------------------- add and remove -- */
