@@ -65,7 +65,8 @@ struct ibvf_sm_backend {
 	bool plain_http;
 	size_t max_guids;		    /* 0: no limit */
 	struct ibvf_sm_pkey_flags defaults; /* index0, ip_over_ib when the daemon gives none */
-	unsigned ver_major, ver_minor;	    /* from ufm_version; 0.0: not read yet */
+	unsigned ver_major, ver_minor;	    /* from ufm_version; 0.0: unparsable */
+	bool ver_read;			    /* ufm_version was read */
 	/* back-to-back changes (GET .../pkeys/last_updated, docs/ufm.md) */
 	uint64_t change_wait_ms;
 	bool lu_absent;	    /* this UFM has no last_updated resource */
@@ -503,6 +504,7 @@ static int read_version(struct ibvf_sm_backend *b, char *ver, size_t verlen, cha
 				 "UFM GET %s: reply has no \"ufm_release_version\" string", path);
 	}
 	snprintf(ver, verlen, "%s", json_string_value(v));
+	b->ver_read = true;
 	if (sscanf(ver, "%u.%u", &maj, &min) == 2) {
 		b->ver_major = maj;
 		b->ver_minor = min;
@@ -516,7 +518,7 @@ static int need_version(struct ibvf_sm_backend *b, char *err, size_t errlen)
 {
 	char ver[72];
 
-	return b->ver_major ? 0 : read_version(b, ver, sizeof(ver), err, errlen);
+	return b->ver_read ? 0 : read_version(b, ver, sizeof(ver), err, errlen);
 }
 
 /*
