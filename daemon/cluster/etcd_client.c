@@ -1308,7 +1308,10 @@ int etcd_watch(struct etcd_client *c, const char *key, size_t key_len, const cha
 			explicit_bzero(t->data, strlen(t->data));
 		curl_slist_free_all(hdr);
 		w.len = 0;
-		if (w.stopped || (rc == CURLE_OPERATION_TIMEDOUT && ibvf_mono_ms() >= end))
+		/* the duration is curl's timeout: a stream that was set up and then
+		 * timed out ended on time (curl may fire a millisecond early) */
+		if (w.stopped ||
+		    (rc == CURLE_OPERATION_TIMEDOUT && (w.created || ibvf_mono_ms() >= end)))
 			break;
 		/* the stream broke: resume at the next endpoint after a short wait */
 		note_failure(&f, i % c->n_eps, ep, "/watch",
