@@ -195,15 +195,17 @@ static void member_exec(struct etcd_lab *lab, int i, bool existing)
 		snprintf(cluster + l, sizeof(cluster) - l, "%sm%d=http://127.0.0.1:%d",
 			 k ? "," : "", k, lab->m[k].peer_port);
 	}
-	const char *argv[] = {"etcd", "--name", name, "--data-dir", data, "--listen-peer-urls",
-			      peer, "--initial-advertise-peer-urls", peer, "--listen-client-urls",
-			      clients, "--advertise-client-urls", m->url, "--initial-cluster",
-			      cluster, "--initial-cluster-state", existing ? "existing" : "new",
-			      "--initial-cluster-token", "ibvf-lab",
-			      /* fast elections: the lab runs on loopback */
-			      "--heartbeat-interval", "50", "--election-timeout", "500",
-			      "--cert-file", crt, "--key-file", key, "--trusted-ca-file",
-			      lab->ca_file, "--client-cert-auth", "--log-level", "warn", NULL};
+	const char *argv[] = {
+		"etcd", "--name", name, "--data-dir", data, "--listen-peer-urls", peer,
+		"--initial-advertise-peer-urls", peer, "--listen-client-urls", clients,
+		"--advertise-client-urls", m->url, "--initial-cluster", cluster,
+		"--initial-cluster-state", existing ? "existing" : "new", "--initial-cluster-token",
+		"ibvf-lab",
+		/* fast elections: the lab runs on loopback */
+		"--heartbeat-interval", "50", "--election-timeout", "500", "--cert-file", crt,
+		"--key-file", key, "--trusted-ca-file", lab->ca_file, "--client-cert-auth",
+		/* simple auth tokens expire after 2 s idle: the re-authentication test */
+		"--auth-token-ttl", "2", "--log-level", "warn", NULL};
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

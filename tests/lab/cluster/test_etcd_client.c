@@ -6,6 +6,7 @@
  * leader is killed, TLS with client certificates, basic auth from files.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -454,13 +455,24 @@ static void test_auth(void)
 				 sizeof(err));
 		CHECK(!ret && s.n == 1, "watch with a token (%d: %s)", ret, ret ? err : "");
 	}
+	{
+		/* the lab's tokens expire after 2 s idle (--auth-token-ttl 2) */
+		uint64_t before = etcd_client_calls(c);
+
+		sleep(3);
+		ret = etcd_put(c, "/a", 0, "3", 0, 0, NULL, err, sizeof(err));
+		CHECK(!ret && get_value(c, "/a", "3") && etcd_client_calls(c) - before >= 4,
+		      "an expired token: refused once, authenticated again, the call succeeds "
+		      "(%" PRIu64 " requests) %s",
+		      etcd_client_calls(c) - before, err);
+	}
 	etcd_client_free(c);
 
 	o.user = NULL;
 	o.user_file = userf;
 	c = NULL;
 	ret = etcd_client_new(&o, &c, err, sizeof(err));
-	CHECK(!ret && get_value(c, "/a", "2"), "user_file + password_file %s", err);
+	CHECK(!ret && get_value(c, "/a", "3"), "user_file + password_file %s", err);
 	etcd_client_free(c);
 
 	o.password_file = bad;
