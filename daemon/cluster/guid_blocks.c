@@ -271,6 +271,8 @@ int cluster_blocks_list(struct cluster_blocks *b, const char *node, struct clust
 	return ret;
 }
 
+static bool value_node(const struct etcd_range_result *r, char *out, size_t len);
+
 static uint64_t fnv1a(const char *s)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -331,13 +333,28 @@ static int try_claim(struct cluster_blocks *b, uint64_t idx, struct cluster_bloc
 			 .result = ETCD_CMP_EQUAL},
 		};
 		struct etcd_op put = {.type = ETCD_OP_PUT, .key = key, .value = val};
+		struct etcd_op get = {.type = ETCD_OP_RANGE, .key = key};
 
-		ret = etcd_txn(b->etcd, cmp, 2, &put, 1, NULL, 0, &t, err, errlen);
+		ret = etcd_txn(b->etcd, cmp, 2, &put, 1, &get, 1, &t, err, errlen);
 	}
 	free(val);
 	if (ret)
 		return ret;
 	ret = t.succeeded;
+	/*
+	 * The client retries a call whose answer it did not get: an earlier
+	 * attempt of this very txn may have been applied. The block was not
+	 * listed when this claim began, so a key naming this node is this
+	 * claim's own write (claims of one node are serialized by its caller).
+	 */
+	if (!ret && t.n_responses == 1) {
+		char who[CLUSTER_NODE_MAX + 1] = "";
+
+		if (value_node(&t.responses[0], who, sizeof(who)) && !strcmp(who, b->node)) {
+			ret = 1;
+			t.revision = t.responses[0].kvs[0].mod_revision;
+		}
+	}
 	if (ret) {
 		memset(out, 0, sizeof(*out));
 		out->first = first;

@@ -108,7 +108,9 @@ int cluster_blocks_list(struct cluster_blocks *b, const char *node, struct clust
  * claimed blocks, take the first free one at or after a start point spread
  * by the node's name (so that nodes rarely race for the same block), and
  * create its key in a txn that also checks no GUID of it is reserved. A
- * lost race moves on to the next free block. *@out gets the block.
+ * lost race moves on to the next free block. *@out gets the block. The
+ * claims of one node must be serialized (one claimer per node): a retried
+ * txn whose first attempt was applied is recognised by the node's name.
  * Return: 0, -ENOSPC (no block is free: @err says how many exist and are
  * claimed), the errors of etcd_range() and etcd_txn().
  */
