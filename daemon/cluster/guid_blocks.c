@@ -13,7 +13,7 @@
 #include "err.h"
 #include "log.h"
 
-#define KEY_MAX		   (128 + 32)
+#define KEY_MAX		   (128 + 16 + CLUSTER_NODE_MAX + 2) /* prefix, kind, node name */
 #define CLAIM_TRIES	   64 /* txns lost to other nodes before the claimed blocks are listed again */
 #define CLAIM_RELISTS	   8
 #define CLUSTER_MAX_RANGES 4096
@@ -26,7 +26,15 @@ struct cluster_blocks {
 	uint64_t *base; /* index of each range's first block */
 	size_t n_ranges;
 	uint32_t block_size;
+	uint32_t quarantine_s;
 	uint64_t total;
+};
+
+/* A returned or reclaimed block's marker: P released/<first> */
+struct released {
+	uint64_t first;
+	int64_t released_ms;
+	int64_t mod_revision;
 };
 
 static void hex16(uint64_t v, char out[17])
@@ -150,6 +158,7 @@ int cluster_blocks_open(const struct cluster_blocks_opts *o, struct cluster_bloc
 	memcpy(b->ranges, o->ranges, o->n_ranges * sizeof(*b->ranges));
 	b->n_ranges = o->n_ranges;
 	b->block_size = o->block_size;
+	b->quarantine_s = o->quarantine_s;
 	for (size_t i = 0; i < b->n_ranges; i++) {
 		b->base[i] = b->total;
 		b->total += blocks_in(b, i);
@@ -273,6 +282,67 @@ int cluster_blocks_list(struct cluster_blocks *b, const char *node, struct clust
 
 static bool value_node(const struct etcd_range_result *r, char *out, size_t len);
 
+/* Every released/ marker (returned or reclaimed blocks), in key order. */
+static int list_released(struct cluster_blocks *b, struct released **out, size_t *n, char *err,
+			 size_t errlen)
+{
+	char key[KEY_MAX], end[KEY_MAX];
+	size_t pl;
+	struct etcd_range_result r;
+	int el, ret;
+
+	*out = NULL;
+	*n = 0;
+	snprintf(key, sizeof(key), "%sreleased/", b->prefix);
+	pl = strlen(key);
+	el = etcd_prefix_end(key, pl, end, sizeof(end));
+	ret = etcd_range(b->etcd, key, 0, end, (size_t)el, 0, false, &r, err, errlen);
+	if (ret)
+		return ret;
+	*out = calloc(r.n_kvs + 1, sizeof(**out));
+	if (!*out) {
+		etcd_range_result_free(&r);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < r.n_kvs; i++) {
+		json_t *j = json_loadb(r.kvs[i].value, r.kvs[i].value_len, 0, NULL);
+		char *e;
+		struct released *x = &(*out)[*n];
+
+		x->first = r.kvs[i].key_len == pl + 16 ? strtoull(r.kvs[i].key + pl, &e, 16) : 0;
+		x->released_ms = json_integer_value(json_object_get(j, "released_ms"));
+		x->mod_revision = r.kvs[i].mod_revision;
+		json_decref(j);
+		if (x->first)
+			(*n)++;
+	}
+	etcd_range_result_free(&r);
+	return 0;
+}
+
+static const struct released *find_released(const struct released *v, size_t n, uint64_t first)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].first == first)
+			return &v[i];
+	return NULL;
+}
+
+static bool in_quarantine(const struct cluster_blocks *b, const struct released *r)
+{
+	return r && ibvf_wall_ms() < r->released_ms + (int64_t)b->quarantine_s * 1000;
+}
+
+/* The marker value of a block freed at @now by @by. */
+static char *released_value(const char *by, int64_t now)
+{
+	json_t *v = json_pack("{s:s,s:I}", "by", by, "released_ms", (json_int_t)now);
+	char *s = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+
+	json_decref(v);
+	return s;
+}
+
 static uint64_t fnv1a(const char *s)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
@@ -298,10 +368,10 @@ static bool taken(const uint64_t *v, size_t n, uint64_t idx)
  * One claim txn of block @idx. Return 1 when this node got it, 0 when it
  * was taken (another node's block, or a GUID of it reserved), or -errno.
  */
-static int try_claim(struct cluster_blocks *b, uint64_t idx, struct cluster_block *out, char *err,
-		     size_t errlen)
+static int try_claim(struct cluster_blocks *b, uint64_t idx, int64_t released_mod,
+		     struct cluster_block *out, char *err, size_t errlen)
 {
-	char key[KEY_MAX], gfrom[KEY_MAX], gto[KEY_MAX], last_hex[17], *val;
+	char key[KEY_MAX], gfrom[KEY_MAX], gto[KEY_MAX], rkey[KEY_MAX], last_hex[17], *val;
 	struct etcd_txn_result t;
 	uint64_t first, last;
 	int64_t now = ibvf_wall_ms();
@@ -310,6 +380,7 @@ static int try_claim(struct cluster_blocks *b, uint64_t idx, struct cluster_bloc
 	block_at(b, idx, &first, &last);
 	key_of(b, key, "blocks/", first);
 	key_of(b, gfrom, "guids/", first);
+	key_of(b, rkey, "released/", first);
 	if (last == UINT64_MAX)
 		snprintf(gto, sizeof(gto), "%sguids0", b->prefix); /* never: ranges exclude it */
 	else
@@ -331,11 +402,18 @@ static int try_claim(struct cluster_blocks *b, uint64_t idx, struct cluster_bloc
 			 .range_end = gto,
 			 .target = ETCD_CMP_CREATE,
 			 .result = ETCD_CMP_EQUAL},
+			/* its release marker is the one judged past quarantine (0: none) */
+			{.key = rkey,
+			 .target = ETCD_CMP_MOD,
+			 .result = ETCD_CMP_EQUAL,
+			 .number = released_mod},
 		};
-		struct etcd_op put = {.type = ETCD_OP_PUT, .key = key, .value = val};
+		struct etcd_op ops[] = {{.type = ETCD_OP_PUT, .key = key, .value = val},
+					{.type = ETCD_OP_DELETE, .key = rkey}};
 		struct etcd_op get = {.type = ETCD_OP_RANGE, .key = key};
 
-		ret = etcd_txn(b->etcd, cmp, 2, &put, 1, &get, 1, &t, err, errlen);
+		ret = etcd_txn(b->etcd, cmp, 3, ops, released_mod ? 2 : 1, &get, 1, &t, err,
+			       errlen);
 	}
 	free(val);
 	if (ret)
@@ -374,20 +452,27 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
 
 	for (int relist = 0; relist < CLAIM_RELISTS; relist++) {
 		struct cluster_block *blocks;
-		size_t n, n_taken = 0;
+		struct released *rel = NULL;
+		size_t n, n_rel = 0, n_taken = 0;
 		uint64_t *tk, cand = start, steps = 0;
 		int ret = cluster_blocks_list(b, NULL, &blocks, &n, err, errlen);
 
 		if (ret)
 			return ret;
-		tk = calloc(n + CLAIM_TRIES + 1, sizeof(*tk));
+		ret = list_released(b, &rel, &n_rel, err, errlen);
+		tk = ret ? NULL : calloc(n + n_rel + CLAIM_TRIES + 1, sizeof(*tk));
 		if (!tk) {
 			free(blocks);
-			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+			free(rel);
+			return ret ? ret : ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 		}
 		for (size_t i = 0; i < n; i++)
 			index_of(b, blocks[i].first, &tk[n_taken++]);
 		free(blocks);
+		/* quarantine holds across nodes: a block freed lately is not claimable yet */
+		for (size_t i = 0; i < n_rel; i++)
+			if (in_quarantine(b, &rel[i]) && !index_of(b, rel[i].first, &tk[n_taken]))
+				n_taken++;
 		qsort(tk, n_taken, sizeof(*tk), cmp_u64);
 		for (int tries = 0; tries < CLAIM_TRIES; tries++) {
 			while (steps < b->total && taken(tk, n_taken, cand)) {
@@ -396,19 +481,29 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
 			}
 			if (steps >= b->total) {
 				free(tk);
+				free(rel);
 				return ibvf_errf(err, errlen, -ENOSPC,
 						 "cluster: no free GUID block: all %" PRIu64
-						 " blocks of %u GUIDs are claimed or hold a "
-						 "reserved GUID",
-						 b->total, b->block_size);
+						 " blocks of %u GUIDs are claimed, in quarantine "
+						 "(%u s) or hold a reserved GUID",
+						 b->total, b->block_size, b->quarantine_s);
 			}
-			ret = try_claim(b, cand, out, err, errlen);
+			{
+				uint64_t f, l;
+				const struct released *r;
+
+				block_at(b, cand, &f, &l);
+				r = find_released(rel, n_rel, f);
+				ret = try_claim(b, cand, r ? r->mod_revision : 0, out, err, errlen);
+			}
 			if (ret < 0) {
 				free(tk);
+				free(rel);
 				return ret;
 			}
 			if (ret == 1) {
 				free(tk);
+				free(rel);
 				log_info("cluster: node %s claimed GUID block %016" PRIx64
 					 "..%016" PRIx64,
 					 b->node, out->first, out->last);
@@ -419,6 +514,7 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
 			qsort(tk, n_taken, sizeof(*tk), cmp_u64);
 		}
 		free(tk);
+		free(rel);
 	}
 	return ibvf_errf(err, errlen, -EAGAIN,
 			 "cluster: lost %d block claims in a row to other nodes; try again",
@@ -444,11 +540,11 @@ static bool value_node(const struct etcd_range_result *r, char *out, size_t len)
 int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, size_t owner_len,
 			 char *err, size_t errlen)
 {
-	char bkey[KEY_MAX], gkey[KEY_MAX], who[CLUSTER_NODE_MAX + 1] = "", *val;
+	char bkey[KEY_MAX], gkey[KEY_MAX], rkey[KEY_MAX], who[CLUSTER_NODE_MAX + 1] = "", *val;
 	struct etcd_txn_result t;
 	uint64_t first, last;
 	bool in_block = !cluster_block_of(b, guid, &first, &last);
-	struct etcd_cmp cmp[2];
+	struct etcd_cmp cmp[3];
 	size_t n_cmp = 0;
 	int ret;
 
@@ -456,9 +552,36 @@ int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, s
 	cmp[n_cmp++] =
 		(struct etcd_cmp){.key = gkey, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL};
 	if (in_block) {
+		struct etcd_range_result rr;
+		struct released r = {0};
+
 		key_of(b, bkey, "blocks/", first);
 		cmp[n_cmp++] = (struct etcd_cmp){
 			.key = bkey, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL};
+		/* quarantine holds across nodes: the block's release marker, if any */
+		key_of(b, rkey, "released/", first);
+		ret = etcd_range(b->etcd, rkey, 0, NULL, 0, 0, false, &rr, err, errlen);
+		if (ret)
+			return ret;
+		if (rr.n_kvs) {
+			json_t *j = json_loadb(rr.kvs[0].value, rr.kvs[0].value_len, 0, NULL);
+
+			r.released_ms = json_integer_value(json_object_get(j, "released_ms"));
+			r.mod_revision = rr.kvs[0].mod_revision;
+			json_decref(j);
+		}
+		etcd_range_result_free(&rr);
+		if (r.mod_revision && in_quarantine(b, &r))
+			return ibvf_errf(err, errlen, -EBUSY,
+					 "GUID %016" PRIx64
+					 ": its block was released %lld s ago and "
+					 "stays in quarantine for %u s",
+					 guid, (long long)((ibvf_wall_ms() - r.released_ms) / 1000),
+					 b->quarantine_s);
+		cmp[n_cmp++] = (struct etcd_cmp){.key = rkey,
+						 .target = ETCD_CMP_MOD,
+						 .result = ETCD_CMP_EQUAL,
+						 .number = r.mod_revision};
 	}
 	{
 		json_t *v = json_pack("{s:s,s:I}", "node", b->node, "reserved_ms",
@@ -600,4 +723,187 @@ int cluster_blocks_verify(struct cluster_blocks *b, const uint64_t *firsts, size
 	}
 	free(all);
 	return (int)bad;
+}
+
+/*
+ * Free one block: delete its key if it is still at @mod and put its release
+ * marker; with @guard, also require that key (a heartbeat) to be absent.
+ * Return: 1 done, 0 something changed meanwhile, or a negative errno.
+ */
+static int free_block(struct cluster_blocks *b, uint64_t first, int64_t mod, const char *guard,
+		      char *err, size_t errlen)
+{
+	char key[KEY_MAX], rkey[KEY_MAX], *val = released_value(b->node, ibvf_wall_ms());
+	struct etcd_txn_result t;
+	int ret;
+
+	if (!val)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	key_of(b, key, "blocks/", first);
+	key_of(b, rkey, "released/", first);
+	{
+		struct etcd_cmp cmp[] = {
+			{.key = key,
+			 .target = ETCD_CMP_MOD,
+			 .result = ETCD_CMP_EQUAL,
+			 .number = mod},
+			{.key = guard, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL},
+		};
+		struct etcd_op ops[] = {{.type = ETCD_OP_DELETE, .key = key},
+					{.type = ETCD_OP_PUT, .key = rkey, .value = val}};
+
+		ret = etcd_txn(b->etcd, cmp, guard ? 2 : 1, ops, 2, NULL, 0, &t, err, errlen);
+	}
+	free(val);
+	if (ret)
+		return ret;
+	ret = t.succeeded;
+	etcd_txn_result_free(&t);
+	return ret;
+}
+
+int cluster_block_return(struct cluster_blocks *b, uint64_t first, char *err, size_t errlen)
+{
+	char key[KEY_MAX], who[CLUSTER_NODE_MAX + 1] = "";
+	struct etcd_range_result r;
+	int64_t mod;
+	int ret;
+
+	key_of(b, key, "blocks/", first);
+	ret = etcd_range(b->etcd, key, 0, NULL, 0, 0, false, &r, err, errlen);
+	if (ret)
+		return ret;
+	if (!value_node(&r, who, sizeof(who))) {
+		etcd_range_result_free(&r);
+		return ibvf_errf(err, errlen, -ENOENT, "cluster: no claimed block at %s", key);
+	}
+	mod = r.kvs[0].mod_revision;
+	etcd_range_result_free(&r);
+	if (strcmp(who, b->node))
+		return ibvf_errf(err, errlen, -EPERM,
+				 "cluster: block %s belongs to node %s, not %s", key, who, b->node);
+	ret = free_block(b, first, mod, NULL, err, errlen);
+	if (ret == 0)
+		return ibvf_errf(err, errlen, -EAGAIN, "cluster: block %s changed meanwhile", key);
+	if (ret == 1)
+		log_info("cluster: node %s returned GUID block %s (quarantine %u s)", b->node, key,
+			 b->quarantine_s);
+	return ret < 0 ? ret : 0;
+}
+
+int cluster_node_heartbeat(struct cluster_blocks *b, int64_t ttl_s, int64_t *lease, char *err,
+			   size_t errlen)
+{
+	char key[KEY_MAX], *val;
+	json_t *v;
+	int ret;
+
+	if (*lease) {
+		ret = etcd_lease_keepalive(b->etcd, *lease, NULL, err, errlen);
+		if (ret != -ENOENT)
+			return ret;
+		log_warn("cluster: node %s: heartbeat lease expired; granting a new one", b->node);
+		*lease = 0;
+	}
+	ret = etcd_lease_grant(b->etcd, ttl_s, 0, lease, NULL, err, errlen);
+	if (ret)
+		return ret;
+	snprintf(key, sizeof(key), "%snodes/%s", b->prefix, b->node);
+	v = json_pack("{s:s,s:I}", "node", b->node, "since_ms", (json_int_t)ibvf_wall_ms());
+	val = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(v);
+	if (!val)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = etcd_put(b->etcd, key, 0, val, 0, *lease, NULL, err, errlen);
+	free(val);
+	return ret;
+}
+
+int cluster_node_alive(struct cluster_blocks *b, const char *node, bool *alive, char *err,
+		       size_t errlen)
+{
+	char key[KEY_MAX];
+	struct etcd_range_result r;
+	int ret;
+
+	snprintf(key, sizeof(key), "%snodes/%s", b->prefix, node);
+	ret = etcd_range(b->etcd, key, 0, NULL, 0, 0, true, &r, err, errlen);
+	if (!ret)
+		*alive = r.n_kvs > 0;
+	etcd_range_result_free(&r);
+	return ret;
+}
+
+int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force, size_t *n_blocks,
+			 size_t *n_guids, char *err, size_t errlen)
+{
+	char hb[KEY_MAX], key[KEY_MAX], end[KEY_MAX], who[CLUSTER_NODE_MAX + 1];
+	struct cluster_block *blocks = NULL;
+	struct etcd_range_result r;
+	size_t n = 0;
+	bool alive = false;
+	int ret, el;
+
+	*n_blocks = *n_guids = 0;
+	snprintf(hb, sizeof(hb), "%snodes/%s", b->prefix, node);
+	ret = cluster_node_alive(b, node, &alive, err, errlen);
+	if (ret)
+		return ret;
+	if (alive && !force)
+		return ibvf_errf(err, errlen, -EBUSY,
+				 "cluster: node %s has a live heartbeat (%s): not reclaimed "
+				 "(force only when the node is gone for good)",
+				 node, hb);
+	ret = cluster_blocks_list(b, node, &blocks, &n, err, errlen);
+	for (size_t i = 0; !ret && i < n; i++) {
+		ret = free_block(b, blocks[i].first, blocks[i].mod_revision, force ? NULL : hb, err,
+				 errlen);
+		if (ret == 0) {
+			ret = ibvf_errf(err, errlen, -EAGAIN,
+					"cluster: node %s came back (or its block %016" PRIx64
+					" changed) during the reclaim: stopped after %zu blocks",
+					node, blocks[i].first, *n_blocks);
+		} else if (ret == 1) {
+			ret = 0;
+			(*n_blocks)++;
+		}
+	}
+	free(blocks);
+	if (ret)
+		return ret;
+	/* its single reservations */
+	snprintf(key, sizeof(key), "%sguids/", b->prefix);
+	el = etcd_prefix_end(key, strlen(key), end, sizeof(end));
+	ret = etcd_range(b->etcd, key, 0, end, (size_t)el, 0, false, &r, err, errlen);
+	if (ret)
+		return ret;
+	for (size_t i = 0; !ret && i < r.n_kvs; i++) {
+		struct etcd_range_result one = {.kvs = &r.kvs[i], .n_kvs = 1};
+		struct etcd_txn_result t;
+
+		if (!value_node(&one, who, sizeof(who)) || strcmp(who, node))
+			continue;
+		{
+			struct etcd_cmp same = {.key = r.kvs[i].key,
+						.key_len = r.kvs[i].key_len,
+						.target = ETCD_CMP_MOD,
+						.result = ETCD_CMP_EQUAL,
+						.number = r.kvs[i].mod_revision};
+			struct etcd_op del = {.type = ETCD_OP_DELETE,
+					      .key = r.kvs[i].key,
+					      .key_len = r.kvs[i].key_len};
+
+			ret = etcd_txn(b->etcd, &same, 1, &del, 1, NULL, 0, &t, err, errlen);
+		}
+		if (!ret) {
+			*n_guids += t.succeeded;
+			etcd_txn_result_free(&t);
+		}
+	}
+	etcd_range_result_free(&r);
+	if (!ret)
+		log_warn("cluster: node %s reclaimed%s: %zu blocks to quarantine, %zu reserved "
+			 "GUIDs freed",
+			 node, force ? " (forced)" : "", *n_blocks, *n_guids);
+	return ret;
 }

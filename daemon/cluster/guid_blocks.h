@@ -14,6 +14,11 @@
  *   P blocks/<first GUID> {"node":NAME,"last":"<hex>","claimed_ms":WALL_MS}
  *   P guids/<GUID>        {"node":NAME,"reserved_ms":WALL_MS}: one requested
  *                         GUID outside every claimed block
+ *   P released/<first>    {"by":NAME,"released_ms":WALL_MS}: a block returned
+ *                         by its owner or reclaimed by an admin; not
+ *                         claimable before quarantine_s has passed
+ *   P nodes/<NAME>        {"node":NAME,"since_ms":WALL_MS} on a lease: the
+ *                         node's heartbeat (never holds a block)
  *
  * Safety: a block claim compares "blocks/<first> absent" and "no
  * guids/<g> key for any g of the block" in one txn; a reservation compares
@@ -44,7 +49,9 @@ struct cluster_blocks_opts {
 	const char *node;	  /* this node's name */
 	const struct cluster_range *ranges;
 	size_t n_ranges;
-	uint32_t block_size; /* 1..65536 */
+	uint32_t block_size;   /* 1..65536 */
+	uint32_t quarantine_s; /* a returned or reclaimed block waits this long (pool.quarantine_s)
+				*/
 };
 
 /** One claimed block as etcd holds it. */
@@ -121,11 +128,12 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
  * cluster_guid_reserve() - make a requested GUID (runtimeConfig's
  * infinibandGUID, args.cni.guid) this node's, cluster-wide: inside this
  * node's block it is the local pool's to decide (0, nothing written);
- * inside another node's block it is refused; outside every block its
+ * inside another node's block it is refused; in a block released less
+ * than quarantine_s ago it is refused too; outside every block its
  * guids/<GUID> key is created (or found already this node's).
  * *@owner (may be NULL) gets the owning node's name on -EEXIST.
- * Return: 0, -EEXIST (another node owns it: @err names that node), the
- * errors of etcd_txn().
+ * Return: 0, -EEXIST (another node owns it: @err names that node), -EBUSY
+ * (its block is in quarantine), the errors of etcd_txn().
  */
 int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, size_t owner_len,
 			 char *err, size_t errlen);
@@ -147,6 +155,45 @@ int cluster_guid_unreserve(struct cluster_blocks *b, uint64_t guid, char *err, s
  */
 int cluster_blocks_verify(struct cluster_blocks *b, const uint64_t *firsts, size_t n_firsts,
 			  struct cluster_block_check **out, size_t *n, char *err, size_t errlen);
+
+/**
+ * cluster_block_return() - give back this node's block @first (the caller
+ * checked that every GUID of it is free and past quarantine): one txn
+ * deletes the block key if it is still the value this node wrote and puts
+ * its released/ marker, so no node claims it before quarantine_s passes.
+ * Return: 0, -ENOENT (no such claimed block), -EPERM (another node's: @err
+ * names it), -EAGAIN (it changed meanwhile), the errors of etcd_txn().
+ */
+int cluster_block_return(struct cluster_blocks *b, uint64_t first, char *err, size_t errlen);
+
+/**
+ * cluster_node_heartbeat() - keep this node's heartbeat key alive: with
+ * *@lease 0, grant a lease of @ttl_s seconds and put nodes/<node> on it;
+ * else renew *@lease, and start over when etcd says it expired. Call it
+ * every ttl_s / 3. Return: 0, the errors of etcd_lease_grant(),
+ * etcd_lease_keepalive() and etcd_put().
+ */
+int cluster_node_heartbeat(struct cluster_blocks *b, int64_t ttl_s, int64_t *lease, char *err,
+			   size_t errlen);
+
+/**
+ * cluster_node_alive() - whether @node's heartbeat key exists (*@alive).
+ * Return: 0, the errors of etcd_range().
+ */
+int cluster_node_alive(struct cluster_blocks *b, const char *node, bool *alive, char *err,
+		       size_t errlen);
+
+/**
+ * cluster_node_reclaim() - free every block and reservation of @node, a node
+ * gone for good (ibvfctl cluster reclaim-node): refused while its heartbeat
+ * lives unless @force; each block goes to quarantine like a returned one,
+ * in a txn that (without @force) also checks the heartbeat is still absent,
+ * so a node that comes back stops the reclaim. *@n_blocks and *@n_guids
+ * get what was freed. Return: 0, -EBUSY (heartbeat alive), the errors of
+ * etcd_txn().
+ */
+int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force, size_t *n_blocks,
+			 size_t *n_guids, char *err, size_t errlen);
 
 /** cluster_block_state_name() - "owned", "lost", "foreign", "unlisted". */
 const char *cluster_block_state_name(enum cluster_block_state s);

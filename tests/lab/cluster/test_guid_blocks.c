@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "err.h"
@@ -21,6 +22,7 @@
 #include "guid_blocks.h"
 
 static int failures, checks;
+static char last_err[IBVF_ERR_LEN]; /* cleared after each check (unused by most checks) */
 
 #define CHECK(cond, ...)                                                                           \
 	do {                                                                                       \
@@ -33,6 +35,7 @@ static int failures, checks;
 		}                                                                                  \
 		printf(__VA_ARGS__);                                                               \
 		printf("\n");                                                                      \
+		last_err[0] = '\0';                                                                \
 		fflush(stdout);                                                                    \
 	} while (0)
 
@@ -417,6 +420,96 @@ static void test_verify(void)
 	node_close(&b);
 }
 
+/* two blocks, quarantine 2 s: return, quarantine across nodes, heartbeat, reclaim */
+static int open_small(struct node *n, const char *name)
+{
+	static const struct cluster_range small = {0x5000, 0x5007};
+	struct etcd_client_opts eo = {.endpoints = lab.urls, .n_endpoints = 3, .timeout_ms = 8000};
+	struct cluster_blocks_opts o = {.prefix = "/ret/",
+					.node = name,
+					.ranges = &small,
+					.n_ranges = 1,
+					.block_size = 4,
+					.quarantine_s = 2};
+	int ret;
+
+	memset(n, 0, sizeof(*n));
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	ret = etcd_client_new(&eo, &n->etcd, n->err, sizeof(n->err));
+	o.etcd = n->etcd;
+	return ret ? ret : cluster_blocks_open(&o, &n->b, n->err, sizeof(n->err));
+}
+
+static void test_return_and_reclaim(void)
+{
+	static struct node a, b;
+	struct cluster_block x, y, got;
+	struct cluster_block_check *chk = NULL;
+	char err[IBVF_ERR_LEN] = "";
+	int64_t lease_a = 0, lease_b = 0, first_lease;
+	size_t nb = 0, ng = 0, n = 0;
+	bool alive = false;
+	int ret;
+
+	if (open_small(&a, "node-a") || open_small(&b, "node-b")) {
+		CHECK(false, "open: %s %s", a.err, b.err);
+		return;
+	}
+	ret = cluster_blocks_claim(a.b, &x, err, sizeof(err));
+	ret = ret ? ret : cluster_blocks_claim(a.b, &y, err, sizeof(err));
+	CHECK(!ret, "node-a holds both blocks %s", err);
+	CHECK(cluster_blocks_claim(b.b, &got, err, sizeof(err)) == -ENOSPC, "node-b: none free");
+	ret = cluster_block_return(a.b, x.first, err, sizeof(err));
+	CHECK(!ret, "node-a returns %" PRIx64 "..%" PRIx64 " %s", x.first, x.last, err);
+	ret = cluster_blocks_claim(b.b, &got, err, sizeof(err));
+	CHECK(ret == -ENOSPC && strstr(err, "quarantine"),
+	      "node-b cannot claim it during the 2 s quarantine (%s)", err);
+	ret = cluster_guid_reserve(b.b, x.first + 1, NULL, 0, err, sizeof(err));
+	CHECK(ret == -EBUSY && strstr(err, "quarantine"), "nor ask for one of its GUIDs (%d: %s)",
+	      ret, err);
+	ret = cluster_block_return(a.b, x.first, err, sizeof(err));
+	CHECK(ret == -ENOENT, "returning it twice: -ENOENT (%s)", err);
+	ret = cluster_block_return(b.b, y.first, err, sizeof(err));
+	CHECK(ret == -EPERM && strstr(err, "node-a"), "node-b cannot return node-a's block (%s)",
+	      err);
+	sleep(2);
+	usleep(300000);
+	ret = cluster_blocks_claim(b.b, &got, err, sizeof(err));
+	CHECK(!ret && got.first == x.first, "after the quarantine node-b claims it %s", err);
+
+	/* heartbeat and reclaim */
+	ret = cluster_node_heartbeat(a.b, 30, &lease_a, err, sizeof(err));
+	first_lease = lease_a;
+	ret = ret ? ret : cluster_node_heartbeat(a.b, 30, &lease_a, err, sizeof(err));
+	CHECK(!ret && lease_a == first_lease, "node-a's heartbeat: granted, then renewed %s", err);
+	ret = cluster_node_alive(b.b, "node-a", &alive, err, sizeof(err));
+	CHECK(!ret && alive, "node-a is alive");
+	ret = cluster_node_reclaim(b.b, "node-a", false, &nb, &ng, err, sizeof(err));
+	CHECK(ret == -EBUSY && strstr(err, "node-a") && strstr(err, "heartbeat"),
+	      "reclaim of a live node is refused (%s)", err);
+	etcd_lease_revoke(a.etcd, lease_a, err, sizeof(err)); /* node-a dies */
+	ret = cluster_node_alive(b.b, "node-a", &alive, err, sizeof(err));
+	CHECK(!ret && !alive, "node-a's heartbeat is gone");
+	ret = cluster_node_reclaim(b.b, "node-a", false, &nb, &ng, err, sizeof(err));
+	CHECK(!ret && nb == 1 && ng == 0, "node-a reclaimed: %zu block freed %s", nb, err);
+	{
+		uint64_t store[] = {y.first};
+
+		ret = cluster_blocks_verify(a.b, store, 1, &chk, &n, err, sizeof(err));
+		CHECK(ret == 1 && n == 1 && chk[0].state == CLUSTER_BLOCK_LOST,
+		      "node-a comes back: its block is lost (a conflict, no new GUID from it)");
+		free(chk);
+	}
+	ret = cluster_blocks_claim(b.b, &got, err, sizeof(err));
+	CHECK(ret == -ENOSPC, "a reclaimed block is in quarantine too (%s)", err);
+	ret = cluster_node_heartbeat(b.b, 30, &lease_b, err, sizeof(err));
+	ret = ret ? ret : cluster_node_reclaim(a.b, "node-b", true, &nb, &ng, err, sizeof(err));
+	CHECK(!ret && nb == 1, "a forced reclaim frees a live node's block (%zu) %s", nb, err);
+	etcd_lease_revoke(b.etcd, lease_b, err, sizeof(err));
+	node_close(&a);
+	node_close(&b);
+}
+
 /* a member down: claims go on through the others */
 static void test_claim_member_down(void)
 {
@@ -456,6 +549,7 @@ int main(void)
 	test_requested_guids();
 	test_claim_reserve_race();
 	test_verify();
+	test_return_and_reclaim();
 	test_claim_member_down();
 	etcd_lab_stop(&lab);
 	printf("1..%d\n# %d failure(s), %lld ms\n", checks, failures,
