@@ -907,3 +907,109 @@ int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force,
 			 node, force ? " (forced)" : "", *n_blocks, *n_guids);
 	return ret;
 }
+
+static struct cluster_node *node_entry(struct cluster_node **v, size_t *n, size_t *cap,
+				       const char *name)
+{
+	struct cluster_node *nv;
+
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*v)[i].name, name))
+			return &(*v)[i];
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+
+		nv = realloc(*v, c * sizeof(**v));
+		if (!nv)
+			return NULL;
+		*v = nv;
+		*cap = c;
+	}
+	memset(&(*v)[*n], 0, sizeof(**v));
+	snprintf((*v)[*n].name, sizeof((*v)[*n].name), "%s", name);
+	return &(*v)[(*n)++];
+}
+
+static int cmp_node(const void *a, const void *b)
+{
+	return strcmp(((const struct cluster_node *)a)->name,
+		      ((const struct cluster_node *)b)->name);
+}
+
+/* the whole of the prefix P <kind> (one range request) */
+static int scan_prefix(struct cluster_blocks *b, const char *kind, struct etcd_range_result *r,
+		       char *err, size_t errlen)
+{
+	char key[KEY_MAX], end[KEY_MAX];
+	int el;
+
+	snprintf(key, sizeof(key), "%s%s", b->prefix, kind);
+	el = etcd_prefix_end(key, strlen(key), end, sizeof(end));
+	return etcd_range(b->etcd, key, 0, end, (size_t)el, 0, false, r, err, errlen);
+}
+
+int cluster_nodes_list(struct cluster_blocks *b, struct cluster_node **out, size_t *n, char *err,
+		       size_t errlen)
+{
+	struct cluster_block *blocks = NULL;
+	struct etcd_range_result r;
+	size_t nb = 0, cap = 0;
+	char who[CLUSTER_NODE_MAX + 1];
+	struct cluster_node *e;
+	int ret;
+
+	*out = NULL;
+	*n = 0;
+	ret = scan_prefix(b, "nodes/", &r, err, errlen);
+	if (ret)
+		return ret;
+	for (size_t i = 0; !ret && i < r.n_kvs; i++) {
+		struct etcd_range_result one = {.kvs = &r.kvs[i], .n_kvs = 1};
+		json_t *j;
+
+		if (!value_node(&one, who, sizeof(who)))
+			continue;
+		if (!(e = node_entry(out, n, &cap, who))) {
+			ret = -ENOMEM;
+			break;
+		}
+		e->alive = true;
+		j = json_loadb(r.kvs[i].value, r.kvs[i].value_len, 0, NULL);
+		e->since_ms = json_integer_value(json_object_get(j, "since_ms"));
+		json_decref(j);
+	}
+	etcd_range_result_free(&r);
+	if (!ret)
+		ret = cluster_blocks_list(b, NULL, &blocks, &nb, err, errlen);
+	for (size_t i = 0; !ret && i < nb; i++) {
+		if (!(e = node_entry(out, n, &cap, blocks[i].node))) {
+			ret = -ENOMEM;
+			break;
+		}
+		e->n_blocks++;
+		e->n_guids += blocks[i].last - blocks[i].first + 1;
+	}
+	free(blocks);
+	if (!ret && !(ret = scan_prefix(b, "guids/", &r, err, errlen))) {
+		for (size_t i = 0; !ret && i < r.n_kvs; i++) {
+			struct etcd_range_result one = {.kvs = &r.kvs[i], .n_kvs = 1};
+
+			if (!value_node(&one, who, sizeof(who)))
+				continue;
+			if (!(e = node_entry(out, n, &cap, who)))
+				ret = -ENOMEM;
+			else
+				e->n_reserved++;
+		}
+		etcd_range_result_free(&r);
+	}
+	if (ret) {
+		free(*out);
+		*out = NULL;
+		*n = 0;
+		return ret == -ENOMEM ? ibvf_errf(err, errlen, -ENOMEM, "out of memory") : ret;
+	}
+	if (*n)
+		qsort(*out, *n, sizeof(**out), cmp_node);
+	return 0;
+}

@@ -183,6 +183,24 @@ int cluster_node_heartbeat(struct cluster_blocks *b, int64_t ttl_s, int64_t *lea
 int cluster_node_alive(struct cluster_blocks *b, const char *node, bool *alive, char *err,
 		       size_t errlen);
 
+/** One node seen in etcd: by its heartbeat, its blocks or its reservations. */
+struct cluster_node {
+	char name[CLUSTER_NODE_MAX + 1];
+	bool alive;	   /* its heartbeat key exists */
+	int64_t since_ms;  /* heartbeat: wall clock of its last (re)start, ms */
+	size_t n_blocks;   /* blocks it owns */
+	uint64_t n_guids;  /* GUIDs in those blocks */
+	size_t n_reserved; /* single reserved GUIDs */
+};
+
+/**
+ * cluster_nodes_list() - every node etcd knows of under the prefix, sorted
+ * by name (three range requests: nodes/, blocks/, guids/). *@out malloc'd.
+ * Return: 0, the errors of etcd_range() and cluster_blocks_list().
+ */
+int cluster_nodes_list(struct cluster_blocks *b, struct cluster_node **out, size_t *n, char *err,
+		       size_t errlen);
+
 /**
  * cluster_node_reclaim() - free every block and reservation of @node, a node
  * gone for good (ibvfctl cluster reclaim-node): refused while its heartbeat
