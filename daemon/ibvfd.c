@@ -25,6 +25,7 @@
 
 #include "api_server.h"
 #include "attach.h"
+#include "cluster_pool.h"
 #include "config.h"
 #include "err.h"
 #include "evloop.h"
@@ -112,6 +113,8 @@ static int mod_pool(struct daemon *d, char *err, size_t errlen)
 		return ibvf_err_prefix(err, errlen, ret,
 				       "another ibvfd or ibvfctl works on state directory %s",
 				       d->cfg.state_dir);
+	if (d->cfg.pool.cluster.enabled) /* the node's etcd blocks become the ranges */
+		return ibvf_cluster_pool_open(&d->cfg, &o, &d->pool, err, errlen);
 	return ibvf_pool_open(&o, &d->pool, err, errlen);
 }
 
@@ -402,11 +405,14 @@ static void reload(struct daemon *d)
 		restart = "sm.backend / sm.config";
 	else if (strcmp(n.vf.driver, d->cfg.vf.driver))
 		restart = "vf.driver";
-	else if (n.pool.n_ranges != d->cfg.pool.n_ranges ||
-		 memcmp(n.pool.ranges, d->cfg.pool.ranges,
-			n.pool.n_ranges * sizeof(*n.pool.ranges)) ||
-		 n.pool.quarantine_s != d->cfg.pool.quarantine_s)
+	else if (!d->cfg.pool.cluster.enabled && /* cluster: the ranges are its blocks */
+		 (n.pool.n_ranges != d->cfg.pool.n_ranges ||
+		  memcmp(n.pool.ranges, d->cfg.pool.ranges,
+			 n.pool.n_ranges * sizeof(*n.pool.ranges)) ||
+		  n.pool.quarantine_s != d->cfg.pool.quarantine_s))
 		restart = "pool";
+	else if (n.pool.cluster.enabled != d->cfg.pool.cluster.enabled)
+		restart = "pool.cluster";
 	else if (n.daemon.workers != d->cfg.daemon.workers)
 		restart = "daemon.workers";
 	if (restart)
