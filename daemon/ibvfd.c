@@ -51,6 +51,7 @@ struct daemon {
 	struct ibvf_config cfg;
 	struct ibvf_loop *loop;
 	struct ibvf_pool *pool; /* until the engine takes it */
+	struct ibvf_cluster_hb *cluster_hb; /* cluster mode: the node's heartbeat */
 	int store_lock;		/* statedir.h: held while ibvfd runs, -1 = none */
 	struct ibvf_sm smi;	/* sm_loader.h */
 	const struct ibvf_sm_ops *sm_ops;
@@ -114,12 +115,14 @@ static int mod_pool(struct daemon *d, char *err, size_t errlen)
 				       "another ibvfd or ibvfctl works on state directory %s",
 				       d->cfg.state_dir);
 	if (d->cfg.pool.cluster.enabled) /* the node's etcd blocks become the ranges */
-		return ibvf_cluster_pool_open(&d->cfg, &o, &d->pool, err, errlen);
+		return ibvf_cluster_pool_open(&d->cfg, &o, &d->pool, &d->cluster_hb, err, errlen);
 	return ibvf_pool_open(&o, &d->pool, err, errlen);
 }
 
 static void mod_pool_fini(struct daemon *d)
 {
+	ibvf_cluster_hb_stop(d->cluster_hb);
+	d->cluster_hb = NULL;
 	ibvf_pool_close(d->pool);
 	d->pool = NULL;
 	if (d->store_lock >= 0)

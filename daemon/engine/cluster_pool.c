@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,98 @@
 #include "statedir.h"
 
 #define MAX_START_CLAIMS 64
+
+struct ibvf_cluster_hb {
+	struct etcd_client *etcd;
+	struct cluster_blocks *b;      /* NULL until etcd answered the layout check */
+	struct cluster_blocks_opts bo; /* to open it then */
+	struct cluster_range *ranges;  /* bo's copy of the configured ranges */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool stop;
+	int64_t lease;
+};
+
+static void *hb_main(void *arg)
+{
+	struct ibvf_cluster_hb *h = arg;
+	char err[IBVF_ERR_LEN];
+	bool failing = false;
+
+	pthread_mutex_lock(&h->mu);
+	while (!h->stop) {
+		struct timespec ts;
+		int ret;
+
+		pthread_mutex_unlock(&h->mu);
+		ret = h->b ? 0 : cluster_blocks_open(&h->bo, &h->b, err, sizeof(err));
+		if (!ret)
+			ret = cluster_node_heartbeat(h->b, IBVF_CLUSTER_HEARTBEAT_TTL_S, &h->lease,
+						     err, sizeof(err));
+		if (ret && !failing)
+			log_warn("cluster: heartbeat not renewed (retrying): %s", err);
+		else if (!ret && failing)
+			log_notice("cluster: heartbeat renewed again");
+		failing = ret != 0;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += failing ? 2 : IBVF_CLUSTER_HEARTBEAT_TTL_S / 3;
+		pthread_mutex_lock(&h->mu);
+		if (!h->stop)
+			pthread_cond_timedwait(&h->cond, &h->mu, &ts);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+void ibvf_cluster_hb_stop(struct ibvf_cluster_hb *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->stop = true;
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->thread, NULL);
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cond);
+	cluster_blocks_free(h->b);
+	etcd_client_free(h->etcd);
+	free(h->ranges);
+	free(h);
+}
+
+/* Hand @etcd and @b to a new heartbeat thread (they are its own from now on). */
+static int hb_start(struct etcd_client *etcd, struct cluster_blocks *b,
+		    const struct cluster_blocks_opts *bo, struct ibvf_cluster_hb **out, char *err,
+		    size_t errlen)
+{
+	struct ibvf_cluster_hb *h = calloc(1, sizeof(*h));
+
+	if (h)
+		h->ranges = calloc(bo->n_ranges, sizeof(*h->ranges));
+	if (!h || !h->ranges) {
+		free(h);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	memcpy(h->ranges, bo->ranges, bo->n_ranges * sizeof(*h->ranges));
+	h->bo = *bo;
+	h->bo.ranges = h->ranges;
+	h->bo.etcd = etcd;
+	h->etcd = etcd;
+	h->b = b;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cond, NULL);
+	if (pthread_create(&h->thread, NULL, hb_main, h)) {
+		pthread_mutex_destroy(&h->mu);
+		pthread_cond_destroy(&h->cond);
+		free(h->ranges);
+		free(h);
+		return ibvf_errf(err, errlen, -EAGAIN, "cluster: no heartbeat thread");
+	}
+	*out = h;
+	return 0;
+}
 
 struct held {
 	struct cluster_range *v; /* the node's blocks, sorted by first GUID */
@@ -190,7 +283,8 @@ static int open_pool(const struct ibvf_pool_opts *o, const struct held *h,
 }
 
 int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts *o,
-			   struct ibvf_pool **out, char *err, size_t errlen)
+			   struct ibvf_pool **out, struct ibvf_cluster_hb **hb, char *err,
+			   size_t errlen)
 {
 	const struct ibvf_cluster_config *k = &cfg->pool.cluster;
 	struct cluster_range *ranges = calloc(cfg->pool.n_ranges + 1, sizeof(*ranges));
@@ -199,12 +293,21 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 	struct etcd_client *etcd = NULL;
 	struct cluster_blocks *b = NULL;
 	struct held h = {0};
+	struct cluster_blocks_opts bo = {
+		.prefix = k->prefix,
+		.node = k->node,
+		.ranges = ranges,
+		.n_ranges = cfg->pool.n_ranges,
+		.block_size = k->block_size,
+		.quarantine_s = cfg->pool.quarantine_s,
+	};
 	char path[4096], why[IBVF_ERR_LEN] = "";
 	size_t n_chk = 0, n_pr = 0;
 	bool online = false;
 	int ret;
 
 	*out = NULL;
+	*hb = NULL;
 	if (!ranges)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < cfg->pool.n_ranges; i++) {
@@ -226,14 +329,6 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 			.user_file = k->user_file,
 			.password_file = k->password_file,
 			.timeout_ms = k->timeout_ms,
-		};
-		struct cluster_blocks_opts bo = {
-			.prefix = k->prefix,
-			.node = k->node,
-			.ranges = ranges,
-			.n_ranges = cfg->pool.n_ranges,
-			.block_size = k->block_size,
-			.quarantine_s = cfg->pool.quarantine_s,
 		};
 
 		ret = etcd_client_new(&eo, &etcd, err, errlen);
@@ -350,6 +445,12 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 	pr = NULL;
 	log_info("cluster: node %s allocates from %zu blocks (%zu ranges) of %s", k->node, h.n,
 		 cfg->pool.n_ranges, k->prefix);
+	/* the client (and blocks, when etcd answered) go to the heartbeat thread */
+	ret = hb_start(etcd, b, &bo, hb, err, errlen);
+	if (!ret) {
+		etcd = NULL;
+		b = NULL;
+	}
 out:
 	if (ret && *out) {
 		ibvf_pool_close(*out);

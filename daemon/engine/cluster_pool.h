@@ -17,6 +17,8 @@
 /** The blocks file in the state directory: the node's blocks as it last knew them. */
 #define IBVF_CLUSTER_BLOCKS_FILE "cluster-blocks.json"
 
+struct ibvf_cluster_hb;
+
 /**
  * ibvf_cluster_pool_open() - open the pool of a node in cluster mode:
  * 1. check the layout against etcd (same ranges and block size everywhere);
@@ -34,11 +36,25 @@
  * On success @cfg->pool.ranges is replaced by the node's blocks, so the
  * engine treats only them as its pool GUIDs (the reconciliation of one
  * node never touches another node's GUIDs). @o gives the other pool options.
+ * *@hb gets the heartbeat (a thread renewing nodes/<node> every TTL/3 while
+ * ibvfd runs; with etcd unreachable it retries; ibvfctl cluster
+ * reclaim-node refuses while it lives); stop it with ibvf_cluster_hb_stop().
  * Return: 0, -ENOSPC (no block held and none free), -EIO (etcd unreachable
  * and no block recorded), or the errors of the pool and the etcd client,
  * with the reason in @err.
  */
 int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts *o,
-			   struct ibvf_pool **out, char *err, size_t errlen);
+			   struct ibvf_pool **out, struct ibvf_cluster_hb **hb, char *err,
+			   size_t errlen);
+
+/** The node's heartbeat in etcd: a lease-bound nodes/<node> key, renewed by one thread. */
+#define IBVF_CLUSTER_HEARTBEAT_TTL_S 30
+
+/**
+ * ibvf_cluster_hb_stop() - stop renewing the heartbeat and free @hb (NULL is
+ * a no-op). The lease is not revoked: the key expires within its TTL, so a
+ * restart does not look like a dead node in between.
+ */
+void ibvf_cluster_hb_stop(struct ibvf_cluster_hb *hb);
 
 #endif /* IBVF_CLUSTER_POOL_H */

@@ -231,7 +231,24 @@ int main(int argc, char **argv)
 			   "every GUID lies in a block etcd gives its node (%zu blocks, %d "
 			   "outside)",
 			   n, bad);
-		/* while node-a is away, an admin reclaims its blocks */
+		{
+			bool alive = false;
+			size_t nb = 0, ng = 0;
+			int ret;
+
+			for (int i = 0; i < 50 && !alive; i++) {
+				cluster_node_alive(bl, "node-a", &alive, err, sizeof(err));
+				if (!alive)
+					usleep(100000);
+			}
+			ret = cluster_node_reclaim(bl, "node-a", false, &nb, &ng, err, sizeof(err));
+			lab_result(alive && ret == -EBUSY && nb == 0,
+				   "a running ibvfd keeps its heartbeat: reclaim without force is "
+				   "refused (%s)",
+				   err);
+		}
+		/* while node-a is away (its heartbeat still within its TTL), an admin
+		 * reclaims its blocks */
 		lab_stop(&a, SIGTERM);
 		{
 			size_t nb = 0, ng = 0;
