@@ -51,7 +51,6 @@ struct daemon {
 	struct ibvf_config cfg;
 	struct ibvf_loop *loop;
 	struct ibvf_pool *pool; /* until the engine takes it */
-	struct ibvf_cluster_hb *cluster_hb; /* cluster mode: the node's heartbeat */
 	int store_lock;		/* statedir.h: held while ibvfd runs, -1 = none */
 	struct ibvf_sm smi;	/* sm_loader.h */
 	const struct ibvf_sm_ops *sm_ops;
@@ -67,6 +66,8 @@ struct daemon {
 	bool ready_sent, stopping, cancelled;
 	int64_t stop_started;
 	int exit_code;
+	/* cluster mode: the node's heartbeat (cluster_pool.h) */
+	struct ibvf_cluster_hb *cluster_hb;
 };
 
 static void usage(FILE *f)
@@ -408,14 +409,14 @@ static void reload(struct daemon *d)
 		restart = "sm.backend / sm.config";
 	else if (strcmp(n.vf.driver, d->cfg.vf.driver))
 		restart = "vf.driver";
-	else if (!d->cfg.pool.cluster.enabled && /* cluster: the ranges are its blocks */
-		 (n.pool.n_ranges != d->cfg.pool.n_ranges ||
-		  memcmp(n.pool.ranges, d->cfg.pool.ranges,
-			 n.pool.n_ranges * sizeof(*n.pool.ranges)) ||
-		  n.pool.quarantine_s != d->cfg.pool.quarantine_s))
-		restart = "pool";
 	else if (n.pool.cluster.enabled != d->cfg.pool.cluster.enabled)
 		restart = "pool.cluster";
+	else if ((!d->cfg.pool.cluster.enabled && /* cluster: the ranges are its blocks */
+		  (n.pool.n_ranges != d->cfg.pool.n_ranges ||
+		   memcmp(n.pool.ranges, d->cfg.pool.ranges,
+			  n.pool.n_ranges * sizeof(*n.pool.ranges)))) ||
+		 n.pool.quarantine_s != d->cfg.pool.quarantine_s)
+		restart = "pool";
 	else if (n.daemon.workers != d->cfg.daemon.workers)
 		restart = "daemon.workers";
 	if (restart)
