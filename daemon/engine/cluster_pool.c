@@ -282,6 +282,32 @@ static int open_pool(const struct ibvf_pool_opts *o, const struct held *h,
 	return ibvf_pool_open(&po, out, err, errlen);
 }
 
+int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_range **out,
+			      size_t *n, char *err, size_t errlen)
+{
+	struct held h = {0};
+	char path[4096];
+	int ret;
+
+	*out = NULL;
+	*n = 0;
+	snprintf(path, sizeof(path), "%s/%s", cfg->state_dir, IBVF_CLUSTER_BLOCKS_FILE);
+	ret = file_read(path, &cfg->pool.cluster, &h, err, errlen);
+	if (!ret && !h.n)
+		ret = ibvf_errf(err, errlen, -ENOENT,
+				"%s: no GUID block recorded (ibvfd has not started in cluster "
+				"mode here)",
+				path);
+	if (!ret) {
+		qsort(h.v, h.n, sizeof(*h.v), cmp_range);
+		ret = to_ranges(&h, out, n);
+		if (ret)
+			ret = ibvf_errf(err, errlen, ret, "out of memory");
+	}
+	free(h.v);
+	return ret;
+}
+
 int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts *o,
 			   struct ibvf_pool **out, struct ibvf_cluster_hb **hb, char *err,
 			   size_t errlen)
@@ -412,6 +438,8 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 				log_warn("cluster: node %s: no further block (%s); %" PRIu64
 					 " GUIDs free",
 					 k->node, why, st.free);
+				free(pr);
+				pr = NULL;
 				ret = open_pool(o, &h, &pr, &n_pr, out, err, errlen);
 				break;
 			}

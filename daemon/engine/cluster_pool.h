@@ -47,6 +47,18 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 			   struct ibvf_pool **out, struct ibvf_cluster_hb **hb, char *err,
 			   size_t errlen);
 
+/**
+ * ibvf_cluster_local_ranges() - the pool ranges of a node in cluster mode as
+ * its last start recorded them (<state_dir>/cluster-blocks.json, adjacent
+ * blocks merged), for tools that open the store without ibvfd (ibvfctl):
+ * with the configured pool.ranges they would hand out GUIDs of other
+ * nodes' blocks. *@out is malloc'd. Return: 0, -ENOENT (no block recorded:
+ * ibvfd never started in cluster mode here), -EINVAL (a file of another
+ * node or prefix, or unreadable), -ENOMEM.
+ */
+int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_range **out,
+			      size_t *n, char *err, size_t errlen);
+
 /** The node's heartbeat in etcd: a lease-bound nodes/<node> key, renewed by one thread. */
 #define IBVF_CLUSTER_HEARTBEAT_TTL_S 30
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,12 +136,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	snprintf(text, sizeof(text),
-		 "{\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": "
+		 "{\"state_dir\": \"%s/state\", \"run_dir\": \"%s/run\", "
+		 "\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:00:00:01\", \"end\": "
 		 "\"02:00:00:00:00:00:00:40\"}], \"quarantine_s\": 60, \"cluster\": "
 		 "{\"endpoints\": [\"%s\", \"%s\", \"%s\"], \"prefix\": \"/ctl/\", \"node\": "
 		 "\"node-a\", \"block_size\": 16, \"low_watermark\": 4, "
 		 "\"timeout_ms\": 1000}}}",
-		 lab.urls[0], lab.urls[1], lab.urls[2]);
+		 lab.dir, lab.dir, lab.urls[0], lab.urls[1], lab.urls[2]);
 	etcd_lab_write_file(&lab, "ibvfd.json", text, 0644, config, sizeof(config));
 
 	/* node-a: 2 blocks and a heartbeat; node-b: 1 block, gone (no heartbeat) */
@@ -216,6 +218,38 @@ int main(int argc, char **argv)
 	CHECK(rc == 0 && json_integer_value(json_object_get(j, "blocks_claimed")) == 0,
 	      "no block claimed any more");
 	json_decref(j);
+
+	/* ibvfctl pool with ibvfd down: the node's recorded blocks, never the whole ranges */
+	rc = ctl((const char *[]){"pool", "allocate", "--owner", "c1", NULL});
+	CHECK(rc == 2 && strstr(errout, "cluster-blocks.json"),
+	      "pool allocate offline before ibvfd recorded blocks: refused, exit 2 (%.160s)",
+	      errout);
+	{
+		char sd[PATH_MAX], f[PATH_MAX + 32];
+		FILE *fp;
+
+		snprintf(sd, sizeof(sd), "%s/state", lab.dir);
+		mkdir(sd, 0700);
+		snprintf(f, sizeof(f), "%s/cluster-blocks.json", sd);
+		fp = fopen(f, "w");
+		if (fp) {
+			fprintf(fp, "{\"node\": \"node-a\", \"prefix\": \"/ctl/\", \"blocks\": "
+				    "[[\"0200000000000021\", \"0200000000000030\"]]}");
+			fclose(fp);
+		}
+	}
+	rc = ctl((const char *[]){"--json", "pool", "allocate", "--owner", "c1", NULL});
+	j = json_loads(out, 0, NULL);
+	CHECK(rc == 0 && j && strstr(out, "02:00:00:00:00:00:00:21"),
+	      "pool allocate offline: the first GUID of the node's block, not of the ranges "
+	      "(rc %d: %.120s %.200s)",
+	      rc, out, errout);
+	json_decref(j);
+	rc = ctl((const char *[]){"--json", "pool", "status", NULL});
+	CHECK(rc == 0 && strstr(out, "\"total\": 16"),
+	      "pool status counts the node's 16 GUIDs "
+	      "(%.200s)",
+	      out);
 
 	etcd_lab_member_stop(&lab, 0, true);
 	etcd_lab_member_stop(&lab, 1, true);
