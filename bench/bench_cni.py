@@ -152,7 +152,8 @@ def main():
             print(f"{k}: ibvfd did not start (see {d.dir}/ibvfd.log)", file=sys.stderr)
             return 1
         confs[k] = dict(ib, ibvfd={"socket": d.sock})
-    runs = {**{k: [] for k in daemons}, **runs, "kernel floor (ip link set netns, there and back)": []}
+    runs = {**{k: [] for k in daemons}, **runs,
+            "kernel floor (ip link set netns, there and back)": []}
     for i in range(5):  # warm caches (binaries, page cache) before timing
         pair(lab, ib, f"warm{i}", ns)
         pair(lab, hd, f"warm{i}", ns, binary="/usr/lib/cni/host-device")
