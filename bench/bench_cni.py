@@ -158,8 +158,8 @@ def main():
         pair(lab, ib, f"warm{i}", ns)
         pair(lab, hd, f"warm{i}", ns, binary="/usr/lib/cni/host-device")
         floor_pair(lab, vf, ns)
-        for k, c in confs.items():
-            pair(lab, c, f"warm{k[-6:]}{i}", ns)
+        for n, c in enumerate(confs.values()):
+            pair(lab, c, f"warm{n}-{i}", ns)
     load0 = loadavg()
     for i in range(args.iterations):
         for n, (k, c) in enumerate(confs.items()):

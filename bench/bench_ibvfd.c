@@ -394,8 +394,8 @@ static void bench_scale(void)
 	printf("\n== cost growth: N concurrent prepares (one each, own fake VF), then N releases;"
 	       " sm.batch_window_ms 0, pool.sync %s\n",
 	       getenv("BENCH_SYNC") ? getenv("BENCH_SYNC") : "normal (lab)");
-	printf("%-14s %6s %9s %11s %9s %8s %10s %6s %6s\n", "SM", "N", "wall ms", "prepares/s",
-	       "SM adds", "RTs", "release ms", "fails", "load1");
+	printf("%-14s %6s %9s %11s %9s %9s %8s %10s %6s %6s\n", "SM", "N", "wall ms", "prepares/s",
+	       "SM adds", "SM lists", "RTs", "release ms", "fails", "load1");
 	if (!miss && !ufm_sim_start(&so, &sim, err, sizeof(err)))
 		have_sim = true;
 	for (size_t b = 0; b < 3; b++) {
@@ -444,6 +444,8 @@ static void bench_scale(void)
 				ms = scale_burst(&l, ns[k], (int)k, false, &fails);
 				c1 = lat[b] >= 0 ? ufm_sim_calls(&sim, "add")
 						 : daemon_sm_calls(&l) - c0;
+				/* prepare reads the new GUID's membership back first (issue 14) */
+				long lists = lat[b] >= 0 ? ufm_sim_calls(&sim, "list") : -1;
 				rms = scale_burst(&l, ns[k], (int)k, true, &rf);
 				snprintf(label, sizeof(label), "%s", name);
 				if (lat[b] >= 0)
@@ -452,9 +454,10 @@ static void bench_scale(void)
 
 				if (lat[b] > 0)
 					snprintf(rts, sizeof(rts), "%.2f", (double)ms / lat[b]);
-				printf("%-14s %6d %9lld %11.0f %9ld %8s %10lld %6d %6s\n", label,
-				       ns[k], (long long)ms, ns[k] * 1000.0 / (double)(ms ? ms : 1),
-				       c1, rts, (long long)rms, fails + rf, loadavg());
+				printf("%-14s %6d %9lld %11.0f %9ld %9ld %8s %10lld %6d %6s\n",
+				       label, ns[k], (long long)ms,
+				       ns[k] * 1000.0 / (double)(ms ? ms : 1), c1, lists, rts,
+				       (long long)rms, fails + rf, loadavg());
 				fflush(stdout);
 			}
 		}
@@ -463,7 +466,9 @@ static void bench_scale(void)
 	if (have_sim)
 		ufm_sim_stop(&sim);
 	printf("targets: >= 5000 prepares/s at N=1024 (noop); 256 against UFM at 200 ms "
-	       "<= 1.5 round trips in 1-2 calls\n");
+	       "<= 1.5 round trips in 1-2 calls. Floor: a prepare lists the new GUID's SM "
+	       "membership (one shared listing, 1 round trip) before its add (1 round trip): "
+	       ">= 2 round trips\n");
 }
 
 /* --------------------------------------------------------- multi-rail -- */
