@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -810,6 +811,15 @@ int main(int argc, char **argv)
 		only_scale |= !strcmp(argv[i], "--scale-only");
 	}
 	signal(SIGPIPE, SIG_IGN);
+	{
+		/* 1,024 concurrent clients need more than the default 1,024 fds */
+		struct rlimit rl;
+
+		if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 	ibvf_log_init("bench_ibvfd", IBVF_LOG_STDERR, LOG_ERR);
 	printf("bench_ibvfd: ibvfd %s on %ld CPUs, load average:", ibvfd,
 	       sysconf(_SC_NPROCESSORS_ONLN));
