@@ -139,8 +139,12 @@ def main():
     if args.ibvfd:
         real = Ibvfd(lab, os.path.abspath(args.ibvfd), os.path.abspath(args.sm_module_dir), [vf])
         daemons["ib-sriov (daemon, ibvfd noop)"] = real
-        daemons["ib-sriov (daemon, ibvfd opensm)"] = opensm_ibvfd(
-            lab, os.path.abspath(args.ibvfd), os.path.abspath(args.sm_module_dir), vf)
+        osm = os.path.join(os.path.dirname(os.path.abspath(args.sm_module_dir)), "opensm")
+        if os.path.exists(os.path.join(osm, "opensm.so")):
+            daemons["ib-sriov (daemon, ibvfd opensm)"] = opensm_ibvfd(
+                lab, os.path.abspath(args.ibvfd), os.path.abspath(args.sm_module_dir), vf)
+        else:
+            print(f"# opensm backend: not built ({osm}/opensm.so), not measured")
     if args.ibvfd_b:
         shim = types.SimpleNamespace(tmp=os.path.join(lab.tmp, "b"), rpc=lab.rpc, sock=lab.sock)
         os.makedirs(shim.tmp)
