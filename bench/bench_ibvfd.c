@@ -13,7 +13,8 @@
  *   4. multi-rail: 8 sequential prepares of one Pod vs one prepare;
  *   5. restart-to-ready: start to READY=1 (start-up reconciliation done)
  *      with 8k .. 64k owners, each on its own fake VF, with RSS; env
- *      BENCH_IBVFD_B=<another ibvfd> times that binary on the same state.
+ *      BENCH_IBVFD_B=<another ibvfd> times that binary on the same state;
+ *      BENCH_OWNERS=<n> runs one size, BENCH_NOOP_ONLY=1 skips the UFM rows.
  *
  * The load average (1 min) is printed next to each figure.
  *
@@ -331,6 +332,7 @@ struct scale_arg {
 	int ret;
 	bool release;
 	pthread_barrier_t *bar;
+	struct ibvf_rpc_error re;
 };
 
 static void *scale_one(void *p)
@@ -341,7 +343,7 @@ static void *scale_one(void *p)
 	snprintf(cid, sizeof(cid), "s%d-%04d", a->round, a->i);
 	pthread_barrier_wait(a->bar);
 	a->ret = a->release ? lab_release(a->l, cid)
-			    : lab_prepare(a->l, cid, a->i, "0x00a6", NULL, NULL);
+			    : lab_prepare(a->l, cid, a->i, "0x00a6", NULL, &a->re);
 	return NULL;
 }
 
@@ -358,7 +360,7 @@ static int64_t scale_burst(struct lab *l, int n, int round, bool release, int *f
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	for (int i = 0; i < n; i++) {
-		a[i] = (struct scale_arg){l, i, round, -1, release, &bar};
+		a[i] = (struct scale_arg){l, i, round, -1, release, &bar, {0}};
 		pthread_create(&th[i], &attr, scale_one, &a[i]);
 	}
 	pthread_attr_destroy(&attr);
@@ -367,6 +369,9 @@ static int64_t scale_burst(struct lab *l, int n, int round, bool release, int *f
 	*fails = 0;
 	for (int i = 0; i < n; i++) {
 		pthread_join(th[i], NULL);
+		if (a[i].ret && !*fails)
+			fprintf(stderr, "first failure (client %d): %d %s: %s\n", i, a[i].ret,
+				a[i].re.step, a[i].re.message);
 		*fails += a[i].ret != 0;
 	}
 	t0 = ibvf_mono_ms() - t0;
@@ -408,6 +413,8 @@ static void bench_scale(void)
 			printf("ufm sim: not run (%s)\n", miss ? miss : err);
 			continue;
 		}
+		if (lat[b] >= 0 && getenv("BENCH_NOOP_ONLY"))
+			continue;
 		if (lat[b] >= 0)
 			snprintf(bj, sizeof(bj),
 				 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
@@ -736,7 +743,8 @@ static void bench_rss_restart(void)
 		int64_t t0, t1, t2 = 0;
 		long rss = -1;
 
-		if (quick && sizes[i] > 8000)
+		if ((quick && sizes[i] > 8000) ||
+		    (getenv("BENCH_OWNERS") && atoi(getenv("BENCH_OWNERS")) != sizes[i]))
 			continue;
 		if (lab_init(&l, ibvfd, 0, "file", test_dir, NULL))
 			return;
