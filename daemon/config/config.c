@@ -59,7 +59,7 @@ static int set_defaults(struct ibvf_config *cfg)
 	cfg->pool.cluster.low_watermark = 64;
 	cfg->pool.cluster.timeout_ms = 5000;
 	cfg->sm.periodic_update_s = 5;
-	cfg->sm.batch_window_ms = 20;
+	cfg->sm.batch_window_ms = 0; /* self-clocking batches (issue 17) */
 	cfg->sm.batch_max = 1024;
 	cfg->vf.rebind_timeout_ms = 5000;
 	cfg->api.allowed_uids[0] = 0;

@@ -65,7 +65,7 @@ struct ibvf_sm_config {
 	char *module_dir;	    /* where <backend>.so modules live */
 	char *backend_json;	    /* text of the backend's own config object */
 	uint32_t periodic_update_s; /* reconciliation period, s (DAEMON_PERIODIC_UPDATE) */
-	uint32_t batch_window_ms;   /* SM request coalescing window, ms; default 20 */
+	uint32_t batch_window_ms;   /* minimum SM batch age, ms; default 0 (issue 17) */
 	uint32_t batch_max;	    /* flush a batch at this many GUIDs; default 1024 */
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* SM request batcher: per-PKey coalescing, window/size flush, retries with backoff. */
+/* SM request batcher: per-PKey coalescing, self-clocking flushes, retries with backoff. */
 #include "sm_batch.h"
 
 #include <errno.h>
@@ -41,6 +41,7 @@ struct ibvf_sm_batch {
 	size_t n, cap;
 	int64_t first_ms; /* when the oldest queued request arrived */
 	bool stop, flush_now;
+	bool clocked;  /* the queue filled while a flush was in flight: send it on return */
 	long expected; /* requests announced, not yet submitted */
 	pthread_t thread;
 	struct ibvf_sm_batch_stats st;
@@ -298,16 +299,21 @@ static void *sm_thread(void *arg)
 			continue;
 		}
 		/*
-		 * A closed window stays open while announced requests are on their
-		 * way (bounded by hold_max_ms): concurrent attaches share a call. In
-		 * a closed loop everybody ends up waiting on the batch, so the
-		 * announced count drains and the hold ends early.
+		 * Self-clocking (issue 17): with no call in flight a request goes at
+		 * once; what queued while a call was in flight goes when it returns
+		 * (b->clocked). window_ms is only an optional minimum age of the
+		 * oldest request (default 0). An idle SM still waits for announced
+		 * requests on their way (bounded by hold_max_ms), so a burst of
+		 * attaches shares its first call; in a closed loop everybody ends up
+		 * waiting on the batch, so the announced count drains and the hold
+		 * ends early. A lone request announces nobody but itself.
 		 */
 		int64_t hold = (int64_t)b->o.hold_max_ms;
 
 		if (!b->stop && !b->flush_now && b->n < b->o.batch_max &&
 		    (now < b->first_ms + b->o.window_ms ||
-		     (b->expected > 0 && now < b->first_ms + b->o.window_ms + hold))) {
+		     (!b->clocked && b->expected > 0 &&
+		      now < b->first_ms + b->o.window_ms + hold))) {
 			int64_t until = b->first_ms + b->o.window_ms;
 			struct timespec ts;
 
@@ -325,6 +331,7 @@ static void *sm_thread(void *arg)
 		b->q = NULL;
 		b->n = b->cap = 0;
 		b->flush_now = false;
+		b->clocked = false;
 		b->st.flushes++;
 		bmax = b->o.batch_max;
 		stop = b->stop;
@@ -332,6 +339,8 @@ static void *sm_thread(void *arg)
 		flush(b, r, n, bmax, stop);
 		free(r);
 		pthread_mutex_lock(&b->lock);
+		/* arrived during the calls: the next batch, sent now */
+		b->clocked = b->n > 0;
 	}
 	pthread_mutex_unlock(&b->lock);
 	return NULL;

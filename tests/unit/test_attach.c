@@ -49,6 +49,7 @@ struct fake_vfs {
 	int fail_program; /* next N program calls fail */
 	int fail_port;	  /* next N port waits fail */
 	unsigned program_calls;
+	unsigned lookup_calls;
 };
 
 static struct fake_vfs fv;
@@ -82,6 +83,7 @@ static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char
 
 	(void)ctx;
 	pthread_mutex_lock(&fv.lock);
+	fv.lookup_calls++;
 	v = fv_find(pci);
 	if (v)
 		fill(v, out);
@@ -1162,6 +1164,73 @@ static void test_reconcile(void **state)
 	assert_int_equal(json_integer_value(json_object_get(r, "problems")), 0);
 }
 
+static int count_kind(json_t *fnd, const char *kind)
+{
+	size_t i;
+	json_t *it;
+	int n = 0;
+
+	json_array_foreach(fnd, i, it) n +=
+		!strcmp(json_string_value(json_object_get(it, "kind")), kind);
+	return n;
+}
+
+/*
+ * Issue 17 item 4: a pass works from one VF listing and one store listing,
+ * indexed once. Settled owners on their VFs cost no per-VF read; duplicates
+ * and orphans are still found (the VF hash, the snapshot by GUID).
+ */
+static void test_reconcile_linear(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g[40], stray = RANGE_START + 0x900;
+	json_t *fnd;
+
+	for (int i = 0; i < 40; i++) {
+		char cid[16];
+		json_t *r;
+
+		snprintf(cid, sizeof(cid), "lin%d", i);
+		r = call(f, "prepare", prep_params(cid, pci_of(i), "0x0019"));
+		assert_int_equal(f->code[0], 0);
+		g[i] = guid_of(r);
+		call(f, "commit", json_pack("{s:o}", "owner", owner(cid, "net1")));
+		assert_int_equal(f->code[0], 0);
+	}
+	clear(f);
+	/* a clean pass over 40 attached owners: no VF or store read per owner */
+	fv.lookup_calls = 0;
+	fnd = json_array();
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, fnd, NULL, 0), 0);
+	assert_int_equal(json_array_size(fnd), 0);
+	if (fv.lookup_calls)
+		fail_msg("a clean pass read %u VFs one by one", fv.lookup_calls);
+	json_decref(fnd);
+
+	/* three VFs with one stray pool GUID, one VF with an owner's GUID */
+	for (int i = 50; i < 53; i++)
+		fv.vf[i].port = fv.vf[i].node = stray;
+	fv.vf[53].port = fv.vf[53].node = g[7];
+	fnd = json_array();
+	ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
+	/* pairs (50,51) (50,52) (51,52) and (7,53) */
+	assert_int_equal(count_kind(fnd, "duplicate-guid"), 4);
+	assert_int_equal(count_kind(fnd, "vf-orphan"), 4);
+	assert_int_equal(count_kind(fnd, "vf-drift"), 0);
+	json_decref(fnd);
+	/* fix mode resets the four, leaves the owner's VF alone */
+	ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, NULL, NULL, 0);
+	for (int i = 50; i < 54; i++)
+		assert_int_equal(fv.vf[i].port, 0);
+	assert_int_equal(fv.vf[7].port, g[7]);
+	/* an owner's VF that drifted is still read and reported */
+	fv.vf[9].port = stray + 1;
+	fnd = json_array();
+	ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
+	assert_int_equal(count_kind(fnd, "vf-drift"), 1);
+	json_decref(fnd);
+}
+
 /* Start-up with the SM down and a crash leftover: the VF is freed at once, the
  * SM removal waits for the SM. */
 static void test_reconcile_sm_down(void **state)
@@ -1556,6 +1625,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_same_owner_serialized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconcile_linear, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_verified, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quarantine_waits_for_sm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prepare_foreign_pkey, setup, teardown),

@@ -948,7 +948,7 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 		ufm_sim_stop(&sim);
 		return 1;
 	}
-	l.window_ms = 20;
+	l.window_ms = 0; /* the default: self-clocking batches (issue 17) */
 	lab_write_config(&l);
 	if (lab_start(&l, 20000) < 0) {
 		lab_result(false, "ibvfd starts with the ufm backend");
