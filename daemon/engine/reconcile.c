@@ -169,6 +169,40 @@ static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
 	return r->n_sm && bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm);
 }
 
+/*
+ * A handed VF whose netdev is back in the host netns (issue 15 item 7): the
+ * Pod's netns is gone (the kernel returns the device) or a DEL moved it back
+ * and its release never reached ibvfd (and left no request). The commit came
+ * after the move into the Pod, so a handed owner's netdev is never in the
+ * host while the Pod runs. VFIO VFs have no netdev and are never caught here.
+ */
+static void release_in_host(struct rec_ctx *r, struct ibvf_alloc *a,
+			    const struct ibvf_attach_vf *vf)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	bool pending = false;
+	int ret;
+
+	ibvf_guid_format(a->guid, s);
+	if (r->mode == IBVF_PASS_DRY_RUN) {
+		finding(r, "handed-in-host", true, a->guid, -1, a->pci, "release the owner", false,
+			"GUID %s is handed to container %.12s ifname %s (pod %s/%s), but VF %s's "
+			"netdev %s is in the host netns: the Pod is gone",
+			s, a->owner.container_id, a->owner.ifname, a->owner.pod_namespace,
+			a->owner.pod_name, a->pci, vf->netdev);
+		return;
+	}
+	ret = env->ops->undo(env->ctx, a, true, &pending, err, sizeof(err));
+	finding(r, "handed-in-host", true, a->guid, -1, a->pci, "release the owner",
+		!ret && !pending,
+		"GUID %s is handed to container %.12s ifname %s (pod %s/%s), but VF %s's netdev "
+		"%s is in the host netns: the Pod is gone%s%s",
+		s, a->owner.container_id, a->owner.ifname, a->owner.pod_namespace,
+		a->owner.pod_name, a->pci, vf->netdev, ret ? ": " : "",
+		ret ? err : (pending ? " (SM removal still pending)" : ""));
+}
+
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
@@ -226,6 +260,11 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		struct ibvf_attach_vf vf;
 
 		ret = env->vf->lookup(env->vf->ctx, a.pci, &vf, err, sizeof(err));
+		if (!ret && a.state == IBVF_ALLOC_HANDED && vf.netdev[0]) {
+			release_in_host(r, &a, &vf);
+			snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
+			goto out;
+		}
 		if (ret)
 			finding(r, "vf-missing", true, a.guid, -1, a.pci, "none (report only)",
 				false, "GUID %s: VF %s of container %.12s: %s", s, a.pci,

@@ -40,6 +40,7 @@ struct fvf {
 	uint64_t node, port;
 	char link[8];
 	unsigned gen;
+	bool host_netdev; /* lookup() shows the netdev in the host netns (the Pod is gone) */
 };
 
 struct fake_vfs {
@@ -85,6 +86,9 @@ static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char
 	v = fv_find(pci);
 	if (v)
 		fill(v, out);
+	/* a handed VF's netdev is in the Pod; only program() sees it in the host */
+	if (v && !v->host_netdev)
+		out->netdev[0] = 0;
 	pthread_mutex_unlock(&fv.lock);
 	if (!v) {
 		snprintf(err, errlen, "no VF at %s", pci);
