@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <ibvf/api.h>
@@ -561,14 +562,16 @@ static int spool_cb(void *arg, const char *name, const struct ibvf_release_req *
 int ibvf_engine_apply_spool(struct ibvf_engine *e, char *err, size_t errlen)
 {
 	struct spool_pass sp = {.e = e};
+	struct stat st;
 	int ret;
 
-	if (!e->spool_dir[0])
-		return 0;
-	/* ibvfd's own directory (created next to the socket, checked like it) */
-	ret = ibvf_dir_prepare(e->spool_dir, 0700, true, err, errlen);
-	if (ret == -ENOENT)
-		return 0; /* no socket directory yet: the API is not up */
+	if (!e->spool_dir[0] || stat(e->socket, &st) || !S_ISSOCK(st.st_mode))
+		return 0; /* no API socket (yet): no plugin can have used this spool */
+	/* ibvfd's own directory, next to its socket: created, checked like it */
+	if (mkdir(e->spool_dir, 0700) && errno != EEXIST)
+		return ibvf_errf(err, errlen, -errno, "release spool %s: %s", e->spool_dir,
+				 strerror(errno));
+	ret = ibvf_dir_prepare(e->spool_dir, 0700, false, err, errlen);
 	if (ret)
 		return ret;
 	ret = ibvf_spool_scan(e->spool_dir, spool_cb, &sp, err, errlen);
@@ -652,8 +655,10 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 	}
 	memcpy(e->ranges, o->cfg->pool.ranges, e->n_ranges * sizeof(*e->ranges));
 	snprintf(e->sm_err, sizeof(e->sm_err), "SM backend %s not validated yet", o->sm_ops->name);
-	if (o->cfg->api.socket &&
-	    ibvf_spool_dir(o->cfg->api.socket, e->spool_dir, sizeof(e->spool_dir)))
+	if (o->cfg->api.socket && strlen(o->cfg->api.socket) < sizeof(e->socket) &&
+	    !ibvf_spool_dir(o->cfg->api.socket, e->spool_dir, sizeof(e->spool_dir)))
+		snprintf(e->socket, sizeof(e->socket), "%s", o->cfg->api.socket);
+	else
 		e->spool_dir[0] = 0;
 	ibvf_engine_reload(e, o->cfg);
 	ret = ibvf_sm_batch_new(&bo, &e->batch, err, errlen);

@@ -55,6 +55,7 @@ struct ibvf_engine {
 	bool reconciled;	 /* the start-up pass is done */
 	bool reconcile_running;
 	char spool_dir[4096]; /* the CNI plugin's release requests (release_spool.h); "" none */
+	char socket[4096];    /* the API socket the spool is next to */
 	bool stopping, cancel;
 	size_t inflight;
 };
