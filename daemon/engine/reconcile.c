@@ -27,6 +27,7 @@
  * never mistaken for an orphan.
  */
 #include <errno.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,7 +175,10 @@ static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
  * Pod's netns is gone (the kernel returns the device) or a DEL moved it back
  * and its release never reached ibvfd (and left no request). The commit came
  * after the move into the Pod, so a handed owner's netdev is never in the
- * host while the Pod runs. VFIO VFs have no netdev and are never caught here.
+ * host while the Pod runs. The VF driver's netdev name must also resolve in
+ * ibvfd's own netns (if_nametoindex(3)), so a driver that names a netdev
+ * wherever it is (the lab drivers) never releases a running Pod's VF. VFIO
+ * VFs have no netdev and are never caught here.
  */
 static void release_in_host(struct rec_ctx *r, struct ibvf_alloc *a,
 			    const struct ibvf_attach_vf *vf)
@@ -260,7 +264,8 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		struct ibvf_attach_vf vf;
 
 		ret = env->vf->lookup(env->vf->ctx, a.pci, &vf, err, sizeof(err));
-		if (!ret && a.state == IBVF_ALLOC_HANDED && vf.netdev[0]) {
+		if (!ret && a.state == IBVF_ALLOC_HANDED && vf.netdev[0] &&
+		    if_nametoindex(vf.netdev)) {
 			release_in_host(r, &a, &vf);
 			snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
 			goto out;

@@ -92,6 +92,8 @@ static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char
 	/* a handed VF's netdev is in the Pod; only program() sees it in the host */
 	if (v && !v->host_netdev)
 		out->netdev[0] = 0;
+	else if (v) /* a name that resolves in this netns, as a VF netdev back in the host */
+		snprintf(out->netdev, sizeof(out->netdev), "lo");
 	pthread_mutex_unlock(&fv.lock);
 	if (!v) {
 		snprintf(err, errlen, "no VF at %s", pci);
