@@ -5,7 +5,9 @@ backend, the daemon's fake VF driver):
 
 - 7: ibvfd stopped between ADD and DEL, and the runtime never retries: DEL
   succeeds and leaves a release request; once ibvfd runs again the GUID is
-  released, the VF free, the plugin's cache gone, the request applied.
+  released, the VF free, the plugin's cache gone, the request applied. And a
+  handed VF whose netdev is back in the host netns (a release that never
+  reached ibvfd) is released by reconciliation, a Pod's never.
 - 8: the same owner (pod namespace/name, network, ifname) attached again with
   a new container ID within the quarantine gets its GUID back; another Pod
   never does.
@@ -20,7 +22,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cni_lab import Lab, Tap, need_lab  # noqa: E402
+from cni_lab import Lab, Tap, need_lab, sh  # noqa: E402
 from test_cni_ibvfd import Ibvfd, conf  # noqa: E402
 from test_ib_sriov import host_ok  # noqa: E402
 
@@ -84,6 +86,33 @@ def daemon_down_at_del(lab, t, d):
     t.ok("release request of the CNI plugin applied" in log, "ibvfd logged the applied request")
 
 
+def handed_back_in_host(lab, t, d):
+    """The DEL moved the netdev back but its release never reached ibvfd (and no
+    request either): reconciliation sees the handed VF's netdev in the host."""
+    vf, ns, cid = lab.all_vfs[2], lab.ns(), "c-lost"
+    path = os.path.join(d.fake, vf.pci)
+    with open(path) as f:
+        line = f.read().strip()
+    with open(path, "w") as f:  # the fake VF driver reports this real netdev
+        f.write(f"{line} netdev={vf.name}\n")
+    c = conf(lab, vf, net="ibdlost", ibvfd={"socket": d.sock})
+    rc, res, err = lab.run("ADD", c, cid, netns=ns)
+    if not t.ok(rc == 0, "ADD through ibvfd", f"{res}\n{err}"):
+        return
+    guid = guid_of(d.owners().get(f"{cid}/net1"))
+    time.sleep(2.5)  # two reconciliation passes
+    t.ok(f"{cid}/net1" in d.owners(), "a Pod's VF (netdev in the Pod) is left alone by passes")
+    sh("ip", "-n", ns, "link", "set", "dev", "net1", "netns", "1")
+    sh("ip", "link", "set", "dev", "net1", "name", vf.name)
+    t.ok(wait_for(lambda: f"{cid}/net1" not in d.owners()),
+         "its netdev back in the host: a pass released the handed owner", d.owners())
+    t.ok(d.vf_guid(vf) != guid, "the VF no longer carries the GUID")
+    log = open(os.path.join(d.dir, "ibvfd.log")).read()
+    t.ok("handed-in-host" in log, "ibvfd logged the finding (handed-in-host)")
+    rc, out, err = lab.run("DEL", c, cid, netns=ns)
+    t.ok(rc == 0, "a late DEL still succeeds", f"{out}\n{err}")
+
+
 def same_owner_back(lab, t, d):
     vf, ns = lab.all_vfs[1], lab.ns()
     c = conf(lab, vf, net="ibdsame", ibvfd={"socket": d.sock})
@@ -129,6 +158,7 @@ def main():
     try:
         t.ok(d.start(), "ibvfd starts (noop SM backend, fake VF driver)")
         daemon_down_at_del(lab, t, d)
+        handed_back_in_host(lab, t, d)
         same_owner_back(lab, t, d)
     except Exception as e:
         t.ok(False, f"raised {type(e).__name__}", e)
