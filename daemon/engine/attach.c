@@ -604,6 +604,8 @@ static int prepare_allocate(struct op *op)
 		req.prev_port_guid = op->vf.port_guid;
 	}
 	req.prev_link_state = op->vf.link_state;
+	/* a GUID the SM check just skipped is not given back to this owner again */
+	req.no_owner_return = op->check_tries > 0;
 	ret = ibvf_pool_allocate(op->e->pool, &req, &op->a, err, sizeof(err));
 	if (ret) {
 		eng_set_error(op, alloc_code(ret), ret, "allocate", "%s", err);

@@ -54,6 +54,8 @@ struct ibvf_engine {
 	uint64_t sm_checked_seq; /* the batcher's last call number at that validate() */
 	bool reconciled;	 /* the start-up pass is done */
 	bool reconcile_running;
+	char spool_dir[4096]; /* the CNI plugin's release requests (release_spool.h); "" none */
+	char socket[4096];    /* the API socket the spool is next to */
 	bool stopping, cancel;
 	size_t inflight;
 };

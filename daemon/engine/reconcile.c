@@ -34,6 +34,7 @@
  * its hold before anything is decided; a clean pass reads nothing twice.
  */
 #include <errno.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +280,43 @@ static bool sm_member_ok(const struct rec_ctx *r, uint16_t pk, uint64_t guid)
 	       e->membership == (ibvf_pkey_is_full(pk) ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED);
 }
 
+/*
+ * A handed VF whose netdev is back in the host netns (issue 15 item 7): the
+ * Pod's netns is gone (the kernel returns the device) or a DEL moved it back
+ * and its release never reached ibvfd (and left no request). The commit came
+ * after the move into the Pod, so a handed owner's netdev is never in the
+ * host while the Pod runs. The VF driver's netdev name must also resolve in
+ * ibvfd's own netns (if_nametoindex(3)), so a driver that names a netdev
+ * wherever it is (the lab drivers) never releases a running Pod's VF. VFIO
+ * VFs have no netdev and are never caught here.
+ */
+static void release_in_host(struct rec_ctx *r, struct ibvf_alloc *a,
+			    const struct ibvf_attach_vf *vf)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	bool pending = false;
+	int ret;
+
+	ibvf_guid_format(a->guid, s);
+	if (r->mode == IBVF_PASS_DRY_RUN) {
+		finding(r, "handed-in-host", true, a->guid, -1, a->pci, "release the owner", false,
+			"GUID %s is handed to container %.12s ifname %s (pod %s/%s), but VF %s's "
+			"netdev %s is in the host netns: the Pod is gone",
+			s, a->owner.container_id, a->owner.ifname, a->owner.pod_namespace,
+			a->owner.pod_name, a->pci, vf->netdev);
+		return;
+	}
+	ret = env->ops->undo(env->ctx, a, true, &pending, err, sizeof(err));
+	finding(r, "handed-in-host", true, a->guid, -1, a->pci, "release the owner",
+		!ret && !pending,
+		"GUID %s is handed to container %.12s ifname %s (pod %s/%s), but VF %s's netdev "
+		"%s is in the host netns: the Pod is gone%s%s",
+		s, a->owner.container_id, a->owner.ifname, a->owner.pod_namespace,
+		a->owner.pod_name, a->pci, vf->netdev, ret ? ": " : "",
+		ret ? err : (pending ? " (SM removal still pending)" : ""));
+}
+
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
@@ -346,6 +384,12 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		struct ibvf_attach_vf vf;
 
 		ret = env->vf->lookup(env->vf->ctx, a.pci, &vf, err, sizeof(err));
+		if (!ret && a.state == IBVF_ALLOC_HANDED && vf.netdev[0] &&
+		    if_nametoindex(vf.netdev)) {
+			release_in_host(r, &a, &vf);
+			snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
+			goto out;
+		}
 		if (ret)
 			finding(r, "vf-missing", true, a.guid, -1, a.pci, "none (report only)",
 				false, "GUID %s: VF %s of container %.12s: %s", s, a.pci,

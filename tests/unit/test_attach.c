@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -28,6 +30,7 @@
 #include "fake_sm.h"
 #include "guid_pool.h"
 #include "log.h"
+#include "release_spool.h"
 
 #define RANGE_START 0x0002c90300a00001ull
 #define RANGE_END   0x0002c90300a0ffffull
@@ -40,6 +43,7 @@ struct fvf {
 	uint64_t node, port;
 	char link[8];
 	unsigned gen;
+	bool host_netdev; /* lookup() shows the netdev in the host netns (the Pod is gone) */
 };
 
 struct fake_vfs {
@@ -87,6 +91,11 @@ static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char
 	v = fv_find(pci);
 	if (v)
 		fill(v, out);
+	/* a handed VF's netdev is in the Pod; only program() sees it in the host */
+	if (v && !v->host_netdev)
+		out->netdev[0] = 0;
+	else if (v) /* a name that resolves in this netns, as a VF netdev back in the host */
+		snprintf(out->netdev, sizeof(out->netdev), "lo");
 	pthread_mutex_unlock(&fv.lock);
 	if (!v) {
 		snprintf(err, errlen, "no VF at %s", pci);
@@ -1606,6 +1615,145 @@ static void test_pool_methods(void **state)
 	(void)r;
 }
 
+/* ------------------------------------ issue 15 item 7: release without DEL -- */
+
+/* An API socket (the spool is next to it) outside the fixture's directory. */
+static char spool_base[64];
+static int spool_sock = -1;
+
+static int setup_spool(void **state)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char extra[192];
+	struct fx *f;
+
+	snprintf(spool_base, sizeof(spool_base), "/tmp/ibvf-spool-XXXXXX");
+	assert_non_null(mkdtemp(spool_base));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ibvfd.sock", spool_base);
+	spool_sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(spool_sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	snprintf(extra, sizeof(extra), ", \"api\": {\"socket\": \"%s\"}", sa.sun_path);
+	setup_opts(state, extra, 3);
+	f = *state;
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	return 0;
+}
+
+static int teardown_spool(void **state)
+{
+	char cmd[128];
+
+	close(spool_sock);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", spool_base);
+	assert_int_equal(system(cmd), 0);
+	return teardown(state);
+}
+
+static int spool_count(void *arg, const char *name, const struct ibvf_release_req *r)
+{
+	(void)name;
+	(void)r;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static uint64_t attach_one(struct fx *f, const char *cid, int vf)
+{
+	json_t *r = call(f, "prepare", prep_params(cid, pci_of(vf), "0x0016"));
+	uint64_t g;
+
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	call(f, "commit", json_pack("{s:o}", "owner", owner(cid, "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
+	return g;
+}
+
+/*
+ * The plugin's DEL found ibvfd down and left a request: ibvfd applies it
+ * (GUID quarantined, VF reset, SM membership removed, request gone), never
+ * to a newer attachment of the same container and ifname, and drops a file
+ * that is not a request.
+ */
+static void test_release_spool(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_release_req rq = {.created_ms = ibvf_wall_ms() + 1000};
+	char dir[128], junk[160], err[IBVF_ERR_LEN];
+	struct ibvf_alloc newer;
+	uint64_t g, g2;
+	int n = 0;
+
+	g = attach_one(f, "gone", 50);
+	g2 = attach_one(f, "again", 51);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), IBVF_MEMBER_FULL);
+	snprintf(dir, sizeof(dir), "%s/release.d", spool_base);
+	snprintf(rq.container_id, sizeof(rq.container_id), "gone");
+	snprintf(rq.ifname, sizeof(rq.ifname), "net1");
+	snprintf(rq.network, sizeof(rq.network), "net-a");
+	rq.guid = g;
+	assert_int_equal(ibvf_spool_write(dir, &rq, err, sizeof(err)), 0);
+	/* a request older than the attachment it would hit: a DEL before this ADD */
+	assert_int_equal(ibvf_pool_get(f->pool, g2, &newer, NULL, 0), 0);
+	snprintf(rq.container_id, sizeof(rq.container_id), "again");
+	rq.guid = 0;
+	rq.created_ms = newer.created_ms - 1000;
+	assert_int_equal(ibvf_spool_write(dir, &rq, err, sizeof(err)), 0);
+	snprintf(junk, sizeof(junk), "%s/junk.json", dir);
+	{
+		FILE *fp = fopen(junk, "w");
+
+		assert_non_null(fp);
+		fputs("{\"version\": 9}", fp);
+		fclose(fp);
+	}
+
+	assert_int_equal(ibvf_engine_apply_spool(f->e, err, sizeof(err)), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[50].port, 0); /* its pre-attach GUID */
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(store_state(f, g2), IBVF_ALLOC_HANDED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g2), IBVF_MEMBER_FULL);
+	assert_int_equal(ibvf_spool_scan(dir, spool_count, &n, NULL, 0), 0);
+	assert_int_equal(n, 0);
+	/* nothing left: a second pass does nothing */
+	assert_int_equal(ibvf_engine_apply_spool(f->e, err, sizeof(err)), 0);
+}
+
+/* A handed VF whose netdev is in the host netns again (the Pod is gone): released. */
+static void test_handed_in_host(void **state)
+{
+	struct fx *f = *state;
+	json_t *dry = json_array(), *fnd = json_array(), *it;
+	uint64_t g = attach_one(f, "podgone", 52), alive = attach_one(f, "alive", 53);
+	bool seen = false;
+	size_t i;
+
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[52].host_netdev = true;
+	pthread_mutex_unlock(&fv.lock);
+	/* audit (dry run): reported, nothing touched */
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_DRY_RUN, dry, NULL, 0) >= 1);
+	json_array_foreach(dry, i, it)
+	{
+		const char *k = json_string_value(json_object_get(it, "kind"));
+
+		seen |= k && !strcmp(k, "handed-in-host");
+	}
+	assert_true(seen);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
+	/* a pass releases it, and only it */
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0) >= 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[52].port, 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(store_state(f, alive), IBVF_ALLOC_HANDED);
+	json_decref(dry);
+	json_decref(fnd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1637,6 +1785,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_methods, setup, teardown),
 		cmocka_unit_test(test_reconcile_sm_down),
 		cmocka_unit_test_setup_teardown(test_store_lost_no_reissue, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_spool, setup_spool, teardown_spool),
+		cmocka_unit_test_setup_teardown(test_handed_in_host, setup_spool, teardown_spool),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
