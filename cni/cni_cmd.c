@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cni_daemon.h"
@@ -19,6 +21,7 @@
 #include "cni_result.h"
 #include "cni_vf.h"
 #include "log.h"
+#include "release_spool.h"
 #include "statedir.h"
 
 int cni_failf(struct cni_ctx *ctx, int code, const char *msg, const char *fmt, ...)
@@ -236,6 +239,44 @@ static void td_rdma(struct td *t, struct cni_ns *host, struct cni_ns *pod)
 		td_fail(t, CNI_ERR_VF, "moving RDMA device %s back: %s", c->rdma_dev, err);
 }
 
+/*
+ * ibvfd did not answer (down, restarting, not ready): leave a durable release
+ * request in its spool (release_spool.h) that it applies when it starts or on
+ * its next pass, and let DEL succeed, because a runtime such as Podman never
+ * retries a failed DEL (issue 15 item 7). @why is the failed call's message.
+ * Return: true when the request is on disk.
+ */
+static bool spool_release(const struct cni_cache *c, const char *socket, const char *why)
+{
+	struct ibvf_release_req r = {.guid = c->guid};
+	char dir[PATH_MAX], err[IBVF_ERR_LEN], g[IBVF_GUID_STR_LEN];
+	struct timespec ts;
+	int ret;
+
+	snprintf(r.container_id, sizeof(r.container_id), "%s", c->container_id);
+	snprintf(r.ifname, sizeof(r.ifname), "%s", c->ifname);
+	snprintf(r.network, sizeof(r.network), "%s", c->network);
+	snprintf(r.device_id, sizeof(r.device_id), "%s", c->device_id);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r.created_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	ret = ibvf_spool_dir(socket, dir, sizeof(dir));
+	if (!ret)
+		ret = ibvf_spool_write(dir, &r, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "spool path for %s too long", socket);
+	if (ret) {
+		log_err("VF %s: ibvfd did not answer (%s) and the release request could not be "
+			"written: %s",
+			c->device_id, why, err);
+		return false;
+	}
+	log_warn("VF %s: ibvfd did not answer (%s): release of owner %s/%s (GUID %s) left in %s; "
+		 "ibvfd applies it when it runs again",
+		 c->device_id, why, c->container_id, c->ifname,
+		 c->guid ? ibvf_guid_format(c->guid, g) : "unknown", dir);
+	return true;
+}
+
 static void td_owner(struct td *t)
 {
 	struct cni_ctx *ctx = t->ctx;
@@ -265,6 +306,9 @@ static void td_owner(struct td *t)
 		ret = cni_ibvfd->release(socket, ctx->nc.ibvfd_timeout_ms, owner, &released, &de,
 					 err, sizeof(err));
 	json_decref(owner);
+	if (ret && ret != -ENOMEM && de.cni_code == CNI_ERR_TRY_AGAIN &&
+	    spool_release(c, socket, err))
+		return;
 	if (ret)
 		td_fail(t, ret == -ENOMEM ? CNI_ERR_DAEMON : de.cni_code,
 			"releasing GUID %s in ibvfd: %s",

@@ -571,6 +571,25 @@ static int parse_device(struct pctx *p, json_t *root, enum cni_command cmd)
 	return 0;
 }
 
+/*
+ * "pkeyIndex0": put the (first) PKey at P_Key table index 0 (UFM index0,
+ * OpenSM indx0), and check it there in the port wait; absent: the SM
+ * backend's default. ibvf's own key: neither ib-sriov-cni nor ib-kubernetes
+ * has one per network (ib-kubernetes: ENABLE_INDEX0_FOR_PRIMARY_PKEY).
+ */
+static int parse_pkey_index0(struct pctx *p, json_t *root)
+{
+	bool v = false;
+	int ret;
+
+	p->nc->pkey_index0 = -1;
+	if (!json_object_get(root, "pkeyIndex0"))
+		return 0;
+	ret = get_bool(p, root, "", "pkeyIndex0", &v);
+	if (!ret)
+		p->nc->pkey_index0 = v;
+	return ret;
+}
 static int parse_root(struct pctx *p, json_t *root, enum cni_command cmd)
 {
 	struct cni_netconf *nc = p->nc;
@@ -593,10 +612,10 @@ static int parse_root(struct pctx *p, json_t *root, enum cni_command cmd)
 	    (ret = get_bool(p, root, "", "rdmaIsolation", &nc->rdma_isolation)) ||
 	    (ret = get_bool(p, root, "", "ibKubernetesEnabled", &nc->ib_kubernetes_enabled)) ||
 	    (ret = get_bool(p, root, "", "vfioPciMode", &nc->vfio_pci_mode)) ||
-	    (ret = parse_guid(p, root)) || (ret = parse_ipam(p, root)) ||
-	    (ret = get_obj(p, root, "", "dns", &nc->dns)) || (ret = parse_ibvfd(p, root)) ||
-	    (ret = parse_rc_check(p, root)) || (ret = parse_logging(p, root)) ||
-	    (ret = parse_valid_attachments(p, root)))
+	    (ret = parse_pkey_index0(p, root)) || (ret = parse_guid(p, root)) ||
+	    (ret = parse_ipam(p, root)) || (ret = get_obj(p, root, "", "dns", &nc->dns)) ||
+	    (ret = parse_ibvfd(p, root)) || (ret = parse_rc_check(p, root)) ||
+	    (ret = parse_logging(p, root)) || (ret = parse_valid_attachments(p, root)))
 		return ret;
 	if (!nc->name)
 		nc->name = "";

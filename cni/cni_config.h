@@ -116,6 +116,7 @@ struct cni_netconf {
 	bool rdma_isolation;
 	bool ib_kubernetes_enabled;
 	bool vfio_pci_mode; /* "vfioPciMode": true (auto-detection elsewhere) */
+	int pkey_index0;    /* "pkeyIndex0": -1 absent (the SM backend's default), 0, 1 */
 
 	uint64_t guid;		  /* requested GUID; valid when guid_source != NULL */
 	const char *guid_source;  /* "runtimeConfig.infinibandGUID" or "args.cni.guid" */

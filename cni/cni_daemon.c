@@ -152,6 +152,8 @@ int cni_daemon_prepare(const char *socket, const struct cni_netconf *nc, json_t 
 	if (nc->link_state != CNI_LINK_STATE_UNSET)
 		json_object_set_new(params, "link_state",
 				    json_string(cni_link_state_name(nc->link_state)));
+	if (nc->pkey_index0 >= 0)
+		json_object_set_new(params, "index0", json_boolean(nc->pkey_index0));
 	ret = call(socket, "prepare", params, nc->ibvfd_timeout_ms, &res, de, err, errlen);
 	json_decref(params);
 	if (!ret) {

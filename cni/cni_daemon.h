@@ -48,8 +48,9 @@ struct cni_daemon_error {
 };
 
 /**
- * cni_daemon_prepare() - prepare the VF @pci for @owner with the PKeys, GUID
- * and link state of @nc. Return: 0, or -errno with @de and @err filled.
+ * cni_daemon_prepare() - prepare the VF @pci for @owner with the PKeys, GUID,
+ * link state and "pkeyIndex0" (sent as "index0" when given) of @nc.
+ * Return: 0, or -errno with @de and @err filled.
  */
 int cni_daemon_prepare(const char *socket, const struct cni_netconf *nc, json_t *owner,
 		       const char *pci, struct cni_prepared *out, struct cni_daemon_error *de,

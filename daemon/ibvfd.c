@@ -25,6 +25,7 @@
 
 #include "api_server.h"
 #include "attach.h"
+#include "cluster_pool.h"
 #include "config.h"
 #include "err.h"
 #include "evloop.h"
@@ -65,6 +66,8 @@ struct daemon {
 	bool ready_sent, stopping, cancelled;
 	int64_t stop_started;
 	int exit_code;
+	/* cluster mode: the node's heartbeat (cluster_pool.h) */
+	struct ibvf_cluster_hb *cluster_hb;
 };
 
 static void usage(FILE *f)
@@ -112,11 +115,15 @@ static int mod_pool(struct daemon *d, char *err, size_t errlen)
 		return ibvf_err_prefix(err, errlen, ret,
 				       "another ibvfd or ibvfctl works on state directory %s",
 				       d->cfg.state_dir);
+	if (d->cfg.pool.cluster.enabled) /* the node's etcd blocks become the ranges */
+		return ibvf_cluster_pool_open(&d->cfg, &o, &d->pool, &d->cluster_hb, err, errlen);
 	return ibvf_pool_open(&o, &d->pool, err, errlen);
 }
 
 static void mod_pool_fini(struct daemon *d)
 {
+	ibvf_cluster_hb_stop(d->cluster_hb);
+	d->cluster_hb = NULL;
 	ibvf_pool_close(d->pool);
 	d->pool = NULL;
 	if (d->store_lock >= 0)
@@ -402,9 +409,12 @@ static void reload(struct daemon *d)
 		restart = "sm.backend / sm.config";
 	else if (strcmp(n.vf.driver, d->cfg.vf.driver))
 		restart = "vf.driver";
-	else if (n.pool.n_ranges != d->cfg.pool.n_ranges ||
-		 memcmp(n.pool.ranges, d->cfg.pool.ranges,
-			n.pool.n_ranges * sizeof(*n.pool.ranges)) ||
+	else if (n.pool.cluster.enabled != d->cfg.pool.cluster.enabled)
+		restart = "pool.cluster";
+	else if ((!d->cfg.pool.cluster.enabled && /* cluster: the ranges are its blocks */
+		  (n.pool.n_ranges != d->cfg.pool.n_ranges ||
+		   memcmp(n.pool.ranges, d->cfg.pool.ranges,
+			  n.pool.n_ranges * sizeof(*n.pool.ranges)))) ||
 		 n.pool.quarantine_s != d->cfg.pool.quarantine_s)
 		restart = "pool";
 	else if (n.daemon.workers != d->cfg.daemon.workers)

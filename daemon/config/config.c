@@ -55,8 +55,11 @@ static int set_defaults(struct ibvf_config *cfg)
 	cfg->log_level = LOG_INFO;
 	cfg->pool.quarantine_s = 60;
 	cfg->pool.sync_full = true;
+	cfg->pool.cluster.block_size = 256;
+	cfg->pool.cluster.low_watermark = 64;
+	cfg->pool.cluster.timeout_ms = 5000;
 	cfg->sm.periodic_update_s = 5;
-	cfg->sm.batch_window_ms = 20;
+	cfg->sm.batch_window_ms = 0; /* self-clocking batches (issue 17) */
 	cfg->sm.batch_max = 1024;
 	cfg->vf.rebind_timeout_ms = 5000;
 	cfg->api.allowed_uids[0] = 0;
@@ -182,9 +185,155 @@ int ibvf_parse_guid_ranges(const char *file, const char *path, void *json_array,
 	return 0;
 }
 
+/* An etcd endpoint: http(s)://host[:port], no user info (credentials are files), no path. */
+static bool endpoint_ok(const char *u)
+{
+	const char *h = !strncmp(u, "http://", 7)    ? u + 7
+			: !strncmp(u, "https://", 8) ? u + 8
+						     : NULL;
+
+	return h && *h && strlen(u) <= 256 && !strchr(h, '@') && !strchr(h, '/') &&
+	       !strpbrk(h, " \t\r\n");
+}
+
+/* A Kubernetes node name: a DNS subdomain (RFC 1123), at most 253 bytes. */
+static bool node_name_ok(const char *n)
+{
+	size_t l = strlen(n);
+
+	if (!l || l > IBVF_CLUSTER_NODE_MAX || !isalnum((unsigned char)n[0]) ||
+	    !isalnum((unsigned char)n[l - 1]))
+		return false;
+	for (size_t i = 0; i < l; i++)
+		if (!isalnum((unsigned char)n[i]) && n[i] != '-' && n[i] != '.')
+			return false;
+	return true;
+}
+
+static void cluster_free(struct ibvf_cluster_config *k)
+{
+	for (size_t i = 0; i < k->n_endpoints; i++)
+		free(k->endpoints[i]);
+	free(k->endpoints);
+	free(k->ca_file);
+	free(k->cert_file);
+	free(k->key_file);
+	free(k->user);
+	free(k->user_file);
+	free(k->password_file);
+	free(k->prefix);
+	free(k->node);
+	memset(k, 0, sizeof(*k));
+}
+
+static int parse_cluster(const struct ibvf_jctx *c, json_t *o, struct ibvf_cluster_config *k)
+{
+	static const char *const keys[] = {"endpoints", "ca_file",    "cert_file",     "key_file",
+					   "user",	"user_file",  "password_file", "prefix",
+					   "node",	"block_size", "low_watermark", "timeout_ms",
+					   NULL};
+	static const char *const P = "pool.cluster";
+	uint64_t bs = k->block_size, lw = k->low_watermark, to = k->timeout_ms;
+	json_t *eps = json_object_get(o, "endpoints");
+	int ret = ibvf_json_check_keys(c, o, P, keys);
+	size_t i;
+
+	if (ret)
+		return ret;
+	if (!json_is_array(eps) || !json_array_size(eps) ||
+	    json_array_size(eps) > IBVF_CLUSTER_MAX_ENDPOINTS)
+		return ibvf_json_err(c, P, "endpoints",
+				     "expected an array of 1 to %d etcd URLs (http(s)://host:port)",
+				     IBVF_CLUSTER_MAX_ENDPOINTS);
+	for (i = 0; i < k->n_endpoints; i++)
+		free(k->endpoints[i]);
+	free(k->endpoints);
+	k->n_endpoints = 0;
+	k->endpoints = calloc(json_array_size(eps), sizeof(*k->endpoints));
+	if (!k->endpoints)
+		return -ENOMEM;
+	for (i = 0; i < json_array_size(eps); i++) {
+		const char *u = json_string_value(json_array_get(eps, i));
+
+		if (!u || !endpoint_ok(u))
+			return ibvf_json_err(
+				c, P, "endpoints",
+				"[%zu]: expected http://host:port or https://host:port "
+				"without user info or path (credentials go in "
+				"user/password_file)",
+				i);
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(k->endpoints[j], u))
+				return ibvf_json_err(c, P, "endpoints", "[%zu]: \"%s\" twice", i,
+						     u);
+		if (!(k->endpoints[i] = strdup(u)))
+			return -ENOMEM;
+		k->n_endpoints++;
+	}
+	ret = ibvf_json_string(c, o, P, "ca_file", &k->ca_file);
+	if (!ret)
+		ret = ibvf_json_string(c, o, P, "cert_file", &k->cert_file);
+	if (!ret)
+		ret = ibvf_json_string(c, o, P, "key_file", &k->key_file);
+	if (!ret)
+		ret = ibvf_json_string(c, o, P, "user", &k->user);
+	if (!ret)
+		ret = ibvf_json_string(c, o, P, "user_file", &k->user_file);
+	if (!ret)
+		ret = ibvf_json_string(c, o, P, "password_file", &k->password_file);
+	if (!ret)
+		ret = ibvf_json_string(c, o, P, "prefix", &k->prefix);
+	if (!ret)
+		ret = ibvf_json_string(c, o, P, "node", &k->node);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, P, "block_size", 1, 65536, &bs);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, P, "low_watermark", 0, 65535, &lw);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, P, "timeout_ms", 100, 600000, &to);
+	if (ret)
+		return ret;
+	if (!ret)
+		ret = check_abs_path(c, P, "ca_file", k->ca_file);
+	if (!ret)
+		ret = check_abs_path(c, P, "cert_file", k->cert_file);
+	if (!ret)
+		ret = check_abs_path(c, P, "key_file", k->key_file);
+	if (!ret)
+		ret = check_abs_path(c, P, "user_file", k->user_file);
+	if (!ret)
+		ret = check_abs_path(c, P, "password_file", k->password_file);
+	if (ret)
+		return ret;
+	if (!k->cert_file != !k->key_file)
+		return ibvf_json_err(c, P, k->cert_file ? "key_file" : "cert_file",
+				     "a client certificate needs both cert_file and key_file");
+	if (k->user && k->user_file)
+		return ibvf_json_err(c, P, "user_file", "user and user_file exclude each other");
+	if ((k->user || k->user_file) != !!k->password_file)
+		return ibvf_json_err(c, P, k->password_file ? "password_file" : "user",
+				     "basic auth needs user (or user_file) and password_file");
+	if (k->prefix && (k->prefix[0] != '/' || strlen(k->prefix) > 128))
+		return ibvf_json_err(c, P, "prefix",
+				     "expected an absolute key prefix "
+				     "(\"/ibvf/fabric-a/\"), at most 128 bytes");
+	if (k->node && !node_name_ok(k->node))
+		return ibvf_json_err(
+			c, P, "node",
+			"'%.64s' is not a node name (RFC 1123 subdomain, <= 253 bytes)", k->node);
+	if (lw >= bs)
+		return ibvf_json_err(c, P, "low_watermark", "%llu must be below block_size %llu",
+				     (unsigned long long)lw, (unsigned long long)bs);
+	k->block_size = (uint32_t)bs;
+	k->low_watermark = (uint32_t)lw;
+	k->timeout_ms = (uint32_t)to;
+	k->enabled = true;
+	return 0;
+}
+
 static int parse_pool(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = {"ranges", "quarantine_s", "sync", NULL};
+	static const char *const keys[] = {"ranges", "quarantine_s", "sync", "cluster", NULL};
 	uint64_t q = cfg->pool.quarantine_s;
 	char *sync = NULL;
 	json_t *r;
@@ -211,6 +360,12 @@ static int parse_pool(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *
 		cfg->pool.ranges = NULL;
 		ret = ibvf_parse_guid_ranges(c->file, "pool.ranges", r, &cfg->pool.ranges,
 					     &cfg->pool.n_ranges, c->err, c->errlen);
+	}
+	if (!ret && (r = json_object_get(o, "cluster"))) {
+		if (!json_is_object(r))
+			ret = ibvf_json_err(c, "pool", "cluster", "expected an object");
+		else
+			ret = parse_cluster(c, r, &cfg->pool.cluster);
 	}
 out:
 	free(sync);
@@ -550,6 +705,52 @@ static const char *env_get(char *const *envp, const char *name)
 	return NULL;
 }
 
+/*
+ * The cluster defaults that depend on the environment: the node name from
+ * NODE_NAME (the Kubernetes downward API's spec.nodeName), else the
+ * hostname; the key prefix "/ibvf/", which always ends in "/".
+ */
+static int cluster_finish(struct ibvf_cluster_config *k, char *const *envp, char *err,
+			  size_t errlen)
+{
+	struct ibvf_jctx c = {"<environment>", err, errlen};
+	const char *n = env_get(envp, "NODE_NAME");
+	char host[IBVF_CLUSTER_NODE_MAX + 2] = "";
+
+	if (!k->enabled)
+		return 0;
+	if (!k->node) {
+		if (n && *n) {
+			if (!node_name_ok(n))
+				return ibvf_json_err(&c, "", "NODE_NAME",
+						     "'%.64s' is not a node name (RFC 1123 "
+						     "subdomain, <= 253 bytes)",
+						     n);
+		} else {
+			if (gethostname(host, sizeof(host) - 1) || !node_name_ok(host))
+				return ibvf_errf(err, errlen, -EINVAL,
+						 "pool.cluster.node: not set, no NODE_NAME in the "
+						 "environment, and the hostname '%.64s' is not a "
+						 "node name",
+						 host);
+			n = host;
+		}
+		if (set_str(&k->node, n))
+			return -ENOMEM;
+	}
+	if (!k->prefix && set_str(&k->prefix, "/ibvf/"))
+		return -ENOMEM;
+	if (k->prefix[strlen(k->prefix) - 1] != '/') {
+		char *p;
+
+		if (asprintf(&p, "%s/", k->prefix) < 0)
+			return -ENOMEM;
+		free(k->prefix);
+		k->prefix = p;
+	}
+	return 0;
+}
+
 /* Set @key of the SM backend's JSON config to @v (a new reference). */
 static int backend_set(struct ibvf_config *cfg, const char *key, json_t *v, char *err,
 		       size_t errlen)
@@ -674,7 +875,8 @@ static bool is_public_key(const char *k)
 		/* ufm */
 		"address", "scheme", "port", "auth", "username", "password_file", "token_file",
 		"ca_file", "ca_pem", "client_cert", "client_key", "insecure_skip_verify",
-		"connect_timeout_ms", "timeout_ms", "max_guids_per_request",
+		"connect_timeout_ms", "timeout_ms", "max_guids_per_request", "index0", "ip_over_ib",
+		"change_wait_ms",
 		/* opensm */
 		"partition_file", "backup_file", "lock_file", "pid_file", "reload_timeout_ms",
 		"lock_timeout_ms", "verify", "umad_ca", "umad_port", "poll_min_ms", "poll_max_ms",
@@ -780,6 +982,8 @@ int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
 		goto fail;
 	}
 	ret = apply_env(cfg, envp, err, errlen);
+	if (!ret)
+		ret = cluster_finish(&cfg->pool.cluster, envp, err, errlen);
 	if (ret)
 		goto fail;
 	if (!cfg->api.socket) {
@@ -859,6 +1063,7 @@ void ibvf_config_free(struct ibvf_config *cfg)
 	free(cfg->run_dir);
 	free(cfg->sysfs_root);
 	free(cfg->pool.ranges);
+	cluster_free(&cfg->pool.cluster);
 	free(cfg->sm.backend);
 	free(cfg->sm.module_dir);
 	wipe_str(cfg->sm.backend_json);
@@ -882,6 +1087,26 @@ static json_t *ranges_json(const struct ibvf_pool_config *p)
 						     ibvf_guid_format(p->ranges[i].end, b)));
 	}
 	return arr;
+}
+
+/*
+ * pool.cluster for --print-config. It holds no secret value: credentials
+ * are only ever named by file (user_file, password_file, key_file), and an
+ * endpoint with user info ("http://u:p@host") is refused at load. The user
+ * name is shown; it is not a secret in etcd's model.
+ */
+static json_t *cluster_json(const struct ibvf_cluster_config *k)
+{
+	json_t *eps = json_array(), *o;
+
+	for (size_t i = 0; eps && i < k->n_endpoints; i++)
+		json_array_append_new(eps, json_string(k->endpoints[i]));
+	o = json_pack("{s:o,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:s,s:s,s:i,s:i,s:i}", "endpoints", eps,
+		      "ca_file", k->ca_file, "cert_file", k->cert_file, "key_file", k->key_file,
+		      "user", k->user, "user_file", k->user_file, "password_file", k->password_file,
+		      "prefix", k->prefix, "node", k->node, "block_size", (int)k->block_size,
+		      "low_watermark", (int)k->low_watermark, "timeout_ms", (int)k->timeout_ms);
+	return o ? o : json_object();
 }
 
 static json_t *opt_json(const char *text)
@@ -916,6 +1141,9 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 		(int)cfg->api.idle_timeout_s, "line_timeout_s", (int)cfg->api.line_timeout_s);
 	if (!root)
 		return -ENOMEM;
+	if (cfg->pool.cluster.enabled)
+		json_object_set_new(json_object_get(root, "pool"), "cluster",
+				    cluster_json(&cfg->pool.cluster));
 	json_object_set_new(root, "port_watch", port_watch_json(&cfg->port_watch));
 	{
 		char pg[IBVF_GUID_STR_LEN];

@@ -31,11 +31,37 @@ struct ibvf_guid_range {
 	uint64_t end;
 };
 
+#define IBVF_CLUSTER_MAX_ENDPOINTS 16
+#define IBVF_CLUSTER_NODE_MAX	   253 /* a Kubernetes node name (DNS subdomain) */
+
+/**
+ * pool.cluster (docs/config.md, docs/cluster.md): GUIDs unique across every
+ * node through GUID blocks owned by nodes in etcd (issue 18). Absent: the
+ * node-local pool alone, as before.
+ */
+struct ibvf_cluster_config {
+	bool enabled;	  /* pool.cluster is present */
+	char **endpoints; /* http(s)://host:port, 1..16 */
+	size_t n_endpoints;
+	char *ca_file; /* TLS: CA bundle, client certificate and key (a secret file) */
+	char *cert_file;
+	char *key_file;
+	char *user; /* etcd basic auth: user or user_file, and password_file */
+	char *user_file;
+	char *password_file;
+	char *prefix; /* etcd key prefix, default "/ibvf/" (several fabrics may share etcd) */
+	char *node;   /* this node's name: config, else NODE_NAME, else the hostname */
+	uint32_t block_size;	/* GUIDs per block; default 256 */
+	uint32_t low_watermark; /* claim the next block when this few free GUIDs are left; 64 */
+	uint32_t timeout_ms;	/* one etcd call, every endpoint included; default 5000 */
+};
+
 struct ibvf_pool_config {
 	struct ibvf_guid_range *ranges; /* sorted by start, non-overlapping */
 	size_t n_ranges;
 	uint32_t quarantine_s; /* seconds a released GUID waits; default 60 */
 	bool sync_full;	       /* SQLite synchronous=FULL (default) or NORMAL */
+	struct ibvf_cluster_config cluster;
 };
 
 struct ibvf_sm_config {
@@ -43,7 +69,7 @@ struct ibvf_sm_config {
 	char *module_dir;	    /* where <backend>.so modules live */
 	char *backend_json;	    /* text of the backend's own config object */
 	uint32_t periodic_update_s; /* reconciliation period, s (DAEMON_PERIODIC_UPDATE) */
-	uint32_t batch_window_ms;   /* SM request coalescing window, ms; default 20 */
+	uint32_t batch_window_ms;   /* minimum SM batch age, ms; default 0 (issue 17) */
 	uint32_t batch_max;	    /* flush a batch at this many GUIDs; default 1024 */
 };
 

@@ -60,6 +60,7 @@ extern const struct ctl_object ctl_port_object;
 extern const struct ctl_object ctl_rc_object;
 
 extern const struct ctl_object ctl_daemon_object;
+extern const struct ctl_object ctl_cluster_object;
 
 /**
  * ctl_daemon_call() - one JSON-RPC call to ibvfd at api.socket (params

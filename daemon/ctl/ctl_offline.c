@@ -25,6 +25,7 @@
 #include "ctl.h"
 #include "err.h"
 #include "log.h"
+#include "release_spool.h"
 #include "sm_loader.h"
 #include "statedir.h"
 #include "vf_driver.h"
@@ -406,6 +407,33 @@ static void check_orphans(struct audit *au)
 	}
 }
 
+static int spool_cb(void *arg, const char *name, const struct ibvf_release_req *r)
+{
+	struct audit *au = arg;
+
+	if (!r)
+		add_finding(au, "release-pending", true, 0, -1, NULL,
+			    "%s in ibvfd's release spool is not a release request (ibvfd drops it)",
+			    name);
+	else
+		add_finding(au, "release-pending", true, r->guid, -1, r->device_id,
+			    "a CNI DEL of container %.12s ifname %s found ibvfd down: ibvfd "
+			    "releases the owner when it starts",
+			    r->container_id, r->ifname);
+	return 0;
+}
+
+/* Release requests the CNI plugin left while ibvfd was down (release_spool.h). */
+static void check_spool(struct audit *au)
+{
+	char dir[4096], err[IBVF_ERR_LEN];
+
+	if (!au->ctx->cfg.api.socket || ibvf_spool_dir(au->ctx->cfg.api.socket, dir, sizeof(dir)))
+		return;
+	if (ibvf_spool_scan(dir, spool_cb, au, err, sizeof(err)) < 0)
+		add_finding(au, "release-pending", true, 0, -1, NULL, "%s", err);
+}
+
 int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *problems)
 {
 	struct ibvf_pool_filter f = {.pkey = -1};
@@ -454,6 +482,7 @@ int ctl_offline_audit(struct ctl_ctx *ctx, bool fix, json_t **findings, int *pro
 	for (size_t i = 0; i < au.n_recs; i++)
 		check_rec(&au, &au.recs[i]);
 	check_orphans(&au);
+	check_spool(&au);
 	fprintf(stderr, "ibvfctl: checked store%s%s from here%s\n",
 		au.vfs_read ? (au.sm_read ? ", VFs and SM" : " and VFs") : "",
 		!au.vfs_read && au.sm_read ? " and SM" : "",

@@ -10,13 +10,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster_pool.h"
 #include "ctl.h"
 #include "err.h"
 #include "log.h"
 
 static const struct ctl_object *const objects[] = {
-	&ctl_pool_object, &ctl_vf_object,     &ctl_port_object,
-	&ctl_rc_object,	  &ctl_daemon_object, NULL,
+	&ctl_pool_object,    &ctl_vf_object, &ctl_port_object, &ctl_rc_object, &ctl_daemon_object,
+	&ctl_cluster_object, NULL,
 };
 
 static void usage(FILE *f)
@@ -74,6 +75,20 @@ int ctl_open_pool(struct ctl_ctx *ctx, bool write, struct ibvf_pool **out)
 	o.state_dir = ctx->cfg.state_dir;
 	o.ranges = ctx->cfg.pool.ranges;
 	o.n_ranges = ctx->cfg.pool.n_ranges;
+	if (ctx->cfg.pool.cluster.enabled) {
+		/* cluster mode: the node's own blocks, never the whole ranges */
+		struct ibvf_guid_range *r;
+		size_t n;
+
+		ret = ibvf_cluster_local_ranges(&ctx->cfg, &r, &n, err, sizeof(err));
+		if (ret)
+			return ctl_error(ret == -ENOMEM ? CTL_FAILED : CTL_USAGE, "%s", err);
+		free(ctx->cfg.pool.ranges);
+		ctx->cfg.pool.ranges = r;
+		ctx->cfg.pool.n_ranges = n;
+		o.ranges = r;
+		o.n_ranges = n;
+	}
 	o.quarantine_s = ctx->cfg.pool.quarantine_s;
 	o.sync_full = ctx->cfg.pool.sync_full;
 	o.read_only = !write;

@@ -156,6 +156,14 @@ static int parse_prepare_params(bool allow_default, json_t *params, struct eng_r
 			ret = ibvf_errf(err, errlen, -EINVAL, "\"guid\" %s is 0 or all-ones",
 					json_string_value(g));
 	}
+	req->index0 = 0;
+	if (!ret && json_object_get(params, "index0")) {
+		json_t *i0 = json_object_get(params, "index0");
+
+		if (!json_is_boolean(i0))
+			return ibvf_errf(err, errlen, -EINVAL, "\"index0\" must be true or false");
+		req->index0 = json_is_true(i0) ? 2 : 1;
+	}
 	if (!ret)
 		ret = copy_str(params, "link_state", req->link_state, sizeof(req->link_state),
 			       false, err, errlen);

@@ -419,6 +419,7 @@ static void submit_sm(struct op *op, enum ibvf_sm_req_kind kind)
 	uint64_t g = op->a.guid;
 	int64_t dl = op->deadline ? op->deadline : ibvf_mono_ms() + 30000;
 	bool exp = eng_op_arrived(op);
+	struct ibvf_sm_pkey_flags fl = {0}, *flp = NULL;
 	int ret;
 
 	op->phase = PH_SM_DONE;
@@ -426,6 +427,16 @@ static void submit_sm(struct op *op, enum ibvf_sm_req_kind kind)
 	op->sm_pending = (int)n;
 	/* copy first: the op may move on (another worker) as soon as the last is queued */
 	memcpy(pk, op->a.pkeys, sizeof(pk));
+	/*
+	 * A network's "index0" (CNI "pkeyIndex0") goes to the SM as flags; the
+	 * ABI's flags carry ipoib too, which then is true (UFM's and OpenSM's
+	 * default). Without it the backend's configured defaults apply.
+	 */
+	if (kind == IBVF_SM_REQ_ADD && op->req.index0) {
+		fl.index0 = op->req.index0 == 2;
+		fl.ipoib = true;
+		flp = &fl;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct ibvf_sm_member m = {
 			.guid = g,
@@ -433,8 +444,9 @@ static void submit_sm(struct op *op, enum ibvf_sm_req_kind kind)
 				ibvf_pkey_is_full(pk[i]) ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED,
 		};
 
-		ret = ibvf_sm_batch_submit(e->batch, kind, ibvf_pkey_key(pk[i]), &m, NULL, dl,
-					   sm_done, op);
+		/* index0 is for the first (primary) PKey only: one index 0 per port */
+		ret = ibvf_sm_batch_submit(e->batch, kind, ibvf_pkey_key(pk[i]), &m,
+					   i == 0 ? flp : NULL, dl, sm_done, op);
 		if (ret)
 			sm_done(op, ret, "SM batcher refused the request");
 	}
@@ -460,6 +472,18 @@ static int wait_port(struct op *op)
 		op->port.pkey_index[i] = -1;
 	ret = e->port.wait(e->port.ctx, &op->vf, op->a.guid, op->a.pkeys, op->a.n_pkeys, dl,
 			   &op->port, err, sizeof(err));
+	/*
+	 * Asked for index 0 (CNI "pkeyIndex0"): verbs' default pkey_index 0
+	 * must be the tenant's PKey, else that software runs in the default
+	 * partition (issue 16, item 2).
+	 */
+	if (!ret && op->req.index0 == 2 && op->a.n_pkeys && op->port.pkey_index[0] > 0) {
+		ret = -EPROTO;
+		snprintf(err, sizeof(err),
+			 "PKey 0x%04x is at P_Key index %d, not 0 as the network's pkeyIndex0 "
+			 "asks (the SM did not apply index0)",
+			 ibvf_pkey_key(op->a.pkeys[0]), op->port.pkey_index[0]);
+	}
 	if (ret)
 		eng_set_error(op, deadline_passed(op) ? IBVF_RPC_DEADLINE : IBVF_RPC_PORT_NOT_READY,
 			      ret, "port_wait", "PF %s VF %d (%s) GUID %016llx: port not ready: %s",
@@ -580,6 +604,8 @@ static int prepare_allocate(struct op *op)
 		req.prev_port_guid = op->vf.port_guid;
 	}
 	req.prev_link_state = op->vf.link_state;
+	/* a GUID the SM check just skipped is not given back to this owner again */
+	req.no_owner_return = op->check_tries > 0;
 	ret = ibvf_pool_allocate(op->e->pool, &req, &op->a, err, sizeof(err));
 	if (ret) {
 		eng_set_error(op, alloc_code(ret), ret, "allocate", "%s", err);

@@ -64,6 +64,16 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 		    size_t errlen);
 
 /**
+ * ibvf_engine_apply_spool() - apply the release requests the CNI plugin left
+ * in the spool next to the API socket while ibvfd did not answer its DEL
+ * (release_spool.h; issue 15 item 7). Runs before every reconciliation pass
+ * (start-up and periodic); blocking, not on the loop thread. A request whose
+ * owner is busy or whose release failed stays for the next pass.
+ * Return: how many were applied, or a negative errno (spool unreadable).
+ */
+int ibvf_engine_apply_spool(struct ibvf_engine *e, char *err, size_t errlen);
+
+/**
  * ibvf_engine_call() - start method @method with @params (borrowed) on the
  * loop thread; @reply is called exactly once (possibly before this returns
  * for invalid params). Unknown methods are answered with

@@ -11,13 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <ibvf/api.h>
 #include <ibvf/types.h>
 
 #include "engine_int.h"
+#include "clock.h"
 #include "log.h"
+#include "release_spool.h"
+#include "statedir.h"
 
 /* --------------------------------------------------------------- keys -- */
 
@@ -496,6 +500,94 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	return ret;
 }
 
+/* --------------------------------------------------- release spool -- */
+
+struct spool_pass {
+	struct ibvf_engine *e;
+	size_t applied, left;
+};
+
+/*
+ * One release request the CNI plugin left while ibvfd did not answer (issue
+ * 15 item 7). Only the attachment the DEL meant is released: a record of the
+ * same container and ifname created after the request (a new ADD), or one
+ * holding another GUID than the plugin's cache named, is left alone.
+ */
+static int spool_cb(void *arg, const char *name, const struct ibvf_release_req *r)
+{
+	struct spool_pass *sp = arg;
+	struct ibvf_engine *e = sp->e;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	struct ibvf_alloc a;
+	void *hold;
+	bool pending;
+	int ret;
+
+	if (!r) {
+		log_warn("release spool: %s/%s is not a release request: removed", e->spool_dir,
+			 name);
+		ibvf_spool_remove(e->spool_dir, name);
+		return 0;
+	}
+	ret = ibvf_pool_find_owner(e->pool, r->container_id, r->ifname, &a, err, sizeof(err));
+	if (!ret && (a.created_ms > r->created_ms || (r->guid && r->guid != a.guid)))
+		ret = -ENOENT; /* a newer attachment: not the one the DEL meant */
+	if (ret == -ENOENT) {
+		log_info("release spool: container %.12s ifname %s holds nothing the request "
+			 "meant: request removed",
+			 r->container_id, r->ifname);
+		ibvf_spool_remove(e->spool_dir, name);
+		return 0;
+	}
+	if (ret || !rec_try_hold(e, &a.owner, a.pci, &hold)) {
+		sp->left++; /* busy or a store error: the next pass retries */
+		return 0;
+	}
+	ret = ibvf_pool_get(e->pool, a.guid, &a, err, sizeof(err));
+	if (!ret && a.state != IBVF_ALLOC_QUARANTINED)
+		ret = eng_undo(e, &a, a.state >= IBVF_ALLOC_SM_REQUESTED, &pending, err,
+			       sizeof(err));
+	rec_drop(e, hold);
+	if (ret < 0 && ret != -ENOENT) {
+		log_warn("release spool: GUID %s of container %.12s ifname %s: %s",
+			 ibvf_guid_format(a.guid, s), r->container_id, r->ifname, err);
+		sp->left++;
+		return 0;
+	}
+	log_notice("release request of the CNI plugin applied (ibvfd did not answer its DEL %lld "
+		   "s ago): GUID %s of container %.12s ifname %s network %s released%s",
+		   (long long)((ibvf_wall_ms() - r->created_ms) / 1000),
+		   ibvf_guid_format(a.guid, s), r->container_id, r->ifname, r->network,
+		   ret == 0 && pending ? " (SM removal pending: reconciliation finishes it)" : "");
+	ibvf_spool_remove(e->spool_dir, name);
+	sp->applied++;
+	return 0;
+}
+
+int ibvf_engine_apply_spool(struct ibvf_engine *e, char *err, size_t errlen)
+{
+	struct spool_pass sp = {.e = e};
+	struct stat st;
+	int ret;
+
+	if (!e->spool_dir[0] || stat(e->socket, &st) || !S_ISSOCK(st.st_mode))
+		return 0; /* no API socket (yet): no plugin can have used this spool */
+	/* ibvfd's own directory, next to its socket: created, checked like it */
+	if (mkdir(e->spool_dir, 0700) && errno != EEXIST)
+		return ibvf_errf(err, errlen, -errno, "release spool %s: %s", e->spool_dir,
+				 strerror(errno));
+	ret = ibvf_dir_prepare(e->spool_dir, 0700, false, err, errlen);
+	if (ret)
+		return ret;
+	ret = ibvf_spool_scan(e->spool_dir, spool_cb, &sp, err, errlen);
+	if (ret < 0)
+		return ret;
+	if (sp.applied || sp.left)
+		log_info("release spool %s: %zu request(s) applied, %zu left for the next pass",
+			 e->spool_dir, sp.applied, sp.left);
+	return (int)sp.applied;
+}
+
 static void reconcile_job(void *arg)
 {
 	struct ibvf_engine *e = arg;
@@ -513,6 +605,8 @@ static void reconcile_job(void *arg)
 	ibvf_pool_health(e->pool, &ph);
 	if (ph.last_write_result < 0 && ibvf_pool_probe_write(e->pool, err, sizeof(err)) == 0)
 		log_notice("GUID pool store: writes work again");
+	if (ibvf_engine_apply_spool(e, err, sizeof(err)) < 0)
+		log_warn("%s", err);
 	pthread_mutex_lock(&e->lock);
 	fix = e->reconcile == IBVF_RECONCILE_FIX;
 	pthread_mutex_unlock(&e->lock);
@@ -566,6 +660,11 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 	}
 	memcpy(e->ranges, o->cfg->pool.ranges, e->n_ranges * sizeof(*e->ranges));
 	snprintf(e->sm_err, sizeof(e->sm_err), "SM backend %s not validated yet", o->sm_ops->name);
+	if (o->cfg->api.socket && strlen(o->cfg->api.socket) < sizeof(e->socket) &&
+	    !ibvf_spool_dir(o->cfg->api.socket, e->spool_dir, sizeof(e->spool_dir)))
+		snprintf(e->socket, sizeof(e->socket), "%s", o->cfg->api.socket);
+	else
+		e->spool_dir[0] = 0;
 	ibvf_engine_reload(e, o->cfg);
 	ret = ibvf_sm_batch_new(&bo, &e->batch, err, errlen);
 	if (!ret)

@@ -55,6 +55,8 @@ struct ibvf_engine {
 	uint64_t sm_checked_seq; /* the batcher's last call number at that validate() */
 	bool reconciled;	 /* the start-up pass is done */
 	bool reconcile_running;
+	char spool_dir[4096]; /* the CNI plugin's release requests (release_spool.h); "" none */
+	char socket[4096];    /* the API socket the spool is next to */
 	bool stopping, cancel;
 	size_t inflight;
 };
@@ -92,6 +94,7 @@ struct eng_req {
 	size_t n_pkeys;
 	uint64_t req_guid;
 	char link_state[8];
+	int index0; /* prepare's "index0": 0 absent (backend default), 1 false, 2 true */
 	char network[254];
 	bool has_network;
 	bool fix;		    /* audit */

@@ -32,7 +32,7 @@
 #include "log.h"
 #include "statedir.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 #define ST_Q	       IBVF_ALLOC_QUARANTINED
 
 /* A prepared statement kept for reuse (see prep()). */
@@ -336,10 +336,20 @@ static const char schema_v2[] =
 	"ALTER TABLE alloc ADD COLUMN prev_link_state TEXT NOT NULL DEFAULT '';"
 	"CREATE INDEX alloc_pci ON alloc(pci) WHERE state != 7 AND pci != '';"
 	"PRAGMA user_version = 2;";
+/*
+ * v3 (issue 15 item 8): the owner key of a quarantined record, (pod namespace,
+ * pod name, network, ifname), is looked up when that owner comes back within
+ * the quarantine; the columns exist since v1, v3 indexes them.
+ */
+static const char schema_v3[] =
+	"CREATE INDEX IF NOT EXISTS alloc_owner_key ON alloc(pod_name, pod_namespace, network,"
+	" ifname) WHERE state = 7 AND pod_name != '' AND network != '';"
+	"PRAGMA user_version = 3;";
 
 static const char *const migrations[SCHEMA_VERSION] = {
 	[0] = schema_v1,
 	[1] = schema_v2,
+	[2] = schema_v3,
 };
 
 static void fsync_dir_of(const char *path)
@@ -1381,6 +1391,71 @@ static int take_oldest_quarantined(struct ibvf_pool *p, uint64_t *g, char *err, 
 	return delete_row(p, *g, err, errlen);
 }
 
+/*
+ * The owner key (issue 15 item 8): pod namespace, pod name, network and
+ * ifname, never the container ID (a restarted container or a recreated Pod
+ * has a new one). Without a pod name or a network there is no key. The
+ * namespace may be empty: Podman passes only K8S_POD_NAME (its container
+ * name, unique on the host). The store is this node's, so "same node" holds.
+ */
+static bool has_owner_key(const struct ibvf_owner *o)
+{
+	return o->pod_name[0] && o->network[0] && o->ifname[0];
+}
+
+static bool same_owner_key(const struct ibvf_owner *a, const struct ibvf_owner *b)
+{
+	return has_owner_key(a) && !strcmp(a->pod_namespace, b->pod_namespace) &&
+	       !strcmp(a->pod_name, b->pod_name) && !strcmp(a->network, b->network) &&
+	       !strcmp(a->ifname, b->ifname);
+}
+
+/*
+ * The GUID @o's owner key held last, when it was released less than the
+ * quarantine ago and can be assigned again: it is taken out of the
+ * quarantine (row deleted; the caller inserts the new one). Not when a VF
+ * or the SM's last listing shows it (a leak: the engine's SM check skips a
+ * GUID left in a PKey, and then asks with no_owner_return). Return: 0 (*@g),
+ * 1 (none), -EIO.
+ */
+static int take_owner_quarantined(struct ibvf_pool *p, const struct ibvf_owner *o, uint64_t *g,
+				  char *err, size_t errlen)
+{
+	char s[IBVF_GUID_STR_LEN];
+	sqlite3_stmt *st;
+	bool found = false;
+	int rc = SQLITE_DONE;
+
+	if (!has_owner_key(o))
+		return 1;
+	if (prep(p, &st,
+		 "SELECT guid FROM alloc WHERE state = 7 AND pod_name = ?1 AND pod_namespace = ?2"
+		 " AND network = ?3 AND ifname = ?4 AND pod_name != '' AND network != ''"
+		 " AND abs(released_ms) > ?5 ORDER BY abs(released_ms) DESC, guid",
+		 err, errlen))
+		return -EIO;
+	sqlite3_bind_text(st, 1, o->pod_name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, o->pod_namespace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, o->network, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, o->ifname, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, now_ms(p) - (int64_t)p->quarantine_s * 1000);
+	while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*g = dec(sqlite3_column_int64(st, 0));
+		found = ibvf_guid_is_assignable(*g) && in_ranges(p, *g) &&
+			!seen_in_use(p, *g, NULL);
+	}
+	stmt_done(p, st);
+	if (!found && rc != SQLITE_DONE)
+		return db_err(p, err, errlen, "owner quarantine lookup");
+	if (!found)
+		return 1;
+	log_info("GUID %s goes back to its owner pod %s/%s network %s ifname %s (container %.64s), "
+		 "released within the %u s quarantine",
+		 ibvf_guid_format(*g, s), o->pod_namespace, o->pod_name, o->network, o->ifname,
+		 o->container_id, p->quarantine_s);
+	return delete_row(p, *g, err, errlen);
+}
+
 static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	struct ibvf_pool_stats st;
@@ -1415,6 +1490,13 @@ static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_own
 		return ibvf_errf(err, errlen, -ERANGE,
 				 "requested GUID %s is outside the configured pool ranges", s);
 	ret = get_one(p, "guid = ?1", NULL, NULL, enc(g), &cur, err, errlen);
+	if (ret == 0 && cur.state == ST_Q && same_owner_key(o, &cur.owner) &&
+	    now_ms(p) - cur.released_ms < (int64_t)p->quarantine_s * 1000) {
+		log_info("requested GUID %s goes back to its owner pod %s/%s network %s ifname %s "
+			 "within the quarantine",
+			 s, o->pod_namespace, o->pod_name, o->network, o->ifname);
+		return delete_row(p, g, err, errlen);
+	}
 	if (ret == 0 && cur.state == ST_Q)
 		return ibvf_errf(err, errlen, -EBUSY,
 				 "requested GUID %s was released %lld s ago and is in quarantine "
@@ -1429,7 +1511,6 @@ static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_own
 				 cur.owner.pod_namespace, cur.owner.pod_name);
 	if (ret != -ENOENT)
 		return ret;
-	(void)o;
 	if (seen_in_use(p, g, &view))
 		return ibvf_errf(err, errlen, -EEXIST,
 				 "requested GUID %s is in use %s but no store record holds it; it "
@@ -1478,7 +1559,11 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 		g = req->guid;
 		ret = take_requested(p, g, &req->owner, err, errlen);
 	} else {
-		ret = extent_take_lowest_unused(p, &g, err, errlen);
+		ret = req->no_owner_return
+			      ? 1
+			      : take_owner_quarantined(p, &req->owner, &g, err, errlen);
+		if (ret == 1)
+			ret = extent_take_lowest_unused(p, &g, err, errlen);
 		if (ret == 1)
 			ret = take_oldest_quarantined(p, &g, err, errlen);
 		if (ret == 1)

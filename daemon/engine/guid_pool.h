@@ -91,6 +91,7 @@ struct ibvf_alloc_request {
 	uint64_t prev_node_guid; /* the VF's GUIDs before this attach, or 0 */
 	uint64_t prev_port_guid;
 	const char *prev_link_state; /* optional */
+	bool no_owner_return;	     /* never the owner key's quarantined GUID (issue 15 item 8) */
 };
 
 struct ibvf_pool_stats {
@@ -139,7 +140,12 @@ void ibvf_pool_close(struct ibvf_pool *p);
  * ibvf_pool_allocate() - allocate a GUID for @req->owner, committed before
  * return. The same owner asking again gets its existing record (idempotent).
  * An explicit @req->guid must be inside the ranges, assignable, and not held
- * by another owner (never taken away) nor in quarantine.
+ * by another owner (never taken away) nor in quarantine (except the owner
+ * key's own, within the quarantine).
+ * An owner with a key (pod namespace, pod name, network, ifname; not the
+ * container ID) that released a GUID less than the quarantine ago gets that
+ * GUID back, unless a VF shows it (issue 15 item 8; docs/pool.md); any other
+ * owner never does. Otherwise the lowest free GUID.
  * When no GUID is free, the oldest quarantined one is reused (logged).
  * Return: 0, -EINVAL (bad owner/GUID), -ERANGE (GUID outside the ranges),
  * -EEXIST (held by another owner, or in use on a VF or in the SM:

@@ -24,11 +24,19 @@
  *
  * Order matters: the SM is listed BEFORE the store snapshot is read, so a
  * GUID being attached right now (always recorded before the SM sees it) is
- * never mistaken for an orphan.
+ * never mistaken for an orphan. The VFs are listed between the two, for the
+ * same reason.
+ *
+ * Cost (issue 17): one SM listing, one VF listing and one store listing per
+ * pass, indexed once (the SM by sort, the VFs by hash of PCI address and
+ * GUID, the store by GUID order), so a pass is linear in owners and VFs. A
+ * record or VF the listings do not explain is read again one by one under
+ * its hold before anything is decided; a clean pass reads nothing twice.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +65,12 @@ struct rec_ctx {
 	size_t n_recs, cap_recs;
 	struct ibvf_attach_vf *vfs;
 	size_t n_vfs, cap_vfs;
-	uint64_t *used; /* GUIDs of the ranges the SM lists (any PKey, managed or not) */
+	bool vfs_listed;     /* r->vfs is this pass's VF listing */
+	bool *vf_stale;	     /* per VF: this pass may have changed it (re-read it) */
+	uint32_t *pci_slot;  /* hash of r->vfs by PCI address: index + 1, 0 = empty */
+	size_t pci_mask;     /* slots - 1 (a power of two) */
+	uint32_t *vf_dup_of; /* per VF: index + 1 of an earlier VF with its GUID, 0 = none */
+	uint64_t *used;	     /* GUIDs of the ranges the SM lists (any PKey, managed or not) */
 	size_t n_used, cap_used;
 	const struct ibvf_reconcile_env *env;
 	enum ibvf_reconcile_pass mode;
@@ -126,6 +139,86 @@ static int vf_cb(void *arg, const struct ibvf_attach_vf *vf)
 	return 0;
 }
 
+static uint64_t hash_pci(const char *s)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+static uint64_t hash_u64(uint64_t x)
+{
+	x ^= x >> 33; /* the murmur3 finalizer */
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+/*
+ * Index the VF listing once per pass (issue 17: recovery must be linear): a
+ * hash by PCI address for check_record(), and for each VF the previous one
+ * carrying the same pool GUID (duplicates) from a hash by GUID.
+ */
+static int index_vfs(struct rec_ctx *r)
+{
+	size_t slots = 16, gmask;
+	uint32_t *gslot;
+
+	while (slots < 2 * r->n_vfs)
+		slots *= 2;
+	r->pci_slot = calloc(slots, sizeof(*r->pci_slot));
+	gslot = calloc(slots, sizeof(*gslot));
+	r->vf_dup_of = calloc(r->n_vfs + 1, sizeof(*r->vf_dup_of));
+	r->vf_stale = calloc(r->n_vfs + 1, sizeof(*r->vf_stale));
+	if (!r->pci_slot || !gslot || !r->vf_dup_of || !r->vf_stale) {
+		free(gslot);
+		return -ENOMEM;
+	}
+	r->pci_mask = gmask = slots - 1;
+	for (size_t i = 0; i < r->n_vfs; i++) {
+		const struct ibvf_attach_vf *vf = &r->vfs[i];
+		size_t h = (size_t)hash_pci(vf->pci) & r->pci_mask;
+
+		while (r->pci_slot[h] && strcmp(r->vfs[r->pci_slot[h] - 1].pci, vf->pci))
+			h = (h + 1) & r->pci_mask;
+		if (!r->pci_slot[h]) /* the first of a PCI address listed twice wins */
+			r->pci_slot[h] = (uint32_t)i + 1;
+		if (!vf->guids_known || !in_ranges(r, vf->port_guid))
+			continue;
+		h = (size_t)hash_u64(vf->port_guid) & gmask;
+		while (gslot[h] && r->vfs[gslot[h] - 1].port_guid != vf->port_guid)
+			h = (h + 1) & gmask;
+		r->vf_dup_of[i] = gslot[h]; /* the latest earlier one, 0 if none */
+		gslot[h] = (uint32_t)i + 1;
+	}
+	free(gslot);
+	return 0;
+}
+
+/* The listed VF at @pci, or NULL (not listed, or no listing this pass). */
+static struct ibvf_attach_vf *vf_by_pci(const struct rec_ctx *r, const char *pci, size_t *idx)
+{
+	size_t h;
+
+	if (!r->pci_slot || !pci[0])
+		return NULL;
+	h = (size_t)hash_pci(pci) & r->pci_mask;
+	while (r->pci_slot[h]) {
+		size_t i = r->pci_slot[h] - 1;
+
+		if (!strcmp(r->vfs[i].pci, pci)) {
+			if (idx)
+				*idx = i;
+			return &r->vfs[i];
+		}
+		h = (h + 1) & r->pci_mask;
+	}
+	return NULL;
+}
+
 static void finding(struct rec_ctx *r, const char *kind, bool problem, uint64_t guid, int pkey,
 		    const char *pci, const char *fix, bool fixed, const char *fmt, ...)
 	__attribute__((format(printf, 9, 10)));
@@ -167,11 +260,66 @@ static int cmp_sm(const void *x, const void *y)
 }
 
 /* r->sm is sorted by (PKey, GUID) once listed. */
-static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
+static const struct sm_entry *sm_find(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
 {
 	struct sm_entry key = {.pkey = pkey, .guid = guid};
 
-	return r->n_sm && bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm);
+	return r->n_sm ? bsearch(&key, r->sm, r->n_sm, sizeof(*r->sm), cmp_sm) : NULL;
+}
+
+static bool sm_has(const struct rec_ctx *r, uint16_t pkey, uint64_t guid)
+{
+	return sm_find(r, pkey, guid) != NULL;
+}
+
+/*
+ * Is @pk (with its membership bit) there with that membership? A limited
+ * member the SM holds as full is an isolation breach, and UFM's add used to
+ * make one silently (issue 16): presence alone is not enough.
+ */
+static bool sm_member_ok(const struct rec_ctx *r, uint16_t pk, uint64_t guid)
+{
+	const struct sm_entry *e = sm_find(r, ibvf_pkey_key(pk), guid);
+
+	return e &&
+	       e->membership == (ibvf_pkey_is_full(pk) ? IBVF_MEMBER_FULL : IBVF_MEMBER_LIMITED);
+}
+
+/*
+ * A handed VF whose netdev is back in the host netns (issue 15 item 7): the
+ * Pod's netns is gone (the kernel returns the device) or a DEL moved it back
+ * and its release never reached ibvfd (and left no request). The commit came
+ * after the move into the Pod, so a handed owner's netdev is never in the
+ * host while the Pod runs. The VF driver's netdev name must also resolve in
+ * ibvfd's own netns (if_nametoindex(3)), so a driver that names a netdev
+ * wherever it is (the lab drivers) never releases a running Pod's VF. VFIO
+ * VFs have no netdev and are never caught here.
+ */
+static void release_in_host(struct rec_ctx *r, struct ibvf_alloc *a,
+			    const struct ibvf_attach_vf *vf)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	bool pending = false;
+	int ret;
+
+	ibvf_guid_format(a->guid, s);
+	if (r->mode == IBVF_PASS_DRY_RUN) {
+		finding(r, "handed-in-host", true, a->guid, -1, a->pci, "release the owner", false,
+			"GUID %s is handed to container %.12s ifname %s (pod %s/%s), but VF %s's "
+			"netdev %s is in the host netns: the Pod is gone",
+			s, a->owner.container_id, a->owner.ifname, a->owner.pod_namespace,
+			a->owner.pod_name, a->pci, vf->netdev);
+		return;
+	}
+	ret = env->ops->undo(env->ctx, a, true, &pending, err, sizeof(err));
+	finding(r, "handed-in-host", true, a->guid, -1, a->pci, "release the owner",
+		!ret && !pending,
+		"GUID %s is handed to container %.12s ifname %s (pod %s/%s), but VF %s's netdev "
+		"%s is in the host netns: the Pod is gone%s%s",
+		s, a->owner.container_id, a->owner.ifname, a->owner.pod_namespace,
+		a->owner.pod_name, a->pci, vf->netdev, ret ? ": " : "",
+		ret ? err : (pending ? " (SM removal still pending)" : ""));
 }
 
 /* One store record: resume/roll back, check VF and SM. */
@@ -190,15 +338,25 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	 * thousands of owners does not re-read each of them.
 	 */
 	if (snap->state == IBVF_ALLOC_PORT_READY || snap->state == IBVF_ALLOC_HANDED) {
+		const struct ibvf_attach_vf *lv = vf_by_pci(r, snap->pci, NULL);
 		bool missing = false;
 
 		for (size_t i = 0; sm_listed && i < snap->n_pkeys; i++)
-			missing |= !sm_has(r, ibvf_pkey_key(snap->pkeys[i]), snap->guid);
-		if (!missing && !snap->pci[0])
+			missing |= !sm_member_ok(r, snap->pkeys[i], snap->guid);
+		/* ... and whose VF the listing shows with its GUID: no store or VF read */
+		if (!missing &&
+		    (!snap->pci[0] || (lv && lv->guids_known && lv->port_guid == snap->guid)))
 			return;
 	}
 	if (!env->ops->try_hold(env->ctx, &snap->owner, snap->pci, &hold))
 		return; /* a running operation owns it */
+	{
+		size_t vi;
+
+		/* an undo below may reset the VF: check_vf_orphans() re-reads it */
+		if (vf_by_pci(r, snap->pci, &vi))
+			r->vf_stale[vi] = true;
+	}
 	ret = ibvf_pool_get(env->pool, snap->guid, &a, err, sizeof(err));
 	*snap = a;
 	if (ret || a.state == IBVF_ALLOC_QUARANTINED)
@@ -240,6 +398,12 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		struct ibvf_attach_vf vf;
 
 		ret = env->vf->lookup(env->vf->ctx, a.pci, &vf, err, sizeof(err));
+		if (!ret && a.state == IBVF_ALLOC_HANDED && vf.netdev[0] &&
+		    if_nametoindex(vf.netdev)) {
+			release_in_host(r, &a, &vf);
+			snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
+			goto out;
+		}
 		if (ret)
 			finding(r, "vf-missing", true, a.guid, -1, a.pci, "none (report only)",
 				false, "GUID %s: VF %s of container %.12s: %s", s, a.pci,
@@ -259,15 +423,26 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 								    : IBVF_MEMBER_LIMITED,
 		};
 		char e2[IBVF_ERR_LEN + 96];
+		bool there = sm_has(r, pk, a.guid);
+		const char *kind = there ? "sm-membership" : "sm-missing";
+		char what[96];
 
-		if (sm_has(r, pk, a.guid))
+		if (sm_member_ok(r, a.pkeys[i], a.guid))
 			continue;
+		if (there)
+			snprintf(what, sizeof(what), "holds GUID %s as %s in PKey 0x%04x, not %s",
+				 s,
+				 ibvf_membership_name(m.membership == IBVF_MEMBER_FULL
+							      ? IBVF_MEMBER_LIMITED
+							      : IBVF_MEMBER_FULL),
+				 pk, ibvf_membership_name(m.membership));
+		else
+			snprintf(what, sizeof(what), "lost GUID %s from PKey 0x%04x", s, pk);
 		/* a store that lost records may show a released owner again: no re-push */
 		if (r->mode == IBVF_PASS_DRY_RUN || env->store_lost) {
-			finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership",
-				false,
-				"the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x%s", s,
-				a.owner.container_id, ibvf_alloc_state_name(a.state), pk,
+			finding(r, kind, true, a.guid, pk, a.pci, "re-push the membership", false,
+				"the SM %s (container %.12s, %s)%s", what, a.owner.container_id,
+				ibvf_alloc_state_name(a.state),
 				env->store_lost ? " (the store lost records: not re-pushed until "
 						  "'ibvfctl pool rebuild')"
 						: "");
@@ -275,10 +450,9 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		}
 		ret = ibvf_sm_batch_call(env->batch, IBVF_SM_REQ_ADD, pk, &m,
 					 ibvf_mono_ms() + 30000, e2, sizeof(e2));
-		finding(r, "sm-missing", true, a.guid, pk, a.pci, "re-push the membership", !ret,
-			"the SM lost GUID %s (container %.12s, %s) from PKey 0x%04x%s%s", s,
-			a.owner.container_id, ibvf_alloc_state_name(a.state), pk, ret ? ": " : "",
-			ret ? e2 : "");
+		finding(r, kind, true, a.guid, pk, a.pci, "re-push the membership", !ret,
+			"the SM %s (container %.12s, %s)%s%s", what, a.owner.container_id,
+			ibvf_alloc_state_name(a.state), ret ? ": " : "", ret ? e2 : "");
 	}
 out:
 	env->ops->drop(env->ctx, hold);
@@ -438,6 +612,7 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 
 	for (size_t i = 0; i < r->n_vfs; i++) {
 		struct ibvf_attach_vf *vf = &r->vfs[i];
+		const struct ibvf_alloc *snap;
 		struct ibvf_alloc a;
 		void *hold;
 		int ret;
@@ -445,14 +620,34 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 		if (!vf->guids_known || !in_ranges(r, vf->port_guid))
 			continue;
 		ibvf_guid_format(vf->port_guid, s);
-		for (size_t j = 0; j < i; j++)
-			if (r->vfs[j].guids_known && r->vfs[j].port_guid == vf->port_guid)
-				finding(r, "duplicate-guid", true, vf->port_guid, -1, vf->pci,
-					"none (release one of the attachments)", false,
-					"GUID %s is on VF %s and on VF %s", s, r->vfs[j].pci,
-					vf->pci);
+		for (uint32_t j = r->vf_dup_of[i]; j; j = r->vf_dup_of[j - 1])
+			finding(r, "duplicate-guid", true, vf->port_guid, -1, vf->pci,
+				"none (release one of the attachments)", false,
+				"GUID %s is on VF %s and on VF %s", s, r->vfs[j - 1].pci, vf->pci);
+		/*
+		 * The pass's store snapshot explains most VFs: a live record of
+		 * this GUID on this VF. Only the others are read again, under
+		 * the hold (one store query per pass, not per VF; issue 17).
+		 */
+		snap = r->vf_stale[i] ? NULL : store_find(r, vf->port_guid);
+		if (snap && !strcmp(snap->pci, vf->pci) && snap->state != IBVF_ALLOC_RELEASING)
+			continue;
 		if (!env->ops->try_hold(env->ctx, NULL, vf->pci, &hold))
 			continue; /* being attached or released right now */
+		{
+			struct ibvf_attach_vf now;
+
+			/* what it carries now: the listing is older than the store snapshot */
+			if (env->vf->lookup(env->vf->ctx, vf->pci, &now, err, sizeof(err)) == 0) {
+				*vf = now;
+				r->vf_stale[i] = false;
+			}
+			if (!vf->guids_known || !in_ranges(r, vf->port_guid)) {
+				env->ops->drop(env->ctx, hold);
+				continue;
+			}
+			ibvf_guid_format(vf->port_guid, s);
+		}
 		ret = ibvf_pool_find_pci(env->pool, vf->pci, &a, err, sizeof(err));
 		if (ret == 0 && a.guid == vf->port_guid && a.state != IBVF_ALLOC_RELEASING) {
 			env->ops->drop(env->ctx, hold);
@@ -478,6 +673,7 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 
 				fret = env->vf->program(env->vf->ctx, vf, parked, parked, NULL, err,
 							sizeof(err));
+				r->vf_stale[i] = true;
 			}
 			finding(r, "vf-orphan", true, vf->port_guid, -1, vf->pci,
 				"reset the VF's GUIDs to the parked value (or 0)", fix && !fret,
@@ -492,7 +688,8 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 
 /*
  * The GUIDs the VFs carry now are not allocatable, whatever the store says
- * (issue 14). A VF a fix pass just reset is listed again to leave it out.
+ * (issue 14). A VF this pass may have changed (an undo or a fix-pass reset)
+ * is read again to leave its old GUID out.
  */
 static void set_vf_in_use(struct rec_ctx *r)
 {
@@ -509,7 +706,7 @@ static void set_vf_in_use(struct rec_ctx *r)
 
 		if (!vf->guids_known)
 			continue;
-		if (r->mode == IBVF_PASS_FIX && in_ranges(r, vf->port_guid) &&
+		if (r->vf_stale[i] &&
 		    env->vf->lookup(env->vf->ctx, vf->pci, &now, e3, sizeof(e3)) == 0 &&
 		    now.guids_known)
 			*vf = now;
@@ -630,7 +827,27 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 			sm_listed = false;
 	}
 
-	/* 2. the store */
+	/*
+	 * 2. the VFs, listed once and indexed (check_record() compares with
+	 * the listing; a mismatch is read again under the hold). After the
+	 * SM, before the store: a record is written before its VF changes.
+	 */
+	if (env->vf->list) {
+		ret = env->vf->list(env->vf->ctx, vf_cb, &r, e2, sizeof(e2));
+		if (ret < 0) {
+			r.n_vfs = 0;
+			finding(&r, "vf-list-failed", true, 0, -1, NULL, "none", false,
+				"listing VFs failed: %s", e2);
+		} else if (index_vfs(&r)) {
+			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory indexing %zu VFs",
+					r.n_vfs);
+			goto out;
+		} else {
+			r.vfs_listed = true;
+		}
+	}
+
+	/* 3. the store: one listing, then each record against the SM and VF listings */
 	ret = ibvf_pool_list(env->pool, NULL, rec_cb, &r, err, errlen);
 	if (ret < 0)
 		goto out;
@@ -644,22 +861,16 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 			check_quarantine(&r, list_ms);
 	}
 
-	/* 3. the VFs */
-	if (env->vf->list) {
-		ret = env->vf->list(env->vf->ctx, vf_cb, &r, e2, sizeof(e2));
-		if (ret < 0)
-			finding(&r, "vf-list-failed", true, 0, -1, NULL, "none", false,
-				"listing VFs failed: %s", e2);
-		else
-			check_vf_orphans(&r, fix);
-		if (ret >= 0)
-			set_vf_in_use(&r);
+	/* 4. VFs with a pool GUID no record holds there */
+	if (r.vfs_listed) {
+		check_vf_orphans(&r, fix);
+		set_vf_in_use(&r);
 	}
 
 	/* the CNI plugin's cache: one more in-use view */
 	set_cni_in_use(&r);
 
-	/* 4. the store's own consistency */
+	/* 5. the store's own consistency */
 	ret = ibvf_pool_audit(env->pool, store_audit_cb, &r, err, errlen);
 	if (ret >= 0)
 		ret = 0;
@@ -668,6 +879,9 @@ out:
 	free(r.used);
 	free(r.recs);
 	free(r.vfs);
+	free(r.vf_stale);
+	free(r.pci_slot);
+	free(r.vf_dup_of);
 	if (ret < 0)
 		return ret;
 	log_debug("reconciliation: %zu records, %zu SM members, %zu VFs, %d problem(s)", r.n_recs,

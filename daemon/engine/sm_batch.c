@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* SM request batcher: per-PKey coalescing, window/size flush, retries with backoff. */
+/* SM request batcher: per-PKey coalescing, self-clocking flushes, retries with backoff. */
 #include "sm_batch.h"
 
 #include <errno.h>
@@ -20,6 +20,7 @@ struct req {
 	uint16_t pkey;
 	struct ibvf_sm_member member;
 	struct ibvf_sm_pkey_flags flags;
+	bool has_flags; /* false: the backend's configured defaults (flags NULL) */
 	int64_t deadline_ms;
 	ibvf_sm_done_fn done;
 	void *arg;
@@ -40,6 +41,7 @@ struct ibvf_sm_batch {
 	size_t n, cap;
 	int64_t first_ms; /* when the oldest queued request arrived */
 	bool stop, flush_now;
+	bool clocked;  /* the queue filled while a flush was in flight: send it on return */
 	long expected; /* requests announced, not yet submitted */
 	pthread_t thread;
 	struct ibvf_sm_batch_stats st;
@@ -67,6 +69,12 @@ static void finish(struct ibvf_sm_batch *b, struct req *r, int status, const cha
 	r->done(r->arg, status, msg ? msg : "");
 }
 
+/* 0: no flags (backend defaults), else 1 + index0 * 2 + ipoib. */
+static int flags_rank(const struct req *r)
+{
+	return r->has_flags ? 1 + (r->flags.index0 ? 2 : 0) + (r->flags.ipoib ? 1 : 0) : 0;
+}
+
 static int cmp_req(const void *x, const void *y)
 {
 	const struct req *a = x, *b = y;
@@ -75,7 +83,26 @@ static int cmp_req(const void *x, const void *y)
 		return a->kind < b->kind ? -1 : 1; /* removes first */
 	if (a->pkey != b->pkey)
 		return a->pkey < b->pkey ? -1 : 1;
+	if (a->member.membership != b->member.membership)
+		return a->member.membership < b->member.membership ? -1 : 1;
+	if (flags_rank(a) != flags_rank(b))
+		return flags_rank(a) < flags_rank(b) ? -1 : 1;
 	return a->member.guid < b->member.guid ? -1 : a->member.guid > b->member.guid;
+}
+
+/*
+ * Can @a and @b go in one backend call? Same kind and PKey, and for adds the
+ * same membership and flags: UFM's add takes one "membership" for all its
+ * GUIDs and ignores "memberships" (issue 16; NVIDIA's UFM mock), and a
+ * call carries one set of flags.
+ */
+static bool same_call(const struct req *a, const struct req *b)
+{
+	if (a->kind != b->kind || a->pkey != b->pkey)
+		return false;
+	if (a->kind != IBVF_SM_REQ_ADD)
+		return true;
+	return a->member.membership == b->member.membership && flags_rank(a) == flags_rank(b);
 }
 
 /* One backend call for @n requests of one kind and PKey. */
@@ -94,8 +121,8 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 		}
 		for (size_t i = 0; i < n; i++)
 			m[i] = r[i].member;
-		ret = b->o.ops->add_members(b->o.backend, r[0].pkey, m, n, &r[0].flags, err,
-					    errlen);
+		ret = b->o.ops->add_members(b->o.backend, r[0].pkey, m, n,
+					    r[0].has_flags ? &r[0].flags : NULL, err, errlen);
 		free(m);
 	} else {
 		uint64_t *g = malloc(n * sizeof(*g));
@@ -243,8 +270,7 @@ static void flush(struct ibvf_sm_batch *b, struct req *r, size_t n, uint32_t bat
 	while (i < n) {
 		size_t j = i;
 
-		while (j < n && j - i < batch_max && r[j].kind == r[i].kind &&
-		       r[j].pkey == r[i].pkey)
+		while (j < n && j - i < batch_max && same_call(&r[j], &r[i]))
 			j++;
 		log_debug("SM %s: %s %zu GUID(s) %s PKey 0x%04x", b->o.ops->name,
 			  r[i].kind == IBVF_SM_REQ_ADD ? "adding" : "removing", j - i,
@@ -273,16 +299,21 @@ static void *sm_thread(void *arg)
 			continue;
 		}
 		/*
-		 * A closed window stays open while announced requests are on their
-		 * way (bounded by hold_max_ms): concurrent attaches share a call. In
-		 * a closed loop everybody ends up waiting on the batch, so the
-		 * announced count drains and the hold ends early.
+		 * Self-clocking (issue 17): with no call in flight a request goes at
+		 * once; what queued while a call was in flight goes when it returns
+		 * (b->clocked). window_ms is only an optional minimum age of the
+		 * oldest request (default 0). An idle SM still waits for announced
+		 * requests on their way (bounded by hold_max_ms), so a burst of
+		 * attaches shares its first call; in a closed loop everybody ends up
+		 * waiting on the batch, so the announced count drains and the hold
+		 * ends early. A lone request announces nobody but itself.
 		 */
 		int64_t hold = (int64_t)b->o.hold_max_ms;
 
 		if (!b->stop && !b->flush_now && b->n < b->o.batch_max &&
 		    (now < b->first_ms + b->o.window_ms ||
-		     (b->expected > 0 && now < b->first_ms + b->o.window_ms + hold))) {
+		     (!b->clocked && b->expected > 0 &&
+		      now < b->first_ms + b->o.window_ms + hold))) {
 			int64_t until = b->first_ms + b->o.window_ms;
 			struct timespec ts;
 
@@ -300,6 +331,7 @@ static void *sm_thread(void *arg)
 		b->q = NULL;
 		b->n = b->cap = 0;
 		b->flush_now = false;
+		b->clocked = false;
 		b->st.flushes++;
 		bmax = b->o.batch_max;
 		stop = b->stop;
@@ -307,6 +339,8 @@ static void *sm_thread(void *arg)
 		flush(b, r, n, bmax, stop);
 		free(r);
 		pthread_mutex_lock(&b->lock);
+		/* arrived during the calls: the next batch, sent now */
+		b->clocked = b->n > 0;
 	}
 	pthread_mutex_unlock(&b->lock);
 	return NULL;
@@ -377,7 +411,8 @@ int ibvf_sm_batch_submit(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, ui
 		.kind = kind,
 		.pkey = pkey & IBVF_PKEY_KEY_MASK,
 		.member = *member,
-		.flags = flags ? *flags : (struct ibvf_sm_pkey_flags){.ipoib = true},
+		.flags = flags ? *flags : (struct ibvf_sm_pkey_flags){0},
+		.has_flags = flags != NULL,
 		.deadline_ms = deadline_ms,
 		.done = done,
 		.arg = arg,

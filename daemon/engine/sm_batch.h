@@ -5,17 +5,22 @@
  *
  * Requests are queued per (PKey, GUID); a later request for the same pair
  * replaces an earlier one that has not been sent yet (the last word wins,
- * the replaced waiter is told -ECANCELED for an add, 0 for a remove). A
- * batch is flushed by one SM thread when its window (ms since the first
- * queued request) closes or when batch_max requests are queued; each PKey
- * then costs one remove_members() and one add_members() call per batch_max
- * GUIDs. Failures follow the SM ABI's error contract (include/ibvf/
- * sm_backend.h): a transient one (ibvf_sm_err_is_transient()) is retried
- * with exponential backoff and jitter (bounded attempts, never past the
- * latest waiter's deadline); a member fault (ibvf_sm_err_is_member_fault(),
- * e.g. -EINVAL for one bad GUID) of several requests is split in halves so
- * it does not fail its neighbours; any other error fails the call's
- * requests at once, after one attempt, with the backend's reason.
+ * the replaced waiter is told -ECANCELED for an add, 0 for a remove).
+ * Batches are self-clocking (issue 17): one SM thread sends a request at
+ * once when no call is in flight; requests that arrive while a call is in
+ * flight form the next batch, sent as soon as that call returns. An idle
+ * SM waits only for requests announced with ibvf_sm_batch_expect() (a
+ * burst on its way), for the optional minimum window_ms (ms since the
+ * first queued request; 0 by default), or not at all once batch_max
+ * requests are queued. Each PKey then costs one remove_members() and one
+ * add_members() call per batch_max GUIDs. Failures follow the SM ABI's
+ * error contract (include/ibvf/sm_backend.h): a transient one
+ * (ibvf_sm_err_is_transient()) is retried with exponential backoff and
+ * jitter (bounded attempts, never past the latest waiter's deadline); a
+ * member fault (ibvf_sm_err_is_member_fault(), e.g. -EINVAL for one bad
+ * GUID) of several requests is split in halves so it does not fail its
+ * neighbours; any other error fails the call's requests at once, after one
+ * attempt, with the backend's reason.
  *
  * Every backend call (also list/validate through ibvf_sm_batch_lock()) is
  * made under one mutex: the ABI allows one call at a time per instance.
@@ -39,7 +44,7 @@ enum ibvf_sm_req_kind {
 struct ibvf_sm_batch_opts {
 	const struct ibvf_sm_ops *ops;
 	struct ibvf_sm_backend *backend;
-	uint32_t window_ms;	/* coalescing window, ms (0: flush at once) */
+	uint32_t window_ms;	/* optional minimum age of a batch, ms (0: none) */
 	uint32_t batch_max;	/* flush at this many queued requests; max GUIDs per call */
 	uint32_t retry_base_ms; /* first backoff, ms (default 100) */
 	uint32_t retry_max_ms;	/* backoff cap, ms (default 5000) */
@@ -96,7 +101,9 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
 /**
  * ibvf_sm_batch_submit() - queue one membership change. @member->guid is a
  * port GUID (host order), @pkey the 15-bit key. @flags is used when the
- * batch creates the partition (adds only; NULL: {index0 false, ipoib true}).
+ * batch creates the partition (adds only; NULL: the backend's configured
+ * defaults). Adds of one PKey go in one backend call only with the same
+ * membership and flags (UFM's add takes one membership for all its GUIDs).
  * @deadline_ms: CLOCK_MONOTONIC ms after which the request fails with
  * -ETIMEDOUT (0: only the attempt bound applies). @done is called exactly
  * once, on the SM thread, unless this returns an error.
@@ -163,10 +170,12 @@ void ibvf_sm_batch_unlock(struct ibvf_sm_batch *b);
 
 /**
  * ibvf_sm_batch_expect() - @delta requests are on their way (+) or arrived /
- * gave up (-). While any are expected, a batch whose window has closed is
- * held open (up to hold_max_ms after its first request), so a burst of
- * attaches whose earlier steps finish at different times still shares one
- * SM call. Without expected requests the window alone decides.
+ * gave up (-). While any are expected and no call is in flight, a batch
+ * whose window has closed is held open (up to hold_max_ms after its first
+ * request), so a burst of attaches whose earlier steps finish at different
+ * times still shares one SM call. A batch that queued while a call was in
+ * flight is not held: it goes when the call returns. Without expected
+ * requests the window alone decides.
  */
 void ibvf_sm_batch_expect(struct ibvf_sm_batch *b, int delta);
 

@@ -14,8 +14,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "sort.h"
 #include "file_read.h"
@@ -26,13 +29,16 @@
 #define UFM_DEFAULT_TIMEOUT_MS	       30000
 #define UFM_SECRET_MAX		       4096 /* bytes of a password or token file */
 #define UFM_CFG_NAME		       "sm.config (ufm)"
+#define UFM_DEFAULT_CHANGE_WAIT_MS     1000
+#define UFM_CHANGE_POLL_MS	       100
+#define UFM_DELETE_GUIDS_MAX	       64 /* GUIDs per DELETE URL (~1.1 KB of path) */
 
 /* The backend's JSON config (docs/config.md, "sm.config for the ufm backend"). */
 struct ufm_config {
 	char *address;
 	char *scheme;  /* "https" (default) | "http" */
 	uint64_t port; /* 0: 443 for https, 80 for http */
-	char *auth;    /* "basic" (default) | "token" */
+	char *auth;    /* "basic" (default) | "token" | "certificate" */
 	char *username;
 	char *password; /* inline (UFM_PASSWORD); prefer password_file */
 	char *password_file;
@@ -45,16 +51,29 @@ struct ufm_config {
 	uint64_t connect_timeout_ms; /* 0: min(5000, timeout_ms) */
 	uint64_t timeout_ms;
 	uint64_t max_guids_per_request; /* 0: no limit */
+	bool index0;			/* default true (ib-kubernetes, bare-metal-manager) */
+	bool ip_over_ib;		/* default true (UFM's own default) */
+	uint64_t change_wait_ms;	/* bound of the last_updated wait; 0: off */
 };
 
 struct ibvf_sm_backend {
 	struct ufm_http *http;
 	const char *prefix;    /* "/ufmRest" or "/ufmRestV3" */
 	char where[320];       /* "https://host:443" for descriptions */
-	const char *auth_name; /* "basic" | "token" */
+	const char *auth_name; /* "basic" | "token" | "certificate" */
 	bool insecure;
 	bool plain_http;
-	size_t max_guids; /* 0: no limit */
+	size_t max_guids;		    /* 0: no limit */
+	struct ibvf_sm_pkey_flags defaults; /* index0, ip_over_ib when the daemon gives none */
+	unsigned ver_major, ver_minor;	    /* from ufm_version; 0.0: unparsable */
+	bool ver_read;			    /* ufm_version was read */
+	/* back-to-back changes (GET .../pkeys/last_updated, docs/ufm.md) */
+	uint64_t change_wait_ms;
+	bool lu_absent;	    /* this UFM has no last_updated resource */
+	bool lu_pending;    /* a change was sent; last_updated should move past lu_before */
+	char lu_before[64]; /* last_updated as read before that change ("" for null) */
+	int64_t lu_sent_ms; /* CLOCK_MONOTONIC ms when that change was answered */
+	unsigned long long lu_waits, lu_waited_ms, lu_timeouts; /* for tests and docs */
 };
 
 static void wipe_free(char *s)
@@ -100,6 +119,9 @@ static int config_read(struct ibvf_jctx *jc, json_t *o, struct ufm_config *c)
 		"connect_timeout_ms",
 		"timeout_ms",
 		"max_guids_per_request",
+		"index0",
+		"ip_over_ib",
+		"change_wait_ms",
 		NULL,
 	};
 	static const struct {
@@ -128,6 +150,12 @@ static int config_read(struct ibvf_jctx *jc, json_t *o, struct ufm_config *c)
 	if (!ret)
 		ret = ibvf_json_uint(jc, o, "", "max_guids_per_request", 0, 1000000,
 				     &c->max_guids_per_request);
+	if (!ret)
+		ret = ibvf_json_bool(jc, o, "", "index0", &c->index0);
+	if (!ret)
+		ret = ibvf_json_bool(jc, o, "", "ip_over_ib", &c->ip_over_ib);
+	if (!ret)
+		ret = ibvf_json_uint(jc, o, "", "change_wait_ms", 0, 60000, &c->change_wait_ms);
 	return ret;
 }
 
@@ -220,7 +248,7 @@ static int read_secret(struct ibvf_jctx *jc, const char *key, const char *path, 
 
 /* Cross-key rules, then the secrets; fills @o (pointing into @c and *@secret). */
 static int config_check(struct ibvf_jctx *jc, struct ufm_config *c, struct ufm_http_opts *o,
-			char **secret, bool *token_auth, bool *https)
+			char **secret, const char **auth, bool *https)
 {
 	int ret;
 
@@ -235,10 +263,12 @@ static int config_check(struct ibvf_jctx *jc, struct ufm_config *c, struct ufm_h
 		return ibvf_json_err(jc, "", "scheme", "'%.16s' is not \"https\" or \"http\"",
 				     c->scheme);
 	*https = !c->scheme || !strcasecmp(c->scheme, "https");
-	if (c->auth && strcmp(c->auth, "basic") && strcmp(c->auth, "token"))
-		return ibvf_json_err(jc, "", "auth", "'%.16s' is not \"basic\" or \"token\"",
+	if (c->auth && strcmp(c->auth, "basic") && strcmp(c->auth, "token") &&
+	    strcmp(c->auth, "certificate"))
+		return ibvf_json_err(jc, "", "auth",
+				     "'%.16s' is not \"basic\", \"token\" or \"certificate\"",
 				     c->auth);
-	*token_auth = c->auth && !strcmp(c->auth, "token");
+	*auth = c->auth ? c->auth : "basic";
 	if (!*https &&
 	    (c->ca_file || c->ca_pem || c->client_cert || c->client_key || c->insecure_skip_verify))
 		return ibvf_json_err(jc, "", "scheme",
@@ -268,7 +298,27 @@ static int config_check(struct ibvf_jctx *jc, struct ufm_config *c, struct ufm_h
 				     "%llu is more than timeout_ms %llu",
 				     (unsigned long long)c->connect_timeout_ms,
 				     (unsigned long long)c->timeout_ms);
-	if (*token_auth) {
+	if (!strcmp(*auth, "certificate")) {
+		/*
+		 * UFM maps the client certificate's subject to a user: no
+		 * password, no token, the /ufmRest prefix (NVIDIA
+		 * bare-metal-manager ufmclient connect(): certificate without a
+		 * token selects /ufmRest).
+		 */
+		if (!*https)
+			return ibvf_json_err(jc, "", "auth",
+					     "is \"certificate\" but scheme is \"http\"");
+		if (!c->client_cert)
+			return ibvf_json_err(jc, "", "client_cert",
+					     "is required with auth \"certificate\" (with "
+					     "client_key)");
+		if (c->username || c->password || c->password_file || c->token_file)
+			return ibvf_json_err(jc, "",
+					     c->username     ? "username"
+					     : c->token_file ? "token_file"
+							     : "password",
+					     "is not used with auth \"certificate\"; remove it");
+	} else if (!strcmp(*auth, "token")) {
 		if (c->username || c->password || c->password_file)
 			return ibvf_json_err(jc, "", c->username ? "username" : "password",
 					     "is not used with auth \"token\"; remove it");
@@ -319,11 +369,15 @@ static int ufm_init(const char *json_config, struct ibvf_sm_backend **out, char 
 	struct ufm_config c = {
 		.connect_timeout_ms = 0, /* default: see config_check() */
 		.timeout_ms = UFM_DEFAULT_TIMEOUT_MS,
+		.index0 = true,
+		.ip_over_ib = true,
+		.change_wait_ms = UFM_DEFAULT_CHANGE_WAIT_MS,
 	};
 	struct ibvf_jctx jc = {UFM_CFG_NAME, err, errlen};
 	struct ufm_http_opts o = {0};
 	struct ibvf_sm_backend *b = NULL;
-	bool token = false, https = true;
+	const char *auth = "basic";
+	bool https = true;
 	char *secret = NULL, *host = NULL;
 	json_t *root;
 	int ret;
@@ -336,7 +390,7 @@ static int ufm_init(const char *json_config, struct ibvf_sm_backend **out, char 
 	ret = config_read(&jc, root, &c);
 	json_decref(root);
 	if (!ret)
-		ret = config_check(&jc, &c, &o, &secret, &token, &https);
+		ret = config_check(&jc, &c, &o, &secret, &auth, &https);
 	if (ret)
 		goto out;
 	b = calloc(1, sizeof(*b));
@@ -355,8 +409,13 @@ static int ufm_init(const char *json_config, struct ibvf_sm_backend **out, char 
 		c.port = https ? 443 : 80;
 	snprintf(b->where, sizeof(b->where), "%s://%s:%u", https ? "https" : "http", host,
 		 (unsigned)c.port);
-	b->prefix = token ? "/ufmRestV3" : "/ufmRest";
-	b->auth_name = token ? "token" : "basic";
+	b->prefix = !strcmp(auth, "token") ? "/ufmRestV3" : "/ufmRest";
+	b->auth_name = !strcmp(auth, "token")	      ? "token"
+		       : !strcmp(auth, "certificate") ? "certificate"
+						      : "basic";
+	b->defaults.index0 = c.index0;
+	b->defaults.ipoib = c.ip_over_ib;
+	b->change_wait_ms = c.change_wait_ms;
 	b->insecure = c.insecure_skip_verify;
 	b->plain_http = !https;
 	b->max_guids = (size_t)c.max_guids_per_request;
@@ -384,46 +443,128 @@ static void ufm_fini(struct ibvf_sm_backend *b)
 	free(b);
 }
 
-static int ufm_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen, char *err,
-			size_t errlen)
+/*
+ * GET @path and parse its JSON reply into *@out. With @missing_ok, HTTP 404
+ * and UFM's "200 {}" for a missing resource (bare-metal-manager ufmclient:
+ * "UFM in some cases does not return a 404 ... but a 200 ... {}") return
+ * -ENOENT with *@out NULL and no message.
+ */
+static int get_json(struct ibvf_sm_backend *b, const char *path, bool missing_ok, json_t **out,
+		    char *err, size_t errlen)
 {
 	struct ufm_reply r;
-	char path[64];
 	json_error_t je;
-	json_t *j, *v;
 	int ret;
 
-	snprintf(path, sizeof(path), "%s/app/ufm_version", b->prefix);
+	*out = NULL;
 	ret = ufm_http_call(b->http, "GET", path, NULL, &r, err, errlen);
+	if (ret == -ENOENT && missing_ok && r.status == 404) {
+		ufm_reply_free(&r);
+		if (err && errlen)
+			err[0] = '\0';
+		return -ENOENT;
+	}
 	if (ret) {
 		ufm_reply_free(&r);
 		return ret;
 	}
-	j = json_loadb(r.body, r.len, 0, &je);
+	*out = json_loadb(r.body, r.len, 0, &je);
 	ufm_reply_free(&r);
-	if (!j)
+	if (!*out)
 		return ibvf_errf(err, errlen, -EBADMSG, "UFM GET %s: malformed JSON reply: %s",
 				 path, je.text);
-	if (json_is_object(j) && json_object_size(j) == 0) {
-		json_decref(j);
+	if (json_is_object(*out) && json_object_size(*out) == 0) {
+		json_decref(*out);
+		*out = NULL;
+		if (missing_ok)
+			return -ENOENT;
 		return ibvf_errf(err, errlen, -ENOENT,
 				 "UFM GET %s: UFM answered {} (resource not found)", path);
 	}
+	return 0;
+}
+
+/* GET ufm_version: the release string into @ver, major.minor into @b. */
+static int read_version(struct ibvf_sm_backend *b, char *ver, size_t verlen, char *err,
+			size_t errlen)
+{
+	char path[64];
+	json_t *j, *v;
+	unsigned maj = 0, min = 0;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/app/ufm_version", b->prefix);
+	ret = get_json(b, path, false, &j, err, errlen);
+	if (ret)
+		return ret;
 	v = json_object_get(j, "ufm_release_version");
 	if (!json_is_string(v) || !json_string_length(v)) {
 		json_decref(j);
 		return ibvf_errf(err, errlen, -EBADMSG,
 				 "UFM GET %s: reply has no \"ufm_release_version\" string", path);
 	}
+	snprintf(ver, verlen, "%s", json_string_value(v));
+	b->ver_read = true;
+	if (sscanf(ver, "%u.%u", &maj, &min) == 2) {
+		b->ver_major = maj;
+		b->ver_minor = min;
+	}
+	json_decref(j);
+	return 0;
+}
+
+/* Read the version once, before the first change that depends on it. */
+static int need_version(struct ibvf_sm_backend *b, char *err, size_t errlen)
+{
+	char ver[72];
+
+	return b->ver_read ? 0 : read_version(b, ver, sizeof(ver), err, errlen);
+}
+
+/*
+ * DELETE {prefix}/resources/pkeys/{pkey}/guids/{g,...}: in the "/resources/"
+ * PKey API that the guide has listed since 6.10 ("the previous PKey GUIDs
+ * APIs based on /ufmRest/actions/ are deprecated"). An unparsable version
+ * (0.0) counts as new.
+ */
+static bool has_delete(const struct ibvf_sm_backend *b)
+{
+	return b->ver_major == 0 || b->ver_major > 6 || (b->ver_major == 6 && b->ver_minor >= 10);
+}
+
+static int ufm_validate(struct ibvf_sm_backend *b, char *desc, size_t desclen, char *err,
+			size_t errlen)
+{
+	char ver[72], path[80];
+	json_t *j = NULL;
+	int ret = read_version(b, ver, sizeof(ver), err, errlen);
+
+	if (ret)
+		return ret;
+	/*
+	 * The version call alone is weaker than the writes (issue 14: "ready"
+	 * flapped while every add failed). Read the resource the writes change,
+	 * through the same prefix, authentication and TLS: the management
+	 * partition 0x7fff, which UFM always has, without its GUIDs (small).
+	 */
+	snprintf(path, sizeof(path), "%s/resources/pkeys/0x7fff", b->prefix);
+	ret = get_json(b, path, true, &j, err, errlen);
+	json_decref(j);
+	if (ret == -ENOENT)
+		ret = ibvf_errf(err, errlen, -ENOENT,
+				"UFM GET %s: the management partition 0x7fff is missing; "
+				"is this a UFM PKey API?",
+				path);
+	if (ret)
+		return ret;
 	if (desc && desclen)
-		snprintf(desc, desclen, "UFM %.64s at %s (auth %s)%s%s", json_string_value(v),
-			 b->where, b->auth_name,
+		snprintf(desc, desclen, "UFM %.64s at %s (auth %s)%s%s", ver, b->where,
+			 b->auth_name,
 			 b->insecure ? "; WARNING: TLS peer verification is off "
 				       "(insecure_skip_verify)"
 				     : "",
 			 b->plain_http ? "; WARNING: plain HTTP, credentials travel unencrypted"
 				       : "");
-	json_decref(j);
 	return 0;
 }
 
@@ -460,30 +601,24 @@ static int dump_body(json_t *o, int fail, char **out)
 int ufm_add_body(uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
 		 const struct ibvf_sm_pkey_flags *flags, char **out)
 {
-	json_t *o = json_object();
-	bool mixed = false;
+	json_t *o;
 	char pk[8];
 	int fail = 0;
 
+	*out = NULL;
+	/* UFM's add ignores "memberships" and makes everyone full (issue 16) */
 	for (size_t i = 1; i < n; i++)
-		mixed |= m[i].membership != m[0].membership;
+		if (m[i].membership != m[0].membership)
+			return -EINVAL;
+	o = json_object();
 	pkey_str(pkey, pk);
 	fail |= json_object_set_new(o, "pkey", json_string(pk));
 	fail |= json_object_set_new(o, "guids", guid_array(m, NULL, n));
-	if (mixed) {
-		json_t *a = json_array();
-
-		for (size_t i = 0; a && i < n; i++)
-			fail |= json_array_append_new(
-				a, json_string(ibvf_membership_name(m[i].membership)));
-		fail |= json_object_set_new(o, "memberships", a);
-	} else {
-		fail |= json_object_set_new(
-			o, "membership",
-			json_string(ibvf_membership_name(n ? m[0].membership : IBVF_MEMBER_FULL)));
-	}
-	/* UFM's defaults when the caller gives no flags: index0 false, ip_over_ib true */
-	fail |= json_object_set_new(o, "index0", json_boolean(flags ? flags->index0 : false));
+	fail |= json_object_set_new(
+		o, "membership",
+		json_string(ibvf_membership_name(n ? m[0].membership : IBVF_MEMBER_FULL)));
+	/* no flags: the field clients' index0 true and UFM's ip_over_ib true */
+	fail |= json_object_set_new(o, "index0", json_boolean(flags ? flags->index0 : true));
 	fail |= json_object_set_new(o, "ip_over_ib", json_boolean(flags ? flags->ipoib : true));
 	return dump_body(o, fail, out);
 }
@@ -508,6 +643,11 @@ static int check_pkey(uint16_t pkey, char *err, size_t errlen)
 		return ibvf_errf(err, errlen, -EINVAL,
 				 "PKey 0x%04x is not a 15-bit partition key in 0x0001..0x7fff",
 				 pkey);
+	/* the guide: pkey is a "Hexadecimal string between "0x0"-"0x7fff" exclusive" */
+	if (pkey == IBVF_PKEY_KEY_MASK)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "PKey 0x7fff is UFM's management (default) partition; UFM's "
+				 "PKey API takes 0x0001..0x7ffe only");
 	return 0;
 }
 
@@ -571,29 +711,281 @@ static int check_guid(uint64_t guid, size_t i, char *err, size_t errlen)
 	return 0;
 }
 
-/* Send @n members (or GUIDs) in requests of at most b->max_guids each. */
-static int send_chunks(struct ibvf_sm_backend *b, const char *path, uint16_t pkey,
-		       const struct ibvf_sm_member *m, const uint64_t *g, size_t n,
-		       const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
+/* -------------------------------------------------- partitions as UFM has them -- */
+
+static int parse_member(const char *key, size_t i, json_t *e, enum ibvf_membership def,
+			struct ibvf_sm_member *m, char *err, size_t errlen);
+
+/* One partition: GET {prefix}/resources/pkeys/{pkey}?guids_data=true. */
+struct pk_state {
+	bool exists;
+	bool ipoib;	/* its ip_over_ib */
+	bool api_named; /* UFM's name for a partition made by an add: "api_pkey_0x..." */
+	char name[128];
+	size_t n;
+	struct ibvf_sm_member *m;
+	bool *index0;
+};
+
+static void pk_state_free(struct pk_state *p)
+{
+	free(p->m);
+	free(p->index0);
+	memset(p, 0, sizeof(*p));
+}
+
+static int read_pkey(struct ibvf_sm_backend *b, uint16_t pkey, struct pk_state *p, char *err,
+		     size_t errlen)
+{
+	char path[96], key[8];
+	json_t *j, *g, *e, *v;
+	size_t i;
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	snprintf(key, sizeof(key), "0x%x", pkey);
+	snprintf(path, sizeof(path), "%s/resources/pkeys/%s?guids_data=true", b->prefix, key);
+	ret = get_json(b, path, true, &j, err, errlen);
+	if (ret == -ENOENT)
+		return 0; /* 404 or {}: no such partition */
+	if (ret)
+		return ret;
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return ibvf_errf(err, errlen, -EBADMSG, "UFM GET %s: reply is not an object", path);
+	}
+	p->exists = true;
+	p->ipoib = !json_is_false(json_object_get(j, "ip_over_ib"));
+	v = json_object_get(j, "partition");
+	snprintf(p->name, sizeof(p->name), "%s", json_is_string(v) ? json_string_value(v) : "");
+	p->api_named = !strncmp(p->name, "api_pkey_", 9);
+	g = json_object_get(j, "guids");
+	if (json_is_array(g) && json_array_size(g)) {
+		p->m = calloc(json_array_size(g), sizeof(*p->m));
+		p->index0 = calloc(json_array_size(g), sizeof(*p->index0));
+		if (!p->m || !p->index0) {
+			json_decref(j);
+			pk_state_free(p);
+			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		}
+		json_array_foreach(g, i, e)
+		{
+			ret = parse_member(key, i, e, IBVF_MEMBER_FULL, &p->m[i], err, errlen);
+			if (ret) {
+				json_decref(j);
+				pk_state_free(p);
+				return ibvf_err_prefix(err, errlen, ret, "UFM GET %s", path);
+			}
+			p->index0[i] =
+				json_is_object(e) && json_is_true(json_object_get(e, "index0"));
+			p->n++;
+		}
+	}
+	json_decref(j);
+	return 0;
+}
+
+static ssize_t pk_find(const struct pk_state *p, uint64_t guid)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->m[i].guid == guid)
+			return (ssize_t)i;
+	return -1;
+}
+
+/* ------------------------------------------------- back-to-back changes -- */
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/*
+ * GET {prefix}/resources/pkeys/last_updated: {"last_updated": "<time>"} or
+ * {"last_updated": null} before the first change (ib-kubernetes PR #210;
+ * the time's format differs between UFM versions, so it is compared as an
+ * opaque string). -ENOENT: this UFM has no such resource.
+ */
+static int read_last_updated(struct ibvf_sm_backend *b, char *out, size_t outlen, char *err,
+			     size_t errlen)
+{
+	char path[80];
+	json_t *j, *v;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/resources/pkeys/last_updated", b->prefix);
+	ret = get_json(b, path, true, &j, err, errlen);
+	if (ret)
+		return ret;
+	v = json_object_get(j, "last_updated");
+	if (!json_is_object(j) || !v || (!json_is_null(v) && !json_is_string(v))) {
+		json_decref(j);
+		return ibvf_errf(err, errlen, -EBADMSG,
+				 "UFM GET %s: reply has no \"last_updated\" string or null", path);
+	}
+	snprintf(out, outlen, "%s", json_is_string(v) ? json_string_value(v) : "");
+	json_decref(j);
+	return 0;
+}
+
+/*
+ * Before a change: wait until UFM's last_updated has moved past the value
+ * read before our previous change, so UFM is not handed a change while the
+ * previous one may still be in progress (the production fork in
+ * ib-kubernetes PR #210 skips its call in that case), but at most until
+ * change_wait_ms after the previous change was answered: then the change
+ * goes out anyway. Off with change_wait_ms 0 or when UFM has no
+ * last_updated resource.
+ */
+static int before_change(struct ibvf_sm_backend *b, char *err, size_t errlen)
+{
+	char now[sizeof(b->lu_before)];
+	int64_t t0;
+	int ret;
+
+	if (!b->change_wait_ms || b->lu_absent)
+		return 0;
+	ret = read_last_updated(b, now, sizeof(now), err, errlen);
+	if (ret == -ENOENT) {
+		b->lu_absent = true;
+		return 0;
+	}
+	if (ret)
+		return ret;
+	if (b->lu_pending && !strcmp(now, b->lu_before) &&
+	    ibvf_mono_ms() - b->lu_sent_ms < (int64_t)b->change_wait_ms) {
+		t0 = ibvf_mono_ms();
+		b->lu_waits++;
+		for (;;) {
+			if (ibvf_mono_ms() - b->lu_sent_ms >= (int64_t)b->change_wait_ms) {
+				b->lu_timeouts++;
+				break;
+			}
+			sleep_ms(UFM_CHANGE_POLL_MS);
+			ret = read_last_updated(b, now, sizeof(now), err, errlen);
+			if (ret)
+				return ret;
+			if (strcmp(now, b->lu_before))
+				break;
+		}
+		b->lu_waited_ms += (unsigned long long)(ibvf_mono_ms() - t0);
+	}
+	snprintf(b->lu_before, sizeof(b->lu_before), "%s", now);
+	b->lu_pending = false;
+	return 0;
+}
+
+static void after_change(struct ibvf_sm_backend *b)
+{
+	if (b->change_wait_ms && !b->lu_absent) {
+		b->lu_pending = true;
+		b->lu_sent_ms = ibvf_mono_ms();
+	}
+}
+
+/* ------------------------------------------------------- add and remove -- */
+
+/* Send one change; @path and @body as for ufm_http_call(). */
+static int send_change(struct ibvf_sm_backend *b, const char *method, const char *path,
+		       const char *body, bool missing_ok, char *err, size_t errlen)
+{
+	struct ufm_reply r;
+	int ret = before_change(b, err, errlen);
+
+	if (ret)
+		return ret;
+	ret = ufm_http_call(b->http, method, path, body, &r, err, errlen);
+	/* a removal that finds the partition gone is done (issue 16, item 3) */
+	if (ret == -ENOENT && missing_ok && r.status == 404) {
+		ret = 0;
+		if (err && errlen)
+			err[0] = '\0';
+	}
+	ufm_reply_free(&r);
+	if (!ret)
+		after_change(b);
+	return ret;
+}
+
+/* POST adds of @n members (one membership) in requests of at most b->max_guids. */
+static int send_adds(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
+		     size_t n, const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
 {
 	size_t step = b->max_guids ? b->max_guids : n;
+	char path[64];
 
+	snprintf(path, sizeof(path), "%s/resources/pkeys", b->prefix);
 	for (size_t i = 0; i < n; i += step) {
 		size_t k = n - i < step ? n - i : step;
-		struct ufm_reply r;
 		char *body;
-		int ret;
+		int ret = ufm_add_body(pkey, m + i, k, flags, &body);
 
-		ret = m ? ufm_add_body(pkey, m + i, k, flags, &body)
-			: ufm_remove_body(pkey, g + i, k, &body);
 		if (ret)
 			return ibvf_errf(err, errlen, ret, "out of memory");
-		ret = ufm_http_call(b->http, "POST", path, body, &r, err, errlen);
+		ret = send_change(b, "POST", path, body, false, err, errlen);
 		free(body);
-		ufm_reply_free(&r);
 		if (ret && i)
 			return ibvf_err_prefix(err, errlen, ret,
 					       "PKey 0x%04x: %zu of %zu GUIDs were sent before",
+					       pkey, i, n);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Remove @n GUIDs: DELETE {prefix}/resources/pkeys/{pkey}/guids/{g,...}
+ * (no body) where the UFM version has it, else the deprecated POST
+ * {prefix}/actions/remove_guids_from_pkey.
+ */
+static int send_removes(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g, size_t n,
+			char *err, size_t errlen)
+{
+	bool del = has_delete(b);
+	size_t step = b->max_guids ? b->max_guids : n;
+
+	if (del && step > UFM_DELETE_GUIDS_MAX)
+		step = UFM_DELETE_GUIDS_MAX;
+	for (size_t i = 0; i < n; i += step) {
+		size_t k = n - i < step ? n - i : step;
+		char *body = NULL, *path = NULL;
+		int ret = 0;
+
+		if (del) {
+			size_t cap = 64 + k * IBVF_GUID_HEX_LEN, off;
+
+			path = malloc(cap);
+			if (path) {
+				off = (size_t)snprintf(path, cap, "%s/resources/pkeys/0x%x/guids/",
+						       b->prefix, pkey);
+				for (size_t j = 0; j < k; j++) {
+					char hex[IBVF_GUID_HEX_LEN];
+
+					off += (size_t)snprintf(
+						path + off, cap - off, "%s%s", j ? "," : "",
+						ibvf_guid_format_hex(g[i + j], hex));
+				}
+			}
+		} else {
+			if (asprintf(&path, "%s/actions/remove_guids_from_pkey", b->prefix) < 0)
+				path = NULL;
+			ret = path ? ufm_remove_body(pkey, g + i, k, &body) : -ENOMEM;
+		}
+		if (!path || ret) {
+			free(path);
+			free(body);
+			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		}
+		ret = send_change(b, del ? "DELETE" : "POST", path, body, true, err, errlen);
+		free(path);
+		free(body);
+		if (ret && i)
+			return ibvf_err_prefix(err, errlen, ret,
+					       "PKey 0x%04x: %zu of %zu GUIDs were removed before",
 					       pkey, i, n);
 		if (ret)
 			return ret;
@@ -630,56 +1022,106 @@ static int prepare_members(uint16_t pkey, const struct ibvf_sm_member *m, const 
 	return ret;
 }
 
+/*
+ * Add: read the partition first. Members already there with the same
+ * membership and index0 are not sent again; the others go in one POST per
+ * membership (UFM's add ignores "memberships": issue 16, item 1). An
+ * existing partition keeps its ip_over_ib (item 7): ibvf's flag is sent only
+ * when the add creates the partition, else the partition's own value.
+ */
 static int ufm_add_members(struct ibvf_sm_backend *b, uint16_t pkey,
 			   const struct ibvf_sm_member *members, size_t n,
 			   const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
 {
-	struct ibvf_sm_member *uniq;
-	char path[64];
-	size_t k = 0;
+	static const enum ibvf_membership order[] = {IBVF_MEMBER_FULL, IBVF_MEMBER_LIMITED};
+	struct ibvf_sm_pkey_flags fl = flags ? *flags : b->defaults;
+	struct ibvf_sm_member *todo;
+	struct pk_state p;
 	bool *dup;
 	int ret = prepare_members(pkey, members, NULL, n, "members", &dup, err, errlen);
 
 	if (ret || !n)
 		return ret;
-	uniq = malloc(n * sizeof(*uniq));
-	if (!uniq) {
+	ret = read_pkey(b, pkey, &p, err, errlen);
+	if (ret) {
 		free(dup);
-		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		return ret;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (!dup[i])
-			uniq[k++] = members[i];
+	if (p.exists)
+		fl.ipoib = p.ipoib;
+	todo = malloc(n * sizeof(*todo));
+	if (!todo)
+		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	for (size_t o = 0; !ret && o < sizeof(order) / sizeof(order[0]); o++) {
+		size_t k = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			ssize_t at = dup[i] || members[i].membership != order[o]
+					     ? -2
+					     : pk_find(&p, members[i].guid);
+
+			if (at == -2)
+				continue;
+			if (at >= 0 && p.m[at].membership == order[o] && p.index0[at] == fl.index0)
+				continue; /* already so */
+			todo[k++] = members[i];
+		}
+		if (k)
+			ret = send_adds(b, pkey, todo, k, &fl, err, errlen);
+	}
+	free(todo);
 	free(dup);
-	snprintf(path, sizeof(path), "%s/resources/pkeys", b->prefix);
-	ret = send_chunks(b, path, pkey, uniq, NULL, k, flags, err, errlen);
-	free(uniq);
+	pk_state_free(&p);
 	return ret;
 }
 
+/*
+ * Remove: GUIDs that are not members, or a partition that is gone, are done
+ * already (item 3). UFM deletes a partition with its last member (NVIDIA's
+ * UFM mock: "like real UFM, a partition is auto-removed once its last member
+ * is removed"), losing its name, ip_over_ib and QoS: a removal that would
+ * empty a partition UFM did not name as API-made ("api_pkey_...") is an
+ * administrator's and is refused with -EPERM, nothing removed.
+ */
 static int ufm_remove_members(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *guids,
 			      size_t n, char *err, size_t errlen)
 {
-	char path[64];
-	uint64_t *uniq;
+	struct pk_state p;
+	uint64_t *todo;
 	size_t k = 0;
 	bool *dup;
 	int ret = prepare_members(pkey, NULL, guids, n, "GUIDs", &dup, err, errlen);
 
 	if (ret || !n)
 		return ret;
-	uniq = malloc(n * sizeof(*uniq));
-	if (!uniq) {
+	ret = need_version(b, err, errlen);
+	if (!ret)
+		ret = read_pkey(b, pkey, &p, err, errlen);
+	if (ret) {
 		free(dup);
+		return ret;
+	}
+	todo = malloc(n * sizeof(*todo));
+	if (!todo) {
+		free(dup);
+		pk_state_free(&p);
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++)
-		if (!dup[i])
-			uniq[k++] = guids[i];
+		if (!dup[i] && pk_find(&p, guids[i]) >= 0)
+			todo[k++] = guids[i];
 	free(dup);
-	snprintf(path, sizeof(path), "%s/actions/remove_guids_from_pkey", b->prefix);
-	ret = send_chunks(b, path, pkey, NULL, uniq, k, NULL, err, errlen);
-	free(uniq);
+	if (k && k == p.n && !p.api_named)
+		ret = ibvf_errf(err, errlen, -EPERM,
+				"PKey 0x%04x: removing its last %zu member(s) would make UFM "
+				"delete partition '%.64s', which ibvf did not create (its name, "
+				"ip_over_ib and QoS would be lost); add another member to it in "
+				"UFM, then the removal goes through",
+				pkey, k, p.name);
+	else if (k)
+		ret = send_removes(b, pkey, todo, k, err, errlen);
+	free(todo);
+	pk_state_free(&p);
 	return ret;
 }
 

@@ -4,17 +4,20 @@
  * REST API (UFM Enterprise REST API guide, "PKey GUIDs REST API" and
  * "REST API Complementary Information"; docs/ufm.md).
  *
- *   add     POST {prefix}/resources/pkeys
+ *   add     POST {prefix}/resources/pkeys, one request per membership
  *           {"pkey":"0x00A5","guids":["0002c90300001001",...],
- *            "membership":"full"|"limited" (all members alike) or
- *            "memberships":["full","limited",...] (one per GUID),
- *            "index0":bool,"ip_over_ib":bool}
- *   remove  POST {prefix}/actions/remove_guids_from_pkey {"pkey":"0x00A5","guids":[...]}
+ *            "membership":"full"|"limited","index0":bool,"ip_over_ib":bool}
+ *           (never "memberships": UFM's add ignores it, issue 16)
+ *   remove  DELETE {prefix}/resources/pkeys/0xa5/guids/{g,...} (UFM >= 6.10),
+ *           else POST {prefix}/actions/remove_guids_from_pkey {"pkey","guids"}
+ *   read    GET  {prefix}/resources/pkeys/0xa5?guids_data=true (before changes)
+ *   wait    GET  {prefix}/resources/pkeys/last_updated (between changes)
  *   list    GET  {prefix}/resources/pkeys?guids_data=true
- *   version GET  {prefix}/app/ufm_version
+ *   version GET  {prefix}/app/ufm_version (+ GET .../pkeys/0x7fff in validate)
  *
- * {prefix} is /ufmRest (Basic auth) or /ufmRestV3 (access token). Bodies are
- * compact JSON with the keys in the order shown. The module exports only
+ * {prefix} is /ufmRest (Basic auth, client certificate) or /ufmRestV3
+ * (access token). Bodies are compact JSON with the keys in the order shown.
+ * The module exports only
  * ibvf_sm_backend_v2 (module.c, sm-backends/sm_backend.map); the
  * declarations below are for the module's own tests.
  */
@@ -28,8 +31,9 @@ extern const struct ibvf_sm_ops ufm_ops;
 
 /**
  * ufm_add_body() - the JSON body of an add call for members [0, @n) of
- * @pkey (15-bit key, 0x0001..0x7fff). *@out is malloc'd.
- * Return: 0, -ENOMEM.
+ * @pkey (15-bit key, 0x0001..0x7ffe), all of one membership. @flags NULL:
+ * index0 true, ip_over_ib true. *@out is malloc'd (NULL on error).
+ * Return: 0, -EINVAL (members of different memberships), -ENOMEM.
  */
 int ufm_add_body(uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
 		 const struct ibvf_sm_pkey_flags *flags, char **out);

@@ -443,9 +443,14 @@ static int prepare(struct ufm_http *h, const char *method, const char *path, con
 	snprintf(url, n, "%s%s", h->base_url, path);
 	rc |= curl_easy_setopt(c, CURLOPT_URL, url);
 	free(url);
-	if (!strcmp(method, "GET")) {
+	/* the handle is reused: clear a DELETE of the previous call */
+	rc |= curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, NULL);
+	if (!strcmp(method, "GET") || !strcmp(method, "DELETE")) {
 		rc |= curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
 		rc |= curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->hdr_get);
+		/* DELETE without a body (UFM guide, "Remove GUIDs from PKey") */
+		if (method[0] == 'D')
+			rc |= curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
 	} else {
 		rc |= curl_easy_setopt(c, CURLOPT_POST, 1L);
 		rc |= curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
@@ -464,7 +469,7 @@ int ufm_http_call(struct ufm_http *h, const char *method, const char *path, cons
 	int ret;
 
 	memset(r, 0, sizeof(*r));
-	if (strcmp(method, "GET") && strcmp(method, "POST"))
+	if (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "DELETE"))
 		return ibvf_errf(err, errlen, -EINVAL, "UFM %s %s: unsupported method", method,
 				 path);
 	ret = prepare(h, method, path, body);

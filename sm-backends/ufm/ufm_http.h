@@ -59,7 +59,7 @@ void ufm_http_free(struct ufm_http *h);
 
 /**
  * ufm_http_call() - one request, no retry.
- * @method: "GET" or "POST".
+ * @method: "GET", "POST" or "DELETE" (no body).
  * @path:   absolute path with query, e.g. "/ufmRest/app/ufm_version".
  * @body:   request body (JSON) for POST, or NULL; sent with
  *          "Content-Type: application/json".

@@ -196,10 +196,12 @@ static int f_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_
 {
 	int ret = 0;
 
-	(void)flags;
 	enter(b);
 	pthread_mutex_lock(&b->lock);
 	b->ctl.add_calls++;
+	b->ctl.last_flags_set = flags != NULL;
+	if (flags)
+		b->ctl.last_flags = *flags;
 	if (n > b->ctl.max_batch)
 		b->ctl.max_batch = (unsigned)n;
 	if (b->ctl.fail_add) {

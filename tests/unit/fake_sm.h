@@ -32,7 +32,10 @@ struct fake_sm_ctl {
 	int late_add;
 	int lie_remove;
 	unsigned add_calls, remove_calls, list_calls, validate_calls;
-	unsigned max_batch;	   /* largest n seen in one call */
+	unsigned max_batch; /* largest n seen in one call */
+	/* the flags of the last add call: NULL, or these (issue 16: index0) */
+	bool last_flags_set;
+	struct ibvf_sm_pkey_flags last_flags;
 	bool concurrent_call_seen; /* two calls overlapped: ABI violation */
 };
 

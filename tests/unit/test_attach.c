@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -29,6 +31,7 @@
 #include "fake_sm.h"
 #include "guid_pool.h"
 #include "log.h"
+#include "release_spool.h"
 
 #define RANGE_START 0x0002c90300a00001ull
 #define RANGE_END   0x0002c90300a0ffffull
@@ -41,6 +44,7 @@ struct fvf {
 	uint64_t node, port;
 	char link[8];
 	unsigned gen;
+	bool host_netdev; /* lookup() shows the netdev in the host netns (the Pod is gone) */
 };
 
 struct fake_vfs {
@@ -50,6 +54,7 @@ struct fake_vfs {
 	int fail_program; /* next N program calls fail */
 	int fail_port;	  /* next N port waits fail */
 	unsigned program_calls;
+	unsigned lookup_calls;
 };
 
 static struct fake_vfs fv;
@@ -83,9 +88,15 @@ static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char
 
 	(void)ctx;
 	pthread_mutex_lock(&fv.lock);
+	fv.lookup_calls++;
 	v = fv_find(pci);
 	if (v)
 		fill(v, out);
+	/* a handed VF's netdev is in the Pod; only program() sees it in the host */
+	if (v && !v->host_netdev)
+		out->netdev[0] = 0;
+	else if (v) /* a name that resolves in this netns, as a VF netdev back in the host */
+		snprintf(out->netdev, sizeof(out->netdev), "lo");
 	pthread_mutex_unlock(&fv.lock);
 	if (!v) {
 		snprintf(err, errlen, "no VF at %s", pci);
@@ -541,6 +552,39 @@ static void test_rollback_port(void **state)
 	assert_non_null(strstr(f->msg[0], "port INIT"));
 	assert_clean(f, 3);
 	assert_true(f->ctl->remove_calls >= 1);
+}
+
+/*
+ * Issue 16, item 2: a network's index0 reaches the SM as flags (absent: NULL,
+ * the backend's default), and the port wait checks the P_Key index when
+ * index0 is asked for (the fake port puts the first PKey at index 1).
+ */
+static void test_index0(void **state)
+{
+	struct fx *f = *state;
+	json_t *p;
+
+	call(f, "prepare", prep_params("c40", pci_of(5), "0x0012"));
+	assert_false(f->ctl->last_flags_set);
+	call(f, "release", json_pack("{s:o}", "owner", owner("c40", "net1")));
+	p = prep_params("c41", pci_of(6), "0x0013");
+	json_object_set_new(p, "index0", json_false());
+	call(f, "prepare", p);
+	assert_true(f->ctl->last_flags_set);
+	assert_false(f->ctl->last_flags.index0);
+	p = prep_params("c42", pci_of(7), "0x0014");
+	json_object_set_new(p, "index0", json_true());
+	call(f, "prepare", p);
+	assert_true(f->ctl->last_flags_set);
+	assert_true(f->ctl->last_flags.index0);
+	expect_error(f, IBVF_RPC_PORT_NOT_READY, "port_wait");
+	assert_non_null(strstr(f->msg[0], "PKey 0x0014 is at P_Key index 1, not 0"));
+	/* rolled back: the VF carries no GUID */
+	assert_int_equal(fv.vf[7].port, 0);
+	p = prep_params("c43", pci_of(8), "0x0014");
+	json_object_set_new(p, "index0", json_string("yes"));
+	call(f, "prepare", p);
+	assert_non_null(strstr(f->msg[0], "\"index0\" must be true or false"));
 }
 
 static void test_rollback_deadline(void **state)
@@ -1014,6 +1058,30 @@ static void test_leak_replay(void **state)
 	}
 }
 
+/*
+ * Issue 16, item 1: the SM holding a limited member as full (what UFM's add
+ * made of a mixed add) is found by membership, not presence, and repaired.
+ */
+static void test_reconcile_membership(void **state)
+{
+	struct fx *f = *state;
+	json_t *p = json_pack("{s:o,s:s,s:[{s:s,s:s}],s:s}", "owner", owner("c50", "net1"), "pci",
+			      pci_of(50), "pkeys", "pkey", "0x0012", "membership", "limited",
+			      "link_state", "enable");
+	json_t *r = call(f, "prepare", p);
+	uint64_t g;
+
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	call(f, "commit", json_pack("{s:o}", "owner", owner("c50", "net1")));
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_LIMITED);
+	fake_sm_put(f->sm, 0x12, g, true); /* now full */
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_FULL);
+	problems(f, IBVF_PASS_REPAIR, "sm-membership");
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_LIMITED);
+	problems(f, IBVF_PASS_REPAIR, NULL);
+}
+
 /* Crash leftovers and drift are found and handled by reconciliation. */
 static void test_reconcile(void **state)
 {
@@ -1104,6 +1172,73 @@ static void test_reconcile(void **state)
 	r = call(f, "audit", json_object());
 	assert_int_equal(f->code[0], 0);
 	assert_int_equal(json_integer_value(json_object_get(r, "problems")), 0);
+}
+
+static int count_kind(json_t *fnd, const char *kind)
+{
+	size_t i;
+	json_t *it;
+	int n = 0;
+
+	json_array_foreach(fnd, i, it) n +=
+		!strcmp(json_string_value(json_object_get(it, "kind")), kind);
+	return n;
+}
+
+/*
+ * Issue 17 item 4: a pass works from one VF listing and one store listing,
+ * indexed once. Settled owners on their VFs cost no per-VF read; duplicates
+ * and orphans are still found (the VF hash, the snapshot by GUID).
+ */
+static void test_reconcile_linear(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g[40], stray = RANGE_START + 0x900;
+	json_t *fnd;
+
+	for (int i = 0; i < 40; i++) {
+		char cid[16];
+		json_t *r;
+
+		snprintf(cid, sizeof(cid), "lin%d", i);
+		r = call(f, "prepare", prep_params(cid, pci_of(i), "0x0019"));
+		assert_int_equal(f->code[0], 0);
+		g[i] = guid_of(r);
+		call(f, "commit", json_pack("{s:o}", "owner", owner(cid, "net1")));
+		assert_int_equal(f->code[0], 0);
+	}
+	clear(f);
+	/* a clean pass over 40 attached owners: no VF or store read per owner */
+	fv.lookup_calls = 0;
+	fnd = json_array();
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, fnd, NULL, 0), 0);
+	assert_int_equal(json_array_size(fnd), 0);
+	if (fv.lookup_calls)
+		fail_msg("a clean pass read %u VFs one by one", fv.lookup_calls);
+	json_decref(fnd);
+
+	/* three VFs with one stray pool GUID, one VF with an owner's GUID */
+	for (int i = 50; i < 53; i++)
+		fv.vf[i].port = fv.vf[i].node = stray;
+	fv.vf[53].port = fv.vf[53].node = g[7];
+	fnd = json_array();
+	ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
+	/* pairs (50,51) (50,52) (51,52) and (7,53) */
+	assert_int_equal(count_kind(fnd, "duplicate-guid"), 4);
+	assert_int_equal(count_kind(fnd, "vf-orphan"), 4);
+	assert_int_equal(count_kind(fnd, "vf-drift"), 0);
+	json_decref(fnd);
+	/* fix mode resets the four, leaves the owner's VF alone */
+	ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, NULL, NULL, 0);
+	for (int i = 50; i < 54; i++)
+		assert_int_equal(fv.vf[i].port, 0);
+	assert_int_equal(fv.vf[7].port, g[7]);
+	/* an owner's VF that drifted is still read and reported */
+	fv.vf[9].port = stray + 1;
+	fnd = json_array();
+	ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
+	assert_int_equal(count_kind(fnd, "vf-drift"), 1);
+	json_decref(fnd);
 }
 
 /* Start-up with the SM down and a crash leftover: the VF is freed at once, the
@@ -1519,6 +1654,145 @@ static void test_pool_methods(void **state)
 	(void)r;
 }
 
+/* ------------------------------------ issue 15 item 7: release without DEL -- */
+
+/* An API socket (the spool is next to it) outside the fixture's directory. */
+static char spool_base[64];
+static int spool_sock = -1;
+
+static int setup_spool(void **state)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char extra[192];
+	struct fx *f;
+
+	snprintf(spool_base, sizeof(spool_base), "/tmp/ibvf-spool-XXXXXX");
+	assert_non_null(mkdtemp(spool_base));
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ibvfd.sock", spool_base);
+	spool_sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(spool_sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	snprintf(extra, sizeof(extra), ", \"api\": {\"socket\": \"%s\"}", sa.sun_path);
+	setup_opts(state, extra, 3);
+	f = *state;
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	return 0;
+}
+
+static int teardown_spool(void **state)
+{
+	char cmd[128];
+
+	close(spool_sock);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", spool_base);
+	assert_int_equal(system(cmd), 0);
+	return teardown(state);
+}
+
+static int spool_count(void *arg, const char *name, const struct ibvf_release_req *r)
+{
+	(void)name;
+	(void)r;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static uint64_t attach_one(struct fx *f, const char *cid, int vf)
+{
+	json_t *r = call(f, "prepare", prep_params(cid, pci_of(vf), "0x0016"));
+	uint64_t g;
+
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	call(f, "commit", json_pack("{s:o}", "owner", owner(cid, "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
+	return g;
+}
+
+/*
+ * The plugin's DEL found ibvfd down and left a request: ibvfd applies it
+ * (GUID quarantined, VF reset, SM membership removed, request gone), never
+ * to a newer attachment of the same container and ifname, and drops a file
+ * that is not a request.
+ */
+static void test_release_spool(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_release_req rq = {.created_ms = ibvf_wall_ms() + 1000};
+	char dir[128], junk[160], err[IBVF_ERR_LEN];
+	struct ibvf_alloc newer;
+	uint64_t g, g2;
+	int n = 0;
+
+	g = attach_one(f, "gone", 50);
+	g2 = attach_one(f, "again", 51);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), IBVF_MEMBER_FULL);
+	snprintf(dir, sizeof(dir), "%s/release.d", spool_base);
+	snprintf(rq.container_id, sizeof(rq.container_id), "gone");
+	snprintf(rq.ifname, sizeof(rq.ifname), "net1");
+	snprintf(rq.network, sizeof(rq.network), "net-a");
+	rq.guid = g;
+	assert_int_equal(ibvf_spool_write(dir, &rq, err, sizeof(err)), 0);
+	/* a request older than the attachment it would hit: a DEL before this ADD */
+	assert_int_equal(ibvf_pool_get(f->pool, g2, &newer, NULL, 0), 0);
+	snprintf(rq.container_id, sizeof(rq.container_id), "again");
+	rq.guid = 0;
+	rq.created_ms = newer.created_ms - 1000;
+	assert_int_equal(ibvf_spool_write(dir, &rq, err, sizeof(err)), 0);
+	snprintf(junk, sizeof(junk), "%s/junk.json", dir);
+	{
+		FILE *fp = fopen(junk, "w");
+
+		assert_non_null(fp);
+		fputs("{\"version\": 9}", fp);
+		fclose(fp);
+	}
+
+	assert_int_equal(ibvf_engine_apply_spool(f->e, err, sizeof(err)), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[50].port, 0); /* its pre-attach GUID */
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(store_state(f, g2), IBVF_ALLOC_HANDED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g2), IBVF_MEMBER_FULL);
+	assert_int_equal(ibvf_spool_scan(dir, spool_count, &n, NULL, 0), 0);
+	assert_int_equal(n, 0);
+	/* nothing left: a second pass does nothing */
+	assert_int_equal(ibvf_engine_apply_spool(f->e, err, sizeof(err)), 0);
+}
+
+/* A handed VF whose netdev is in the host netns again (the Pod is gone): released. */
+static void test_handed_in_host(void **state)
+{
+	struct fx *f = *state;
+	json_t *dry = json_array(), *fnd = json_array(), *it;
+	uint64_t g = attach_one(f, "podgone", 52), alive = attach_one(f, "alive", 53);
+	bool seen = false;
+	size_t i;
+
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[52].host_netdev = true;
+	pthread_mutex_unlock(&fv.lock);
+	/* audit (dry run): reported, nothing touched */
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_DRY_RUN, dry, NULL, 0) >= 1);
+	json_array_foreach(dry, i, it)
+	{
+		const char *k = json_string_value(json_object_get(it, "kind"));
+
+		seen |= k && !strcmp(k, "handed-in-host");
+	}
+	assert_true(seen);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
+	/* a pass releases it, and only it */
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0) >= 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[52].port, 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(store_state(f, alive), IBVF_ALLOC_HANDED);
+	json_decref(dry);
+	json_decref(fnd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1526,6 +1800,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rollback_program, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_sm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_port, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_index0, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconcile_membership, setup, teardown),
 		cmocka_unit_test(test_rollback_deadline),
 		cmocka_unit_test_setup_teardown(test_vf_busy_and_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_requested_guid, setup, teardown),
@@ -1536,6 +1812,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_same_owner_serialized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconcile_linear, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remove_verified, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quarantine_waits_for_sm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prepare_foreign_pkey, setup, teardown),
@@ -1547,6 +1824,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pool_methods, setup, teardown),
 		cmocka_unit_test(test_reconcile_sm_down),
 		cmocka_unit_test_setup_teardown(test_store_lost_no_reissue, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_spool, setup_spool, teardown_spool),
+		cmocka_unit_test_setup_teardown(test_handed_in_host, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_cni_cache_in_use, setup, teardown),
 	};
 

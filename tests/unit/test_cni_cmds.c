@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -32,6 +33,7 @@
 #include "cni_result.h"
 #include "log.h"
 #include "rc_check.h"
+#include "release_spool.h"
 #include "testutil.h"
 
 #define POD_A	 "/run/netns/pod-a"
@@ -1163,11 +1165,32 @@ static void test_del_missing_netns(void **state)
 }
 
 /* A release ibvfd could not do fails DEL and keeps the cache, so the retry finds the state. */
+static int spool_cb(void *arg, const char *name, const struct ibvf_release_req *r)
+{
+	struct ibvf_release_req *out = arg;
+
+	assert_string_equal(name, "c1.net1.json");
+	assert_non_null(r);
+	*out = *r;
+	return 0;
+}
+
+/*
+ * ibvfd down at DEL (issue 15 item 7: Podman never retries a failed DEL): the
+ * plugin leaves a release request in ibvfd's spool, next to its socket, and
+ * DEL succeeds, cache removed. When the spool cannot be written, DEL fails as
+ * a transient error and keeps its cache, so a runtime that retries can.
+ */
 static void test_del_release_fails(void **state)
 {
+	char *spool = tu_path(T.dir, "release.d"), *file = tu_path(spool, "c1.net1.json");
+	struct ibvf_release_req r;
+	struct stat st;
 	struct call k;
 
 	(void)state;
+	/* no spool possible: a regular file where the directory goes */
+	assert_int_equal(tu_write_str(spool, "x"), 0);
 	add_ok("c1", POD_A, VF0);
 	W.daemon_down = true;
 	run(&k, "DEL", "c1", POD_A, conf_new(&(struct conf_opts){0}));
@@ -1177,13 +1200,33 @@ static void test_del_release_fails(void **state)
 	assert_true(cached("c1"));
 	call_free(&k);
 
+	/* the spool can be written: DEL succeeds, the request is on disk */
+	assert_int_equal(unlink(spool), 0);
+	run(&k, "DEL", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+	assert_int_equal(k.ret, 0);
+	assert_log("ipam:DEL release:c1/net1");
+	assert_false(cached("c1"));
+	call_free(&k);
+	assert_int_equal(stat(spool, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(stat(file, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(ibvf_spool_scan(spool, spool_cb, &r, NULL, 0), 1);
+	assert_string_equal(r.container_id, "c1");
+	assert_string_equal(r.ifname, "net1");
+	assert_true(r.guid == 0x0002c90300c0ff00ull);
+	assert_string_equal(r.device_id, VF0);
+	assert_true(r.network[0] && r.created_ms > 0);
+
+	/* ibvfd back: a DEL the runtime repeats still releases and succeeds */
 	W.daemon_down = false;
 	run(&k, "DEL", "c1", POD_A, conf_new(&(struct conf_opts){0}));
 	assert_int_equal(k.ret, 0);
 	assert_log("ipam:DEL release:c1/net1");
 	assert_null(owner_find("c1", "net1"));
-	assert_false(cached("c1"));
 	call_free(&k);
+	free(file);
+	free(spool);
 }
 
 /* ----------------------------------------------------------------- CHECK -- */

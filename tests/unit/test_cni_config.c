@@ -142,6 +142,39 @@ static void full_ib_sriov_cni_config(void **state)
 	assert_false(nc.rc_roce_default);
 	assert_int_equal(nc.ibvfd_timeout_ms, CNI_DEFAULT_IBVFD_TIMEOUT_MS);
 	assert_null(nc.ibvfd_socket);
+	assert_int_equal(nc.pkey_index0, -1); /* absent: the SM backend's default */
+	cni_netconf_free(&nc);
+}
+
+/* "pkeyIndex0" (issue 16, item 2): absent, true, false, or refused. */
+static void pkey_index0_key(void **state)
+{
+	struct cni_netconf nc;
+	enum cni_conf_error kind;
+
+	(void)state;
+	assert_int_equal(
+		parse(&nc,
+		      "{\"cniVersion\":\"1.0.0\",\"deviceID\":\"0000:03:02.0\",\"pkey\":\"0x6\","
+		      "\"pkeyIndex0\":true}",
+		      CNI_CMD_ADD, &kind),
+		0);
+	assert_int_equal(nc.pkey_index0, 1);
+	cni_netconf_free(&nc);
+	assert_int_equal(
+		parse(&nc,
+		      "{\"cniVersion\":\"1.0.0\",\"deviceID\":\"0000:03:02.0\",\"pkey\":\"0x6\","
+		      "\"pkeyIndex0\":false}",
+		      CNI_CMD_ADD, &kind),
+		0);
+	assert_int_equal(nc.pkey_index0, 0);
+	cni_netconf_free(&nc);
+	assert_int_not_equal(
+		parse(&nc,
+		      "{\"cniVersion\":\"1.0.0\",\"deviceID\":\"0000:03:02.0\",\"pkeyIndex0\":\"yes\"}",
+		      CNI_CMD_ADD, &kind),
+		0);
+	assert_non_null(strstr(err, "pkeyIndex0"));
 	cni_netconf_free(&nc);
 }
 
@@ -308,6 +341,7 @@ int main(void)
 		cmocka_unit_test(env_pod_identity),
 		cmocka_unit_test(args_get_values),
 		cmocka_unit_test(full_ib_sriov_cni_config),
+		cmocka_unit_test(pkey_index0_key),
 		cmocka_unit_test(guid_from_args_and_empty_runtime_config),
 		cmocka_unit_test(new_keys),
 		cmocka_unit_test(invalid_values),

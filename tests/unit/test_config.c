@@ -106,7 +106,7 @@ static void test_defaults_without_file(void **state)
 	assert_string_equal(c.sm.backend, "noop");
 	assert_null(c.sm.backend_json);
 	assert_int_equal(c.sm.periodic_update_s, 5);
-	assert_int_equal(c.sm.batch_window_ms, 20);
+	assert_int_equal(c.sm.batch_window_ms, 0);
 	assert_int_equal(c.sm.batch_max, 1024);
 	assert_string_equal(c.vf.driver, "netlink");
 	assert_int_equal(c.vf.rebind_timeout_ms, 5000);

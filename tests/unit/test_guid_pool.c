@@ -36,8 +36,8 @@ static void test_open_creates_private_store(void **state)
 	assert_string_equal(ibvf_pool_db_path(f->p), f->db);
 	ibvf_pool_close(f->p);
 	f->p = NULL;
-	/* WAL mode and the schema version are in the file (v2: pre-attach VF GUIDs) */
-	assert_int_equal(fx_sql_int(f, "PRAGMA user_version"), 2);
+	/* WAL mode and the schema version are in the file (v3: owner key index) */
+	assert_int_equal(fx_sql_int(f, "PRAGMA user_version"), 3);
 	{
 		sqlite3 *db;
 		sqlite3_stmt *s;

@@ -137,8 +137,8 @@ static void test_newer_schema_store(void **state)
 	struct pool_fx *f = *state;
 
 	make_store(f, 200);
-	fx_sql(f, "PRAGMA user_version = 3;");
-	expect_refused(f, -EPROTO, "has schema version 3, newer than this ibvf (2): upgrade ibvf");
+	fx_sql(f, "PRAGMA user_version = 4;");
+	expect_refused(f, -EPROTO, "has schema version 4, newer than this ibvf (3): upgrade ibvf");
 }
 
 /* A store cut off in the middle (a half-written copy, a full disk). */

@@ -938,6 +938,28 @@ static void test_lock_held_refused(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
+/* A release request a CNI DEL left while ibvfd was down (issue 15 item 7) is a finding. */
+static void test_audit_release_pending(void **state)
+{
+	struct fx *f = *state;
+	char *spool = tu_path(f->dir, "release.d"), *req = tu_path(spool, "c9.net1.json");
+
+	write_cfg(f, G1, "02:00:00:00:00:00:00:10", 1);
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "a"), 0);
+	assert_int_equal(ctl(f, "pool", "audit"), 0);
+	assert_int_equal(mkdir(spool, 0700), 0);
+	assert_int_equal(tu_write_str(req,
+				      "{\"version\":1,\"container_id\":\"c9\",\"ifname\":"
+				      "\"net1\",\"network\":\"n\",\"guid\":\"0x0200000000000001\","
+				      "\"device_id\":\"0000:03:00.2\",\"created_ms\":1}"),
+			 0);
+	assert_int_equal(ctl(f, "pool", "audit"), 1);
+	assert_contains(f->r.out, "release-pending");
+	assert_contains(f->r.out, "container c9 ifname net1 found ibvfd down");
+	free(req);
+	free(spool);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -947,6 +969,7 @@ int main(void)
 		T(test_allocate_errors),
 		T(test_show_errors),
 		T(test_audit),
+		T(test_audit_release_pending),
 		T(test_rebuild_after_lost_store),
 		T(test_read_commands_do_not_write),
 		T(test_usage_and_exit_codes),

@@ -147,6 +147,44 @@ static void test_coalesce_per_pkey(void **state)
 	fx_free(f);
 }
 
+/*
+ * Full and limited adds of one PKey go in separate calls (UFM's add takes one
+ * membership for all its GUIDs: issue 16, item 1), and so do adds with
+ * different flags; no flags given reach the backend as NULL (its defaults).
+ */
+static void test_one_call_per_membership(void **state)
+{
+	struct fx *f = fx_new(50, 1024, 3);
+	const struct ibvf_sm_pkey_flags i0 = {.index0 = true, .ipoib = true};
+
+	(void)state;
+	rec_reset(12);
+	for (int i = 0; i < 10; i++) {
+		struct ibvf_sm_member m = {.guid = 0x3000 + (uint64_t)i,
+					   .membership =
+						   i % 2 ? IBVF_MEMBER_LIMITED : IBVF_MEMBER_FULL};
+
+		assert_int_equal(ibvf_sm_batch_submit(f->b, IBVF_SM_REQ_ADD, 0x12, &m, NULL, 0,
+						      on_done, (void *)(intptr_t)i),
+				 0);
+	}
+	for (int i = 10; i < 12; i++) {
+		struct ibvf_sm_member m = {.guid = 0x3000 + (uint64_t)i,
+					   .membership = IBVF_MEMBER_FULL};
+
+		assert_int_equal(ibvf_sm_batch_submit(f->b, IBVF_SM_REQ_ADD, 0x12, &m, &i0, 0,
+						      on_done, (void *)(intptr_t)i),
+				 0);
+	}
+	wait_done(12);
+	/* full (no flags), limited (no flags), full (index0 flags) */
+	assert_int_equal(f->ctl->add_calls, 3);
+	assert_int_equal(f->ctl->max_batch, 5);
+	assert_int_equal(fake_sm_has(f->be, 0x12, 0x3001), IBVF_MEMBER_LIMITED);
+	assert_int_equal(fake_sm_has(f->be, 0x12, 0x3000), IBVF_MEMBER_FULL);
+	fx_free(f);
+}
+
 /* batch_max flushes before the window closes, and caps each call. */
 static void test_flush_on_size(void **state)
 {
@@ -421,6 +459,82 @@ static void test_expected_requests_hold(void **state)
 	fx_free(f);
 }
 
+/* Self-clocking, no window (the default): a lone request does not wait for a timer. */
+static void test_lone_request_at_once(void **state)
+{
+	struct fx *f = fx_new(0, 1024, 3);
+	int64_t t0 = ibvf_mono_ms();
+
+	(void)state;
+	rec_reset(1);
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0xf000, 0, 0);
+	wait_done(1);
+	/* the old default window was 20 ms; one call of a latency-free SM is far less */
+	assert_true(rec.t[0] - t0 < 15);
+	assert_int_equal(f->ctl->add_calls, 1);
+	fx_free(f);
+}
+
+/*
+ * Requests that arrive while a call is in flight form the next batch and go
+ * when it returns, even with an announced attach still on its way (issue 17:
+ * only an idle SM waits for announced requests, a clocked batch does not).
+ */
+static void test_clocked_batch_goes_on_return(void **state)
+{
+	struct fx *f = fx_new(0, 1024, 3);
+	struct timespec ts = {0, 20 * 1000000};
+	int64_t t0;
+
+	(void)state;
+	f->ctl->latency_ms = 100;
+	rec_reset(51);
+	t0 = ibvf_mono_ms();
+	submit(f, IBVF_SM_REQ_ADD, 0x12, 0xf100, 0, 0);
+	nanosleep(&ts, NULL);	       /* the first call is in flight now */
+	ibvf_sm_batch_expect(f->b, 1); /* a slow attach, still in its VF step */
+	for (int i = 1; i <= 50; i++)
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0xf100 + (uint64_t)i, i, 0);
+	wait_done(51);
+	for (int i = 0; i <= 50; i++)
+		assert_int_equal(rec.status[i], 0);
+	assert_int_equal(f->ctl->add_calls, 2);
+	assert_int_equal(f->ctl->max_batch, 50);
+	/* two round trips (~200 ms), not the 1 s hold_max after the first call */
+	if (rec.t[50] - t0 >= 800)
+		fail_msg("the clocked batch waited %lld ms", (long long)(rec.t[50] - t0));
+	ibvf_sm_batch_expect(f->b, -1);
+	assert_false(f->ctl->concurrent_call_seen);
+	fx_free(f);
+}
+
+/* Bursts still share calls without a window: 1,024 announced -> 1 call; unannounced -> 2. */
+static void test_burst_calls_without_window(void **state)
+{
+	struct fx *f = fx_new(0, 1024, 3);
+
+	(void)state;
+	f->ctl->latency_ms = 50;
+	rec_reset(1024);
+	ibvf_sm_batch_expect(f->b, 1024);
+	for (int i = 0; i < 1024; i++) {
+		submit(f, IBVF_SM_REQ_ADD, 0x12, 0x10000 + (uint64_t)i, i, 0);
+		ibvf_sm_batch_expect(f->b, -1);
+	}
+	wait_done(1024);
+	assert_int_equal(f->ctl->add_calls, 1);
+	assert_int_equal(f->ctl->max_batch, 1024);
+	/* not announced: the first goes alone, the rest queue behind its call */
+	rec_reset(256);
+	for (int i = 0; i < 256; i++)
+		submit(f, IBVF_SM_REQ_ADD, 0x13, 0x20000 + (uint64_t)i, i, 0);
+	wait_done(256);
+	assert_true(f->ctl->add_calls - 1 <= 2);
+	assert_int_equal(fake_sm_count(f->be), 1024 + 256);
+	assert_false(f->ctl->concurrent_call_seen);
+	fx_free(f);
+}
+
 /* The errnos of the SM ABI's error contract (include/ibvf/sm_backend.h). */
 static const int transient_errnos[] = {
 	-EAGAIN,   -EBUSY,	  -EINTR,	-ETIMEDOUT, -ECONNREFUSED, -ECONNRESET,
@@ -584,6 +698,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_coalesce_one_pkey),
 		cmocka_unit_test(test_coalesce_per_pkey),
+		cmocka_unit_test(test_one_call_per_membership),
 		cmocka_unit_test(test_flush_on_size),
 		cmocka_unit_test(test_flush_on_window),
 		cmocka_unit_test(test_retry_then_success),
@@ -594,6 +709,9 @@ int main(void)
 		cmocka_unit_test(test_concurrent_callers),
 		cmocka_unit_test(test_shutdown_flushes),
 		cmocka_unit_test(test_expected_requests_hold),
+		cmocka_unit_test(test_lone_request_at_once),
+		cmocka_unit_test(test_clocked_batch_goes_on_return),
+		cmocka_unit_test(test_burst_calls_without_window),
 		cmocka_unit_test(test_permanent_errors_fail_at_once),
 		cmocka_unit_test(test_transient_errors_retried),
 		cmocka_unit_test(test_transient_error_then_success),

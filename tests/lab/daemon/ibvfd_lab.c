@@ -23,7 +23,8 @@
 
 const char *lab_pci(int vf, char buf[16])
 {
-	snprintf(buf, 16, "0000:05:%02x.%d", (vf / 8) & 0xff, vf % 8);
+	/* 256 VFs per bus from 0000:05: (device <= 0x1f, or validation refuses it) */
+	snprintf(buf, 16, "0000:%02x:%02x.%d", (0x05 + vf / 256) & 0xff, (vf / 8) % 32, vf % 8);
 	return buf;
 }
 

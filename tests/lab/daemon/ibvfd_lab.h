@@ -36,7 +36,8 @@ struct lab {
 };
 
 /**
- * lab_init() - temp dir, @n_vfs fake VFs "0000:05:SS.F" (lab_pci()), a
+ * lab_init() - temp dir, @n_vfs fake VFs "0000:BB:SS.F" from bus 05,
+ * 256 per bus (lab_pci()), a
  * config with SM backend @backend from @moddir (@backend_json: its config
  * object text; NULL for the file backend's default).
  */

@@ -956,7 +956,7 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 		ufm_sim_stop(&sim);
 		return 1;
 	}
-	l.window_ms = 20;
+	l.window_ms = 0; /* the default: self-clocking batches (issue 17) */
 	lab_write_config(&l);
 	if (lab_start(&l, 20000) < 0) {
 		lab_result(false, "ibvfd starts with the ufm backend");
@@ -986,7 +986,8 @@ static int cmd_ufm_batch(const char *ibvfd, const char *moddir)
 	ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
 	ufm_sim_config(&sim, "{\"latency_ms\": 200}");
 	ms = run_batch(&l, true, &fails);
-	removes = ufm_sim_calls(&sim, "remove");
+	/* DELETE .../guids/{g,...} on UFM >= 6.10, the deprecated POST before */
+	removes = ufm_sim_calls(&sim, "delete") + ufm_sim_calls(&sim, "remove");
 	lab_result(fails == 0 && removes >= 1 && removes <= 8,
 		   "%d concurrent releases: %ld UFM remove call(s)", N_BATCH, removes);
 	printf("# %d releases: %lld ms wall time\n", N_BATCH, (long long)ms);
@@ -1190,7 +1191,7 @@ static int cmd_ufm_leaks(const char *ibvfd, const char *moddir)
 	ret = lab_prepare(&l, "tenant-c", 6, "0x0056", &r, NULL);
 	gc = res_guid(r);
 	json_decref(r);
-	ufm_sim_fault(&sim, "{\"endpoint\": \"remove\", \"kind\": \"empty\", \"count\": 2}");
+	ufm_sim_fault(&sim, "{\"endpoint\": \"delete\", \"kind\": \"empty\", \"count\": 2}");
 	ret = lab_api(&l, "release", json_pack("{s:o}", "owner", lab_owner("tenant-c")), &r, NULL,
 		      70000);
 	lab_result(ret == 0 && json_is_true(json_object_get(r, "sm_removal_pending")),

@@ -3,8 +3,14 @@
  * The ufm SM backend against the UFM API simulator (ufm_sim.py), over real
  * HTTP(S) on loopback: request paths and bodies byte for byte, both auth
  * modes, TLS verification (wrong CA, host name, insecure mode, client
- * certificates), timeouts, every injected fault, "{}" replies, list parsing,
- * GUID caps and a 10,000-GUID add.
+ * certificates, certificate-only auth), timeouts, every injected fault, "{}"
+ * replies, list parsing, GUID caps, a 10,000-GUID add, and UFM's own rules
+ * (issue 16): one add per membership, index0, ip_over_ib of existing
+ * partitions, removals of gone GUIDs/partitions, an administrator's last
+ * member, DELETE removal by version, the last_updated wait, 0x7fff.
+ *
+ * Run once per simulator profile (IBVF_UFM_SIM_PROFILE: 6.12, 6.19, 6.22;
+ * meson.build registers one test each).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -40,14 +46,17 @@ static struct ufm_sim sim_plain;   /* HTTP */
 static struct ufm_sim sim_badname; /* HTTPS, certificate for "ufm.invalid" only */
 static const struct ibvf_sm_ops *ops;
 static char err[512];
+static char ufm_version[64];  /* the profile's ufm_release_version */
+static bool has_last_updated; /* the profile has GET .../pkeys/last_updated */
 
 /* ------------------------------------------------------------- helpers -- */
 
 /* Backend config for @s: the defaults below, then @extra (a JSON object; a null value deletes). */
 static char *config_for(struct ufm_sim *s, const char *extra)
 {
-	json_t *c = json_pack("{s:s,s:i,s:s,s:s}", "address", "127.0.0.1", "port", s->port,
-			      "username", USER, "password_file", s->password_file);
+	json_t *c =
+		json_pack("{s:s,s:i,s:s,s:s,s:i}", "address", "127.0.0.1", "port", s->port,
+			  "username", USER, "password_file", s->password_file, "change_wait_ms", 0);
 	json_t *x;
 	const char *k;
 	json_t *v;
@@ -127,6 +136,61 @@ static json_t *expect_request(const char *method, const char *path, const char *
 	if (body)
 		assert_string_equal(jstr(r, "body"), body);
 	return r;
+}
+
+/* The newest logged request @method @path (caller decrefs), failing the test when none. */
+static json_t *find_request(const char *method, const char *path)
+{
+	json_t *r = NULL, *a, *e, *hit = NULL;
+
+	assert_int_equal(ufm_sim_ctl(&sim, "GET", "/_sim/requests", NULL, &r), 200);
+	a = json_object_get(r, "requests");
+	for (size_t i = json_array_size(a); !hit && i-- > 0;) {
+		e = json_array_get(a, i);
+		if (!strcmp(jstr(e, "method"), method) && !strcmp(jstr(e, "path"), path))
+			hit = json_incref(e);
+	}
+	json_decref(r);
+	if (!hit)
+		fail_msg("no %s %s in the simulator's request log", method, path);
+	return hit;
+}
+
+/* How many logged requests have @method and a path starting with @prefix. */
+static size_t count_requests(const char *method, const char *prefix)
+{
+	json_t *r = NULL, *a, *e;
+	size_t n = 0, i;
+
+	assert_int_equal(ufm_sim_ctl(&sim, "GET", "/_sim/requests", NULL, &r), 200);
+	a = json_object_get(r, "requests");
+	json_array_foreach(a, i, e) n += !strcmp(jstr(e, "method"), method) &&
+					 !strncmp(jstr(e, "path"), prefix, strlen(prefix));
+	json_decref(r);
+	return n;
+}
+
+/* A member's field ("membership", "index0") or a PKey's ("ip_over_ib") in the simulator. */
+static json_t *sim_get(const char *key, const char *guid, const char *field)
+{
+	json_t *st = NULL, *p, *g, *e, *v = NULL;
+	size_t i;
+
+	assert_int_equal(ufm_sim_ctl(&sim, "GET", "/_sim/state", NULL, &st), 200);
+	p = json_object_get(st, key);
+	if (p && !guid)
+		v = json_object_get(p, field);
+	g = json_object_get(p, "guids");
+	json_array_foreach(g, i, e) if (guid && !strcmp(jstr(e, "guid"), guid)) v =
+		json_object_get(e, field);
+	v = json_deep_copy(v);
+	json_decref(st);
+	return v;
+}
+
+static void set_state(const char *json)
+{
+	assert_int_equal(ufm_sim_ctl(&sim, "POST", "/_sim/state", json, NULL), 200);
 }
 
 static const char *header(json_t *req, const char *name)
@@ -229,6 +293,20 @@ static int group_setup(void **state)
 		fprintf(stderr, "cannot start ufm_sim.py: %s\n", e);
 		return -1;
 	}
+	{
+		json_t *c = NULL;
+		const char *v;
+
+		if (ufm_sim_ctl(&sim, "GET", "/_sim/config", NULL, &c) != 200)
+			return -1;
+		v = json_string_value(
+			json_object_get(json_object_get(c, "version"), "ufm_release_version"));
+		snprintf(ufm_version, sizeof(ufm_version), "%s", v ? v : "?");
+		has_last_updated = strcmp(json_string_value(json_object_get(c, "profile")), "6.12");
+		printf("# simulator profile %s (%s)\n",
+		       json_string_value(json_object_get(c, "profile")), ufm_version);
+		json_decref(c);
+	}
 	return 0;
 }
 
@@ -257,12 +335,16 @@ static void test_validate_basic(void **state)
 
 	(void)state;
 	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
-	assert_contains(desc, "UFM 6.18.0-5");
+	assert_contains(desc, ufm_version);
 	assert_contains(desc, "auth basic");
 	assert_null(strstr(desc, "WARNING"));
-	r = expect_request("GET", "/ufmRest/app/ufm_version", "");
+	r = find_request("GET", "/ufmRest/app/ufm_version");
 	assert_string_equal(header(r, "Authorization"), "Basic " BASIC_B64);
 	assert_string_equal(header(r, "Accept"), "application/json");
+	json_decref(r);
+	/* and the PKey resource the writes change, with the same credentials */
+	r = expect_request("GET", "/ufmRest/resources/pkeys/0x7fff", "");
+	assert_string_equal(header(r, "Authorization"), "Basic " BASIC_B64);
 	json_decref(r);
 	ops->fini(b);
 }
@@ -281,7 +363,8 @@ static void test_validate_token(void **state)
 	b = backend(&sim, extra);
 	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
 	assert_contains(desc, "auth token");
-	r = expect_request("GET", "/ufmRestV3/app/ufm_version", "");
+	json_decref(find_request("GET", "/ufmRestV3/app/ufm_version"));
+	r = expect_request("GET", "/ufmRestV3/resources/pkeys/0x7fff", "");
 	/* the token goes raw after "Basic ", not base64 of user:password */
 	assert_string_equal(header(r, "Authorization"), "Basic " TOKEN);
 	json_decref(r);
@@ -390,14 +473,32 @@ static void test_add_body_limited_and_mixed(void **state)
 				   "{\"pkey\":\"0x7FF0\",\"guids\":[\"0002c90300001001\"],"
 				   "\"membership\":\"limited\",\"index0\":false,"
 				   "\"ip_over_ib\":false}"));
-	/* full and limited members of one PKey in one call: "memberships" */
+	/*
+	 * Full and limited members of one PKey in one call: one POST per
+	 * membership, never "memberships", which UFM's add ignores (everyone
+	 * full: an isolation breach). No flags: index0 true (the backend's
+	 * default, as the field clients), ip_over_ib true.
+	 */
 	assert_int_equal(ops->add_members(b, 0x1, mix, 3, NULL, err, sizeof(err)), 0);
-	json_decref(expect_request("POST", "/ufmRest/resources/pkeys",
-				   "{\"pkey\":\"0x0001\",\"guids\":[\"0002c90300001002\","
-				   "\"0002c90300001003\",\"0002c90300001004\"],\"memberships\":"
-				   "[\"full\",\"limited\",\"full\"],\"index0\":false,"
-				   "\"ip_over_ib\":true}"));
+	assert_int_equal(ufm_sim_calls(&sim, "add"), 3);
+	assert_int_equal(count_requests("POST", "/ufmRest/resources/pkeys"), 3);
+	json_decref(
+		expect_request("POST", "/ufmRest/resources/pkeys",
+			       "{\"pkey\":\"0x0001\",\"guids\":[\"0002c90300001003\"],"
+			       "\"membership\":\"limited\",\"index0\":true,\"ip_over_ib\":true}"));
 	assert_int_equal(sim_pkey_size("0x1"), 3);
+	{
+		json_t *v = sim_get("0x1", "0002c90300001003", "membership");
+
+		assert_string_equal(json_string_value(v), "limited");
+		json_decref(v);
+		v = sim_get("0x1", "0002c90300001002", "membership");
+		assert_string_equal(json_string_value(v), "full");
+		json_decref(v);
+		v = sim_get("0x1", "0002c90300001002", "index0");
+		assert_true(json_is_true(v));
+		json_decref(v);
+	}
 	ops->fini(b);
 }
 
@@ -413,12 +514,25 @@ static void test_remove_body(void **state)
 	(void)state;
 	assert_int_equal(ops->add_members(b, PK, m, 2, &flags_on, err, sizeof(err)), 0);
 	assert_int_equal(ops->remove_members(b, PK, g, 1, err, sizeof(err)), 0);
-	json_decref(expect_request("POST", "/ufmRest/actions/remove_guids_from_pkey",
-				   "{\"pkey\":\"0x00A5\",\"guids\":[\"0002c90300001001\"]}"));
+	/* UFM >= 6.10: DELETE .../pkeys/{pkey}/guids/{g,...}, no body */
+	json_decref(expect_request("DELETE", "/ufmRest/resources/pkeys/0xa5/guids/0002c90300001001",
+				   ""));
+	assert_int_equal(ufm_sim_calls(&sim, "remove"), 0);
 	assert_int_equal(sim_pkey_size("0xa5"), 1);
-	/* idempotent: removing a GUID that is not a member succeeds */
+	/* idempotent: removing a GUID that is not a member succeeds, sends nothing */
 	assert_int_equal(ops->remove_members(b, PK, g, 1, err, sizeof(err)), 0);
+	assert_int_equal(ufm_sim_calls(&sim, "delete"), 1);
 	assert_int_equal(sim_pkey_size("0xa5"), 1);
+	ops->fini(b);
+	/* a UFM older than 6.10: the deprecated POST .../actions/remove_guids_from_pkey */
+	assert_int_equal(
+		ufm_sim_config(&sim, "{\"version\":{\"ufm_release_version\":\"6.9.0-3\"}}"), 0);
+	b = backend(&sim, NULL);
+	assert_int_equal(ops->remove_members(b, PK, &m[1].guid, 1, err, sizeof(err)), 0);
+	json_decref(expect_request("POST", "/ufmRest/actions/remove_guids_from_pkey",
+				   "{\"pkey\":\"0x00A5\",\"guids\":[\"0002c90300001002\"]}"));
+	/* the last member of an API-made partition: UFM removes the partition too */
+	assert_int_equal(sim_pkey_size("0xa5"), 0);
 	ops->fini(b);
 }
 
@@ -445,8 +559,8 @@ static void test_token_paths(void **state)
 	json_decref(expect_request("GET", "/ufmRestV3/resources/pkeys?guids_data=true", ""));
 	assert_int_equal(c.n, 1);
 	assert_int_equal(ops->remove_members(b, PK, g, 1, err, sizeof(err)), 0);
-	json_decref(expect_request("POST", "/ufmRestV3/actions/remove_guids_from_pkey",
-				   "{\"pkey\":\"0x00A5\",\"guids\":[\"0002c90300001001\"]}"));
+	json_decref(expect_request("DELETE",
+				   "/ufmRestV3/resources/pkeys/0xa5/guids/0002c90300001001", ""));
 	ops->fini(b);
 }
 
@@ -608,6 +722,7 @@ static void test_fault_status(void **state)
 		 {408, -ETIMEDOUT, true}, {409, -EEXIST, false},   {413, -E2BIG, false},
 		 {418, -EPROTO, false},	  {501, -EIO, false}};
 	const struct ibvf_sm_member m[] = {{0x0002c90300001001ull, IBVF_MEMBER_FULL}};
+	const struct ibvf_sm_member fresh[] = {{0x0002c90300001009ull, IBVF_MEMBER_FULL}};
 	struct ibvf_sm_backend *b = backend(&sim, NULL);
 	char want[64];
 
@@ -626,19 +741,21 @@ static void test_fault_status(void **state)
 		assert_no_secret(err);
 	}
 	/* an error body in plain text is passed on, control characters blanked */
-	fault("{\"endpoint\":\"remove\",\"kind\":\"status\",\"status\":500,"
+	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), 0);
+	fault("{\"endpoint\":\"delete\",\"kind\":\"status\",\"status\":500,"
 	      "\"body\":\"Internal error:\\n pkey lock busy\"}");
 	{
 		const uint64_t g[] = {0x0002c90300001001ull};
 
 		assert_int_equal(ops->remove_members(b, PK, g, 1, err, sizeof(err)), -EREMOTEIO);
 	}
-	assert_string_equal(err, "UFM POST /ufmRest/actions/remove_guids_from_pkey: HTTP 500: "
-				 "Internal error:  pkey lock busy");
+	assert_string_equal(err, "UFM DELETE /ufmRest/resources/pkeys/0xa5/guids/0002c90300001001: "
+				 "HTTP 500: Internal error:  pkey lock busy");
+	/* (a GUID not yet a member: one already there is not sent again) */
 	/* a server that echoes the password back does not get it into the reason */
 	fault("{\"endpoint\":\"add\",\"kind\":\"status\",\"status\":400,"
 	      "\"body\":{\"error\":\"bad password " PASSWORD " for " USER "\"}}");
-	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ops->add_members(b, PK, fresh, 1, NULL, err, sizeof(err)), -EINVAL);
 	assert_contains(err, "HTTP 400: bad password ************ for " USER);
 	assert_no_secret(err);
 	/*
@@ -653,17 +770,18 @@ static void test_fault_status(void **state)
 			 "\"status\":400,\"body\":\"%0*d%s\"}",
 			 pad, 0, PASSWORD);
 		fault("%s", rule);
-		assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EINVAL);
+		assert_int_equal(ops->add_members(b, PK, fresh, 1, NULL, err, sizeof(err)),
+				 -EINVAL);
 		assert_null(strstr(err, "s3c"));
 		assert_no_secret(err);
 	}
 	fault("{\"endpoint\":\"add\",\"kind\":\"status\",\"status\":401,"
 	      "\"body\":\"rejected: Authorization: Basic " BASIC_B64 "\"}");
-	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EACCES);
+	assert_int_equal(ops->add_members(b, PK, fresh, 1, NULL, err, sizeof(err)), -EACCES);
 	assert_contains(err, "rejected: Authorization: Basic ****");
 	assert_no_secret(err);
 	/* the next call goes through again: no state is left behind */
-	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), 0);
+	assert_int_equal(ops->add_members(b, PK, fresh, 1, NULL, err, sizeof(err)), 0);
 	ops->fini(b);
 }
 
@@ -823,7 +941,8 @@ static void test_guid_cap(void **state)
 	assert_int_equal(ufm_sim_calls(&sim, "add"), 4);
 	assert_int_equal(sim_pkey_size("0xa5"), 250);
 	assert_int_equal(ops->remove_members(chunked, PK, g, 250, err, sizeof(err)), 0);
-	assert_int_equal(ufm_sim_calls(&sim, "remove"), 3);
+	/* at most 64 GUIDs in one DELETE path */
+	assert_int_equal(ufm_sim_calls(&sim, "delete"), 4);
 	assert_int_equal(sim_pkey_size("0xa5"), 0);
 	/* a failure after the first chunk says how far it got */
 	fault("{\"endpoint\":\"add\",\"kind\":\"pass\",\"count\":1}");
@@ -851,21 +970,19 @@ static void test_add_10000(void **state)
 	assert_non_null(want);
 	for (size_t i = 0; i < n; i += 2)
 		m[i].membership = IBVF_MEMBER_LIMITED;
+	/* one POST per membership: the limited half goes last */
 	off += snprintf(want + off, cap - off, "{\"pkey\":\"0x00A5\",\"guids\":[");
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i += 2)
 		off += snprintf(want + off, cap - off, "%s\"%016llx\"", i ? "," : "",
 				(unsigned long long)m[i].guid);
-	off += snprintf(want + off, cap - off, "],\"memberships\":[");
-	for (size_t i = 0; i < n; i++)
-		off += snprintf(want + off, cap - off, "%s\"%s\"", i ? "," : "",
-				i % 2 ? "full" : "limited");
-	off += snprintf(want + off, cap - off, "],\"index0\":true,\"ip_over_ib\":true}");
+	off += snprintf(want + off, cap - off,
+			"],\"membership\":\"limited\",\"index0\":true,\"ip_over_ib\":true}");
 	assert_true(off < cap);
 
 	t0 = now_ms();
 	assert_int_equal(ops->add_members(b, PK, m, n, &flags_on, err, sizeof(err)), 0);
 	t_add = now_ms() - t0;
-	assert_int_equal(ufm_sim_calls(&sim, "add"), 1);
+	assert_int_equal(ufm_sim_calls(&sim, "add"), 2);
 	json_decref(expect_request("POST", "/ufmRest/resources/pkeys", want));
 	assert_int_equal(sim_pkey_size("0xa5"), (long)n);
 	t0 = now_ms();
@@ -949,7 +1066,8 @@ static void test_tls_insecure_wrong_ca(void **state)
 	(void)state;
 	b = backend(&sim, "{\"ca_file\":null,\"insecure_skip_verify\":true}");
 	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
-	assert_contains(desc, "UFM 6.18.0-5 at https://127.0.0.1:");
+	assert_contains(desc, ufm_version);
+	assert_contains(desc, " at https://127.0.0.1:");
 	assert_contains(desc, "WARNING");
 	ops->fini(b);
 }
@@ -974,7 +1092,7 @@ static void test_tls_client_cert(void **state)
 		 sim.client_cert, sim.client_key);
 	b = backend(&sim, extra);
 	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
-	r = expect_request("GET", "/ufmRest/app/ufm_version", "");
+	r = find_request("GET", "/ufmRest/app/ufm_version");
 	assert_string_equal(jstr(r, "client_cert"), "ibvf-client");
 	json_decref(r);
 	ops->fini(b);
@@ -1055,6 +1173,280 @@ static void test_sim_parallel_latency(void **state)
 	json_decref(st);
 }
 
+/* ------------------------------------------------ UFM's own rules (issue 16) -- */
+
+/* Item 2: index0 true unless the backend's config (or the caller's flags) say otherwise. */
+static void test_index0_default(void **state)
+{
+	const struct ibvf_sm_member m[] = {{0x0002c90300001001ull, IBVF_MEMBER_FULL}};
+	struct ibvf_sm_backend *b = backend(&sim, NULL);
+	json_t *v;
+
+	(void)state;
+	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), 0);
+	v = sim_get("0xa5", "0002c90300001001", "index0");
+	assert_true(json_is_true(v));
+	json_decref(v);
+	ops->fini(b);
+	b = backend(&sim, "{\"index0\":false,\"ip_over_ib\":false}");
+	assert_int_equal(ops->add_members(b, 0xa6, m, 1, NULL, err, sizeof(err)), 0);
+	json_decref(
+		expect_request("POST", "/ufmRest/resources/pkeys",
+			       "{\"pkey\":\"0x00A6\",\"guids\":[\"0002c90300001001\"],"
+			       "\"membership\":\"full\",\"index0\":false,\"ip_over_ib\":false}"));
+	ops->fini(b);
+}
+
+/* Item 7: an existing partition keeps its ip_over_ib; ibvf's flag only creates. */
+static void test_ip_over_ib_kept(void **state)
+{
+	const struct ibvf_sm_member m[] = {{0x0002c90300001002ull, IBVF_MEMBER_FULL}};
+	struct ibvf_sm_backend *b = backend(&sim, NULL);
+	json_t *v;
+
+	(void)state;
+	set_state("{\"0xa5\":{\"partition\":\"tenant_a\",\"ip_over_ib\":false,"
+		  "\"guids\":[{\"guid\":\"0002c90300001001\"}]}}");
+	assert_int_equal(ops->add_members(b, PK, m, 1, &flags_on, err, sizeof(err)), 0);
+	json_decref(
+		expect_request("POST", "/ufmRest/resources/pkeys",
+			       "{\"pkey\":\"0x00A5\",\"guids\":[\"0002c90300001002\"],"
+			       "\"membership\":\"full\",\"index0\":true,\"ip_over_ib\":false}"));
+	v = sim_get("0xa5", NULL, "ip_over_ib");
+	assert_true(json_is_false(v));
+	json_decref(v);
+	ops->fini(b);
+}
+
+/* Item 1 (repair): a member that is full but should be limited is re-added limited. */
+static void test_membership_repaired(void **state)
+{
+	const struct ibvf_sm_member m[] = {{0x0002c90300001001ull, IBVF_MEMBER_LIMITED}};
+	struct ibvf_sm_backend *b = backend(&sim, NULL);
+	json_t *v;
+
+	(void)state;
+	set_state("{\"0xa5\":{\"guids\":[{\"guid\":\"0002c90300001001\",\"membership\":\"full\","
+		  "\"index0\":true}]}}");
+	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), 0);
+	v = sim_get("0xa5", "0002c90300001001", "membership");
+	assert_string_equal(json_string_value(v), "limited");
+	json_decref(v);
+	/* already so: nothing sent again */
+	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), 0);
+	assert_int_equal(ufm_sim_calls(&sim, "add"), 1);
+	ops->fini(b);
+}
+
+/* Item 3: GUIDs or partitions already gone are removed; an admin's last member is kept. */
+static void test_remove_gone_and_admin_partition(void **state)
+{
+	const uint64_t g1 = 0x0002c90300001001ull, g2 = 0x0002c90300001002ull;
+	const uint64_t both[] = {g1, g2};
+	struct ibvf_sm_backend *b = backend(&sim, NULL);
+
+	(void)state;
+	/* no such partition (UFM removed it with its last member): success, nothing sent */
+	assert_int_equal(ops->remove_members(b, 0xb1, &g1, 1, err, sizeof(err)), 0);
+	/* the partition goes between our read and the DELETE: 404 is success too */
+	set_state("{\"0xb1\":{\"guids\":[{\"guid\":\"0002c90300001001\"},"
+		  "{\"guid\":\"0002c90300001003\"}]}}");
+	fault_body("get_pkey", "{\"partition\":\"api_pkey_0xb1\",\"ip_over_ib\":true,"
+			       "\"guids\":[{\"guid\":\"0002c90300001001\"},"
+			       "{\"guid\":\"0002c90300001003\"}]}");
+	set_state("{}");
+	assert_int_equal(ops->remove_members(b, 0xb1, &g1, 1, err, sizeof(err)), 0);
+	assert_int_equal(ufm_sim_calls(&sim, "delete"), 1);
+	/* an administrator's partition: its last members are not removed */
+	set_state("{\"0xb2\":{\"partition\":\"tenant_a\",\"guids\":[{\"guid\":"
+		  "\"0002c90300001001\"},{\"guid\":\"0002c90300001002\"}]}}");
+	assert_int_equal(ops->remove_members(b, 0xb2, both, 2, err, sizeof(err)), -EPERM);
+	assert_contains(err, "PKey 0x00b2");
+	assert_contains(err, "'tenant_a'");
+	assert_int_equal(sim_pkey_size("0xb2"), 2);
+	assert_int_equal(ufm_sim_calls(&sim, "delete"), 1);
+	/* one of two is fine */
+	assert_int_equal(ops->remove_members(b, 0xb2, &g1, 1, err, sizeof(err)), 0);
+	assert_int_equal(sim_pkey_size("0xb2"), 1);
+	ops->fini(b);
+}
+
+/* Item 8: 0x7fff is refused before anything is sent. */
+static void test_pkey_7fff_refused(void **state)
+{
+	const struct ibvf_sm_member m[] = {{0x0002c90300001001ull, IBVF_MEMBER_FULL}};
+	struct ibvf_sm_backend *b = backend(&sim, NULL);
+
+	(void)state;
+	assert_int_equal(ops->add_members(b, 0x7fff, m, 1, NULL, err, sizeof(err)), -EINVAL);
+	assert_contains(err, "0x7fff is UFM's management");
+	assert_int_equal(ops->remove_members(b, 0x7fff, &m[0].guid, 1, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ufm_sim_calls(&sim, "add") + ufm_sim_calls(&sim, "get_pkey") +
+				 ufm_sim_calls(&sim, "delete"),
+			 0);
+	ops->fini(b);
+}
+
+/* Item 6: a client certificate mapped to a user, no password, no token. */
+static void test_certificate_only(void **state)
+{
+	const struct ibvf_sm_member m[] = {{0x0002c90300001001ull, IBVF_MEMBER_FULL}};
+	struct ibvf_sm_backend *b;
+	char extra[3 * PATH_MAX], desc[256];
+	json_t *r;
+
+	(void)state;
+	assert_int_equal(ufm_sim_config(&sim, "{\"cert_users\":[\"ibvf-client\"]}"), 0);
+	snprintf(extra, sizeof(extra),
+		 "{\"auth\":\"certificate\",\"client_cert\":\"%s\",\"client_key\":\"%s\","
+		 "\"username\":null,\"password_file\":null}",
+		 sim.client_cert, sim.client_key);
+	b = backend(&sim, extra);
+	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), 0);
+	assert_contains(desc, "auth certificate");
+	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), 0);
+	r = expect_request("POST", "/ufmRest/resources/pkeys", NULL);
+	assert_null(header(r, "Authorization"));
+	assert_string_equal(jstr(r, "client_cert"), "ibvf-client");
+	json_decref(r);
+	ops->fini(b);
+	/* the same certificate, not mapped to a user: 401 */
+	assert_int_equal(ufm_sim_config(&sim, "{\"cert_users\":[]}"), 0);
+	b = backend(&sim, extra);
+	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), -EACCES);
+	ops->fini(b);
+}
+
+/* Issue 14: validate reads what the writes change, so "ready" does not flap. */
+static void test_validate_as_strong_as_writes(void **state)
+{
+	const struct ibvf_sm_member m[] = {{0x0002c90300001001ull, IBVF_MEMBER_FULL}};
+	struct ibvf_sm_backend *b = backend(&sim, NULL);
+	char desc[256];
+
+	(void)state;
+	/* UFM's PKey service fails while ufm_version still answers */
+	fault("{\"endpoint\":\"get_pkey\",\"kind\":\"status\",\"status\":503,\"count\":0}");
+	assert_int_equal(ops->add_members(b, PK, m, 1, NULL, err, sizeof(err)), -EAGAIN);
+	assert_int_equal(ops->validate(b, desc, sizeof(desc), err, sizeof(err)), -EAGAIN);
+	assert_contains(err, "UFM GET /ufmRest/resources/pkeys/0x7fff: HTTP 503");
+	ops->fini(b);
+}
+
+/*
+ * Item 4: with last_updated, a change waits (bounded) until UFM shows the
+ * previous one applied. Prints what it costs for back-to-back changes.
+ */
+static void test_last_updated_wait(void **state)
+{
+	struct ibvf_sm_member m[4];
+	struct ibvf_sm_backend *b;
+	double t0, t_wait, t_nowait, t_bound;
+
+	(void)state;
+	for (size_t i = 0; i < 4; i++)
+		m[i] = (struct ibvf_sm_member){0x0002c90300001001ull + i, IBVF_MEMBER_FULL};
+	/* UFM applies a change 300 ms after answering */
+	assert_int_equal(ufm_sim_config(&sim, "{\"apply_ms\":300}"), 0);
+	b = backend(&sim, "{\"change_wait_ms\":2000}");
+	t0 = now_ms();
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(
+			ops->add_members(b, (uint16_t)(PK + i), &m[i], 1, NULL, err, sizeof(err)),
+			0);
+	t_wait = now_ms() - t0;
+	ops->fini(b);
+	if (!has_last_updated) {
+		/* this UFM has no last_updated: one probe, then no waiting */
+		assert_int_equal(ufm_sim_calls(&sim, "last_updated"), 0);
+		assert_int_equal(count_requests("GET", "/ufmRest/resources/pkeys/last_updated"), 1);
+		assert_true(t_wait < 600);
+		printf("# last_updated: absent on this profile; 4 adds %.0f ms\n", t_wait);
+		return;
+	}
+	/* changes 2..4 each waited for the previous one (>= 3 x ~300 ms) */
+	assert_true(t_wait >= 800);
+	assert_true(ufm_sim_calls(&sim, "last_updated") >= 7);
+	/* off: no wait, no last_updated calls */
+	assert_int_equal(ufm_sim_reset(&sim), 0);
+	assert_int_equal(ufm_sim_config(&sim, "{\"apply_ms\":300}"), 0);
+	b = backend(&sim, "{\"change_wait_ms\":0}");
+	t0 = now_ms();
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(
+			ops->add_members(b, (uint16_t)(PK + i), &m[i], 1, NULL, err, sizeof(err)),
+			0);
+	t_nowait = now_ms() - t0;
+	ops->fini(b);
+	assert_int_equal(ufm_sim_calls(&sim, "last_updated"), 0);
+	/* bounded: a UFM that never shows the change costs change_wait_ms per change */
+	assert_int_equal(ufm_sim_reset(&sim), 0);
+	assert_int_equal(ufm_sim_config(&sim, "{\"apply_ms\":60000}"), 0);
+	b = backend(&sim, "{\"change_wait_ms\":300}");
+	t0 = now_ms();
+	for (size_t i = 0; i < 2; i++)
+		assert_int_equal(
+			ops->add_members(b, (uint16_t)(PK + i), &m[i], 1, NULL, err, sizeof(err)),
+			0);
+	t_bound = now_ms() - t0;
+	ops->fini(b);
+	assert_true(t_bound >= 300 && t_bound < 1500);
+	printf("# last_updated wait, 4 back-to-back adds, UFM applying in 300 ms: %.0f ms "
+	       "(off: %.0f ms); never applied, bound 300 ms, 2 adds: %.0f ms\n",
+	       t_wait, t_nowait, t_bound);
+}
+
+/* The simulator itself is as strict as UFM (issue 16, "The simulator must behave like UFM"). */
+static long raw_post(const char *path, const char *ctype, const char *body)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char url[256], hdr[128];
+	long code = 0;
+
+	snprintf(url, sizeof(url), "%s%s", sim_plain.base_url, path);
+	snprintf(hdr, sizeof(hdr), "Content-Type: %s", ctype);
+	h = curl_slist_append(h, hdr);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_USERPWD, USER ":" PASSWORD);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return code;
+}
+
+static void test_sim_strict(void **state)
+{
+	const char *add = "/ufmRest/resources/pkeys";
+
+	(void)state;
+	assert_int_equal(raw_post(add, "text/plain",
+				  "{\"pkey\":\"0xa5\",\"guids\":"
+				  "[\"0002c90300001001\"]}"),
+			 400);
+	assert_int_equal(raw_post(add, "application/json",
+				  "{\"pkey\":\"0xa5\",\"guids\":"
+				  "[\"0002C90300001001\"]}"),
+			 400);
+	assert_int_equal(raw_post(add, "application/json",
+				  "{\"pkey\":\"0x7fff\",\"guids\":"
+				  "[\"0002c90300001001\"]}"),
+			 400);
+	assert_int_equal(raw_post(add, "application/json",
+				  "{\"pkey\":\"0xa5\",\"guids\":"
+				  "[\"0x0002c90300001001\"]}"),
+			 200);
+	/* removal from a missing PKey: 404 */
+	assert_int_equal(raw_post("/ufmRest/actions/remove_guids_from_pkey", "application/json",
+				  "{\"pkey\":\"0xa6\",\"guids\":[\"0002c90300001001\"]}"),
+			 404);
+}
+
 int main(void)
 {
 	const char *missing = ufm_sim_missing();
@@ -1089,6 +1481,15 @@ int main(void)
 		T(test_tls_client_cert),
 		T(test_plain_http),
 		T(test_sim_parallel_latency),
+		T(test_index0_default),
+		T(test_ip_over_ib_kept),
+		T(test_membership_repaired),
+		T(test_remove_gone_and_admin_partition),
+		T(test_pkey_7fff_refused),
+		T(test_certificate_only),
+		T(test_validate_as_strong_as_writes),
+		T(test_last_updated_wait),
+		T(test_sim_strict),
 #undef T
 	};
 

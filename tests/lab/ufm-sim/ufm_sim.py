@@ -7,10 +7,17 @@ API, REST API Complementary Information). Python 3 standard library only.
 It serves, on 127.0.0.1 only, over HTTP or HTTPS (with a test CA it makes
 with the openssl CLI):
 
-  GET  {prefix}/app/ufm_version
-  GET  {prefix}/resources/pkeys[?guids_data=true]
-  POST {prefix}/resources/pkeys[/]
-  POST {prefix}/actions/remove_guids_from_pkey
+  GET    {prefix}/app/ufm_version
+  GET    {prefix}/resources/pkeys[?guids_data=true]
+  GET    {prefix}/resources/pkeys/{pkey}[?guids_data=true]
+  GET    {prefix}/resources/pkeys/last_updated          (profiles that have it)
+  POST   {prefix}/resources/pkeys[/]
+  POST   {prefix}/resources/pkeys/add                   (profiles that have it)
+  DELETE {prefix}/resources/pkeys/{pkey}/guids/{g,...}
+  POST   {prefix}/actions/remove_guids_from_pkey         (deprecated)
+
+It behaves like one UFM version (--profile 6.12, 6.19 or 6.22; PROFILES
+below says what differs, each behaviour with its source).
 
 with {prefix} = /ufmRest (HTTP Basic) or /ufmRestV3 ("Authorization: Basic
 <token>"), keeps PKey -> members state, and has a control API under /_sim/
@@ -34,16 +41,76 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-ENDPOINTS = ("version", "list", "add", "remove", "other")
+ENDPOINTS = ("version", "list", "add", "remove", "get_pkey", "delete", "create", "last_updated",
+             "other")
 FAULT_KINDS = ("pass", "status", "reset", "malformed", "empty", "body", "slow_body", "latency")
 REQUEST_LOG_MAX = 256
-GUID_RE = re.compile(r"^[0-9a-fA-F]{16}$")
+# UFM guide, "Add GUIDs to PKey": "Each GUID is a hexadecimal string with a
+# minimum length of 16 characters and maximum length of 20 characters"; UFM
+# prints GUIDs as 16 lower-case digits (bare-metal-manager ufmclient), and
+# an upper-case GUID is not matched against its lower-case port GUID
+# (issue 16's field comparison): lower case only, "0x" allowed.
+GUID_RE = re.compile(r"^(0x)?[0-9a-f]{16,18}$")
 PKEY_RE = re.compile(r"^0[xX][0-9a-fA-F]{1,4}$")
-ADD_KEYS = {"pkey", "guids", "membership", "memberships", "index0", "ip_over_ib",
-            "partition_name"}
+MGMT_PKEY = "0x7fff"
+
+# What differs between UFM versions, each with its source. Everything not
+# listed here is the same in all profiles (see Handler: content type, GUID
+# and PKey rules, add ignoring "memberships", partitions removed with their
+# last member, 404 for a removal from a missing PKey, the 0x7fff management
+# partition).
+PROFILES = {
+    "6.12": {
+        "version": "6.12.1-4",
+        # POST /resources/pkeys/add ("Allows creating a PKey without GUIDs")
+        # is not in the 6.12 guide; the 6.16 and later guides have it
+        "create": False,
+        # "partition_name" in /pkeys/add: 6.22 guide only
+        "partition_name": False,
+        # top-level "membership" of the default PKey with guids_data=true:
+        # "only available ... UFM version is 6.19 or newer" (ufmclient)
+        "default_membership": False,
+        # a missing PKey: "UFM in some cases does not return a 404 ... but a
+        # 200 ... with a body containing {}" (ufmclient; the versions are not
+        # named, so the oldest profile answers {} and the others 404)
+        "missing_pkey": "empty",
+        # GET .../pkeys/last_updated (ib-kubernetes PR #210): not assumed on
+        # the oldest profile, so the backend's "absent" path is exercised
+        "last_updated": None,
+    },
+    "6.19": {
+        "version": "6.19.0-7",
+        "create": True,
+        "partition_name": False,
+        "default_membership": True,
+        "missing_pkey": "404",
+        # "Thu Sep 13 11:42:39 UTC 2020": the older format in the PR #210 tests
+        "last_updated": "%a %b %d %H:%M:%S UTC %Y",
+    },
+    "6.22": {
+        "version": "6.22.1-2",
+        "create": True,
+        "partition_name": True,
+        "default_membership": True,
+        "missing_pkey": "404",
+        # "19-01-2026, 20:34:50": "DD-MM-YYYY format (newer UFM)", PR #210 tests
+        "last_updated": "%d-%m-%Y, %H:%M:%S",
+    },
+}
+DEFAULT_PROFILE = "6.22"
+ADD_KEYS = {"pkey", "guids", "membership", "memberships", "index0", "ip_over_ib"}
+CREATE_KEYS = {"pkey", "index0", "ip_over_ib", "mtu_limit", "service_level", "rate_limit"}
 REMOVE_KEYS = {"pkey", "guids"}
-DEFAULT_VERSION = {"ufm_release_version": "6.18.0-5", "opensm": "5.20.0_MLNX",
-                   "sharp": "3.6.0", "plugins": {}}
+
+
+def version_reply(profile):
+    return {"ufm_release_version": PROFILES[profile]["version"], "opensm": "5.20.0_MLNX",
+            "sharp": "3.6.0", "plugins": {}}
+
+
+def mgmt_partition():
+    """UFM's always-present default partition (bare-metal-manager ufmclient sample reply)."""
+    return {"partition": "management", "ip_over_ib": True, "guids": {}}
 
 
 class BadRequest(Exception):
@@ -53,8 +120,9 @@ class BadRequest(Exception):
 class SimState:
     """Everything the simulator knows; guarded by one lock."""
 
-    def __init__(self, basic_user, basic_password, token):
+    def __init__(self, basic_user, basic_password, token, profile=DEFAULT_PROFILE):
         self.lock = threading.Lock()
+        self.profile = profile
         self.basic_user = basic_user
         self.basic_password = basic_password
         self.token = token
@@ -64,7 +132,8 @@ class SimState:
 
     def reset(self, keep_state):
         if not keep_state:
-            self.pkeys = {}
+            self.pkeys = {MGMT_PKEY: mgmt_partition()}
+            self.changes = []  # times (time.time()) at which changes take effect
         self.calls = {e: 0 for e in ENDPOINTS}
         self.by_path = {}
         self.total = 0
@@ -74,7 +143,24 @@ class SimState:
         self.faults = []
         self.latency_ms = 0
         self.max_guids = 0
-        self.version = dict(DEFAULT_VERSION)
+        self.apply_ms = 0  # a change shows in last_updated this much later
+        self.cert_users = []
+        self.version = version_reply(self.profile)
+
+    def p(self, key):
+        return PROFILES[self.profile][key]
+
+    def changed(self):
+        """Record a change for last_updated (under the lock)."""
+        self.changes.append(time.time() + self.apply_ms / 1000.0)
+        del self.changes[:-64]
+
+    def last_updated(self):
+        now = time.time()
+        done = [t for t in self.changes if t <= now]
+        if not done:
+            return None  # "SM returns null for last_updated when no PKey updates" (PR #210)
+        return time.strftime(self.p("last_updated"), time.gmtime(max(done)))
 
     def take_fault(self, endpoint):
         """The first rule that matches this request (used up by one), or None."""
@@ -90,23 +176,34 @@ class SimState:
         return None
 
 
-def pkey_value(s):
+def pkey_value(s, writable=False):
     if not isinstance(s, str) or not PKEY_RE.match(s):
         raise BadRequest("pkey must be a hex string such as \"0x7fff\"")
     v = int(s, 16)
     if v < 1 or v > 0x7FFF:
         raise BadRequest("pkey %s is out of range 0x1..0x7fff" % s)
+    # guide: pkey is a 'Hexadecimal string between "0x0"-"0x7fff" exclusive'
+    if writable and v == 0x7FFF:
+        raise BadRequest("pkey %s: the range is 0x0-0x7fff exclusive" % s)
     return v
+
+
+def guid_key(g):
+    return g[2:] if g.startswith("0x") else g
 
 
 def check_guids(body):
     guids = body.get("guids")
     if not isinstance(guids, list) or not guids:
         raise BadRequest("guids must be a non-empty list")
-    for g in guids:
-        if not isinstance(g, str) or not GUID_RE.match(g):
-            raise BadRequest("invalid GUID %r: 16 hex digits expected" % (g,))
-    return [g.lower() for g in guids]
+    return [check_guid(g) for g in guids]
+
+
+def check_guid(g):
+    if not isinstance(g, str) or not GUID_RE.match(g) or len(guid_key(g)) != 16:
+        raise BadRequest("invalid GUID %r: 16 lower-case hex digits (\"0x\" allowed) "
+                         "expected" % (g,))
+    return guid_key(g)
 
 
 def check_keys(body, allowed):
@@ -219,18 +316,32 @@ class Handler(BaseHTTPRequestHandler):
         if not m:
             return None, None
         prefix, rest = m.group(1), m.group(2)
+        st = self.server.state
         if method == "GET" and rest == "/app/ufm_version":
             return prefix, "version"
         if method == "GET" and rest in ("/resources/pkeys", "/resources/pkeys/"):
             return prefix, "list"
+        if method == "GET" and rest == "/resources/pkeys/last_updated":
+            return prefix, "last_updated" if st.p("last_updated") else "other"
+        if method == "GET" and re.match(r"^/resources/pkeys/[^/]+$", rest):
+            return prefix, "get_pkey"
         if method == "POST" and rest in ("/resources/pkeys", "/resources/pkeys/"):
             return prefix, "add"
+        if method == "POST" and rest == "/resources/pkeys/add":
+            return prefix, "create" if st.p("create") else "other"
+        if method == "DELETE" and re.match(r"^/resources/pkeys/[^/]+/guids/[^/]+$", rest):
+            return prefix, "delete"
         if method == "POST" and rest == "/actions/remove_guids_from_pkey":
             return prefix, "remove"
         return prefix, "other"
 
     def authorized(self, st, prefix):
         got = self.headers.get("Authorization") or ""
+        # UFM maps a client certificate's subject to a user, no password
+        # (issue 16, item 6; bare-metal-manager ufmclient: certificate auth
+        # on /ufmRest); here: the CNs in cert_users
+        if not got and prefix == "/ufmRest" and self.peer_cert_cn() in st.cert_users:
+            return True
         if prefix == "/ufmRestV3":
             want = "Basic " + st.token if st.token else None
         elif st.basic_user is not None:
@@ -337,39 +448,130 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, self.render_pkeys(st)
         if ep == "other":
             return 404, {"error": "no such resource: %s" % url.path}
+        if ep == "last_updated":
+            with st.lock:
+                return 200, {"last_updated": st.last_updated()}
+        if ep == "get_pkey":
+            return self.get_pkey(st, url)
+        if ep == "delete":
+            return self.delete(st, url)
+        # guide: "Request Content Type – Application/json"
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise BadRequest("Content-Type must be application/json, not %r" % ctype)
         try:
             req = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise BadRequest("body is not JSON: %s" % e)
         if ep == "add":
             return self.add(st, req)
+        if ep == "create":
+            return self.create(st, req)
         return self.remove(st, req)
 
     @staticmethod
-    def render_pkeys(st):
-        out = {}
-        for key, p in st.pkeys.items():
-            out[key] = {
-                "partition": p["partition"],
-                "ip_over_ib": p["ip_over_ib"],
-                "guids": [{"guid": g, "membership": m["membership"], "index0": m["index0"]}
-                          for g, m in p["guids"].items()],
-            }
+    def render_one(st, key, p):
+        out = {
+            "partition": p["partition"],
+            "ip_over_ib": p["ip_over_ib"],
+            "guids": [{"guid": g, "membership": m["membership"], "index0": m["index0"]}
+                      for g, m in p["guids"].items()],
+        }
+        if key == MGMT_PKEY:
+            out["index0"] = False
+            if st.p("default_membership"):
+                out["membership"] = "limited"  # ufmclient: default PKey, >= 6.19
         return out
+
+    @staticmethod
+    def render_pkeys(st):
+        return {key: Handler.render_one(st, key, p) for key, p in st.pkeys.items()}
+
+    @staticmethod
+    def pkey_of(url, part):
+        """The PKey in a path such as /resources/pkeys/0xa5[/guids/...]."""
+        seg = url.path.split("/resources/pkeys/", 1)[1].split("/")
+        return pkey_value(seg[part])
+
+    def missing(self, st, key):
+        if st.p("missing_pkey") == "empty":
+            return 200, {}
+        return 404, {"error": "PKey %s not found" % key}
+
+    def get_pkey(self, st, url):
+        key = "0x%x" % self.pkey_of(url, 0)
+        guids_data = parse_qs(url.query).get("guids_data", ["false"])[0].lower() == "true"
+        with st.lock:
+            p = st.pkeys.get(key)
+            if p is None:
+                return self.missing(st, key)
+            out = self.render_one(st, key, p)
+        if not guids_data:
+            del out["guids"]
+        return 200, out
+
+    def delete(self, st, url):
+        """DELETE .../pkeys/{pkey}/guids/{g,g}: no body (NVIDIA's UFM mock, issue 16)."""
+        pk = self.pkey_of(url, 0)
+        if pk == 0x7FFF:
+            raise BadRequest("pkey 0x7fff: the range is 0x0-0x7fff exclusive")
+        guids = [check_guid(g) for g in url.path.rsplit("/", 1)[1].split(",") if g]
+        if not guids:
+            raise BadRequest("no GUIDs in the path")
+        return self.remove_guids(st, pk, guids)
+
+    @staticmethod
+    def remove_guids(st, pk, guids):
+        key = "0x%x" % pk
+        with st.lock:
+            if st.max_guids and len(guids) > st.max_guids:
+                raise BadRequest("too many GUIDs in one request: %d > %d"
+                                 % (len(guids), st.max_guids))
+            p = st.pkeys.get(key)
+            # a removal from a missing PKey is 404 (NVIDIA's UFM mock)
+            if p is None:
+                return 404, {"error": "PKey %s not found" % key}
+            removed = 0
+            for g in guids:
+                removed += p["guids"].pop(g, None) is not None
+            # "like real UFM, a partition is auto-removed once its last member
+            # is removed" (NVIDIA's UFM mock); a no-op removal keeps it
+            if removed and not p["guids"] and key != MGMT_PKEY:
+                del st.pkeys[key]
+            if removed:
+                st.changed()
+        return 200, b""
+
+    @staticmethod
+    def create(st, req):
+        """POST /resources/pkeys/add: a PKey without GUIDs (guide 6.16+)."""
+        allowed = CREATE_KEYS | ({"partition_name"} if st.p("partition_name") else set())
+        check_keys(req, allowed)
+        pk = pkey_value(req.get("pkey"), writable=True)
+        key = "0x%x" % pk
+        with st.lock:
+            if key in st.pkeys:
+                return 400, {"error": "PKey %s already exists" % key}
+            st.pkeys[key] = {"partition": req.get("partition_name") or "api_pkey_%s" % key,
+                             "ip_over_ib": req.get("ip_over_ib", True), "guids": {}}
+            st.changed()
+        return 200, b""
 
     @staticmethod
     def add(st, req):
         check_keys(req, ADD_KEYS)
-        pk = pkey_value(req.get("pkey"))
+        pk = pkey_value(req.get("pkey"), writable=True)
         guids = check_guids(req)
-        if "membership" in req and "memberships" in req:
-            raise BadRequest("give membership or memberships, not both")
         if "memberships" in req:
             ms = req["memberships"]
             if not isinstance(ms, list) or len(ms) != len(guids):
                 raise BadRequest("memberships must list one membership per GUID")
-        else:
-            ms = [req.get("membership", "full")] * len(guids)
+            for m in ms:
+                if m not in ("full", "limited"):
+                    raise BadRequest("membership %r is not full or limited" % (m,))
+        # "POST/Add: UFM ignores the plural memberships; the single membership
+        # applies to all" (NVIDIA's UFM mock, issue 16 item 1)
+        ms = [req.get("membership", "full")] * len(guids)
         for m in ms:
             if m not in ("full", "limited"):
                 raise BadRequest("membership %r is not full or limited" % (m,))
@@ -383,29 +585,25 @@ class Handler(BaseHTTPRequestHandler):
                                  % (len(guids), st.max_guids))
             key = "0x%x" % pk
             p = st.pkeys.setdefault(key, {
-                "partition": req.get("partition_name") or "api_pkey_%s" % key,
+                "partition": "api_pkey_%s" % key,
                 "ip_over_ib": req.get("ip_over_ib", True),
                 "guids": {},
             })
+            # an add to an existing PKey sets its ip_over_ib too (issue 16,
+            # item 7: why ibvf sends the partition's own value)
+            if "ip_over_ib" in req:
+                p["ip_over_ib"] = req["ip_over_ib"]
             for g, m in zip(guids, ms):
                 p["guids"][g] = {"membership": m, "index0": index0}
+            st.changed()
         return 200, b""
 
     @staticmethod
     def remove(st, req):
         check_keys(req, REMOVE_KEYS)
-        pk = pkey_value(req.get("pkey"))
+        pk = pkey_value(req.get("pkey"), writable=True)
         guids = check_guids(req)
-        with st.lock:
-            if st.max_guids and len(guids) > st.max_guids:
-                raise BadRequest("too many GUIDs in one request: %d > %d"
-                                 % (len(guids), st.max_guids))
-            p = st.pkeys.get("0x%x" % pk)
-            # assumption: removing absent GUIDs (or from an absent PKey) is not an error
-            if p:
-                for g in guids:
-                    p["guids"].pop(g, None)
-        return 200, b""
+        return Handler.remove_guids(st, pk, guids)
 
     # --------------------------------------------------------- control API --
     def control(self, method, path, body):
@@ -495,11 +693,12 @@ class Handler(BaseHTTPRequestHandler):
     def config_view(st):
         return {"latency_ms": st.latency_ms, "max_guids_per_request": st.max_guids,
                 "basic_user": st.basic_user, "token_set": bool(st.token),
-                "require_client_cert": st.require_client_cert, "version": st.version}
+                "require_client_cert": st.require_client_cert, "version": st.version,
+                "profile": st.profile, "cert_users": st.cert_users, "apply_ms": st.apply_ms}
 
     def set_config(self, st, req):
         allowed = {"latency_ms", "max_guids_per_request", "basic_user", "basic_password",
-                   "token", "require_client_cert", "version"}
+                   "token", "require_client_cert", "version", "cert_users", "apply_ms"}
         unknown = set(req) - allowed
         if unknown:
             raise BadRequest("unknown config field(s): %s" % ", ".join(sorted(unknown)))
@@ -516,6 +715,10 @@ class Handler(BaseHTTPRequestHandler):
                 st.token = req["token"]
             if "version" in req:
                 st.version = req["version"]
+            if "cert_users" in req:
+                st.cert_users = list(req["cert_users"])
+            if "apply_ms" in req:
+                st.apply_ms = int(req["apply_ms"])
             if "require_client_cert" in req:
                 st.require_client_cert = bool(req["require_client_cert"])
                 if self.server.tls:
@@ -535,6 +738,7 @@ class Handler(BaseHTTPRequestHandler):
             pkeys["0x%x" % pk] = {"partition": p.get("partition", "api_pkey_0x%x" % pk),
                                   "ip_over_ib": p.get("ip_over_ib", True),
                                   "guids": members}
+        pkeys.setdefault(MGMT_PKEY, mgmt_partition())  # UFM always has it
         with st.lock:
             st.pkeys = pkeys
 
@@ -658,12 +862,16 @@ def main():
     ap.add_argument("--no-parent-watch", action="store_true",
                     help="keep running when the parent process exits")
     ap.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    ap.add_argument("--profile", choices=sorted(PROFILES),
+                    default=os.environ.get("IBVF_UFM_SIM_PROFILE") or DEFAULT_PROFILE,
+                    help="UFM version to behave like (default $IBVF_UFM_SIM_PROFILE or %s)"
+                    % DEFAULT_PROFILE)
     a = ap.parse_args()
 
     if not (a.host.startswith("127.") or a.host == "::1"):
         ap.error("--host must be a loopback address")
     state = SimState(a.basic_user, read_secret(a.basic_password_file),
-                     read_secret(a.token_file))
+                     read_secret(a.token_file), a.profile)
     ctx = None
     if a.tls:
         if not a.cert_dir:

@@ -24,7 +24,7 @@ struct fake {
 static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, unsigned *gen,
 		   char *err, size_t errlen)
 {
-	char path[PATH_MAX + 40], pf[16];
+	char path[PATH_MAX + 40], pf[16], netdev[16] = "";
 	unsigned long long node, port;
 	char link[8];
 	int idx, n;
@@ -39,6 +39,9 @@ static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, 
 				 "no VF at PCI address %s (%s)", pci, strerror(errno));
 	n = fscanf(fp, "pf=%15s vf=%d node=%llx port=%llx link=%7s gen=%u", pf, &idx, &node, &port,
 		   link, gen);
+	/* optional: the real netdev a lab gave this VF (a veth), reported as is */
+	if (n == 6 && fscanf(fp, " netdev=%15s", netdev) != 1)
+		netdev[0] = 0;
 	fclose(fp);
 	if (n != 6)
 		return ibvf_errf(err, errlen, -EIO, "fake VF file %s is malformed", path);
@@ -46,8 +49,11 @@ static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, 
 	snprintf(out->pci, sizeof(out->pci), "%s", pci);
 	memcpy(out->pf, pf, sizeof(pf));
 	out->vf_index = idx;
-	snprintf(out->netdev, sizeof(out->netdev), "%.12sv%ug%u", pf, (unsigned)idx & 0xffff,
-		 *gen % 100000);
+	if (netdev[0])
+		snprintf(out->netdev, sizeof(out->netdev), "%s", netdev);
+	else
+		snprintf(out->netdev, sizeof(out->netdev), "%.12sv%ug%u", pf,
+			 (unsigned)idx & 0xffff, *gen % 100000);
 	snprintf(out->rdma_dev, sizeof(out->rdma_dev), "fake_%.8s_%d", pf, idx);
 	out->guids_known = true;
 	out->node_guid = node;
@@ -59,13 +65,25 @@ static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, 
 static int write_vf(const char *dir, const char *pci, const char *pf, int idx, uint64_t node,
 		    uint64_t port, const char *link, unsigned gen, char *err, size_t errlen)
 {
-	char path[PATH_MAX + 40], tmp[PATH_MAX + 64], line[160];
+	char path[PATH_MAX + 40], tmp[PATH_MAX + 64], line[192], old[192] = "", *nd;
 	int fd, n;
+	FILE *fp;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, pci);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, pci, (int)gettid());
-	n = snprintf(line, sizeof(line), "pf=%s vf=%d node=%016llx port=%016llx link=%s gen=%u\n",
-		     pf, idx, (unsigned long long)node, (unsigned long long)port, link, gen);
+	/* keep the optional netdev= of the lab's file */
+	fp = fopen(path, "re");
+	if (fp) {
+		if (!fgets(old, sizeof(old), fp))
+			old[0] = 0;
+		fclose(fp);
+	}
+	nd = strstr(old, " netdev=");
+	if (nd)
+		nd[strcspn(nd, "\n")] = 0;
+	n = snprintf(line, sizeof(line), "pf=%s vf=%d node=%016llx port=%016llx link=%s gen=%u%s\n",
+		     pf, idx, (unsigned long long)node, (unsigned long long)port, link, gen,
+		     nd ? nd : "");
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return ibvf_errf(err, errlen, -errno, "%s: %s", tmp, strerror(errno));

@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ibvfctl cluster: status, blocks, nodes, reclaim-node — the cluster GUID
+ * blocks in etcd (pool.cluster, docs/cluster.md), read and changed with the
+ * config's etcd endpoints and credentials; ibvfd need not run.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ibvf/types.h>
+
+#include "clock.h"
+#include "ctl.h"
+#include "err.h"
+#include "etcd_client.h"
+#include "guid_blocks.h"
+
+const struct ctl_object ctl_cluster_object;
+
+static int usage_of(int c, int idx)
+{
+	ctl_cmd_usage(c == 'h' ? stdout : stderr, &ctl_cluster_object,
+		      &ctl_cluster_object.cmds[idx]);
+	return c == 'h' ? -1 : CTL_USAGE;
+}
+
+struct cl {
+	struct etcd_client *etcd;
+	struct cluster_blocks *b;
+	struct cluster_range *ranges;
+};
+
+static void cl_close(struct cl *c)
+{
+	cluster_blocks_free(c->b);
+	etcd_client_free(c->etcd);
+	free(c->ranges);
+}
+
+/* The etcd client and the blocks of the config's pool.cluster. */
+static int cl_open(struct ctl_ctx *ctx, struct cl *c)
+{
+	const struct ibvf_cluster_config *k = &ctx->cfg.pool.cluster;
+	char err[IBVF_ERR_LEN];
+	int ret = ctl_load_config(ctx);
+
+	memset(c, 0, sizeof(*c));
+	if (ret)
+		return ret;
+	if (!k->enabled)
+		return ctl_error(CTL_USAGE, "pool.cluster is not configured (docs/cluster.md)");
+	if (!ctx->cfg.pool.n_ranges)
+		return ctl_error(CTL_USAGE, "no GUID ranges configured (pool.ranges)");
+	{
+		struct etcd_client_opts o = {
+			.endpoints = (const char *const *)k->endpoints,
+			.n_endpoints = k->n_endpoints,
+			.ca_file = k->ca_file,
+			.cert_file = k->cert_file,
+			.key_file = k->key_file,
+			.user = k->user,
+			.user_file = k->user_file,
+			.password_file = k->password_file,
+			.timeout_ms = k->timeout_ms,
+		};
+
+		ret = etcd_client_new(&o, &c->etcd, err, sizeof(err));
+	}
+	if (ret)
+		return ctl_error(ret == -EINVAL ? CTL_USAGE : CTL_FAILED, "%s", err);
+	c->ranges = calloc(ctx->cfg.pool.n_ranges, sizeof(*c->ranges));
+	if (!c->ranges) {
+		cl_close(c);
+		return ctl_error(CTL_FAILED, "out of memory");
+	}
+	for (size_t i = 0; i < ctx->cfg.pool.n_ranges; i++) {
+		c->ranges[i].start = ctx->cfg.pool.ranges[i].start;
+		c->ranges[i].end = ctx->cfg.pool.ranges[i].end;
+	}
+	{
+		struct cluster_blocks_opts o = {
+			.etcd = c->etcd,
+			.prefix = k->prefix,
+			.node = k->node,
+			.ranges = c->ranges,
+			.n_ranges = ctx->cfg.pool.n_ranges,
+			.block_size = k->block_size,
+			.quarantine_s = ctx->cfg.pool.quarantine_s,
+		};
+
+		ret = cluster_blocks_open(&o, &c->b, err, sizeof(err));
+	}
+	if (ret) {
+		cl_close(c);
+		return ctl_error(ret == -EEXIST ? CTL_USAGE : CTL_FAILED, "%s", err);
+	}
+	return CTL_OK;
+}
+
+static json_t *guid_json(uint64_t g)
+{
+	char s[IBVF_GUID_STR_LEN];
+
+	return json_string(ibvf_guid_format(g, s));
+}
+
+static int no_args(struct ctl_ctx *ctx, int argc, char **argv, int idx)
+{
+	int c, ret;
+
+	while ((c = ctl_getopt(ctx, argc, argv, "", NULL)) != -1)
+		return (ret = usage_of(c, idx)) < 0 ? -1 : ret;
+	if (optind != argc)
+		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+	return CTL_OK;
+}
+
+/* ------------------------------------------------------------ status -- */
+
+static int cluster_status(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct ctl_col cols[] = {
+		{"node", "Node"},
+		{"prefix", "Prefix"},
+		{"endpoint", "Endpoint"},
+		{"blocks_total", "Blocks"},
+		{"blocks_claimed", "Claimed"},
+		{"node_blocks", "Node blocks"},
+		{"node_alive", "Heartbeat"},
+		{0},
+	};
+	struct cluster_block *blocks = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0, mine = 0;
+	bool alive = false;
+	struct cl c;
+	int ret = no_args(ctx, argc, argv, 0);
+
+	if (ret)
+		return ret < 0 ? CTL_OK : ret;
+	if ((ret = cl_open(ctx, &c)))
+		return ret;
+	if (cluster_blocks_list(c.b, NULL, &blocks, &n, err, sizeof(err)) ||
+	    cluster_node_alive(c.b, ctx->cfg.pool.cluster.node, &alive, err, sizeof(err))) {
+		free(blocks);
+		cl_close(&c);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	for (size_t i = 0; i < n; i++)
+		mine += !strcmp(blocks[i].node, ctx->cfg.pool.cluster.node);
+	free(blocks);
+	ctl_emit_object(ctx,
+			json_pack("{s:s,s:s,s:s,s:o,s:I,s:I,s:s}", "node",
+				  ctx->cfg.pool.cluster.node, "prefix",
+				  ctx->cfg.pool.cluster.prefix, "endpoint",
+				  etcd_client_endpoint(c.etcd), "blocks_total",
+				  ctl_count_json(cluster_blocks_total(c.b)), "blocks_claimed",
+				  (json_int_t)n, "node_blocks", (json_int_t)mine, "node_alive",
+				  alive ? "alive" : "none"),
+			cols);
+	cl_close(&c);
+	return CTL_OK;
+}
+
+/* ------------------------------------------------------------ blocks -- */
+
+static int cluster_blocks(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {{"node", required_argument, NULL, 'n'}, {0}};
+	static const struct ctl_col cols[] = {
+		{"first", "First GUID"}, {"last", "Last GUID"}, {"size", "Size"},
+		{"node", "Node"},	 {"age_s", "Age (s)"},	{0},
+	};
+	struct cluster_block *blocks = NULL;
+	const char *node = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0;
+	json_t *rows;
+	struct cl c;
+	int o, ret;
+
+	while ((o = ctl_getopt(ctx, argc, argv, "n:", opts)) != -1) {
+		if (o == 'n') {
+			node = optarg;
+			continue;
+		}
+		return (ret = usage_of(o, 1)) < 0 ? CTL_OK : ret;
+	}
+	if (optind != argc)
+		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+	if ((ret = cl_open(ctx, &c)))
+		return ret;
+	if (cluster_blocks_list(c.b, node, &blocks, &n, err, sizeof(err))) {
+		cl_close(&c);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	rows = json_array();
+	for (size_t i = 0; rows && i < n; i++)
+		json_array_append_new(
+			rows,
+			json_pack("{s:o,s:o,s:I,s:o,s:I}", "first", guid_json(blocks[i].first),
+				  "last", guid_json(blocks[i].last), "size",
+				  (json_int_t)(blocks[i].last - blocks[i].first + 1), "node",
+				  ctl_json_text(blocks[i].node), "age_s",
+				  (json_int_t)((ibvf_wall_ms() - blocks[i].claimed_ms) / 1000)));
+	free(blocks);
+	cl_close(&c);
+	ctl_emit_table(ctx, rows, cols);
+	return CTL_OK;
+}
+
+/* ------------------------------------------------------------- nodes -- */
+
+static int cluster_nodes(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct ctl_col cols[] = {
+		{"node", "Node"},
+		{"heartbeat", "Heartbeat"},
+		{"up_s", "Up (s)"},
+		{"blocks", "Blocks"},
+		{"guids", "GUIDs"},
+		{"reserved", "Reserved"},
+		{0},
+	};
+	struct cluster_node *nodes = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0;
+	json_t *rows;
+	struct cl c;
+	int ret = no_args(ctx, argc, argv, 2);
+
+	if (ret)
+		return ret < 0 ? CTL_OK : ret;
+	if ((ret = cl_open(ctx, &c)))
+		return ret;
+	if (cluster_nodes_list(c.b, &nodes, &n, err, sizeof(err))) {
+		cl_close(&c);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	rows = json_array();
+	for (size_t i = 0; rows && i < n; i++) {
+		json_t *up = nodes[i].alive
+				     ? json_integer((ibvf_wall_ms() - nodes[i].since_ms) / 1000)
+				     : json_null();
+
+		json_array_append_new(rows, json_pack("{s:o,s:s,s:o,s:I,s:o,s:I}", "node",
+						      ctl_json_text(nodes[i].name), "heartbeat",
+						      nodes[i].alive ? "alive" : "none", "up_s", up,
+						      "blocks", (json_int_t)nodes[i].n_blocks,
+						      "guids", ctl_count_json(nodes[i].n_guids),
+						      "reserved", (json_int_t)nodes[i].n_reserved));
+	}
+	free(nodes);
+	cl_close(&c);
+	ctl_emit_table(ctx, rows, cols);
+	return CTL_OK;
+}
+
+/* ------------------------------------------------------ reclaim-node -- */
+
+static int cluster_reclaim(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {{"force", no_argument, NULL, 'f'}, {0}};
+	static const struct ctl_col cols[] = {
+		{"node", "Node"},
+		{"forced", "Forced"},
+		{"blocks_freed", "Blocks freed"},
+		{"reserved_freed", "Reserved GUIDs freed"},
+		{0},
+	};
+	struct cluster_node *nodes = NULL;
+	const struct cluster_node *who = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0, nb = 0, ng = 0;
+	bool force = false;
+	const char *name;
+	struct cl c;
+	int o, ret;
+
+	while ((o = ctl_getopt(ctx, argc, argv, "f", opts)) != -1) {
+		if (o == 'f') {
+			force = true;
+			continue;
+		}
+		return (ret = usage_of(o, 3)) < 0 ? CTL_OK : ret;
+	}
+	if (optind + 1 != argc)
+		return ctl_error(CTL_USAGE, "cluster reclaim-node takes one NODE");
+	name = argv[optind];
+	if ((ret = cl_open(ctx, &c)))
+		return ret;
+	if (cluster_nodes_list(c.b, &nodes, &n, err, sizeof(err))) {
+		cl_close(&c);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	for (size_t i = 0; i < n && !who; i++)
+		if (!strcmp(nodes[i].name, name))
+			who = &nodes[i];
+	if (!who) {
+		free(nodes);
+		cl_close(&c);
+		return ctl_error(CTL_USAGE, "cluster: no node '%s' in etcd under %s", name,
+				 ctx->cfg.pool.cluster.prefix);
+	}
+	/* say what it will free first */
+	fprintf(stderr,
+		"ibvfctl: reclaim-node %s: %zu blocks (%" PRIu64 " GUIDs) and %zu reserved GUIDs "
+		"to free into quarantine (%u s); heartbeat %s\n",
+		name, who->n_blocks, who->n_guids, who->n_reserved, ctx->cfg.pool.quarantine_s,
+		who->alive ? "ALIVE" : "none");
+	if (who->alive && !force) {
+		free(nodes);
+		cl_close(&c);
+		return ctl_error(CTL_FAILED,
+				 "node %s has a live heartbeat: refused (its Pods may hold these "
+				 "GUIDs; --force only for a node gone for good)",
+				 name);
+	}
+	free(nodes);
+	ret = cluster_node_reclaim(c.b, name, force, &nb, &ng, err, sizeof(err));
+	cl_close(&c);
+	if (ret)
+		return ctl_error(CTL_FAILED, "%s", err);
+	ctl_emit_object(ctx,
+			json_pack("{s:s,s:b,s:I,s:I}", "node", name, "forced", force,
+				  "blocks_freed", (json_int_t)nb, "reserved_freed", (json_int_t)ng),
+			cols);
+	return CTL_OK;
+}
+
+static const struct ctl_cmd cluster_cmds[] = {
+	{"status", cluster_status, "", "this node, the layout, claimed blocks, the endpoint used"},
+	{"blocks", cluster_blocks, "[--node NAME]", "claimed GUID blocks and their owner nodes"},
+	{"nodes", cluster_nodes, "", "nodes with heartbeat, blocks and reserved GUIDs"},
+	{"reclaim-node", cluster_reclaim, "[--force] NODE",
+	 "free a node's blocks (gone for good); refused while its heartbeat lives"},
+	{0},
+};
+
+const struct ctl_object ctl_cluster_object = {
+	.name = "cluster",
+	.help = "cluster GUID blocks in etcd (pool.cluster)",
+	.cmds = cluster_cmds,
+};

@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: MIT
+/* Cluster mode at start-up: the node's etcd GUID blocks as the pool's ranges (cluster_pool.h). */
+#include "cluster_pool.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ibvf/types.h>
+
+#include "err.h"
+#include "etcd_client.h"
+#include "guid_blocks.h"
+#include "json_util.h"
+#include "log.h"
+#include "statedir.h"
+
+#define MAX_START_CLAIMS 64
+
+struct ibvf_cluster_hb {
+	struct etcd_client *etcd;
+	struct cluster_blocks *b;      /* NULL until etcd answered the layout check */
+	struct cluster_blocks_opts bo; /* to open it then */
+	struct cluster_range *ranges;  /* bo's copy of the configured ranges */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool stop;
+	int64_t lease;
+};
+
+static void *hb_main(void *arg)
+{
+	struct ibvf_cluster_hb *h = arg;
+	char err[IBVF_ERR_LEN];
+	bool failing = false;
+
+	pthread_mutex_lock(&h->mu);
+	while (!h->stop) {
+		struct timespec ts;
+		int ret;
+
+		pthread_mutex_unlock(&h->mu);
+		ret = h->b ? 0 : cluster_blocks_open(&h->bo, &h->b, err, sizeof(err));
+		if (!ret)
+			ret = cluster_node_heartbeat(h->b, IBVF_CLUSTER_HEARTBEAT_TTL_S, &h->lease,
+						     err, sizeof(err));
+		if (ret && !failing)
+			log_warn("cluster: heartbeat not renewed (retrying): %s", err);
+		else if (!ret && failing)
+			log_notice("cluster: heartbeat renewed again");
+		failing = ret != 0;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += failing ? 2 : IBVF_CLUSTER_HEARTBEAT_TTL_S / 3;
+		pthread_mutex_lock(&h->mu);
+		if (!h->stop)
+			pthread_cond_timedwait(&h->cond, &h->mu, &ts);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+void ibvf_cluster_hb_stop(struct ibvf_cluster_hb *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->stop = true;
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->thread, NULL);
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cond);
+	cluster_blocks_free(h->b);
+	etcd_client_free(h->etcd);
+	free(h->ranges);
+	free(h);
+}
+
+/* Hand @etcd and @b to a new heartbeat thread (they are its own from now on). */
+static int hb_start(struct etcd_client *etcd, struct cluster_blocks *b,
+		    const struct cluster_blocks_opts *bo, struct ibvf_cluster_hb **out, char *err,
+		    size_t errlen)
+{
+	struct ibvf_cluster_hb *h = calloc(1, sizeof(*h));
+
+	if (h)
+		h->ranges = calloc(bo->n_ranges, sizeof(*h->ranges));
+	if (!h || !h->ranges) {
+		free(h);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	memcpy(h->ranges, bo->ranges, bo->n_ranges * sizeof(*h->ranges));
+	h->bo = *bo;
+	h->bo.ranges = h->ranges;
+	h->bo.etcd = etcd;
+	h->etcd = etcd;
+	h->b = b;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cond, NULL);
+	if (pthread_create(&h->thread, NULL, hb_main, h)) {
+		pthread_mutex_destroy(&h->mu);
+		pthread_cond_destroy(&h->cond);
+		free(h->ranges);
+		free(h);
+		return ibvf_errf(err, errlen, -EAGAIN, "cluster: no heartbeat thread");
+	}
+	*out = h;
+	return 0;
+}
+
+struct held {
+	struct cluster_range *v; /* the node's blocks, sorted by first GUID */
+	size_t n, cap;
+};
+
+static int held_add(struct held *h, uint64_t first, uint64_t last)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->v[i].start == first)
+			return 0;
+	if (h->n == h->cap) {
+		size_t c = h->cap ? h->cap * 2 : 16;
+		struct cluster_range *nv = realloc(h->v, c * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		h->v = nv;
+		h->cap = c;
+	}
+	h->v[h->n].start = first;
+	h->v[h->n].end = last;
+	h->n++;
+	return 0;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	uint64_t x = ((const struct cluster_range *)a)->start;
+	uint64_t y = ((const struct cluster_range *)b)->start;
+
+	return x < y ? -1 : x > y;
+}
+
+/* <state_dir>/cluster-blocks.json: {"node","prefix","blocks":[["hex","hex"],...]} */
+static int file_read(const char *path, const struct ibvf_cluster_config *k, struct held *h,
+		     char *err, size_t errlen)
+{
+	json_t *j, *blocks, *it;
+	const char *node, *prefix;
+	size_t i;
+	int ret = 0;
+
+	if (access(path, F_OK))
+		return 0; /* first start in cluster mode */
+	j = ibvf_json_load(path, NULL, err, errlen);
+	if (!j)
+		return -EINVAL;
+	node = json_string_value(json_object_get(j, "node"));
+	prefix = json_string_value(json_object_get(j, "prefix"));
+	if (!node || !prefix || strcmp(node, k->node) || strcmp(prefix, k->prefix)) {
+		ret = ibvf_errf(err, errlen, -EINVAL,
+				"%s: written for node %s under %s, but this is node %s under %s: "
+				"move the file away only if that node's blocks are reclaimed",
+				path, node ? node : "?", prefix ? prefix : "?", k->node, k->prefix);
+		json_decref(j);
+		return ret;
+	}
+	blocks = json_object_get(j, "blocks");
+	json_array_foreach(blocks, i, it)
+	{
+		const char *a = json_string_value(json_array_get(it, 0));
+		const char *z = json_string_value(json_array_get(it, 1));
+
+		if (!a || !z) {
+			ret = ibvf_errf(err, errlen, -EINVAL,
+					"%s: blocks[%zu]: expected [first, last]", path, i);
+			break;
+		}
+		ret = held_add(h, strtoull(a, NULL, 16), strtoull(z, NULL, 16));
+		if (ret)
+			break;
+	}
+	json_decref(j);
+	return ret;
+}
+
+static int file_write(const char *path, const struct ibvf_cluster_config *k, const struct held *h,
+		      char *err, size_t errlen)
+{
+	json_t *arr = json_array(), *j;
+	char *text;
+	int ret;
+
+	for (size_t i = 0; arr && i < h->n; i++) {
+		char a[17], z[17];
+
+		snprintf(a, sizeof(a), "%016" PRIx64, h->v[i].start);
+		snprintf(z, sizeof(z), "%016" PRIx64, h->v[i].end);
+		json_array_append_new(arr, json_pack("[s,s]", a, z));
+	}
+	j = arr ? json_pack("{s:s,s:s,s:o}", "node", k->node, "prefix", k->prefix, "blocks", arr)
+		: NULL;
+	text = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
+	json_decref(j);
+	if (!text)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = ibvf_write_file_atomic(path, text, strlen(text), 0600, err, errlen);
+	free(text);
+	return ret;
+}
+
+/* The node's blocks as pool ranges, adjacent blocks merged. */
+static int to_ranges(const struct held *h, struct ibvf_guid_range **out, size_t *n)
+{
+	struct ibvf_guid_range *r = calloc(h->n ? h->n : 1, sizeof(*r));
+	size_t k = 0;
+
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < h->n; i++) {
+		if (k && r[k - 1].end + 1 == h->v[i].start) {
+			r[k - 1].end = h->v[i].end;
+			continue;
+		}
+		r[k].start = h->v[i].start;
+		r[k].end = h->v[i].end;
+		k++;
+	}
+	*out = r;
+	*n = k;
+	return 0;
+}
+
+struct conflict_scan {
+	const struct cluster_block_check *bad;
+	size_t n_bad;
+	size_t hits;
+};
+
+static int conflict_cb(void *arg, const struct ibvf_alloc *a)
+{
+	struct conflict_scan *s = arg;
+	char g[IBVF_GUID_STR_LEN];
+
+	if (a->state == IBVF_ALLOC_QUARANTINED)
+		return 0;
+	for (size_t i = 0; i < s->n_bad; i++) {
+		if (s->bad[i].state != CLUSTER_BLOCK_LOST &&
+		    s->bad[i].state != CLUSTER_BLOCK_FOREIGN)
+			continue;
+		if (a->guid < s->bad[i].first || a->guid > s->bad[i].last)
+			continue;
+		s->hits++;
+		log_err("cluster conflict: GUID %s of %s/%s (PCI %s) is live here but its block "
+			"%016" PRIx64 " is %s%s%s: it may be live on another node too",
+			ibvf_guid_format(a->guid, g), a->owner.container_id, a->owner.ifname,
+			a->pci[0] ? a->pci : "-", s->bad[i].first,
+			s->bad[i].state == CLUSTER_BLOCK_LOST ? "no longer claimed in etcd"
+							      : "owned by node ",
+			s->bad[i].owner, "");
+	}
+	return 0;
+}
+
+static int open_pool(const struct ibvf_pool_opts *o, const struct held *h,
+		     struct ibvf_guid_range **ranges, size_t *n, struct ibvf_pool **out, char *err,
+		     size_t errlen)
+{
+	struct ibvf_pool_opts po = *o;
+	int ret = to_ranges(h, ranges, n);
+
+	if (ret)
+		return ibvf_errf(err, errlen, ret, "out of memory");
+	po.ranges = *ranges;
+	po.n_ranges = *n;
+	return ibvf_pool_open(&po, out, err, errlen);
+}
+
+int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_range **out,
+			      size_t *n, char *err, size_t errlen)
+{
+	struct held h = {0};
+	char path[4096];
+	int ret;
+
+	*out = NULL;
+	*n = 0;
+	snprintf(path, sizeof(path), "%s/%s", cfg->state_dir, IBVF_CLUSTER_BLOCKS_FILE);
+	ret = file_read(path, &cfg->pool.cluster, &h, err, errlen);
+	if (!ret && !h.n)
+		ret = ibvf_errf(err, errlen, -ENOENT,
+				"%s: no GUID block recorded (ibvfd has not started in cluster "
+				"mode here)",
+				path);
+	if (!ret) {
+		qsort(h.v, h.n, sizeof(*h.v), cmp_range);
+		ret = to_ranges(&h, out, n);
+		if (ret)
+			ret = ibvf_errf(err, errlen, ret, "out of memory");
+	}
+	free(h.v);
+	return ret;
+}
+
+int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts *o,
+			   struct ibvf_pool **out, struct ibvf_cluster_hb **hb, char *err,
+			   size_t errlen)
+{
+	const struct ibvf_cluster_config *k = &cfg->pool.cluster;
+	struct cluster_range *ranges = calloc(cfg->pool.n_ranges + 1, sizeof(*ranges));
+	struct cluster_block_check *chk = NULL;
+	struct ibvf_guid_range *pr = NULL;
+	struct etcd_client *etcd = NULL;
+	struct cluster_blocks *b = NULL;
+	struct held h = {0};
+	struct cluster_blocks_opts bo = {
+		.prefix = k->prefix,
+		.node = k->node,
+		.ranges = ranges,
+		.n_ranges = cfg->pool.n_ranges,
+		.block_size = k->block_size,
+		.quarantine_s = cfg->pool.quarantine_s,
+	};
+	char path[4096], why[IBVF_ERR_LEN] = "";
+	size_t n_chk = 0, n_pr = 0;
+	bool online = false;
+	int ret;
+
+	*out = NULL;
+	*hb = NULL;
+	if (!ranges)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < cfg->pool.n_ranges; i++) {
+		ranges[i].start = cfg->pool.ranges[i].start;
+		ranges[i].end = cfg->pool.ranges[i].end;
+	}
+	snprintf(path, sizeof(path), "%s/%s", cfg->state_dir, IBVF_CLUSTER_BLOCKS_FILE);
+	ret = file_read(path, k, &h, err, errlen);
+	if (ret)
+		goto out;
+	{
+		struct etcd_client_opts eo = {
+			.endpoints = (const char *const *)k->endpoints,
+			.n_endpoints = k->n_endpoints,
+			.ca_file = k->ca_file,
+			.cert_file = k->cert_file,
+			.key_file = k->key_file,
+			.user = k->user,
+			.user_file = k->user_file,
+			.password_file = k->password_file,
+			.timeout_ms = k->timeout_ms,
+		};
+
+		ret = etcd_client_new(&eo, &etcd, err, errlen);
+		if (ret)
+			goto out;
+		bo.etcd = etcd;
+		ret = cluster_blocks_open(&bo, &b, why, sizeof(why));
+		if (ret == -EEXIST || ret == -EINVAL) {
+			snprintf(err, errlen, "%s", why);
+			goto out;
+		}
+		online = ret == 0;
+	}
+	if (online) {
+		uint64_t *firsts = calloc(h.n + 1, sizeof(*firsts));
+		struct held keep = {0};
+
+		if (!firsts) {
+			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < h.n; i++)
+			firsts[i] = h.v[i].start;
+		ret = cluster_blocks_verify(b, firsts, h.n, &chk, &n_chk, why, sizeof(why));
+		free(firsts);
+		if (ret < 0) {
+			online = false;
+			ret = 0;
+		} else {
+			ret = 0; /* the count of blocks not owned: logged by the check */
+			for (size_t i = 0; !ret && i < n_chk; i++)
+				if (chk[i].state == CLUSTER_BLOCK_OWNED ||
+				    chk[i].state == CLUSTER_BLOCK_UNLISTED)
+					ret = held_add(&keep, chk[i].first, chk[i].last);
+			if (ret) {
+				free(keep.v);
+				ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+				goto out;
+			}
+			free(h.v);
+			h = keep;
+		}
+	}
+	if (!online) {
+		if (!h.n) {
+			ret = ibvf_errf(err, errlen, -EIO,
+					"cluster: node %s holds no GUID block and etcd is "
+					"unreachable: %s",
+					k->node, why);
+			goto out;
+		}
+		log_warn("cluster: etcd unreachable (%s): node %s goes on with the %zu blocks of "
+			 "%s; no new block until etcd answers",
+			 why, k->node, h.n, path);
+	}
+	qsort(h.v, h.n, sizeof(*h.v), cmp_range);
+	if (online && (ret = file_write(path, k, &h, err, errlen)))
+		goto out;
+	for (int claims = 0;; claims++) {
+		struct ibvf_pool_stats st = {0};
+		struct cluster_block blk;
+
+		if (h.n) {
+			free(pr);
+			pr = NULL;
+			ret = open_pool(o, &h, &pr, &n_pr, out, err, errlen);
+			if (ret)
+				goto out;
+			ret = ibvf_pool_stats(*out, &st, err, errlen);
+			if (ret)
+				goto out;
+			if (!online || st.free >= k->low_watermark || claims >= MAX_START_CLAIMS)
+				break;
+			ibvf_pool_close(*out);
+			*out = NULL;
+		}
+		/* claim ahead of need: recorded in the file before the pool sees it */
+		ret = cluster_blocks_claim(b, &blk, why, sizeof(why));
+		if (ret) {
+			if (h.n) {
+				log_warn("cluster: node %s: no further block (%s); %" PRIu64
+					 " GUIDs free",
+					 k->node, why, st.free);
+				free(pr);
+				pr = NULL;
+				ret = open_pool(o, &h, &pr, &n_pr, out, err, errlen);
+				break;
+			}
+			snprintf(err, errlen, "%s", why);
+			goto out;
+		}
+		ret = held_add(&h, blk.first, blk.last);
+		if (!ret) {
+			qsort(h.v, h.n, sizeof(*h.v), cmp_range);
+			ret = file_write(path, k, &h, err, errlen);
+		}
+		if (ret)
+			goto out;
+	}
+	if (ret)
+		goto out;
+	if (n_chk) {
+		struct conflict_scan s = {.bad = chk, .n_bad = n_chk};
+		struct ibvf_pool_filter f = {.pkey = -1};
+
+		ibvf_pool_list(*out, &f, conflict_cb, &s, why, sizeof(why));
+		if (s.hits)
+			log_err("cluster: node %s: %zu live attachment(s) in blocks it no longer "
+				"owns (docs/cluster.md)",
+				k->node, s.hits);
+	}
+	/* the engine's pool GUIDs are this node's blocks (reconciliation) */
+	free(cfg->pool.ranges);
+	cfg->pool.ranges = pr;
+	cfg->pool.n_ranges = n_pr;
+	pr = NULL;
+	log_info("cluster: node %s allocates from %zu blocks (%zu ranges) of %s", k->node, h.n,
+		 cfg->pool.n_ranges, k->prefix);
+	/* the client (and blocks, when etcd answered) go to the heartbeat thread */
+	ret = hb_start(etcd, b, &bo, hb, err, errlen);
+	if (!ret) {
+		etcd = NULL;
+		b = NULL;
+	}
+out:
+	if (ret && *out) {
+		ibvf_pool_close(*out);
+		*out = NULL;
+	}
+	free(pr);
+	free(chk);
+	free(h.v);
+	free(ranges);
+	cluster_blocks_free(b);
+	etcd_client_free(etcd);
+	return ret;
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cluster mode at ibvfd's start-up (pool.cluster, docs/cluster.md): the
+ * node's GUID blocks in etcd become the local pool's ranges, so the pool
+ * allocates as fast as in single-node mode and only from GUIDs no other
+ * node owns.
+ */
+#ifndef IBVF_CLUSTER_POOL_H
+#define IBVF_CLUSTER_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "guid_pool.h"
+
+/** The blocks file in the state directory: the node's blocks as it last knew them. */
+#define IBVF_CLUSTER_BLOCKS_FILE "cluster-blocks.json"
+
+struct ibvf_cluster_hb;
+
+/**
+ * ibvf_cluster_pool_open() - open the pool of a node in cluster mode:
+ * 1. check the layout against etcd (same ranges and block size everywhere);
+ * 2. the start-up check: the blocks of <state_dir>/cluster-blocks.json
+ *    against etcd: owned ones are kept, ones etcd gives the node that the
+ *    file lacks (a claim whose file write a crash lost) are adopted, lost
+ *    (reclaimed) and foreign ones are dropped and every live record in
+ *    them is logged as a conflict (the pool then keeps it as a record
+ *    outside its ranges: no new GUID comes from such a block);
+ * 3. with etcd unreachable, the file's blocks alone (a node cut off keeps
+ *    its blocks), said in the log;
+ * 4. the pool opened with the blocks as its ranges; while fewer than
+ *    pool.cluster.low_watermark GUIDs are free, one more block is claimed
+ *    (recorded in the file before the pool sees it) and the pool reopened.
+ * On success @cfg->pool.ranges is replaced by the node's blocks, so the
+ * engine treats only them as its pool GUIDs (the reconciliation of one
+ * node never touches another node's GUIDs). @o gives the other pool options.
+ * *@hb gets the heartbeat (a thread renewing nodes/<node> every TTL/3 while
+ * ibvfd runs; with etcd unreachable it retries; ibvfctl cluster
+ * reclaim-node refuses while it lives); stop it with ibvf_cluster_hb_stop().
+ * Return: 0, -ENOSPC (no block held and none free), -EIO (etcd unreachable
+ * and no block recorded), or the errors of the pool and the etcd client,
+ * with the reason in @err.
+ */
+int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts *o,
+			   struct ibvf_pool **out, struct ibvf_cluster_hb **hb, char *err,
+			   size_t errlen);
+
+/**
+ * ibvf_cluster_local_ranges() - the pool ranges of a node in cluster mode as
+ * its last start recorded them (<state_dir>/cluster-blocks.json, adjacent
+ * blocks merged), for tools that open the store without ibvfd (ibvfctl):
+ * with the configured pool.ranges they would hand out GUIDs of other
+ * nodes' blocks. *@out is malloc'd. Return: 0, -ENOENT (no block recorded:
+ * ibvfd never started in cluster mode here), -EINVAL (a file of another
+ * node or prefix, or unreadable), -ENOMEM.
+ */
+int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_range **out,
+			      size_t *n, char *err, size_t errlen);
+
+/** The node's heartbeat in etcd: a lease-bound nodes/<node> key, renewed by one thread. */
+#define IBVF_CLUSTER_HEARTBEAT_TTL_S 30
+
+/**
+ * ibvf_cluster_hb_stop() - stop renewing the heartbeat and free @hb (NULL is
+ * a no-op). The lease is not revoked: the key expires within its TTL, so a
+ * restart does not look like a dead node in between.
+ */
+void ibvf_cluster_hb_stop(struct ibvf_cluster_hb *hb);
+
+#endif /* IBVF_CLUSTER_POOL_H */
