@@ -143,8 +143,14 @@ static int f_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *v
 	(void)err;
 	(void)errlen;
 	pthread_mutex_lock(&fv.lock);
-	for (int i = 0; i < N_VFS; i++)
+	for (int i = 0; i < N_VFS; i++) {
 		fill(&fv.vf[i], &all[i]);
+		/* the listing shows netdevs as lookup() does */
+		if (!fv.vf[i].host_netdev)
+			all[i].netdev[0] = 0;
+		else
+			snprintf(all[i].netdev, sizeof(all[i].netdev), "lo");
+	}
 	pthread_mutex_unlock(&fv.lock);
 	for (int i = 0; i < N_VFS; i++)
 		if (cb(arg, &all[i]))
