@@ -82,6 +82,7 @@ struct ibvf_pool {
 	uint64_t tx_group; /* the open transaction's group number */
 	uint64_t next_group;
 	uint64_t committed; /* the last group whose COMMIT succeeded */
+	bool in_savepoint;  /* the current call joined the open transaction (SAVEPOINT op) */
 	uint64_t need;	    /* the group the current top-level call must see durable */
 	bool need_changed;  /* ... because it wrote (health counts it) */
 	int wal_fd;	    /* <path>-wal, for fdatasync() outside @lock; -1 = none */
@@ -1569,7 +1570,7 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
  *
  * With sync_full, concurrent writes share one transaction and one fdatasync()
  * (issue 17): a write call runs inside the open transaction (BEGIN IMMEDIATE
- * by the first one, each call in its own SAVEPOINT, so a failing call undoes
+ * by the first one, each later one in its own SAVEPOINT, so a failing call undoes
  * only itself), then leaves @lock and waits in durable_wait() until its group
  * is on disk. One waiter at a time is the leader: it COMMITs the open group
  * (SQLite synchronous=NORMAL: the WAL frames are written, not synced), then
@@ -1805,7 +1806,9 @@ static void undo_call(struct ibvf_pool *p)
 {
 	uint64_t g = p->tx_group;
 
-	sqlite3_exec(p->db, "ROLLBACK TO op; RELEASE op", NULL, NULL, NULL);
+	if (p->in_savepoint)
+		sqlite3_exec(p->db, "ROLLBACK TO op; RELEASE op", NULL, NULL, NULL);
+	p->in_savepoint = false;
 	if (p->tx_open && sqlite3_get_autocommit(p->db)) {
 		if (p->tx_dirty) {
 			pthread_mutex_lock(&p->sync_lock);
@@ -1826,8 +1829,8 @@ static void undo_call(struct ibvf_pool *p)
 
 /*
  * Start a write call: join the open transaction of its group, or BEGIN
- * IMMEDIATE a new one (with a free list that matches our ranges); the call
- * runs in its own SAVEPOINT.
+ * IMMEDIATE a new one (with a free list that matches our ranges); a call
+ * that joins runs in its own SAVEPOINT.
  */
 static int begin(struct ibvf_pool *p, char *err, size_t errlen)
 {
@@ -1851,8 +1854,14 @@ static int begin(struct ibvf_pool *p, char *err, size_t errlen)
 		opened = true;
 	}
 	p->changes_at_begin = sqlite3_total_changes64(p->db);
-	ret = prep(p, &st, "SAVEPOINT op", err, errlen);
-	if (!ret)
+	/*
+	 * Calls run one at a time (@lock): the call that opened the transaction
+	 * has it to itself, and undoes its failure with ROLLBACK; one that joins
+	 * other calls' writes undoes only its own part (SAVEPOINT).
+	 */
+	p->in_savepoint = !opened;
+	ret = 0;
+	if (!opened && !(ret = prep(p, &st, "SAVEPOINT op", err, errlen)))
 		ret = run(p, st, err, errlen);
 	/* another process may rebuild the free list, but only between our transactions */
 	if (!ret && opened)
@@ -1892,8 +1901,11 @@ static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 	uint64_t g;
 	int r;
 
-	if (ret >= 0 && (prep(p, &st, "RELEASE op", err, errlen) || run(p, st, err, errlen)))
+	if (ret >= 0 && p->in_savepoint &&
+	    (prep(p, &st, "RELEASE op", err, errlen) || run(p, st, err, errlen)))
 		ret = -EIO;
+	if (ret >= 0)
+		p->in_savepoint = false;
 	if (ret < 0) {
 		undo_call(p);
 		return ret;
