@@ -337,6 +337,8 @@ int main(int argc, char **argv)
 		return 1;
 	snprintf(err, sizeof(err), "single, sync FULL, at %lu records", next - 1);
 	rate_single(err, p, &next, secs / 2);
+	snprintf(err, sizeof(err), "64 threads, sync FULL, at %lu records", next - 1);
+	rate_concurrent(err, p, &next, 64, secs / 2);
 	ibvf_pool_close(p);
 
 	/* 3. open and audit at scale */
