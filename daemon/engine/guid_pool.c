@@ -82,6 +82,8 @@ struct ibvf_pool {
 	uint64_t tx_group; /* the open transaction's group number */
 	uint64_t next_group;
 	uint64_t committed; /* the last group whose COMMIT succeeded */
+	uint64_t committed_gen; /* ... and the store generation it committed */
+	uint64_t id_gen;	/* the generation pool.id was last written with by a sync */
 	bool in_savepoint;  /* the current call joined the open transaction (SAVEPOINT op) */
 	uint64_t need;	    /* the group the current top-level call must see durable */
 	bool need_changed;  /* ... because it wrote (health counts it) */
@@ -166,6 +168,7 @@ static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
 
 /* Every SQLite failure passes here: it is remembered for ibvf_pool_health(). */
 static void write_id_file(struct ibvf_pool *p);
+static void write_id_file_gen(struct ibvf_pool *p, uint64_t gen);
 static int check_identity(struct ibvf_pool *p, char *err, size_t errlen);
 static int injected_fault(struct ibvf_pool *p, char *err, size_t errlen);
 /* group commit (below) */
@@ -1675,10 +1678,25 @@ static int commit_open(struct ibvf_pool *p, char *err, size_t errlen)
 	}
 	pthread_mutex_unlock(&p->sync_lock);
 	if (!ret) {
-		p->generation = (uint64_t)gen;
-		write_id_file(p);
+		p->generation = p->committed_gen = (uint64_t)gen;
+		/* sync_full: pool.id follows the fdatasync (id_file_durable()) */
+		if (!p->sync_full)
+			write_id_file(p);
 	}
 	return ret;
+}
+
+/*
+ * After an fdatasync() made generation @gen durable (under @lock): pool.id
+ * records it. Never before: after a power loss pool.id must not name a
+ * generation the WAL on disk lacks, or the store would look lost.
+ */
+static void id_file_durable(struct ibvf_pool *p, uint64_t gen)
+{
+	if (gen <= p->id_gen)
+		return;
+	write_id_file_gen(p, gen);
+	p->id_gen = gen;
 }
 
 /*
@@ -1734,7 +1752,7 @@ static void sync_outcome(struct ibvf_pool *p, bool broken, int rc)
 static int durable_wait(struct ibvf_pool *p, uint64_t g, char *msg, size_t len)
 {
 	char m[IBVF_ERR_LEN] = "";
-	uint64_t target;
+	uint64_t target, gen;
 	bool broken;
 	int r, rc;
 
@@ -1752,12 +1770,20 @@ static int durable_wait(struct ibvf_pool *p, uint64_t g, char *msg, size_t len)
 		if (p->tx_open && p->tx_dirty)
 			commit_open(p, NULL, 0);
 		target = p->committed;
+		gen = p->committed_gen;
 		if (broken) {
 			rc = sync_wal(p, true, m, sizeof(m)); /* a checkpoint: the connection */
+			if (!rc)
+				id_file_durable(p, gen);
 			pthread_mutex_unlock(&p->lock);
 		} else {
 			pthread_mutex_unlock(&p->lock);
 			rc = sync_wal(p, false, m, sizeof(m));
+			if (!rc) {
+				pthread_mutex_lock(&p->lock);
+				id_file_durable(p, gen);
+				pthread_mutex_unlock(&p->lock);
+			}
 		}
 		pthread_mutex_lock(&p->sync_lock);
 		groups_synced(p, target, rc, m);
@@ -1790,6 +1816,8 @@ static void commit_inline(struct ibvf_pool *p, char *err, size_t errlen)
 	if (!target)
 		return;
 	rc = sync_wal(p, broken, m, sizeof(m));
+	if (!rc)
+		id_file_durable(p, p->committed_gen);
 	pthread_mutex_lock(&p->sync_lock);
 	groups_synced(p, target, rc, m);
 	sync_outcome(p, broken, rc);
@@ -2053,6 +2081,12 @@ static bool is_lost(struct ibvf_pool *p, char *why, size_t len)
  */
 static void write_id_file(struct ibvf_pool *p)
 {
+	write_id_file_gen(p, p->generation);
+}
+
+/* pool.id with generation @gen (group commit writes it once that is durable). */
+static void write_id_file_gen(struct ibvf_pool *p, uint64_t gen)
+{
 	char buf[128], err[IBVF_ERR_LEN] = "";
 	int n, ret = 0;
 
@@ -2060,7 +2094,7 @@ static void write_id_file(struct ibvf_pool *p)
 		return;
 	/* fixed width: an overwrite in place replaces the whole content */
 	n = snprintf(buf, sizeof(buf), "ibvf-pool-id 1\nid %s\ngeneration %020llu\n", p->store_id,
-		     (unsigned long long)p->generation);
+		     (unsigned long long)gen);
 	if (p->id_fd >= 0) {
 		/* one pwrite(): the per-commit cost (a rename per commit cost 5x an allocation) */
 		if (pwrite(p->id_fd, buf, (size_t)n, 0) == n)

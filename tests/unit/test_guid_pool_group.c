@@ -124,6 +124,21 @@ static int syncs(void)
 	return n;
 }
 
+/* The generation pool.id records (issue 14: the store's identity outside it). */
+static unsigned long long id_generation(struct pool_fx *f)
+{
+	char *path = tu_path(f->state, IBVF_POOL_ID_NAME), buf[256] = "", id[64];
+	unsigned long long g = 0;
+	FILE *fp = fopen(path, "r");
+
+	assert_non_null(fp);
+	assert_true(fread(buf, 1, sizeof(buf) - 1, fp) > 0);
+	fclose(fp);
+	free(path);
+	assert_int_equal(sscanf(buf, "ibvf-pool-id 1 id %63s generation %llu", id, &g), 2);
+	return g;
+}
+
 static int open_seams(struct pool_fx *f, bool sync_full)
 {
 	struct ibvf_pool_opts o = {
@@ -211,10 +226,12 @@ static void test_not_acknowledged_before_durable(void **state)
 	struct writer a, b[N_GROUP], c;
 	struct ibvf_pool_health h;
 	struct ibvf_alloc rec;
+	unsigned long long gen0;
 
 	seam_reset();
 	assert_int_equal(open_full(f), 0);
 	assert_int_equal(syncs(), 0); /* the open's own writes: synchronous=FULL */
+	gen0 = id_generation(f);
 	pthread_mutex_lock(&sm.mu);
 	sm.hold = true;
 	pthread_mutex_unlock(&sm.mu);
@@ -226,12 +243,16 @@ static void test_not_acknowledged_before_durable(void **state)
 	usleep(300000); /* they run their SQL now: the pool's mutex is free */
 	assert_int_equal(n_done(&a, 1), 0);
 	assert_int_equal(n_done(b, N_GROUP), 0);
+	/* pool.id never names a generation that is not on disk yet (a power loss
+	 * would make the store look lost) */
+	assert_int_equal(id_generation(f), gen0);
 
 	give(0);	       /* a's fdatasync() succeeds */
 	wait_at_gate(1, NULL); /* the next leader: one fdatasync() for all 16 */
 	pthread_join(a.t, NULL);
 	assert_int_equal(a.ret, 0);
 	assert_int_equal(a.guid, G0);
+	assert_int_equal(id_generation(f), gen0 + 1); /* a's group, durable now */
 	usleep(100000);
 	assert_int_equal(n_done(b, N_GROUP), 0);
 	assert_int_equal(syncs(), 2);
@@ -243,6 +264,7 @@ static void test_not_acknowledged_before_durable(void **state)
 		assert_non_null(strstr(b[i].err, "fdatasync"));
 	}
 	assert_int_equal(syncs(), 2);
+	assert_int_equal(id_generation(f), gen0 + 1); /* the failed group's is not */
 	ibvf_pool_health(f->p, &h);
 	assert_int_equal(h.last_write_result, -EIO);
 	assert_int_equal(h.write_failures, N_GROUP);
