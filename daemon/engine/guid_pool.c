@@ -81,13 +81,13 @@ struct ibvf_pool {
 	bool tx_dirty;	   /* a call changed rows in it: someone waits for it */
 	uint64_t tx_group; /* the open transaction's group number */
 	uint64_t next_group;
-	uint64_t committed; /* the last group whose COMMIT succeeded */
+	uint64_t committed;	/* the last group whose COMMIT succeeded */
 	uint64_t committed_gen; /* ... and the store generation it committed */
 	uint64_t id_gen;	/* the generation pool.id was last written with by a sync */
-	bool in_savepoint;  /* the current call joined the open transaction (SAVEPOINT op) */
-	uint64_t need;	    /* the group the current top-level call must see durable */
-	bool need_changed;  /* ... because it wrote (health counts it) */
-	int wal_fd;	    /* <path>-wal, for fdatasync() outside @lock; -1 = none */
+	bool in_savepoint;	/* the current call joined the open transaction (SAVEPOINT op) */
+	uint64_t need;		/* the group the current top-level call must see durable */
+	bool need_changed;	/* ... because it wrote (health counts it) */
+	int wal_fd;		/* <path>-wal, for fdatasync() outside @lock; -1 = none */
 	int (*sync_fault)(void *arg);
 	bool sync_broken; /* an fdatasync() failed: durability only through a checkpoint */
 	/* Under @sync_lock: durability of committed groups. */
