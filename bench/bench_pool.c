@@ -3,8 +3,9 @@
  * bench_pool - GUID pool throughput and scale. Prints numbers and their
  * ratio to the targets of the foundation issue; never asserts on timings.
  *
- *   allocations/s persisted, one allocation per transaction (synchronous
- *   FULL and NORMAL), and batched transactions;
+ *   allocations/s persisted, one allocation per call (synchronous FULL and
+ *   NORMAL; FULL also from 8 and 64 concurrent threads: group commit), and
+ *   batched transactions;
  *   open and audit time of a store with N allocations (default 1,000,000);
  *   wall time and peak RSS of `ibvfctl pool status` and `ibvfctl pool audit`
  *   on that store (getrusage of the child).
@@ -20,6 +21,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,6 +123,75 @@ static double rate_single(const char *what, struct ibvf_pool *p, unsigned long *
 	} while (t - t0 < secs);
 	report_rate(what, n, t - t0, cpu_s() - c0);
 	return (double)n / (t - t0);
+}
+
+struct conc {
+	struct ibvf_pool *p;
+	unsigned long base; /* owner numbers base + k * stride .. */
+	unsigned long stride;
+	double until;
+	unsigned long n;
+	int failed;
+};
+
+static void *conc_thread(void *arg)
+{
+	struct conc *c = arg;
+	char err[IBVF_ERR_LEN];
+
+	while (now_s() < c->until) {
+		struct ibvf_alloc_request rq;
+		struct ibvf_alloc a;
+
+		owner(&rq, c->base + c->n * c->stride);
+		if (ibvf_pool_allocate(c->p, &rq, &a, err, sizeof(err))) {
+			fprintf(stderr, "bench_pool: allocate: %s\n", err);
+			c->failed = 1;
+			break;
+		}
+		c->n++;
+	}
+	return NULL;
+}
+
+/*
+ * @threads threads allocating one GUID per call from one pool for @secs
+ * (group commit shares transactions and fdatasync()s among them); prints
+ * the rate. Owner numbers from *@next on, advanced past what was used.
+ */
+static double rate_concurrent(const char *what, struct ibvf_pool *p, unsigned long *next,
+			      int threads, double secs)
+{
+	struct conc *c = calloc((size_t)threads, sizeof(*c));
+	pthread_t *t = calloc((size_t)threads, sizeof(*t));
+	double t0 = now_s(), c0 = cpu_s(), wall;
+	unsigned long n = 0, most = 0;
+	int started = 0;
+
+	if (!c || !t) {
+		free(c);
+		free(t);
+		return -1;
+	}
+	for (int i = 0; i < threads; i++) {
+		c[i] = (struct conc){p, *next + (unsigned long)i, (unsigned long)threads,
+				     t0 + secs};
+		if (pthread_create(&t[i], NULL, conc_thread, &c[i]))
+			break;
+		started++;
+	}
+	for (int i = 0; i < started; i++) {
+		pthread_join(t[i], NULL);
+		n += c[i].n;
+		if (c[i].n > most)
+			most = c[i].n;
+	}
+	wall = now_s() - t0;
+	*next += (most + 1) * (unsigned long)threads;
+	report_rate(what, n, wall, cpu_s() - c0);
+	free(c);
+	free(t);
+	return (double)n / wall;
 }
 
 /* Fill up to @total allocations in batches of BATCH; prints the rate. */
@@ -245,6 +316,11 @@ int main(int argc, char **argv)
 	if (open_pool(state, true, false, &p))
 		return 1;
 	rate_single("single allocation/transaction, sync FULL", p, &next, secs);
+	/* 1b. concurrent callers: group commit (issue 17: >= 10k/s with FULL) */
+	for (int th = 8; th <= 64; th *= 8) {
+		snprintf(err, sizeof(err), "%d threads, one allocation/call, sync FULL", th);
+		rate_concurrent(err, p, &next, th, secs);
+	}
 	ibvf_pool_close(p);
 	if (open_pool(state, false, false, &p))
 		return 1;
@@ -261,6 +337,8 @@ int main(int argc, char **argv)
 		return 1;
 	snprintf(err, sizeof(err), "single, sync FULL, at %lu records", next - 1);
 	rate_single(err, p, &next, secs / 2);
+	snprintf(err, sizeof(err), "64 threads, sync FULL, at %lu records", next - 1);
+	rate_concurrent(err, p, &next, 64, secs / 2);
 	ibvf_pool_close(p);
 
 	/* 3. open and audit at scale */

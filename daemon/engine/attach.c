@@ -618,7 +618,12 @@ static int prepare_allocate(struct op *op)
 	return 0;
 }
 
-/* programmed: node + port GUID, link state, rebind. 0 or error set (not rolled back). */
+/*
+ * Node + port GUID, link state, rebind. 0 or error set (not rolled back).
+ * The state "programmed" is not stored: sm_requested follows at once, and a
+ * record left at "allocated" is walked back the same way (the VF is reset
+ * when it carries the GUID), so the write bought no safety (issue 17).
+ */
 static int prepare_program(struct op *op)
 {
 	struct ibvf_engine *e = op->e;
@@ -633,9 +638,6 @@ static int prepare_program(struct op *op)
 			      ibvf_guid_format(op->a.guid, s), err);
 		return ret;
 	}
-	ret = store_state(op, IBVF_ALLOC_PROGRAMMED);
-	if (ret)
-		return ret;
 	if (deadline_passed(op) || eng_cancelled(e)) {
 		eng_set_error(op, eng_cancelled(e) ? IBVF_RPC_BUSY : IBVF_RPC_DEADLINE, ETIMEDOUT,
 			      "program", "%s after programming VF %s",
@@ -784,10 +786,11 @@ static void prepare_sm_done(struct op *op)
 		rollback(op);
 		return;
 	}
-	if (store_state(op, IBVF_ALLOC_SM_CONFIRMED)) {
-		rollback(op);
-		return;
-	}
+	/*
+	 * "sm_confirmed" is not stored: a record at sm_requested is walked
+	 * back the same way (SM removal, VF reset), and port_ready follows
+	 * the port wait (issue 17: one store write less per attach).
+	 */
 	if (eng_cancelled(e)) {
 		eng_set_error(op, IBVF_RPC_BUSY, ESHUTDOWN, "sm_add", "daemon stopping");
 		rollback(op);

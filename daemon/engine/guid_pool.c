@@ -72,6 +72,38 @@ struct ibvf_pool {
 	char store_msg[IBVF_ERR_LEN];
 	int store_ret;
 	int64_t changes_at_begin;
+	/*
+	 * Group commit (sync_full; see "group commit" below). Under @lock: the
+	 * open write transaction that concurrent calls share, and the nesting
+	 * depth of public calls on the thread that holds @lock.
+	 */
+	bool sync_full;
+	int depth;
+	bool tx_open;	   /* BEGIN IMMEDIATE done, not yet committed */
+	bool tx_dirty;	   /* a call changed rows in it: someone waits for it */
+	uint64_t tx_group; /* the open transaction's group number */
+	uint64_t next_group;
+	uint64_t committed;	/* the last group whose COMMIT succeeded */
+	uint64_t committed_gen; /* ... and the store generation it committed */
+	uint64_t id_gen;	/* the generation pool.id was last written with by a sync */
+	bool in_savepoint;	/* the current call joined the open transaction (SAVEPOINT op) */
+	uint64_t need;		/* the group the current top-level call must see durable */
+	bool need_changed;	/* ... because it wrote (health counts it) */
+	int wal_fd;		/* <path>-wal, for fdatasync() outside @lock; -1 = none */
+	int (*sync_fault)(void *arg);
+	bool sync_broken; /* an fdatasync() failed: durability only through a checkpoint */
+	/* Under @sync_lock: durability of committed groups. */
+	pthread_mutex_t sync_lock;
+	pthread_cond_t sync_cond;
+	bool syncing;	 /* a leader is in fdatasync() */
+	uint64_t synced; /* every group <= @synced is resolved (durable or failed) */
+	struct group_failure {
+		uint64_t lo, hi; /* groups lo..hi failed (COMMIT or fdatasync) */
+		int ret;
+	} failed[16];
+	size_t n_failed;
+	uint64_t failed_dropped; /* groups <= this may have failed (older than @failed) */
+	char sync_msg[IBVF_ERR_LEN];
 	pthread_mutex_t health_lock; /* @health only: status never waits for a transaction */
 	struct ibvf_pool_health health;
 	/* GUIDs other views show in use (ibvf_pool_set_in_use()), each sorted */
@@ -144,7 +176,14 @@ static int meta_set(struct ibvf_pool *p, const char *key, const char *value, cha
 		    size_t errlen);
 static int read_id_file(struct ibvf_pool *p, char *id, size_t idlen, uint64_t *gen, char *why,
 			size_t whylen);
+static void write_id_file_gen(struct ibvf_pool *p, uint64_t gen);
 static int check_identity(struct ibvf_pool *p, char *err, size_t errlen);
+static int injected_fault(struct ibvf_pool *p, char *err, size_t errlen);
+/* group commit (below) */
+static void pool_lock(struct ibvf_pool *p);
+static int pool_unlock(struct ibvf_pool *p, int ret, char *err, size_t errlen);
+static void pool_unlock_mem(struct ibvf_pool *p);
+static void commit_inline(struct ibvf_pool *p, char *err, size_t errlen);
 
 static int cmp_u64(const void *x, const void *y)
 {
@@ -185,8 +224,8 @@ static int db_err(struct ibvf_pool *p, char *err, size_t errlen, const char *wha
 	return ibvf_errf(err, errlen, ret, "%s", p->store_msg);
 }
 
-/* The outcome of one write transaction (begin() .. finish()). */
-static void record_write(struct ibvf_pool *p, int result)
+/* The outcome of one write call (begin() .. finish(), then durable); @msg when failed. */
+static void record_write_msg(struct ibvf_pool *p, int result, const char *msg)
 {
 	int64_t t = now_ms(p);
 	bool was_ok;
@@ -196,7 +235,7 @@ static void record_write(struct ibvf_pool *p, int result)
 	p->health.last_write_ms = t;
 	p->health.last_write_result = result;
 	if (result) {
-		snprintf(p->health.last_error, sizeof(p->health.last_error), "%s", p->store_msg);
+		snprintf(p->health.last_error, sizeof(p->health.last_error), "%s", msg);
 		p->health.write_failures++;
 	} else {
 		p->health.last_error[0] = 0;
@@ -205,7 +244,12 @@ static void record_write(struct ibvf_pool *p, int result)
 	pthread_mutex_unlock(&p->health_lock);
 	if (result && was_ok)
 		log_err("GUID pool store: a write failed (attaches fail until writes work again): %s",
-			p->store_msg);
+			msg);
+}
+
+static void record_write(struct ibvf_pool *p, int result)
+{
+	record_write_msg(p, result, p->store_msg);
 }
 
 void ibvf_pool_health(struct ibvf_pool *p, struct ibvf_pool_health *out)
@@ -857,6 +901,34 @@ static void init_lock(struct ibvf_pool *p)
 	pthread_mutex_init(&p->lock, &a);
 	pthread_mutexattr_destroy(&a);
 	pthread_mutex_init(&p->health_lock, NULL);
+	pthread_mutex_init(&p->sync_lock, NULL);
+	pthread_cond_init(&p->sync_cond, NULL);
+}
+
+/*
+ * sync_full: from here on SQLite commits without syncing (synchronous=NORMAL)
+ * and group commit makes each write durable with its own fdatasync() of the
+ * WAL (see "group commit"). The open's own writes ran with synchronous=FULL.
+ * The WAL file stays the same file while the connection is open (SQLite
+ * removes it only when the last connection closes; a checkpoint truncates
+ * it in place). Return: 0 or -EIO.
+ */
+static int start_group_commit(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char wal[PATH_MAX + 8];
+	struct stat st;
+	int ret;
+
+	snprintf(wal, sizeof(wal), "%s-wal", p->path);
+	p->wal_fd = open(wal, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (p->wal_fd < 0 || fstat(p->wal_fd, &st) || !S_ISREG(st.st_mode))
+		return ibvf_errf(err, errlen, -EIO, "pool store WAL %s: %s", wal,
+				 p->wal_fd < 0 ? strerror(errno) : "not a regular file");
+	fsync_dir_of(wal); /* a WAL created by this open: its name is durable too */
+	ret = exec(p, "PRAGMA synchronous=NORMAL", err, errlen);
+	if (!ret)
+		p->sync_full = true;
+	return ret;
 }
 
 int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char *err, size_t errlen)
@@ -881,6 +953,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 	}
 	init_lock(p);
 	p->id_fd = -1;
+	p->wal_fd = -1;
 	memcpy(p->ranges, o->ranges, o->n_ranges * sizeof(*p->ranges));
 	p->n_ranges = o->n_ranges;
 	p->quarantine_s = o->quarantine_s;
@@ -889,6 +962,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 	p->now_arg = o->now_arg;
 	p->write_fault = o->write_fault;
 	p->fault_arg = o->fault_arg;
+	p->sync_fault = o->sync_fault;
 	if (snprintf(p->path, sizeof(p->path), "%s/%s", o->state_dir, IBVF_POOL_DB_NAME) >=
 	    (int)sizeof(p->path)) {
 		ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "state dir path too long");
@@ -957,6 +1031,8 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 	ret = sync_ranges(p, err, errlen);
 	if (!ret)
 		ret = check_identity(p, err, errlen);
+	if (!ret && !o->read_only && o->sync_full)
+		ret = start_group_commit(p, err, errlen);
 	if (ret)
 		goto fail;
 	/* the identity write of the open is no attach's write: health starts empty */
@@ -975,6 +1051,8 @@ void ibvf_pool_close(struct ibvf_pool *p)
 {
 	if (!p)
 		return;
+	if (p->tx_open && p->db)
+		commit_inline(p, NULL, 0);
 	for (size_t i = 0; i < p->n_stmts; i++) {
 		sqlite3_finalize(p->stmts[i].st);
 		free(p->stmts[i].sql);
@@ -982,8 +1060,12 @@ void ibvf_pool_close(struct ibvf_pool *p)
 	sqlite3_close(p->db);
 	if (p->id_fd >= 0)
 		close(p->id_fd);
+	if (p->wal_fd >= 0)
+		close(p->wal_fd);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->health_lock);
+	pthread_mutex_destroy(&p->sync_lock);
+	pthread_cond_destroy(&p->sync_cond);
 	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
 		free(p->in_use[v]);
 	free(p->ranges);
@@ -1105,10 +1187,9 @@ int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, ch
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_get(p, guid, out, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 static int pool_find_owner(struct ibvf_pool *p, const char *container_id, const char *ifname,
@@ -1128,10 +1209,9 @@ int ibvf_pool_find_owner(struct ibvf_pool *p, const char *container_id, const ch
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_find_owner(p, container_id, ifname, out, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 static int pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *out, char *err,
@@ -1153,10 +1233,9 @@ int ibvf_pool_find_pci(struct ibvf_pool *p, const char *pci, struct ibvf_alloc *
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_find_pci(p, pci, out, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 int ibvf_pool_find_attach(struct ibvf_pool *p, const char *container_id, const char *ifname,
@@ -1165,14 +1244,13 @@ int ibvf_pool_find_attach(struct ibvf_pool *p, const char *container_id, const c
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_find_owner(p, container_id, ifname, mine, err, errlen);
 	if (ret == -ENOENT)
 		ret = pool_find_pci(p, pci, other, err, errlen);
 	else if (!ret)
 		ret = 1;
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 static int insert_row(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
@@ -1589,23 +1667,334 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 	return insert_row(p, a, err, errlen);
 }
 
-/* Start a write transaction with a free list that matches our ranges. */
+/*
+ * ---------------------------------------------------------- group commit --
+ *
+ * With sync_full, concurrent writes share one transaction and one fdatasync()
+ * (issue 17): a write call runs inside the open transaction (BEGIN IMMEDIATE
+ * by the first one, each later one in its own SAVEPOINT, so a failing call undoes
+ * only itself), then leaves @lock and waits in durable_wait() until its group
+ * is on disk. One waiter at a time is the leader: it COMMITs the open group
+ * (SQLite synchronous=NORMAL: the WAL frames are written, not synced), then
+ * fdatasync()s the WAL outside @lock, while the next calls already fill the
+ * next group. A call returns only after the fdatasync() that followed its
+ * COMMIT succeeded, so "full" keeps its meaning: on disk before the caller
+ * acts on it. A failed COMMIT or fdatasync() fails every call of the groups
+ * it covered, and none of them is acknowledged.
+ *
+ * Without sync_full (NORMAL), nested calls (a list callback that writes) and
+ * the open, each call commits its group at once, inline (and with sync_full
+ * syncs inline too, holding @lock).
+ */
+
+static void pool_lock(struct ibvf_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->depth++;
+}
+
+/* Is group @g resolved? 0 durable, <0 failed, 1 not yet. Under @sync_lock. */
+static int group_result(const struct ibvf_pool *p, uint64_t g)
+{
+	for (size_t i = 0; i < p->n_failed; i++)
+		if (g >= p->failed[i].lo && g <= p->failed[i].hi)
+			return p->failed[i].ret;
+	if (g <= p->failed_dropped)
+		return -EIO; /* may have failed, the record is gone: never acknowledge it */
+	return g <= p->synced ? 0 : 1;
+}
+
+/* Record that groups @lo..@hi failed with @ret (@msg); under @sync_lock. */
+static void group_failed(struct ibvf_pool *p, uint64_t lo, uint64_t hi, int ret, const char *msg)
+{
+	size_t max = sizeof(p->failed) / sizeof(p->failed[0]);
+
+	if (lo > hi)
+		return;
+	if (p->n_failed == max) {
+		if (p->failed[0].hi > p->failed_dropped)
+			p->failed_dropped = p->failed[0].hi;
+		memmove(p->failed, p->failed + 1, (max - 1) * sizeof(p->failed[0]));
+		p->n_failed--;
+	}
+	p->failed[p->n_failed++] = (struct group_failure){lo, hi, ret};
+	snprintf(p->sync_msg, sizeof(p->sync_msg), "%s", msg);
+}
+
+/* Groups up to @target are durable (@ret 0) or failed; under @sync_lock. */
+static void groups_synced(struct ibvf_pool *p, uint64_t target, int ret, const char *msg)
+{
+	if (target <= p->synced)
+		return;
+	if (ret)
+		group_failed(p, p->synced + 1, target, ret, msg);
+	p->synced = target;
+	pthread_cond_broadcast(&p->sync_cond);
+}
+
+/*
+ * COMMIT the open transaction (under @lock): the generation bump of a group
+ * that changed rows, the fault seam, COMMIT, then pool.id. A failure rolls
+ * the whole group back and fails every call in it. Return: 0 or -EIO.
+ */
+static int commit_open(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	uint64_t g = p->tx_group;
+	bool dirty = p->tx_dirty;
+	sqlite3_int64 gen = 0;
+	int ret = 0;
+
+	if (!p->tx_open)
+		return 0;
+	p->store_failed = false;
+	/* one cached statement: the generation of this commit (check_identity()) */
+	if (dirty &&
+	    scalar_i64(p,
+		       "INSERT INTO meta VALUES('generation', '1') ON CONFLICT(key) DO UPDATE SET "
+		       "value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
+		       0, 0, &gen, err, errlen) != 1)
+		ret = -EIO;
+	if (!ret && injected_fault(p, err, errlen))
+		ret = -EIO;
+	if (!ret && exec(p, "COMMIT", err, errlen))
+		ret = -EIO;
+	if (ret && !sqlite3_get_autocommit(p->db))
+		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+	p->tx_open = p->tx_dirty = false;
+	if (!dirty)
+		return ret;
+	pthread_mutex_lock(&p->sync_lock);
+	if (ret) {
+		if (!p->store_failed)
+			ibvf_errf(p->store_msg, sizeof(p->store_msg), -EIO, "pool store %s: %s",
+				  p->path, err && *err ? err : "COMMIT failed");
+		group_failed(p, g, g, -EIO, p->store_msg);
+		pthread_cond_broadcast(&p->sync_cond);
+	} else {
+		p->committed = g;
+		if (!p->sync_full)
+			groups_synced(p, g, 0, NULL); /* NORMAL: committed is all it promises */
+	}
+	pthread_mutex_unlock(&p->sync_lock);
+	if (!ret) {
+		p->generation = p->committed_gen = (uint64_t)gen;
+		/* sync_full: pool.id follows the fdatasync (id_file_durable()) */
+		if (!p->sync_full)
+			write_id_file(p);
+	}
+	return ret;
+}
+
+/*
+ * After an fdatasync() made generation @gen durable (under @lock): pool.id
+ * records it. Never before: after a power loss pool.id must not name a
+ * generation the WAL on disk lacks, or the store would look lost.
+ */
+static void id_file_durable(struct ibvf_pool *p, uint64_t gen)
+{
+	if (gen <= p->id_gen)
+		return;
+	write_id_file_gen(p, gen);
+	p->id_gen = gen;
+}
+
+/*
+ * Make the WAL durable: fdatasync() its file, or, once an fdatasync() failed
+ * (@broken: write-back errors may have dropped pages the WAL on disk lacks),
+ * a checkpoint that copies everything into pool.db and syncs it; that needs
+ * @lock. Return: 0 or -EIO (@msg set).
+ */
+static int sync_wal(struct ibvf_pool *p, bool broken, char *msg, size_t len)
+{
+	int f = p->sync_fault ? p->sync_fault(p->fault_arg) : 0;
+	int log = 0, done = 0, rc;
+
+	if (f < 0)
+		return ibvf_errf(msg, len, -EIO, "pool store %s-wal: fdatasync: %s (injected)",
+				 p->path, strerror(-f));
+	if (broken) {
+		rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+		if (rc != SQLITE_OK || log != done)
+			return ibvf_errf(
+				msg, len, -EIO,
+				"pool store %s: a WAL fdatasync failed, and the checkpoint "
+				"that would make the writes since durable did not finish (%s)",
+				p->path, rc == SQLITE_OK ? "frames left" : sqlite3_errstr(rc));
+		return 0;
+	}
+	if (p->wal_fd < 0)
+		return ibvf_errf(msg, len, -EIO, "pool store %s-wal: not open", p->path);
+	if (fdatasync(p->wal_fd))
+		return ibvf_errf(msg, len, -EIO, "pool store %s-wal: fdatasync: %s", p->path,
+				 strerror(errno));
+	return 0;
+}
+
+/* After sync_wal(): remember a failure (under @sync_lock). */
+static void sync_outcome(struct ibvf_pool *p, bool broken, int rc)
+{
+	if (rc && !p->sync_broken)
+		log_err("GUID pool store: %s (writes fail until a checkpoint succeeds)",
+			p->sync_msg);
+	else if (!rc && broken && p->sync_broken)
+		log_notice(
+			"GUID pool store %s: checkpointed after the failed WAL fdatasync; writes "
+			"are durable again",
+			p->path);
+	p->sync_broken = rc != 0;
+}
+
+/*
+ * Wait until group @g is durable, leading the commit and fdatasync() when no
+ * one else does. Called without @lock. Return: 0, or -EIO (@msg set).
+ */
+static int durable_wait(struct ibvf_pool *p, uint64_t g, char *msg, size_t len)
+{
+	char m[IBVF_ERR_LEN] = "";
+	uint64_t target, gen;
+	bool broken;
+	int r, rc;
+
+	pthread_mutex_lock(&p->sync_lock);
+	while ((r = group_result(p, g)) > 0) {
+		if (p->syncing) {
+			pthread_cond_wait(&p->sync_cond, &p->sync_lock);
+			continue;
+		}
+		p->syncing = true;
+		broken = p->sync_broken;
+		pthread_mutex_unlock(&p->sync_lock);
+		pthread_mutex_lock(&p->lock);
+		/* everything written so far shares this fdatasync() */
+		if (p->tx_open && p->tx_dirty)
+			commit_open(p, NULL, 0);
+		target = p->committed;
+		gen = p->committed_gen;
+		if (broken) {
+			rc = sync_wal(p, true, m, sizeof(m)); /* a checkpoint: the connection */
+			if (!rc)
+				id_file_durable(p, gen);
+			pthread_mutex_unlock(&p->lock);
+		} else {
+			pthread_mutex_unlock(&p->lock);
+			rc = sync_wal(p, false, m, sizeof(m));
+			if (!rc) {
+				pthread_mutex_lock(&p->lock);
+				id_file_durable(p, gen);
+				pthread_mutex_unlock(&p->lock);
+			}
+		}
+		pthread_mutex_lock(&p->sync_lock);
+		groups_synced(p, target, rc, m);
+		sync_outcome(p, broken, rc);
+		p->syncing = false;
+		pthread_cond_broadcast(&p->sync_cond);
+	}
+	if (r < 0)
+		snprintf(msg, len, "%s", p->sync_msg);
+	pthread_mutex_unlock(&p->sync_lock);
+	return r;
+}
+
+/* Commit the open group and (sync_full) sync it, holding @lock: the inline path. */
+static void commit_inline(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char m[IBVF_ERR_LEN] = "";
+	uint64_t target;
+	bool broken;
+	int rc;
+
+	if (commit_open(p, err, errlen) || !p->sync_full)
+		return;
+	target = p->committed;
+	pthread_mutex_lock(&p->sync_lock);
+	broken = p->sync_broken;
+	if (target <= p->synced) /* nothing new to make durable */
+		target = 0;
+	pthread_mutex_unlock(&p->sync_lock);
+	if (!target)
+		return;
+	rc = sync_wal(p, broken, m, sizeof(m));
+	if (!rc)
+		id_file_durable(p, p->committed_gen);
+	pthread_mutex_lock(&p->sync_lock);
+	groups_synced(p, target, rc, m);
+	sync_outcome(p, broken, rc);
+	pthread_mutex_unlock(&p->sync_lock);
+}
+
+/*
+ * Undo the current call's part of the open transaction after a failure; the
+ * calls before it in the group keep theirs. When SQLite rolled the whole
+ * transaction back itself (I/O error, disk full), every call of the group
+ * fails.
+ */
+static void undo_call(struct ibvf_pool *p)
+{
+	uint64_t g = p->tx_group;
+
+	if (p->in_savepoint)
+		sqlite3_exec(p->db, "ROLLBACK TO op; RELEASE op", NULL, NULL, NULL);
+	p->in_savepoint = false;
+	if (p->tx_open && sqlite3_get_autocommit(p->db)) {
+		if (p->tx_dirty) {
+			pthread_mutex_lock(&p->sync_lock);
+			group_failed(p, g, g, -EIO,
+				     p->store_failed ? p->store_msg : "transaction rolled back");
+			pthread_cond_broadcast(&p->sync_cond);
+			pthread_mutex_unlock(&p->sync_lock);
+		}
+		p->tx_open = p->tx_dirty = false;
+	} else if (p->tx_open && !p->tx_dirty) {
+		/* nothing in it to keep: free the write lock */
+		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
+		p->tx_open = false;
+	}
+	if (p->store_failed)
+		record_write(p, p->store_ret);
+}
+
+/*
+ * Start a write call: join the open transaction of its group, or BEGIN
+ * IMMEDIATE a new one (with a free list that matches our ranges); a call
+ * that joins runs in its own SAVEPOINT.
+ */
 static int begin(struct ibvf_pool *p, char *err, size_t errlen)
 {
+	sqlite3_stmt *st;
+	bool opened = false;
 	int ret;
 
 	if (p->read_only)
 		return ibvf_errf(err, errlen, -EROFS, "pool store %s is open read-only", p->path);
 	p->store_failed = false;
-	p->changes_at_begin = sqlite3_total_changes64(p->db);
-	ret = exec(p, "BEGIN IMMEDIATE", err, errlen);
-	if (!ret)
-		ret = ensure_free_list_locked(p, err, errlen);
-	if (ret) {
-		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
-		if (p->store_failed)
-			record_write(p, p->store_ret);
+	if (!p->tx_open) {
+		ret = exec(p, "BEGIN IMMEDIATE", err, errlen);
+		if (ret) {
+			if (p->store_failed)
+				record_write(p, p->store_ret);
+			return ret;
+		}
+		p->tx_open = true;
+		p->tx_dirty = false;
+		p->tx_group = ++p->next_group;
+		opened = true;
 	}
+	p->changes_at_begin = sqlite3_total_changes64(p->db);
+	/*
+	 * Calls run one at a time (@lock): the call that opened the transaction
+	 * has it to itself, and undoes its failure with ROLLBACK; one that joins
+	 * other calls' writes undoes only its own part (SAVEPOINT).
+	 */
+	p->in_savepoint = !opened;
+	ret = 0;
+	if (!opened && !(ret = prep(p, &st, "SAVEPOINT op", err, errlen)))
+		ret = run(p, st, err, errlen);
+	/* another process may rebuild the free list, but only between our transactions */
+	if (!ret && opened)
+		ret = ensure_free_list_locked(p, err, errlen);
+	if (ret)
+		undo_call(p);
 	return ret;
 }
 
@@ -1624,35 +2013,98 @@ static int injected_fault(struct ibvf_pool *p, char *err, size_t errlen)
 }
 
 /*
- * Commit (@ret >= 0) or roll back, and record the outcome for
- * ibvf_pool_health(): a failure of SQLite (db_err()) anywhere in the
- * transaction, or a commit that changed rows. A transaction that changed
- * nothing (an idempotent no-op, a refusal) proves nothing about the disk.
+ * End a write call (@ret >= 0: keep its changes; < 0: undo them), and record
+ * the outcome for ibvf_pool_health(): a failure of SQLite (db_err())
+ * anywhere in the call, or a write that changed rows (once durable). A call
+ * that changed nothing (an idempotent no-op, a refusal) proves nothing about
+ * the disk. A top-level call with sync_full returns here with its group still
+ * to be made durable: pool_unlock() waits for it.
  */
 static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 {
 	bool changed = sqlite3_total_changes64(p->db) != p->changes_at_begin;
-	sqlite3_int64 gen = 0;
+	char msg[IBVF_ERR_LEN] = "";
+	sqlite3_stmt *st;
+	uint64_t g;
+	int r;
 
-	/* one cached statement: the generation of this commit (check_identity()) */
-	if (ret >= 0 && changed &&
-	    scalar_i64(p,
-		       "INSERT INTO meta VALUES('generation', '1') ON CONFLICT(key) DO UPDATE SET "
-		       "value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
-		       0, 0, &gen, err, errlen) != 1)
+	if (ret >= 0 && p->in_savepoint &&
+	    (prep(p, &st, "RELEASE op", err, errlen) || run(p, st, err, errlen)))
 		ret = -EIO;
-	if (ret >= 0 && !injected_fault(p, err, errlen) && exec(p, "COMMIT", err, errlen) == 0) {
-		if (changed) {
-			record_write(p, 0);
-			p->generation = (uint64_t)gen;
-			write_id_file(p);
+	if (ret >= 0)
+		p->in_savepoint = false;
+	if (ret < 0) {
+		undo_call(p);
+		return ret;
+	}
+	p->tx_dirty |= changed;
+	if (!p->tx_dirty) {
+		/* nothing to make durable: end the transaction (frees the write lock) */
+		if (commit_open(p, err, errlen)) {
+			if (p->store_failed)
+				record_write(p, p->store_ret);
+			return -EIO;
 		}
 		return ret;
 	}
-	sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
-	if (p->store_failed)
-		record_write(p, p->store_ret);
-	return ret < 0 ? ret : -EIO;
+	g = p->tx_group;
+	if (p->sync_full && p->depth == 1) {
+		if (g > p->need)
+			p->need = g;
+		p->need_changed |= changed;
+		return ret;
+	}
+	commit_inline(p, err, errlen);
+	pthread_mutex_lock(&p->sync_lock);
+	r = group_result(p, g);
+	if (r < 0)
+		snprintf(msg, sizeof(msg), "%s", p->sync_msg);
+	pthread_mutex_unlock(&p->sync_lock);
+	if (r < 0) {
+		record_write_msg(p, r, msg);
+		return ibvf_errf(err, errlen, r, "%s", msg);
+	}
+	if (changed)
+		record_write_msg(p, 0, NULL);
+	return ret;
+}
+
+/*
+ * Leave a public call. At the outermost level with sync_full, wait until
+ * what it wrote, and what it read of other calls' writes, is durable. A
+ * write whose group failed fails (-EIO, @err set).
+ */
+static int pool_unlock(struct ibvf_pool *p, int ret, char *err, size_t errlen)
+{
+	char msg[IBVF_ERR_LEN] = "";
+	bool changed = false;
+	uint64_t g = 0, vis;
+	int r;
+
+	if (--p->depth == 0 && p->sync_full) {
+		g = p->need;
+		changed = p->need_changed;
+		p->need = 0;
+		p->need_changed = false;
+		vis = p->tx_open && p->tx_dirty ? p->tx_group : p->committed;
+		if (vis > g)
+			g = vis;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (!g)
+		return ret;
+	r = durable_wait(p, g, msg, sizeof(msg));
+	if (!changed)
+		return ret; /* a read waited for what it saw; a failed group is its writers' */
+	record_write_msg(p, r < 0 ? r : 0, msg);
+	return r < 0 ? ibvf_errf(err, errlen, r, "%s", msg) : ret;
+}
+
+/* Leave a call that touched no store state. */
+static void pool_unlock_mem(struct ibvf_pool *p)
+{
+	p->depth--;
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* --------------------------------------------------- store identity -- */
@@ -1796,6 +2248,12 @@ static bool check_files(struct ibvf_pool *p)
 
 static void write_id_file(struct ibvf_pool *p)
 {
+	write_id_file_gen(p, p->generation);
+}
+
+/* pool.id with generation @gen (group commit writes it once that is durable). */
+static void write_id_file_gen(struct ibvf_pool *p, uint64_t gen)
+{
 	char buf[128], err[IBVF_ERR_LEN] = "";
 	int n, ret = 0;
 
@@ -1805,7 +2263,7 @@ static void write_id_file(struct ibvf_pool *p)
 		return; /* marked lost: pool.id keeps the evidence */
 	/* fixed width: an overwrite in place replaces the whole content */
 	n = snprintf(buf, sizeof(buf), "ibvf-pool-id 1\nid %s\ngeneration %020llu\n", p->store_id,
-		     (unsigned long long)p->generation);
+		     (unsigned long long)gen);
 	if (p->id_fd >= 0) {
 		/* one pwrite(): the per-commit cost (a rename per commit cost 5x an allocation) */
 		if (pwrite(p->id_fd, buf, (size_t)n, 0) == n)
@@ -2024,10 +2482,9 @@ int ibvf_pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, 
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_adopt(p, a, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 static int pool_rebuilt(struct ibvf_pool *p, char *err, size_t errlen)
@@ -2056,14 +2513,16 @@ int ibvf_pool_rebuilt(struct ibvf_pool *p, char *err, size_t errlen)
 	char why[IBVF_ERR_LEN];
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_rebuilt(p, err, errlen);
+	ret = pool_unlock(p, ret, err, errlen);
 	if (ret && is_lost(p, NULL, 0) == false) {
 		/* the commit failed after set_lost(NULL): still lost on disk */
+		pool_lock(p);
 		if (meta_get(p, "lost", why, sizeof(why), NULL, 0) == 1)
 			set_lost(p, why);
+		pool_unlock_mem(p);
 	}
-	pthread_mutex_unlock(&p->lock);
 	return ret;
 }
 
@@ -2094,10 +2553,9 @@ int ibvf_pool_allocate_batch(struct ibvf_pool *p, const struct ibvf_alloc_reques
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_allocate_batch(p, reqs, n, out, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 int ibvf_pool_allocate(struct ibvf_pool *p, const struct ibvf_alloc_request *req,
@@ -2119,10 +2577,9 @@ int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_expire(p, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 int ibvf_pool_checkpoint(struct ibvf_pool *p, char *err, size_t errlen)
@@ -2131,12 +2588,15 @@ int ibvf_pool_checkpoint(struct ibvf_pool *p, char *err, size_t errlen)
 
 	if (p->read_only)
 		return 0;
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
+	/* a checkpoint needs the connection outside a transaction: commit the open group
+	 * (its waiters' leader still syncs it) */
+	commit_open(p, NULL, 0);
 	check_files(p); /* pool.db or pool.id deleted or replaced while we run */
 	rc = sqlite3_wal_checkpoint_v2(p->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
 	if (rc != SQLITE_OK && rc != SQLITE_BUSY)
 		busy = db_err(p, err, errlen, "checkpoint");
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock_mem(p);
 	if (busy)
 		return busy;
 	return rc == SQLITE_BUSY || log > done ? 1 : 0;
@@ -2159,11 +2619,11 @@ int ibvf_pool_set_in_use(struct ibvf_pool *p, enum ibvf_pool_view view, const ui
 				v[k++] = guids[i];
 		qsort(v, k, sizeof(*v), cmp_u64);
 	}
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	free(p->in_use[view]);
 	p->in_use[view] = v;
 	p->n_in_use[view] = k;
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock_mem(p);
 	return 0;
 }
 
@@ -2171,9 +2631,9 @@ bool ibvf_pool_in_use(struct ibvf_pool *p, uint64_t guid)
 {
 	bool r;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	r = seen_in_use(p, guid, NULL);
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock_mem(p);
 	return r;
 }
 
@@ -2196,10 +2656,9 @@ int ibvf_pool_probe_write(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_probe_write(p, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 static int pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen)
@@ -2240,9 +2699,9 @@ int64_t ibvf_pool_clock_ms(struct ibvf_pool *p)
 
 void ibvf_pool_set_sm_check(struct ibvf_pool *p, bool on)
 {
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	p->sm_check = on;
-	pthread_mutex_unlock(&p->lock);
+	pool_unlock_mem(p);
 }
 
 static int pool_quarantine_seen(struct ibvf_pool *p, uint64_t guid, bool listed, int64_t list_ms,
@@ -2278,20 +2737,18 @@ int ibvf_pool_quarantine_seen(struct ibvf_pool *p, uint64_t guid, bool listed, i
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_quarantine_seen(p, guid, listed, list_ms, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen)
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_release(p, guid, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 static int pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
@@ -2338,10 +2795,9 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_update(p, a, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 /* -------------------------------------------------------- list/stats -- */
@@ -2397,10 +2853,9 @@ int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_list(p, f, cb, arg, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 static int pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, size_t errlen)
@@ -2442,10 +2897,9 @@ int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, s
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_stats(p, s, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }
 
 /* ------------------------------------------------------------- audit -- */
@@ -2672,8 +3126,7 @@ int ibvf_pool_audit(struct ibvf_pool *p, int (*cb)(void *arg, const struct ibvf_
 {
 	int ret;
 
-	pthread_mutex_lock(&p->lock);
+	pool_lock(p);
 	ret = pool_audit(p, cb, arg, err, errlen);
-	pthread_mutex_unlock(&p->lock);
-	return ret;
+	return pool_unlock(p, ret, err, errlen);
 }

@@ -9,9 +9,16 @@
  * one store (ibvfd, ibvfctl): write transactions are BEGIN IMMEDIATE with a
  * busy timeout.
  *
+ * Group commit (sync_full, issue 17): concurrent writes of one struct
+ * ibvf_pool share a transaction and one fdatasync() of the WAL; each write
+ * call still returns only once its write is on disk (a failed commit or
+ * fdatasync() fails every write of its group). A call that read another
+ * thread's not yet durable write waits for it too.
+ *
  * Threads: a struct ibvf_pool may be shared by threads. Every function below
  * takes the pool's own (recursive) mutex for the whole call, so each call is
- * atomic within the process and callers do no locking around it. The
+ * atomic within the process and callers do no locking around it (the mutex
+ * is not held while a write waits for the disk). The
  * callbacks of ibvf_pool_list() and ibvf_pool_audit() run with that mutex
  * held: they may call the pool again, but must not wait for another thread
  * that uses the same pool. A lookup that must be atomic over several
@@ -118,6 +125,14 @@ struct ibvf_pool_opts {
 	 * back, -EIO, recorded in ibvf_pool_health()). NULL: no faults.
 	 */
 	int (*write_fault)(void *arg);
+	/*
+	 * test seam (sync_full): called before each fdatasync() of the WAL that
+	 * makes a group of commits durable; it may block (to hold writers in
+	 * their wait), and a negative errno fails it as a failed fdatasync()
+	 * would: every write of the groups it covers fails with -EIO, none is
+	 * acknowledged. NULL: no faults. Both seams get @fault_arg.
+	 */
+	int (*sync_fault)(void *arg);
 	void *fault_arg;
 };
 

@@ -343,9 +343,14 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 
 		for (size_t i = 0; sm_listed && i < snap->n_pkeys; i++)
 			missing |= !sm_member_ok(r, snap->pkeys[i], snap->guid);
-		/* ... and whose VF the listing shows with its GUID: no store or VF read */
+		/*
+		 * ... and whose VF the listing shows with its GUID (and, when
+		 * handed, with its netdev not back in the host): no store or VF read
+		 */
 		if (!missing &&
-		    (!snap->pci[0] || (lv && lv->guids_known && lv->port_guid == snap->guid)))
+		    (!snap->pci[0] || (lv && lv->guids_known && lv->port_guid == snap->guid &&
+				       !(snap->state == IBVF_ALLOC_HANDED && lv->netdev[0] &&
+					 if_nametoindex(lv->netdev)))))
 			return;
 	}
 	if (!env->ops->try_hold(env->ctx, &snap->owner, snap->pci, &hold))

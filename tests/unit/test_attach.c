@@ -144,8 +144,14 @@ static int f_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *v
 	(void)err;
 	(void)errlen;
 	pthread_mutex_lock(&fv.lock);
-	for (int i = 0; i < N_VFS; i++)
+	for (int i = 0; i < N_VFS; i++) {
 		fill(&fv.vf[i], &all[i]);
+		/* the listing shows netdevs as lookup() does */
+		if (!fv.vf[i].host_netdev)
+			all[i].netdev[0] = 0;
+		else
+			snprintf(all[i].netdev, sizeof(all[i].netdev), "lo");
+	}
 	pthread_mutex_unlock(&fv.lock);
 	for (int i = 0; i < N_VFS; i++)
 		if (cb(arg, &all[i]))
@@ -184,10 +190,13 @@ static int f_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port
 
 /* A negative errno: every store commit fails (ibvf_pool_opts.write_fault). */
 static int store_fault;
+/* store commits so far (the seam runs before each; sync "normal": one per write call) */
+static int store_commits;
 
 static int f_write_fault(void *arg)
 {
 	(void)arg;
+	__atomic_add_fetch(&store_commits, 1, __ATOMIC_SEQ_CST);
 	return __atomic_load_n(&store_fault, __ATOMIC_SEQ_CST);
 }
 
@@ -443,11 +452,18 @@ static int store_state(struct fx *f, uint64_t g)
 static void test_prepare_commit_release(void **state)
 {
 	struct fx *f = *state;
+	int commits = __atomic_load_n(&store_commits, __ATOMIC_SEQ_CST);
 	json_t *r = call(f, "prepare", prep_params("c1", pci_of(0), "0x0012"));
 	uint64_t g;
 	struct ibvf_alloc a;
 
 	assert_int_equal(f->code[0], 0);
+	/*
+	 * the store writes crash safety needs (issue 17): allocated (before the
+	 * VF or the SM sees the GUID), sm_requested (before the SM does),
+	 * port_ready (the answer); commit adds handed
+	 */
+	assert_int_equal(__atomic_load_n(&store_commits, __ATOMIC_SEQ_CST) - commits, 3);
 	g = guid_of(r);
 	assert_true(g >= RANGE_START && g <= RANGE_END);
 	assert_string_equal(json_string_value(json_object_get(r, "state")), "port_ready");
@@ -473,8 +489,10 @@ static void test_prepare_commit_release(void **state)
 	assert_int_equal(guid_of(r), g);
 	assert_int_equal(fv.program_calls, 1);
 
+	commits = __atomic_load_n(&store_commits, __ATOMIC_SEQ_CST);
 	r = call(f, "commit", json_pack("{s:o}", "owner", owner("c1", "net1")));
 	assert_int_equal(f->code[0], 0);
+	assert_int_equal(__atomic_load_n(&store_commits, __ATOMIC_SEQ_CST) - commits, 1);
 	assert_string_equal(json_string_value(json_object_get(r, "state")), "handed");
 	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
 	/* a retried ADD after commit: same answer, the port in the Pod is not read */

@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Group commit of the GUID pool with sync "full" (issue 17): concurrent
+ * writes share a transaction and one fdatasync() of the WAL, and none is
+ * acknowledged before the fdatasync() that covers it succeeded.
+ *
+ * The sync seam (ibvf_pool_opts.sync_fault) stands in for fdatasync(): it
+ * counts the calls and can hold them at a gate until the test gives a
+ * verdict, so the test sees which writes returned while their group was not
+ * yet on disk (none may have), and what a failed fdatasync() or COMMIT does
+ * to every write of its group.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "pool_fixture.h"
+
+static const struct ibvf_guid_range ranges[] = {{0x0200000000000001ull, 0x020000000000ffffull}};
+#define G0 0x0200000000000001ull
+
+/* The seams' state: a gate for fdatasync() calls, and a COMMIT fault. */
+struct seam {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool hold;	/* fdatasync() calls wait for a verdict */
+	int verdict;	/* for the held call: 0 or a negative errno */
+	bool given;	/* @verdict is set for the call at the gate */
+	int at_gate;	/* calls waiting at the gate */
+	int syncs;	/* fdatasync() calls so far */
+	int commit_err; /* write_fault: returned at each COMMIT */
+	int delay_us;	/* each fdatasync() takes this long (a slow disk) */
+};
+
+static struct seam sm = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static int sync_seam(void *arg)
+{
+	struct seam *s = arg;
+	int v = 0;
+
+	pthread_mutex_lock(&s->mu);
+	s->syncs++;
+	if (s->hold) {
+		s->at_gate++;
+		pthread_cond_broadcast(&s->cv);
+		while (!s->given)
+			pthread_cond_wait(&s->cv, &s->mu);
+		s->given = false;
+		s->at_gate--;
+		v = s->verdict;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (s->delay_us)
+		usleep((useconds_t)s->delay_us);
+	return v;
+}
+
+static int commit_seam(void *arg)
+{
+	struct seam *s = arg;
+	int v;
+
+	pthread_mutex_lock(&s->mu);
+	v = s->commit_err;
+	pthread_mutex_unlock(&s->mu);
+	return v;
+}
+
+static void seam_reset(void)
+{
+	pthread_mutex_lock(&sm.mu);
+	sm.hold = sm.given = false;
+	sm.verdict = sm.at_gate = sm.syncs = sm.commit_err = sm.delay_us = 0;
+	pthread_mutex_unlock(&sm.mu);
+}
+
+/*
+ * Wait (at most 10 s) until @n calls are at the gate, or @w (optional) has
+ * returned: a write acknowledged without its fdatasync().
+ */
+static void wait_at_gate(int n, const bool *w)
+{
+	int at = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		bool returned;
+
+		pthread_mutex_lock(&sm.mu);
+		at = sm.at_gate;
+		returned = w && *w;
+		pthread_mutex_unlock(&sm.mu);
+		if (at == n || returned)
+			break;
+		usleep(10000);
+	}
+	assert_false(w && *w);
+	assert_int_equal(at, n);
+}
+
+/* Let the call at the gate go with @verdict. */
+static void give(int verdict)
+{
+	pthread_mutex_lock(&sm.mu);
+	sm.verdict = verdict;
+	sm.given = true;
+	pthread_cond_broadcast(&sm.cv);
+	pthread_mutex_unlock(&sm.mu);
+}
+
+static int syncs(void)
+{
+	int n;
+
+	pthread_mutex_lock(&sm.mu);
+	n = sm.syncs;
+	pthread_mutex_unlock(&sm.mu);
+	return n;
+}
+
+/* The generation pool.id records (issue 14: the store's identity outside it). */
+static unsigned long long id_generation(struct pool_fx *f)
+{
+	char *path = tu_path(f->state, IBVF_POOL_ID_NAME), buf[256] = "", id[64];
+	unsigned long long g = 0;
+	FILE *fp = fopen(path, "r");
+
+	assert_non_null(fp);
+	assert_true(fread(buf, 1, sizeof(buf) - 1, fp) > 0);
+	fclose(fp);
+	free(path);
+	assert_int_equal(sscanf(buf, "ibvf-pool-id 1 id %63s generation %llu", id, &g), 2);
+	return g;
+}
+
+static int open_seams(struct pool_fx *f, bool sync_full)
+{
+	struct ibvf_pool_opts o = {
+		.state_dir = f->state,
+		.ranges = ranges,
+		.n_ranges = 1,
+		.quarantine_s = 60,
+		.sync_full = sync_full,
+		.now_ms = fx_clock,
+		.now_arg = &f->now,
+		.write_fault = commit_seam,
+		.sync_fault = sync_seam,
+		.fault_arg = &sm,
+	};
+
+	ibvf_pool_close(f->p);
+	f->p = NULL;
+	return ibvf_pool_open(&o, &f->p, f->err, sizeof(f->err));
+}
+
+static int open_full(struct pool_fx *f)
+{
+	return open_seams(f, true);
+}
+
+/* One allocating thread; @done is set (under sm.mu) when its call returned. */
+struct writer {
+	struct ibvf_pool *p;
+	char owner[32];
+	pthread_t t;
+	bool done;
+	int ret;
+	uint64_t guid;
+	char err[IBVF_ERR_LEN];
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	struct ibvf_alloc_request rq = {.vf_index = -1};
+	struct ibvf_alloc a;
+	int ret;
+
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "%s", w->owner);
+	snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+	ret = ibvf_pool_allocate(w->p, &rq, &a, w->err, sizeof(w->err));
+	pthread_mutex_lock(&sm.mu);
+	w->ret = ret;
+	w->guid = ret ? 0 : a.guid;
+	w->done = true;
+	pthread_mutex_unlock(&sm.mu);
+	return NULL;
+}
+
+static void start(struct writer *w, struct ibvf_pool *p, const char *prefix, int i)
+{
+	memset(w, 0, sizeof(*w));
+	w->p = p;
+	snprintf(w->owner, sizeof(w->owner), "%s%d", prefix, i);
+	assert_int_equal(pthread_create(&w->t, NULL, writer_main, w), 0);
+}
+
+static int n_done(struct writer *w, int n)
+{
+	int d = 0;
+
+	pthread_mutex_lock(&sm.mu);
+	for (int i = 0; i < n; i++)
+		d += w[i].done;
+	pthread_mutex_unlock(&sm.mu);
+	return d;
+}
+
+#define N_GROUP 16
+
+/*
+ * Writer "a" leads: its group is at the (held) fdatasync(). 16 writers that
+ * come meanwhile all run and then wait as one group: none returns while its
+ * fdatasync() is held, they share one fdatasync(), and when it fails every
+ * one of them fails; "a" succeeds when its own does.
+ */
+static void test_not_acknowledged_before_durable(void **state)
+{
+	struct pool_fx *f = *state;
+	struct writer a, b[N_GROUP], c;
+	struct ibvf_pool_health h;
+	struct ibvf_alloc rec;
+	unsigned long long gen0;
+
+	seam_reset();
+	assert_int_equal(open_full(f), 0);
+	assert_int_equal(syncs(), 0); /* the open's own writes: synchronous=FULL */
+	gen0 = id_generation(f);
+	pthread_mutex_lock(&sm.mu);
+	sm.hold = true;
+	pthread_mutex_unlock(&sm.mu);
+
+	start(&a, f->p, "a", 0);
+	wait_at_gate(1, &a.done);
+	for (int i = 0; i < N_GROUP; i++)
+		start(&b[i], f->p, "b", i);
+	usleep(300000); /* they run their SQL now: the pool's mutex is free */
+	assert_int_equal(n_done(&a, 1), 0);
+	assert_int_equal(n_done(b, N_GROUP), 0);
+	/* pool.id never names a generation that is not on disk yet (a power loss
+	 * would make the store look lost) */
+	assert_int_equal(id_generation(f), gen0);
+
+	give(0);	       /* a's fdatasync() succeeds */
+	wait_at_gate(1, NULL); /* the next leader: one fdatasync() for all 16 */
+	pthread_join(a.t, NULL);
+	assert_int_equal(a.ret, 0);
+	assert_int_equal(a.guid, G0);
+	assert_int_equal(id_generation(f), gen0 + 1); /* a's group, durable now */
+	usleep(100000);
+	assert_int_equal(n_done(b, N_GROUP), 0);
+	assert_int_equal(syncs(), 2);
+
+	give(-EIO); /* and it fails */
+	for (int i = 0; i < N_GROUP; i++) {
+		pthread_join(b[i].t, NULL);
+		assert_int_equal(b[i].ret, -EIO);
+		assert_non_null(strstr(b[i].err, "fdatasync"));
+	}
+	assert_int_equal(syncs(), 2);
+	assert_int_equal(id_generation(f), gen0 + 1); /* the failed group's is not */
+	ibvf_pool_health(f->p, &h);
+	assert_int_equal(h.last_write_result, -EIO);
+	assert_int_equal(h.write_failures, N_GROUP);
+
+	/* the next write is durable again (through a checkpoint) */
+	pthread_mutex_lock(&sm.mu);
+	sm.hold = false;
+	pthread_mutex_unlock(&sm.mu);
+	start(&c, f->p, "c", 0);
+	pthread_join(c.t, NULL);
+	assert_int_equal(c.ret, 0);
+	ibvf_pool_health(f->p, &h);
+	assert_int_equal(h.last_write_result, 0);
+	assert_int_equal(ibvf_pool_find_owner(f->p, "c0", "net1", &rec, NULL, 0), 0);
+}
+
+/*
+ * A COMMIT that fails fails the whole group, and rolls it back: none of
+ * its writes is acknowledged, none is in the store, no GUID is used up.
+ */
+static void test_failed_commit_fails_group(void **state)
+{
+	struct pool_fx *f = *state;
+	struct writer a, b[N_GROUP], c;
+	struct ibvf_alloc rec;
+
+	seam_reset();
+	assert_int_equal(open_full(f), 0);
+	pthread_mutex_lock(&sm.mu);
+	sm.hold = true;
+	pthread_mutex_unlock(&sm.mu);
+	start(&a, f->p, "a", 0);
+	wait_at_gate(1, &a.done);
+	for (int i = 0; i < N_GROUP; i++)
+		start(&b[i], f->p, "b", i);
+	usleep(300000);
+	assert_int_equal(n_done(b, N_GROUP), 0);
+	pthread_mutex_lock(&sm.mu);
+	sm.commit_err = -ENOSPC; /* the group's COMMIT fails */
+	sm.hold = false;
+	pthread_mutex_unlock(&sm.mu);
+	give(0);
+	pthread_join(a.t, NULL);
+	assert_int_equal(a.ret, 0);
+	for (int i = 0; i < N_GROUP; i++) {
+		pthread_join(b[i].t, NULL);
+		assert_int_equal(b[i].ret, -EIO);
+		assert_non_null(strstr(b[i].err, "(injected)"));
+		assert_int_equal(ibvf_pool_find_owner(f->p, b[i].owner, "net1", &rec, NULL, 0),
+				 -ENOENT);
+	}
+	pthread_mutex_lock(&sm.mu);
+	sm.commit_err = 0;
+	pthread_mutex_unlock(&sm.mu);
+	start(&c, f->p, "c", 0);
+	pthread_join(c.t, NULL);
+	assert_int_equal(c.ret, 0);
+	assert_int_equal(c.guid, G0 + 1);
+}
+
+#define N_THREADS 32
+#define N_EACH	  40
+
+struct churn {
+	struct ibvf_pool *p;
+	int id;
+	int failures;
+	uint64_t got[N_EACH];
+};
+
+/* Allocate, move through the attach states, release half of them again. */
+static void *churn_main(void *arg)
+{
+	struct churn *c = arg;
+	char err[IBVF_ERR_LEN];
+
+	for (int i = 0; i < N_EACH; i++) {
+		struct ibvf_alloc_request rq = {.vf_index = -1};
+		struct ibvf_alloc a, r;
+
+		snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "t%d-%d", c->id, i);
+		snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+		if (ibvf_pool_allocate(c->p, &rq, &a, err, sizeof(err))) {
+			c->failures++;
+			continue;
+		}
+		c->got[i] = a.guid;
+		a.state = IBVF_ALLOC_SM_REQUESTED;
+		c->failures += ibvf_pool_update(c->p, &a, err, sizeof(err)) != 0;
+		c->failures += ibvf_pool_get(c->p, a.guid, &r, err, sizeof(err)) != 0;
+		c->failures += r.state != IBVF_ALLOC_SM_REQUESTED;
+		a.state = IBVF_ALLOC_PORT_READY;
+		c->failures += ibvf_pool_update(c->p, &a, err, sizeof(err)) != 0;
+		if (i % 2)
+			c->failures += ibvf_pool_release(c->p, a.guid, err, sizeof(err)) != 0;
+	}
+	return NULL;
+}
+
+static int count_findings(void *arg, const struct ibvf_audit_finding *fd)
+{
+	(void)fd;
+	++*(int *)arg;
+	return 0;
+}
+
+/* A list callback that writes (nested call) while other threads write. */
+static int touch_cb(void *arg, const struct ibvf_alloc *a)
+{
+	struct ibvf_pool *p = arg;
+	struct ibvf_alloc b = *a;
+
+	if (b.state != IBVF_ALLOC_PORT_READY)
+		return 0;
+	b.state = IBVF_ALLOC_HANDED;
+	return ibvf_pool_update(p, &b, NULL, 0) ? 1 : 0;
+}
+
+/*
+ * 32 threads write at once (allocate, two updates, reads, release): every
+ * call succeeds, no GUID is handed out twice, fdatasync() calls are shared
+ * (a slow disk: 2 ms each), and a reopened store has every write.
+ */
+static void test_concurrent_writers(void **state)
+{
+	struct pool_fx *f = *state;
+	static struct churn c[N_THREADS];
+	pthread_t t[N_THREADS];
+	struct ibvf_pool_stats st;
+	int n_writes = 0, findings = 0, s;
+
+	seam_reset();
+	pthread_mutex_lock(&sm.mu);
+	sm.delay_us = 2000;
+	pthread_mutex_unlock(&sm.mu);
+	assert_int_equal(open_full(f), 0);
+	for (int i = 0; i < N_THREADS; i++) {
+		c[i] = (struct churn){.p = f->p, .id = i};
+		assert_int_equal(pthread_create(&t[i], NULL, churn_main, &c[i]), 0);
+	}
+	/* meanwhile: nested writes from a list callback */
+	for (int k = 0; k < 5; k++)
+		assert_true(ibvf_pool_list(f->p, NULL, touch_cb, f->p, f->err, sizeof(f->err)) >=
+			    0);
+	for (int i = 0; i < N_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(c[i].failures, 0);
+		n_writes += N_EACH * 3 + N_EACH / 2;
+	}
+	for (int i = 0; i < N_THREADS * N_EACH; i++)
+		for (int j = i + 1; j < N_THREADS * N_EACH; j++)
+			assert_true(c[i / N_EACH].got[i % N_EACH] != c[j / N_EACH].got[j % N_EACH]);
+	s = syncs();
+	print_message("%d writes, %d fdatasync() calls\n", n_writes, s);
+	assert_true(s > 0);
+	assert_true(s <= n_writes / 2);
+
+	assert_int_equal(open_full(f), 0); /* closed and reopened */
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_int_equal(st.allocated, N_THREADS * N_EACH / 2);
+	assert_int_equal(st.quarantined, N_THREADS * N_EACH / 2);
+	assert_int_equal(ibvf_pool_audit(f->p, count_findings, &findings, f->err, sizeof(f->err)),
+			 0);
+}
+
+/* Without sync full nothing waits: no fdatasync() of ours, each call commits. */
+static void test_normal_no_group_sync(void **state)
+{
+	struct pool_fx *f = *state;
+	struct writer w;
+
+	seam_reset();
+	assert_int_equal(open_seams(f, false), 0);
+	start(&w, f->p, "n", 0);
+	pthread_join(w.t, NULL);
+	assert_int_equal(w.ret, 0);
+	assert_int_equal(syncs(), 0);
+}
+
+/* A failed test may leave a call at the gate: open it before closing the pool. */
+static int teardown(void **state)
+{
+	pthread_mutex_lock(&sm.mu);
+	sm.hold = false;
+	sm.verdict = 0;
+	sm.given = true;
+	pthread_cond_broadcast(&sm.cv);
+	pthread_mutex_unlock(&sm.mu);
+	return fx_teardown(state);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_not_acknowledged_before_durable, fx_setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_failed_commit_fails_group, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_writers, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_normal_no_group_sync, fx_setup, teardown),
+	};
+
+	ibvf_log_init("test_guid_pool_group", IBVF_LOG_STDERR, LOG_WARNING);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
