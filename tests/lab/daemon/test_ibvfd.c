@@ -1796,7 +1796,8 @@ static int cmd_campaign(const char *ibvfd, const char *moddir, const char *ibvfc
 	}
 	snprintf(bj, sizeof(bj),
 		 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
-		 " \"username\": \"admin\", \"password_file\": \"%s\", \"timeout_ms\": %d}",
+		 " \"username\": \"admin\", \"password_file\": \"%s\", \"timeout_ms\": %d,"
+		 " \"change_wait_ms\": 0}",
 		 c.sim.port, c.sim.password_file, CAMP_TIMEOUT);
 	if (lab_init(&c.l, ibvfd, CAMP_VFS, "ufm", moddir, bj)) {
 		lab_result(false, "lab set-up");
@@ -1804,6 +1805,7 @@ static int cmd_campaign(const char *ibvfd, const char *moddir, const char *ibvfc
 		return 1;
 	}
 	c.l.delay_ms = "2"; /* a window inside the VF step for the killer */
+	/* change_wait_ms 0: the simulator serialises changes itself (docs/ufm.md) */
 	lab_write_config(&c.l);
 	chmod(c.l.cfg, 0600);
 	printf("# campaign: %d cycles, seed %u, lab %s, UFM simulator port %d\n", cycles, seed,
