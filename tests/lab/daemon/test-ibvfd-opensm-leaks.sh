@@ -61,28 +61,42 @@ check "ibvfd starts and is ready (SM backend validated, reconciled)" wait_for 30
 
 # "PKEY GUID" per member of ibvf's managed section of the partition file
 members() {
-	awk '/BEGIN ibvf managed partitions/ { in_s = 1; next }
-	     /END ibvf managed partitions/ { in_s = 0 }
-	     in_s && match($0, /=0x[0-9a-fA-F]+/) { pk = tolower(substr($0, RSTART + 1, RLENGTH - 1)) }
-	     in_s { s = $0; while (match(s, /0x[0-9a-fA-F]{16}/)) {
-	                print pk, tolower(substr(s, RSTART, RLENGTH)); s = substr(s, RSTART + RLENGTH) } }' \
-		"$PARTITIONS_FILE"
+	python3 - "$PARTITIONS_FILE" <<'PY'
+import re, sys
+sec = False
+pk = None
+for line in open(sys.argv[1]):
+    if "BEGIN ibvf managed partitions" in line:
+        sec = True
+        continue
+    if "END ibvf managed partitions" in line:
+        sec = False
+    if not sec:
+        continue
+    m = re.search(r"=(0x[0-9a-fA-F]+)", line)
+    if m and not re.search(r"0x[0-9a-fA-F]{16}", line[:m.end()]):
+        pk = int(m.group(1), 16) & 0x7fff
+    for g in re.findall(r"0x[0-9a-fA-F]{16}", line):
+        print("0x%04x %s" % (pk, g.lower()))
+PY
 }
 # members no live owner asked for (ibvfd's list): "PKEY GUID" lines, none when clean
 foreign() {
 	local owned
 	owned=$("${C[@]}" --json daemon list 2>/dev/null | python3 -c '
 import json, sys
-for o in json.load(sys.stdin).get("owners", []):
+d = json.load(sys.stdin)
+for o in (d if isinstance(d, list) else d.get("owners", [])):
     g = "0x" + o["guid"].replace(":", "").lower()
     for p in o.get("pkeys", []):
-        print("0x%04x" % (int(p["pkey"], 16) & 0x7fff), g)')
+        print("0x%04x" % (int(p["pkey"] if isinstance(p, dict) else p, 16) & 0x7fff), g)')
 	members | while read -r pk g; do
-		pk=$(printf '0x%04x' $((pk & 0x7fff)))
 		grep -qx "$pk $g" <<<"$owned" || echo "$pk $g"
 	done
 }
-in_other() { members | awk -v g="$2" -v pk="$1" '$2 == g && $1 != pk { f = 1 } END { exit !f }'; }
+# GUID $2 is in a PKey of ibvf's section other than $1 (string compares: awk would take
+# 0x... for numbers and 64-bit GUIDs for equal doubles)
+in_other() { members | awk -v g="$2" -v pk="$1" '($2 "") == (g "") && ($1 "") != (pk "") { f = 1 } END { exit !f }'; }
 guid_of() { sed -nE 's/^GUID: +//p' <<<"$1" | tr -d : | sed 's/^/0x/' | tr A-F a-f; }
 # put "PKEY GUID" back into ibvf's section, as a late or lost write would leave it
 put_back() {
@@ -113,6 +127,10 @@ sleep 1.2 # A's quarantine (1 s) is over: only the SM view keeps A's GUID from B
 out=$("${C[@]}" daemon prepare --owner osm-b --pci 0000:03:00.3 --pkey 0x0034 2>"$D/err")
 check "tenant B attached in 0x0034 ($(tr '\n' ' ' <"$D/err"))" test $? = 0
 GB=$(guid_of "$out")
+check "the section lists B in 0x0034 and B is its owner's" \
+	bash -c '[ -n "$1" ] && [ -z "$2" ]' _ "$(members | grep -x "0x0034 $GB")" "$(foreign | grep "$GB")"
+check "late add: A's GUID is seen as in no owner's PKey ($(foreign | tr '\n' ' '))" \
+	bash -c 'grep -q "0x0012 $1" <<<"$2"' _ "$GA" "$(foreign)"
 check "late add: B's GUID $GB is not A's and in no PKey but 0x0034" alone "$GB" "$GA" 0x0034
 pass
 check "late add: after a pass no GUID is in a PKey its owner did not ask for ($(foreign | tr '\n' ' '))" \
