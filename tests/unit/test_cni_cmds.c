@@ -1539,10 +1539,38 @@ static void test_binary_bad_input(void **state)
 	json_decref(o);
 }
 
+/* No CNI_COMMAND (run by hand): name, version, CNI versions on stderr, nothing on stdout, 0. */
+static void test_binary_about(void **state)
+{
+	const char *bin = tu_binary("IB_SRIOV");
+	const char *argv[] = {"/bin/sh", "-c", "exec \"$IB_SRIOV\" </dev/null", NULL};
+	char *env[3] = {NULL};
+	struct tu_result r;
+
+	(void)state;
+	assert_non_null(bin);
+	assert_true(asprintf(&env[0], "IB_SRIOV=%s", bin) > 0);
+	for (int empty = 0; empty < 2; empty++) {
+		if (empty)
+			assert_true(asprintf(&env[1], "CNI_COMMAND=") > 0);
+		assert_int_equal(tu_run(&r, (const char *const *)env, 30, argv), 0);
+		assert_int_equal(r.status, 0);
+		assert_string_equal(r.out, "");
+		assert_contains(r.err, "ib-sriov");
+		assert_contains(r.err, IBVF_VERSION);
+		assert_contains(r.err, "CNI protocol versions supported: 0.1.0,");
+		assert_contains(r.err, "1.1.0");
+		tu_result_free(&r);
+	}
+	free(env[0]);
+	free(env[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_add_daemon_result_1_1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_binary_about, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_daemon_result_1_0, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_rollback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_prepare_fails, setup, teardown),
