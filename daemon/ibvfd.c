@@ -475,7 +475,7 @@ static int run(struct daemon *d)
 		ret = modules[started].init(d, err, sizeof(err));
 		if (ret) {
 			ibvf_log_fatal("start-up: %s: %s", modules[started].name,
-				err[0] ? err : strerror(-ret));
+				       err[0] ? err : strerror(-ret));
 			d->exit_code = 1;
 			goto out;
 		}
