@@ -138,25 +138,52 @@ static int validate(struct add *a)
 	return 0;
 }
 
-/* Compatibility mode without a GUID to set: the VF must already have a usable one. */
+/*
+ * Compatibility mode without a GUID to set: the VF must already have a usable
+ * one (issue 15: a GUID-0 VF's port stays INIT forever). The VF driver's
+ * read-back decides (also for vfio-pci VFs, which have no netdev); the IPoIB
+ * address of the netdev only when the driver cannot read the GUID back.
+ */
 static int check_present_guid(struct add *a)
 {
 	char err[IBVF_ERR_LEN], name[CNI_IFNAME_LEN];
 	unsigned long long guid;
+	uint64_t rb = 0;
+	bool known = false;
 	struct cni_link l;
 	int ret;
 
+	ret = cni_host->vf_guid(&a->vf, &rb, &known, err, sizeof(err));
+	if (ret)
+		log_warn("VF %s: reading its GUID back: %s", a->vf.pci, err);
+	if (known) {
+		if (!ibvf_guid_is_assignable(rb))
+			return cni_failf(
+				a->ctx, CNI_ERR_VF, "VF has no valid GUID",
+				"%s: the VF driver reads back GUID %016llx and no GUID "
+				"was given (runtimeConfig.infinibandGUID / args.cni.guid); "
+				"set one, or run ibvfd to assign one",
+				a->what, (unsigned long long)rb);
+		a->c.guid = rb;
+		return 0;
+	}
+	if (a->vfio) {
+		log_warn("VF %s: bound to vfio-pci and its driver cannot read the GUID back; "
+			 "GUID check skipped",
+			 a->vf.pci);
+		return 0;
+	}
 	ret = cni_host->vf_netdev(a->vf.pci, name, err, sizeof(err));
 	if (!ret)
 		ret = cni_host->link_get(&a->host, name, 0, &l, err, sizeof(err));
 	if (ret)
 		return cni_failf(a->ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
-	if (cni_link_guid(&l, &guid)) {
-		log_warn("VF %s: netdev %s is not IPoIB (%u-byte hardware address); GUID check "
-			 "skipped",
-			 a->vf.pci, name, l.addr_len);
-		return 0;
-	}
+	if (cni_link_guid(&l, &guid))
+		return cni_failf(a->ctx, CNI_ERR_VF, "VF GUID unknown",
+				 "%s: the VF driver cannot read the GUID back and netdev %s is "
+				 "not IPoIB (%u-byte hardware address); no GUID was given "
+				 "(runtimeConfig.infinibandGUID / args.cni.guid)",
+				 a->what, name, l.addr_len);
 	if (!ibvf_guid_is_assignable(guid))
 		return cni_failf(a->ctx, CNI_ERR_VF, "VF has no valid GUID",
 				 "%s: netdev %s has GUID %016llx and no GUID was given "
@@ -228,7 +255,7 @@ static int step_prepare(struct add *a)
 		a->c.guid = nc->guid;
 		return 0;
 	}
-	return a->vfio ? 0 : check_present_guid(a);
+	return check_present_guid(a);
 }
 
 /* The VF's RDMA device: what ibvfd reported after its rebind, else sysfs. */

@@ -52,6 +52,9 @@ struct fvf {
 	bool up;
 	uint64_t guid; /* in the netdev's IPoIB address */
 	int ifindex;
+	bool eth_addr; /* the netdev has a 6-byte address (not IPoIB) */
+	bool rb_known; /* the VF driver reads back rb_guid */
+	uint64_t rb_guid;
 };
 
 struct fowner {
@@ -153,13 +156,16 @@ static void fill_link(const struct fvf *v, struct cni_link *l)
 	snprintf(l->name, sizeof(l->name), "%s", v->name);
 	l->flags = v->up ? IFF_UP : 0;
 	l->mtu = 2044;
-	l->addr_len = 20;
+	l->addr_len = v->eth_addr ? 6 : 20;
+	if (v->eth_addr)
+		goto alias;
 	l->addr[2] = 0x10;
 	l->addr[3] = 0x49;
 	l->addr[4] = 0xfe;
 	l->addr[5] = 0x80;
 	for (int b = 0; b < 8; b++)
 		l->addr[12 + b] = (unsigned char)(v->guid >> ((7 - b) * 8));
+alias:
 	snprintf(l->alias, sizeof(l->alias), "%s", v->alias);
 }
 
@@ -377,6 +383,17 @@ static int f_vf_restore(const struct cni_cache *c, char *err, size_t errlen)
 	return 0;
 }
 
+static int f_vf_guid(const struct cni_vf *vf, uint64_t *guid, bool *known, char *err, size_t errlen)
+{
+	struct fvf *v = vf_by_pci(vf->pci);
+
+	if (!v)
+		return ibvf_errf(err, errlen, -ENODEV, "no VF %s", vf->pci);
+	*known = v->rb_known;
+	*guid = v->rb_known ? v->rb_guid : 0;
+	return 0;
+}
+
 static const char ipam_result[] = "{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":"
 				  "\"10.1.2.3/24\",\"gateway\":\"10.1.2.1\"}],\"routes\":"
 				  "[{\"dst\":\"0.0.0.0/0\"}]}";
@@ -468,6 +485,7 @@ static const struct cni_host_ops fake_host = {
 	.vf_port_check = f_vf_port_check,
 	.vf_compat_apply = f_vf_compat_apply,
 	.vf_restore = f_vf_restore,
+	.vf_guid = f_vf_guid,
 	.ipam_exec = f_ipam_exec,
 	.ipam_max_version = f_ipam_max_version,
 	.ipam_apply = f_ipam_apply,
@@ -1064,6 +1082,51 @@ static void test_add_compat(void **state)
 	call_free(&k);
 }
 
+/*
+ * Compatibility mode, no GUID given: a VF whose driver reads back GUID 0 is
+ * refused even when its netdev has no IPoIB address to check (issue 15
+ * item 5: the Pod got a port that stays INIT); a readable good GUID passes.
+ */
+static void test_add_compat_dead_vf(void **state)
+{
+	struct call k;
+
+	(void)state;
+	W.vf[0].eth_addr = true;
+	W.vf[0].rb_known = true;
+	W.vf[0].rb_guid = 0;
+	run(&k, "ADD", "c1", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
+	assert_failed(&k, CNI_ERR_VF, "VF has no valid GUID");
+	assert_contains(k.ctx.fail.details, "reads back GUID 0000000000000000");
+	assert_vf_home(&W.vf[0]);
+	assert_false(cached("c1"));
+	call_free(&k);
+
+	/* all-ones is no GUID either */
+	W.vf[0].rb_guid = ~0ull;
+	run(&k, "ADD", "c1", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
+	assert_failed(&k, CNI_ERR_VF, "VF has no valid GUID");
+	call_free(&k);
+
+	/* neither read-back nor IPoIB address: refused, not skipped */
+	W.vf[0].rb_known = false;
+	run(&k, "ADD", "c1", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
+	assert_failed(&k, CNI_ERR_VF, "VF GUID unknown");
+	call_free(&k);
+
+	/* a good read-back GUID: attached with it */
+	W.vf[0].rb_known = true;
+	W.vf[0].rb_guid = 0x0002c90300aa0042ull;
+	run(&k, "ADD", "c1", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
+	assert_int_equal(k.ret, 0);
+	assert_true(cached("c1"));
+	call_free(&k);
+}
+
 /* ------------------------------------------------------------------- DEL -- */
 
 static void test_del_twice(void **state)
@@ -1576,6 +1639,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_add_prepare_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_refused_early, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_compat, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_add_compat_dead_vf, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_twice, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_unknown_no_daemon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_after_failed_add, setup, teardown),
