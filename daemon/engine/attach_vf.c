@@ -67,7 +67,7 @@ static int a_program(void *p, struct ibvf_attach_vf *vf, uint64_t node, uint64_t
 		req.link_state = (int)ls;
 	}
 	if (!node && !port)
-		ret = ibvf_vf_reset(c->m, vf->pci, &now, err, errlen);
+		ret = ibvf_vf_reset_link(c->m, vf->pci, req.link_state, &now, err, errlen);
 	else
 		ret = ibvf_vf_program(c->m, vf->pci, &req, &now, err, errlen);
 	if (ret)

@@ -407,8 +407,14 @@ int ibvf_vf_program(struct ibvf_vf_manager *m, const char *pci, const struct ibv
 int ibvf_vf_reset(struct ibvf_vf_manager *m, const char *pci, struct ibvf_vf_info *out, char *err,
 		  size_t errlen)
 {
+	return ibvf_vf_reset_link(m, pci, -1, out, err, errlen);
+}
+
+int ibvf_vf_reset_link(struct ibvf_vf_manager *m, const char *pci, int link_state,
+		       struct ibvf_vf_info *out, char *err, size_t errlen)
+{
 	struct ibvf_vf_request req = {
-		.node_guid = 0, .port_guid = 0, .link_state = -1, .rebind = true};
+		.node_guid = 0, .port_guid = 0, .link_state = link_state, .rebind = true};
 
 	return do_program(m, pci, &req, true, out, err, errlen);
 }

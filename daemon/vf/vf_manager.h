@@ -85,6 +85,15 @@ int ibvf_vf_reset(struct ibvf_vf_manager *m, const char *pci, struct ibvf_vf_inf
 		  size_t errlen);
 
 /**
+ * ibvf_vf_reset_link() - ibvf_vf_reset() that also sets the VF's link state
+ * to @link_state (enum ibvf_vf_link_state, or -1 to leave it), in the same
+ * locked, rolled-back operation: a release puts back the link state the VF
+ * had before its attach (issue 15). Errors as ibvf_vf_program().
+ */
+int ibvf_vf_reset_link(struct ibvf_vf_manager *m, const char *pci, int link_state,
+		       struct ibvf_vf_info *out, char *err, size_t errlen);
+
+/**
  * ibvf_vf_query() - the VF now (sysfs) and what its driver reads back.
  * A read-back failure leaves @st unknown and is only logged.
  */
