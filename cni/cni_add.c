@@ -121,7 +121,11 @@ static int validate(struct add *a)
 	}
 	ret = cni_host->ns_open(&a->pod, ctx->env.netns, err, sizeof(err));
 	if (ret)
-		return cni_failf(ctx, ret == -ENOENT ? CNI_ERR_UNKNOWN_CONTAINER : CNI_ERR_VF,
+		/* gone, or a path that is no netns (a regular file): code 3 (spec 1.1 "Error") */
+		return cni_failf(ctx,
+				 ret == -ENOENT || ret == -ENOTDIR || ret == -EINVAL
+					 ? CNI_ERR_UNKNOWN_CONTAINER
+					 : CNI_ERR_VF,
 				 "cannot open the Pod netns", "%s", err);
 	ret = cni_host->ns_open(&a->host, NULL, err, sizeof(err));
 	if (ret)

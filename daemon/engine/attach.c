@@ -542,7 +542,7 @@ static bool prepare_check(struct op *op)
 	}
 	if (ret == 0) {
 		eng_set_error(
-			op, IBVF_RPC_BUSY, EBUSY, "allocate",
+			op, IBVF_RPC_VF_IN_USE, EBUSY, "allocate",
 			"VF %s (PF %s VF %d) is held by container %.64s ifname %s with GUID %s",
 			op->req.pci, other.pf, other.vf_index, other.owner.container_id,
 			other.owner.ifname, ibvf_guid_format(other.guid, s));

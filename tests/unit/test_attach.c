@@ -565,7 +565,7 @@ static void test_vf_busy_and_params(void **state)
 	call(f, "prepare", prep_params("c6", pci_of(5), "0x0012"));
 	assert_int_equal(f->code[0], 0);
 	call(f, "prepare", prep_params("c7", pci_of(5), "0x0012"));
-	expect_error(f, IBVF_RPC_BUSY, "allocate");
+	expect_error(f, IBVF_RPC_VF_IN_USE, "allocate"); /* permanent: not BUSY (issue 15 item 9) */
 	assert_non_null(strstr(f->msg[0], "c6"));
 	/* same owner on another VF: conflict */
 	call(f, "prepare", prep_params("c6", pci_of(6), "0x0012"));
@@ -621,6 +621,35 @@ static void test_not_ready(void **state)
 	assert_false(json_is_true(json_object_get(r, "ready")));
 	assert_false(json_is_true(json_object_get(json_object_get(r, "backend"), "ok")));
 	/* SM comes back: ready */
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	teardown(state);
+}
+
+/*
+ * An SM backend that refuses its configuration permanently (an admin file
+ * ibvf cannot keep: -EINVAL) is not "not ready, retry": prepare gets the
+ * permanent SM error (issue 15 item 9); a transient one stays NOT_READY.
+ */
+static void test_not_ready_permanent(void **state)
+{
+	struct fx *f;
+
+	setup_opts(state, NULL, 3);
+	f = *state;
+	f->ctl->fail_validate = 1;
+	f->ctl->fail_errno = -EINVAL;
+	assert_true(ibvf_engine_validate_sm(f->e) < 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	expect_error(f, IBVF_RPC_SM_ERROR, "validate");
+	assert_non_null(strstr(f->msg[0], "fake SM unreachable"));
+	f->ctl->fail_validate = 1;
+	f->ctl->fail_errno = -ETIMEDOUT;
+	assert_true(ibvf_engine_validate_sm(f->e) < 0);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	expect_error(f, IBVF_RPC_NOT_READY, "validate");
 	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
 	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
 	assert_int_equal(f->code[0], 0);
@@ -1491,6 +1520,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_vf_busy_and_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_requested_guid, setup, teardown),
 		cmocka_unit_test(test_not_ready),
+		cmocka_unit_test(test_not_ready_permanent),
 		cmocka_unit_test_setup_teardown(test_undelivered_rolls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gc_list_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_prepares_batch, setup, teardown),

@@ -69,6 +69,7 @@ static struct world {
 	char log[4096];
 	int ns_open;	    /* opened and not yet closed */
 	const char *gone;   /* a netns path that no longer exists */
+	const char *notns;  /* a netns path that is a regular file */
 	const char *decoy;  /* a Pod netns that already has a "net1" */
 	bool shared_rdma;   /* RDMA subsystem in shared netns mode */
 	bool daemon_down;   /* connect() to ibvfd is refused */
@@ -177,6 +178,8 @@ static int f_ns_open(struct cni_ns *ns, const char *path, char *err, size_t errl
 
 	if (path && W.gone && !strcmp(path, W.gone))
 		return ibvf_errf(err, errlen, -ENOENT, "netns %s: No such file or directory", path);
+	if (path && W.notns && !strcmp(path, W.notns)) /* what cni_ns_open() answers */
+		return ibvf_errf(err, errlen, -EINVAL, "%s is not a network namespace", path);
 	ns->fd = next_fd++;
 	ns->sk = NULL;
 	snprintf(ns->path, sizeof(ns->path), "%s", path ? path : "host");
@@ -1020,6 +1023,22 @@ static void test_add_refused_early(void **state)
 	assert_failed(&k, CNI_ERR_UNKNOWN_CONTAINER, "cannot open the Pod netns");
 	call_free(&k);
 	W.gone = NULL;
+
+	/* a netns path that is a regular file: container unknown (3), not 100 (issue 15) */
+	{
+		char *file = tu_path(T.dir, "not-a-netns"), e[IBVF_ERR_LEN];
+		struct cni_ns ns;
+
+		assert_int_equal(tu_write_str(file, "x"), 0);
+		assert_int_equal(cni_ns_open(&ns, file, e, sizeof(e)), -EINVAL);
+		assert_contains(e, "is not a network namespace");
+		W.notns = POD_A;
+		run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+		assert_failed(&k, CNI_ERR_UNKNOWN_CONTAINER, "cannot open the Pod netns");
+		call_free(&k);
+		W.notns = NULL;
+		free(file);
+	}
 
 	run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){.pci = "0000:3b:00.7"}));
 	assert_failed(&k, CNI_ERR_VF, "VF not found");
