@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ibvf/api.h>
+
 #include "cni_cmd.h"
 #include "cni_daemon.h"
 #include "cni_ipam.h"
@@ -233,6 +235,13 @@ static int step_prepare(struct add *a)
 				log_warn("VF %s: release after a prepare without answer: %s",
 					 nc->device_id, e2);
 		}
+		if (ret == -EREMOTEIO && de.rpc.code == IBVF_RPC_INVALID_PARAMS &&
+		    (strstr(err, "PKey") || strstr(err, "pkey")))
+			/* name what the user wrote, not the API's "pkeys" (issue 15 item 1) */
+			return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "invalid pkey",
+					 "%s: the network configuration's \"pkey\"/\"pkeys\" "
+					 "was refused by ibvfd: %s",
+					 a->what, err);
 		if (ret)
 			return cni_failf(ctx, de.cni_code, "ibvfd could not prepare the VF",
 					 "%s: %s%s%s%s", a->what, err,
@@ -247,6 +256,11 @@ static int step_prepare(struct add *a)
 		describe(a);
 		log_info("VF %s: prepared by ibvfd: %s, port %s", nc->device_id, a->what,
 			 a->prep.port_state[0] ? a->prep.port_state : "?");
+		if (!nc->n_pkeys)
+			log_info(
+				"VF %s: the network has no \"pkey\": no tenant partition membership "
+				"was pushed; the port is in the partitions the SM gives every port",
+				nc->device_id);
 		return 0;
 	}
 	ret = cni_host->vf_compat_apply(&a->vf, nc->link_state, nc->guid_source != NULL, nc->guid,

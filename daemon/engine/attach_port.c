@@ -86,6 +86,13 @@ static int p_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid
 	for (size_t i = 0; !ret && i < n; i++)
 		ret = wait_one(c, src, &t, pkeys[i], deadline_ms, out, &out->pkey_index[i], err,
 			       errlen);
+	if (!n) {
+		/* no tenant PKey: ACTIVE in the default partition (IBTA 10.9.1.1), any membership
+		 */
+		int index = -1;
+
+		ret = wait_one(c, src, &t, 0x7fff, deadline_ms, out, &index, err, errlen);
+	}
 	if (!c->fabric)
 		ibvf_port_src_close(src);
 	return ret;
