@@ -1129,12 +1129,15 @@ static void test_add_compat_dead_vf(void **state)
 	assert_failed(&k, CNI_ERR_VF, "VF has no valid GUID");
 	call_free(&k);
 
-	/* neither read-back nor IPoIB address: refused, not skipped */
+	/* no read-back, an IPoIB address with GUID 0: refused by the address */
 	W.vf[0].rb_known = false;
+	W.vf[0].eth_addr = false;
+	W.vf[0].guid = 0;
 	run(&k, "ADD", "c1", POD_A,
 	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
-	assert_failed(&k, CNI_ERR_VF, "VF GUID unknown");
+	assert_failed(&k, CNI_ERR_VF, "VF has no valid GUID");
 	call_free(&k);
+	W.vf[0].guid = OLD_GUID;
 
 	/* a good read-back GUID: attached with it */
 	W.vf[0].rb_known = true;

@@ -151,6 +151,17 @@ static void test_host_local(void **state)
 	if (run(&c, conf, NULL, err, sizeof(err)))
 		fail_msg("host-local DEL with cniVersion 1.1.0: %s", err);
 	free(data);
+	/* a version the plugin speaks goes as is (Debian's static plugin, 1.0.0) */
+	c.type = "static";
+	c.command = "ADD";
+	assert_int_equal(
+		run(&c,
+		    "{\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"type\":\"x\",\"ipam\":"
+		    "{\"type\":\"static\",\"addresses\":[{\"address\":\"10.78.0.5/24\"}]}}",
+		    &out, err, sizeof(err)),
+		0);
+	assert_string_equal(json_string_value(json_object_get(out, "cniVersion")), "1.0.0");
+	json_decref(out);
 }
 
 int main(void)
