@@ -273,6 +273,7 @@ static int exec_as_is(struct cni_ipam_call *c, json_t **out, char *err, size_t e
 	int in[2] = {-1, -1}, outp[2] = {-1, -1}, ret, status = 0;
 	long long start = ibvf_mono_ms();
 	posix_spawn_file_actions_t fa;
+	struct sigaction old_pipe;
 	char *argv[2] = {bin, NULL};
 	size_t text_len = 0;
 	pid_t pid;
@@ -303,8 +304,15 @@ static int exec_as_is(struct cni_ipam_call *c, json_t **out, char *err, size_t e
 	close(in[0]);
 	close(outp[1]);
 	in[0] = outp[1] = -1;
+	/*
+	 * A plugin may exit without reading all of stdin (a VERSION answer
+	 * needs none): the write must fail with EPIPE, not kill ib-sriov with
+	 * SIGPIPE. The child was spawned with the default disposition.
+	 */
+	sigaction(SIGPIPE, &(struct sigaction){.sa_handler = SIG_IGN}, &old_pipe);
 	ret = pump(in[1], c->conf, c->conf_len, outp[0], &text, &text_len,
 		   start + (c->timeout_ms ? c->timeout_ms : CNI_IPAM_TIMEOUT_MS));
+	sigaction(SIGPIPE, &old_pipe, NULL);
 	in[1] = -1; /* pump closed it */
 	if (ret == -ETIMEDOUT)
 		kill(pid, SIGKILL);

@@ -108,6 +108,34 @@ static void test_delegates_highest_common(void **state)
 	free(log);
 }
 
+/*
+ * A plugin that exits without reading stdin (as a VERSION answer may): the
+ * write fails with EPIPE instead of killing the caller with SIGPIPE (seen as
+ * DELs killed by signal 13 under load).
+ */
+static void test_plugin_ignores_stdin(void **state)
+{
+	struct fx *f = *state;
+	char *p = tu_path(f->dir, "deaf-ipam"), err[512] = "", *big = malloc(1 << 20);
+	struct cni_ipam_call c = {.type = "deaf-ipam",
+				  .cni_path = f->dir,
+				  .command = "DEL",
+				  .container_id = "c1",
+				  .ifname = "net1",
+				  .netns = ""};
+
+	assert_int_equal(tu_write_str(p, "#!/bin/sh\nexit 0\n"), 0);
+	assert_int_equal(chmod(p, 0755), 0);
+	memset(big, ' ', 1 << 20);
+	memcpy(big, "{\"cniVersion\":\"1.0.0\"}", 23);
+	big[(1 << 20) - 1] = 0;
+	c.conf = big;
+	c.conf_len = strlen(big);
+	(void)cni_ipam_exec(&c, NULL, err, sizeof(err)); /* any answer, as long as we live */
+	free(big);
+	free(p);
+}
+
 /* Debian's host-local (containernetworking-plugins 1.1.1) with a 1.1.0 configuration. */
 static void test_host_local(void **state)
 {
@@ -169,6 +197,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_delegates_highest_common, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_local, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_plugin_ignores_stdin, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("cni_ipam", tests, NULL, NULL);
