@@ -419,6 +419,23 @@ int ibvf_vf_reset_link(struct ibvf_vf_manager *m, const char *pci, int link_stat
 	return do_program(m, pci, &req, true, out, err, errlen);
 }
 
+int ibvf_vf_request_make(uint64_t node, uint64_t port, const char *link,
+			 struct ibvf_vf_request *req, bool *reset, char *err, size_t errlen)
+{
+	*req = (struct ibvf_vf_request){
+		.node_guid = node, .port_guid = port, .link_state = -1, .rebind = true};
+	*reset = !node && !port;
+	if (link && *link) {
+		enum ibvf_vf_link_state ls;
+		int ret = ibvf_vf_link_state_parse(link, &ls, err, errlen);
+
+		if (ret)
+			return ret;
+		req->link_state = (int)ls;
+	}
+	return 0;
+}
+
 int ibvf_vf_query(struct ibvf_vf_manager *m, const char *pci, struct ibvf_vf_info *vf,
 		  struct ibvf_vf_state *st, char *err, size_t errlen)
 {
