@@ -24,6 +24,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <ibvf/api.h>
+
 #include "cni_cache.h"
 #include "cni_cmd.h"
 #include "cni_config.h"
@@ -67,19 +69,21 @@ static struct world {
 	struct fvf vf[2];
 	struct fowner own[4];
 	char log[4096];
-	int ns_open;	    /* opened and not yet closed */
-	const char *gone;   /* a netns path that no longer exists */
-	const char *notns;  /* a netns path that is a regular file */
-	const char *decoy;  /* a Pod netns that already has a "net1" */
-	bool shared_rdma;   /* RDMA subsystem in shared netns mode */
-	bool daemon_down;   /* connect() to ibvfd is refused */
-	const char *fail;   /* the next call of this op fails (one shot) */
-	int fail_ret;	    /* its errno (negative) */
-	int fail_code;	    /* its CNI code (ibvfd's mapping, the IPAM plugin's code) */
-	int port_ret;	    /* cni_vf_port_check() */
-	int ipam_check_ret; /* cni_ipam_check() */
-	unsigned ipam_ver;  /* VERSION of the IPAM plugin; 0: not in CNI_PATH */
-	size_t gc_valid;    /* valid attachments ibvfd's gc was given */
+	int ns_open;	      /* opened and not yet closed */
+	const char *gone;     /* a netns path that no longer exists */
+	const char *notns;    /* a netns path that is a regular file */
+	const char *decoy;    /* a Pod netns that already has a "net1" */
+	bool shared_rdma;     /* RDMA subsystem in shared netns mode */
+	bool daemon_down;     /* connect() to ibvfd is refused */
+	const char *fail;     /* the next call of this op fails (one shot) */
+	int fail_ret;	      /* its errno (negative) */
+	int fail_code;	      /* its CNI code (ibvfd's mapping, the IPAM plugin's code) */
+	int fail_rpc;	      /* ibvfd's JSON-RPC error code for it, 0: none */
+	const char *fail_msg; /* ibvfd's message for it, NULL: "injected failure" */
+	int port_ret;	      /* cni_vf_port_check() */
+	int ipam_check_ret;   /* cni_ipam_check() */
+	unsigned ipam_ver;    /* VERSION of the IPAM plugin; 0: not in CNI_PATH */
+	size_t gc_valid;      /* valid attachments ibvfd's gc was given */
 } W;
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -523,7 +527,9 @@ static int d_fail(const char *op, const char *what, struct cni_daemon_error *de,
 	if (failing(op, what, &ret)) {
 		de->ret = ret;
 		de->cni_code = W.fail_code;
-		return ibvf_errf(err, errlen, ret, "ibvfd %s: injected failure", op);
+		de->rpc.code = W.fail_rpc;
+		return ibvf_errf(err, errlen, ret, "ibvfd %s: %s", op,
+				 W.fail_msg ? W.fail_msg : "injected failure");
 	}
 	if (W.daemon_down) {
 		de->ret = -ECONNREFUSED;
@@ -1002,6 +1008,21 @@ static void test_add_prepare_fails(void **state)
 	assert_failed(&k, CNI_ERR_INVALID_CONFIG, "ibvfd could not prepare the VF");
 	assert_log("prepare:c1/net1!");
 	call_free(&k);
+
+	/* ibvfd refuses the PKey: the error names the NAD's "pkey", code 7 (issue 15 item 1) */
+	W.fail = "prepare";
+	W.fail_ret = -EREMOTEIO;
+	W.fail_code = CNI_ERR_INVALID_CONFIG;
+	W.fail_rpc = IBVF_RPC_INVALID_PARAMS;
+	W.fail_msg = "pkeys[0]: PKey 0x7fff is the default partition";
+	run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+	assert_failed(&k, CNI_ERR_INVALID_CONFIG, "invalid pkey");
+	assert_contains(k.ctx.fail.details, "\"pkey\"");
+	assert_contains(k.ctx.fail.details, "0x7fff");
+	assert_log("prepare:c1/net1!");
+	call_free(&k);
+	W.fail_rpc = 0;
+	W.fail_msg = NULL;
 
 	W.daemon_down = true;
 	run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){0}));
