@@ -450,6 +450,82 @@ static void test_install(void **state)
 	spit(l->parts, admin_text);
 }
 
+/*
+ * partitions.conf -> conf.d/real.conf (and the backup a link too): every
+ * write replaces the links' targets, in the targets' directory, and keeps
+ * the links (issue 15 item 3).
+ */
+static void test_symlinked_file(void **state)
+{
+	struct lab *l = *state;
+	const struct ibvf_sm_member m = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
+	const uint64_t rm = G(0x0002c90300100001);
+	char err[IBVF_ERR_LEN] = "", real[192], rbak[192], sub[160], cmd[512];
+	struct ibvf_sm_backend *b;
+	struct stat st;
+	char *t;
+
+	snprintf(sub, sizeof(sub), "%s/conf.d", l->dir);
+	snprintf(real, sizeof(real), "%s/real-partitions.conf", sub);
+	snprintf(rbak, sizeof(rbak), "%s/real-partitions.conf.prev", sub);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	assert_int_equal(rename(l->parts, real), 0);
+	/* a relative link, and a backup link whose target does not exist yet */
+	assert_int_equal(symlink("conf.d/real-partitions.conf", l->parts), 0);
+	assert_int_equal(symlink(rbak, l->bak), 0);
+	assert_int_equal(pf_resolve(l->parts, cmd, sizeof(cmd), err, sizeof(err)), 0);
+	assert_string_equal(cmd, real);
+
+	b = open_backend(l, NULL, NULL, NULL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 1);
+	assert_int_equal(lstat(l->parts, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(lstat(l->bak, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	t = slurp(real, NULL);
+	assert_has(t, PC_BEGIN_MARKER);
+	assert_has(section_of(t), "0x0002c90300100001=full");
+	free(t);
+	t = slurp(rbak, NULL);
+	assert_string_equal(t, admin_text);
+	free(t);
+	assert_int_equal(stat(real, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	/* the admin's later edit of the real file is what the next write reads */
+	t = slurp(real, NULL);
+	{
+		FILE *f = fopen(real, "a");
+
+		assert_non_null(f);
+		fputs("extra=0x0a05 : ALL=limited ;\n", f);
+		fclose(f);
+	}
+	free(t);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &rm, 1, err, sizeof(err)), 0);
+	expect_hups(l, 2);
+	t = slurp(l->parts, NULL);
+	assert_has(t, "extra=0x0a05 : ALL=limited ;\n");
+	assert_null(strstr(t, "0x0002c90300100001=full"));
+	free(t);
+	assert_int_equal(lstat(l->parts, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	/* no temp file next to the link or the target */
+	snprintf(cmd, sizeof(cmd), "test -z \"$( (ls -A %s; ls -A %s) | grep -E '^[.].*ibvf-|[.]tmp[.]')\"",
+		 l->dir, sub);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(opensm_ops.validate(b, cmd, sizeof(cmd), err, sizeof(err)), 0);
+	assert_has(cmd, "4 admin partitions");
+	/* a link loop is refused, not followed forever */
+	assert_int_equal(unlink(l->bak), 0);
+	assert_int_equal(symlink(l->bak, l->bak), 0);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -ELOOP);
+	opensm_ops.fini(b);
+	/* the fixture's teardown removes the directory */
+	assert_int_equal(unlink(l->parts), 0);
+	assert_int_equal(rename(real, l->parts), 0);
+}
+
 static void test_find_opensm(void **state)
 {
 	struct lab *l = *state;
@@ -1076,6 +1152,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config),
 		cmocka_unit_test_setup_teardown(test_install, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_symlinked_file, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_find_opensm, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_add_remove_list, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_bad_requests, lab_setup, lab_teardown),
