@@ -511,8 +511,9 @@ static void test_symlinked_file(void **state)
 	assert_int_equal(lstat(l->parts, &st), 0);
 	assert_true(S_ISLNK(st.st_mode));
 	/* no temp file next to the link or the target */
-	snprintf(cmd, sizeof(cmd), "test -z \"$( (ls -A %s; ls -A %s) | grep -E '^[.].*ibvf-|[.]tmp[.]')\"",
-		 l->dir, sub);
+	snprintf(cmd, sizeof(cmd),
+		 "test -z \"$( (ls -A %s; ls -A %s) | grep -E '^[.].*ibvf-|[.]tmp[.]')\"", l->dir,
+		 sub);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(opensm_ops.validate(b, cmd, sizeof(cmd), err, sizeof(err)), 0);
 	assert_has(cmd, "4 admin partitions");
