@@ -13,9 +13,11 @@
  * definition, OpenSM logs "Partition configuration in error; retrying with
  * default config" and programs `Default=0x7fff : ALL=full` only, removing
  * every other P_Key from the fabric. A file this parser accepts must be a
- * file OpenSM accepts; where OpenSM's own reader is unpredictable (it reads
- * past the end of a line after "mgid=...;" and after a ';' with nothing
- * before it on its line) this parser refuses.
+ * file OpenSM accepts, and the other way round. Where OpenSM's reader runs
+ * past the end of a line (after "mgid=...;" and after a ';' with nothing
+ * before it on its line) the verdict is that of a model of OpenSM's line
+ * buffer (partition_osm.h): refused when OpenSM rejects the file, a warning
+ * when it reads only white space there or bytes no line wrote (undefined).
  *
  * Positions are 1-based line and byte column. GUIDs are host-order u64,
  * P_Keys host-order u16 with the 15-bit key (membership bit clear).
@@ -110,9 +112,10 @@ struct pc_file {
  * @name:       file name for messages.
  * @out:        the parse; free with pc_file_free().
  *
- * Return: 0; -EINVAL with "@name:LINE:COL: reason" in @err when OpenSM would
- * reject the file (or could misread it), including a file without any
- * definition; -ENOMEM.
+ * Return: 0; -EINVAL with "@name:LINE[:COL]: reason" in @err when OpenSM
+ * 3.3.23 rejects the file (or crashes on it), including a file without any
+ * definition; -ENOMEM. Numbers are read as OpenSM reads them (strtoul():
+ * a PKey keeps its low 16 bits, a negative GUID wraps; with a warning).
  */
 int pc_parse(const char *text, size_t len, const char *name, struct pc_file **out, char *err,
 	     size_t errlen);
