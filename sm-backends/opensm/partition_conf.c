@@ -621,11 +621,22 @@ static int line(struct parser *p, size_t clen)
 
 			while (r < end && is_ws(p->text[r]))
 				r++;
-			if (r < end)
+			if (r < end && p->cur < 0)
 				return perr(p, r,
+					    "text after a ';' that begins its line, outside a "
+					    "definition: OpenSM 3.3.23 reads it unpredictably; "
+					    "remove the ';'");
+			if (r < end) {
+				/* to the end of the line, later ';' included */
+				ret = pwarn(p, r,
 					    "text after a ';' that begins its line: OpenSM "
-					    "3.3.23 reads it as members of the definition the "
-					    "';' ends; put the ';' after the last member");
+					    "3.3.23 reads all of it, later ';' included, as "
+					    "members of the definition the ';' ends");
+				if (!ret)
+					ret = body(p, semi + 1, end, false);
+				if (ret)
+					return ret;
+			}
 			if (p->cur >= 0) {
 				cur_part(p)->last_line = p->line;
 				cur_part(p)->terminated = true;
