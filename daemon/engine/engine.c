@@ -292,9 +292,18 @@ static bool admit(struct op *op, const struct ready_inputs *in)
 		return true;
 	readiness_locked(e, &in->ph, &in->bs, &rd);
 	if (!rd.ready) {
+		/*
+		 * The errno says whether waiting helps: EAGAIN, or the SM's own
+		 * permanent errno (e.g. opensm's -EBADMSG for an admin file it
+		 * refuses), which the CNI plugin maps to a permanent code.
+		 */
+		int err_no = !e->sm_ok && e->sm_errno < 0 && !ibvf_sm_err_is_transient(e->sm_errno)
+				     ? -e->sm_errno
+				     : EAGAIN;
+
 		reasons_line(&rd, err, sizeof(err));
 		pthread_mutex_unlock(&e->lock);
-		refuse(op, IBVF_RPC_NOT_READY, EAGAIN, "validate", "ibvfd is not ready: %s", err);
+		refuse(op, IBVF_RPC_NOT_READY, err_no, "validate", "ibvfd is not ready: %s", err);
 		return false;
 	}
 	return true;
@@ -613,6 +622,7 @@ int ibvf_engine_validate_sm(struct ibvf_engine *e)
 	pthread_mutex_lock(&e->lock);
 	was = e->sm_ok;
 	e->sm_ok = ret == 0;
+	e->sm_errno = ret;
 	e->sm_checked_ms = ibvf_wall_ms();
 	e->sm_checked_seq = bs.last_call.seq;
 	if (!ret)

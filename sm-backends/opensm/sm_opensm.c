@@ -230,7 +230,11 @@ static int load(struct ibvf_sm_backend *b, struct pc_doc **doc, struct stat *st,
 		return ret;
 	ret = pc_doc_load(text, len, b->cfg.partition_file, doc, err, errlen);
 	free(text);
-	return ret;
+	/*
+	 * The file, not a member, is at fault: permanent until someone edits
+	 * it, and not worth splitting a batch over (-EINVAL would be).
+	 */
+	return ret == -EINVAL ? -EBADMSG : ret;
 }
 
 /*

@@ -708,7 +708,11 @@ static void test_refusals_touch_nothing(void **state)
 
 	/* an unparsable base file */
 	spit(l->parts, broken);
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
+	/* the admin's file is at fault, permanently, not the member: -EBADMSG */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
+			 -EBADMSG);
+	assert_false(ibvf_sm_err_is_transient(-EBADMSG));
+	assert_false(ibvf_sm_err_is_member_fault(-EBADMSG));
 	assert_has(err, "nothing was changed: ");
 	assert_has(err, "partitions.conf:2:43: bad port GUID '0xZZZZ'");
 	t = slurp(l->parts, NULL);
@@ -889,10 +893,11 @@ static void test_damaged_markers(void **state)
 		 "  %s\n",
 		 admin_text, PC_BEGIN_MARKER, PC_END_MARKER);
 	spit(l->parts, text);
-	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &g, 1, err, sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &g, 1, err, sizeof(err)), -EBADMSG);
 	assert_has(err, "nothing was changed");
 	assert_has(err, "looks like an ibvf section marker");
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
+			 -EBADMSG);
 	t = slurp(l->parts, NULL);
 	assert_string_equal(t, text);
 	free(t);
