@@ -601,7 +601,8 @@ static void test_add_remove_list(void **state)
 	};
 	const struct ibvf_sm_pkey_flags idx0 = {.index0 = true, .ipoib = false};
 	const uint64_t rm[] = {G(0x0002c90300100001), G(0x0002c90300100003)};
-	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
+	struct ibvf_sm_backend *b =
+		open_backend(l, "\"admin_pkeys\": {\"0x0a01\": \"request\"}", NULL, NULL);
 	char err[IBVF_ERR_LEN] = "", *t, *bak;
 	struct seen s = {0};
 	struct stat st1, st2;
@@ -666,6 +667,99 @@ static void test_add_remove_list(void **state)
 	assert_string_equal(section_of(t), PC_BEGIN_MARKER "\n" PC_END_MARKER "\n");
 	free(t);
 	opensm_ops.fini(b);
+}
+
+/*
+ * Joining an administrator's partition is an opt-in per PKey (admin_pkeys),
+ * and the membership is the opt-in's: the admin's defmember unless it says
+ * "full", "limited" or "request" (issue 15 item 4).
+ */
+static void test_admin_opt_in(void **state)
+{
+	struct lab *l = *state;
+	const struct ibvf_sm_member full = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
+	const struct ibvf_sm_member lim = {G(0x0002c90300100001), IBVF_MEMBER_LIMITED};
+	char err[IBVF_ERR_LEN] = "", text[1024], *t;
+	struct ibvf_sm_backend *b;
+	struct opensm_cfg c;
+
+	snprintf(text, sizeof(text), "%stenants=0x0a03, defmember=full : 0x0002c90300a00009 ;\n",
+		 admin_text);
+	spit(l->parts, text);
+	/* no opt-in: refused, naming the admin's partition; nothing written */
+	b = open_backend(l, NULL, NULL, NULL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a01, &full, 1, NULL, err, sizeof(err)),
+			 -EPERM);
+	assert_has(err, "PKey 0x0a01 is the administrator's partition 'storage' (line 3");
+	assert_has(err, "defmember=limited");
+	assert_has(err, "admin_pkeys");
+	assert_false(ibvf_sm_err_is_transient(-EPERM));
+	assert_int_equal(opensm_ops.add_members(b, 0x0a03, &lim, 1, NULL, err, sizeof(err)),
+			 -EPERM);
+	assert_has(err, "'tenants' (line 5");
+	/* a PKey only ibvf defines needs none */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &full, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 1);
+	opensm_ops.fini(b);
+
+	b = open_backend(l,
+			 "\"admin_pkeys\": {\"0x0a01\": \"defmember\", \"0x8a03\": \"defmember\", "
+			 "\"0x0a02\": \"full\", \"0x0a04\": \"limited\"}",
+			 NULL, NULL);
+	/* storage is defmember=limited: full is refused, limited joins */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a01, &full, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "full membership of the administrator's partition 'storage'");
+	assert_has(err, "allows only limited members (\"defmember\")");
+	assert_true(ibvf_sm_err_is_member_fault(-EINVAL));
+	expect_hups(l, 1);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a01, &lim, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 2);
+	/* tenants is defmember=full (the opt-in's key may carry the full bit) */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a03, &lim, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a03, &full, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 3);
+	/* infra: the opt-in overrides the defmember (limited) */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a02, &lim, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "allows only full members (\"full\")");
+	assert_int_equal(opensm_ops.add_members(b, 0x0a02, &full, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 4);
+	t = slurp(l->parts, NULL);
+	assert_memory_equal(t, text, strlen(text));
+	assert_has(section_of(t), "ibvf_0x0a01=0x0a01 :\n\t0x0002c90300100001=limited ;\n");
+	assert_has(section_of(t), "ibvf_0x0a02=0x0a02 :\n\t0x0002c90300100001=full ;\n");
+	assert_has(section_of(t), "ibvf_0x0a03=0x0a03 :\n\t0x0002c90300100001=full ;\n");
+	free(t);
+	/* removal needs no opt-in */
+	opensm_ops.fini(b);
+	b = open_backend(l, NULL, NULL, NULL);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a01, &full.guid, 1, err, sizeof(err)), 0);
+	expect_hups(l, 5);
+	opensm_ops.fini(b);
+
+	/* config errors name the key */
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"admin_pkeys\": "
+					  "{\"0xzz\": \"full\"}}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "admin_pkeys.0xzz: expected a PKey");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"admin_pkeys\": "
+					  "{\"0x0a01\": \"most\"}}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "expected \"defmember\", \"full\", \"limited\" or \"request\"");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"admin_pkeys\": "
+					  "{\"0x0a01\": \"full\", \"0x8a01\": \"limited\"}}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "given twice");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"admin_pkeys\": "
+					  "{\"0x7fff\": \"full\"}}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
+	spit(l->parts, admin_text);
 }
 
 static void test_bad_requests(void **state)
@@ -1076,7 +1170,9 @@ static void test_verify_fabric(void **state)
 	};
 	const uint64_t rm[] = {G(0x0002c90300100001), G(0x0002c90300100005)};
 	struct fake fk = {.on_fabric = {G(0x0002c90300100001), G(0x0002c90300100003)}};
-	struct ibvf_sm_backend *b = open_backend(l, "\"reload_timeout_ms\": 300", &fk, NULL);
+	struct ibvf_sm_backend *b = open_backend(
+		l, "\"reload_timeout_ms\": 300, \"admin_pkeys\": {\"0x0a02\": \"request\"}", &fk,
+		NULL);
 	char err[IBVF_ERR_LEN] = "";
 
 	assert_int_equal(opensm_ops.add_members(b, 0x0a10, m, 3, NULL, err, sizeof(err)), 0);
@@ -1161,6 +1257,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_symlinked_file, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_find_opensm, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_add_remove_list, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_admin_opt_in, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_bad_requests, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_refusals_touch_nothing, lab_setup,
 						lab_teardown),
