@@ -538,7 +538,7 @@ static int mgid_entry(struct parser *p, struct span name, struct span val, bool 
 	unsigned char raw[16];
 	int ret;
 
-	if (!has_val || !span_len(val))
+	if (!has_val)
 		return perr(p, name.b,
 			    "mgid without a GID: OpenSM 3.3.23 passes a NULL GID "
 			    "to inet_pton() and crashes");

@@ -104,6 +104,7 @@ case("mgid-then-member-same-line", DEF + "t=0x0e07 :\n\tmgid=ff12::7, %s=full\n\
 case("mgid-not-multicast", DEF + "t=0x0e08 :\n\tmgid=fe80::8\n\t%s=full ;\n" % H1)
 case("mgid-not-multicast-semicolon", DEF + "t=0x0e09 :\n\tmgid=fe80::9, %s=full ;\n" % H1)
 case("mgid-bare", DEF + "t=0x0e0a :\n\tmgid\n\t%s=full ;\n" % H1)
+case("mgid-empty-gid", DEF + "t=0x0e0c :\n\tmgid=\n\t%s=full ;\n" % H1)
 
 # --- a lone ';' --------------------------------------------------------------
 case("lone-semicolon-after-longer-line", DEF + "t=0x0f01 :\n  %s=full,\n  %s=full\n;\n" % (H1, H2))
