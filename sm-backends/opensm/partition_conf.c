@@ -774,7 +774,20 @@ static int osm_verdict(struct parser *p)
 	for (size_t i = 0; !ret && i < r.n_over; i++) {
 		if (!r.over[i].from_line)
 			continue;
+		if (r.over[i].parsed && !p->f->leftover_line) {
+			p->f->leftover_line = r.over[i].line;
+			p->f->leftover_from = r.over[i].from_line;
+			snprintf(p->f->leftover, sizeof(p->f->leftover), "%s", r.over[i].text);
+		}
 		p->line = r.over[i].line;
+		if (r.over[i].parsed) {
+			ret = pwarn(
+				p, 0,
+				"OpenSM 3.3.23 reads past the end of this line and parses '%s', "
+				"which line %u left in its line buffer, as partition text",
+				r.over[i].text, r.over[i].from_line);
+			continue;
+		}
 		ret = pwarn(p, 0,
 			    "OpenSM 3.3.23 reads past the end of this line into what line %u "
 			    "left in its line buffer (only white space now, so harmless; a "
@@ -1281,6 +1294,15 @@ int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **
 
 		ret = parse_text(d->text, d->len, name, barrier, &d->file, err, errlen);
 	}
+	if (!ret && d->file->leftover_line)
+		ret = ibvf_errf(err, errlen, -EINVAL,
+				"%s:%u: OpenSM 3.3.23 reads past the end of this line and parses "
+				"'%s', which line %u left in its line buffer, as partition text: "
+				"OpenSM accepts the file, but which partitions that makes is not "
+				"in the file, and ibvf does not edit it; put the ';' after the "
+				"last member of line %u",
+				name ? name : "<partitions>", d->file->leftover_line,
+				d->file->leftover, d->file->leftover_from, d->file->leftover_line);
 	if (!ret)
 		ret = split_doc(d, name, err, errlen);
 	if (ret) {

@@ -104,6 +104,11 @@ struct pc_file {
 	struct pc_diag *warnings;
 	size_t n_warnings;
 	unsigned n_lines;
+	/* OpenSM reads past the end of this line and parses what an earlier line
+	 * left in its buffer as partition text (0: never); the file parses, but
+	 * what it means is not in @parts: pc_doc_load() refuses to edit it */
+	unsigned leftover_line, leftover_from;
+	char leftover[48];
 };
 
 /**
@@ -226,7 +231,9 @@ struct pc_doc {
  * before the section); a managed section that is not in ibvf's form
  * (explicit PKey, GUID members with =full or =limited, no mgid, flags only
  * ipoib/indx0/mtu/rate/sl); an admin part without any definition (writing
- * only ibvf's partitions would turn OpenSM's Default into ALL=limited).
+ * only ibvf's partitions would turn OpenSM's Default into ALL=limited); a
+ * file OpenSM reads leftover bytes of its line buffer of as partition text
+ * (pc_file.leftover_line: its partitions are not all known).
  *
  * Return: 0, -EINVAL, -ENOMEM. Free with pc_doc_free().
  */

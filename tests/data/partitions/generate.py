@@ -161,6 +161,9 @@ case("crlf", "Default=0x7fff : ALL=full ;\r\n")
 case("crlf-inside", "Default=0x7fff : ALL=full\r ;\n")
 case("only-comments", "# nothing yet\n\n")
 case("empty", "")
+# OpenSM parses a leftover ": ALL=full" as a new (generated, open) partition
+case("leftover-parsed-as-definition", "Default=0x7fff : ALL=full ;\ntenant=0x10 :\n"
+     "  0x0002c90300001002=full : ALL=full,\n\tmgid=ff12:401b::0707 ;\n")
 
 
 def main():
