@@ -62,6 +62,8 @@ static void note_over(struct osm *s, size_t i, bool parsed)
 /* The byte OpenSM reads at @i; unwritten bytes read as NUL (and are noted). */
 static char rd(struct osm *s, size_t i)
 {
+	if (i <= s->eol) /* the current line: always written */
+		return s->buf[i];
 	if (i >= PC_OSM_BUF || !s->known[i]) {
 		if (s->quiet)
 			return '\0';

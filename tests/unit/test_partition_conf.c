@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "partition_conf.h"
+#include "partition_osm.h"
 #include "err.h"
 
 #define G(x) UINT64_C(x)
@@ -959,6 +960,19 @@ static void test_corpus(void **state)
 			fail();
 		}
 		predict(name, t, len, got, sizeof(got));
+		/* the model of OpenSM's reader alone gives the same verdict */
+		{
+			struct pc_osm_result r;
+			bool osm_accepts = strstr(want, " accepts") != NULL;
+
+			pc_osm_read(t, len, &r);
+			if (osm_accepts !=
+			    (r.verdict == PC_OSM_ACCEPTS || r.verdict == PC_OSM_UNDEFINED)) {
+				print_error("%s: OpenSM: %s; model: verdict %d (%s)\n", name, want,
+					    (int)r.verdict, r.why);
+				mismatched++;
+			}
+		}
 		free(t);
 		checked++;
 		/* a generated PKey: only the verdict is compared */
