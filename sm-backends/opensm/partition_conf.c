@@ -791,6 +791,13 @@ static int osm_verdict(struct parser *p)
 			snprintf(p->f->leftover, sizeof(p->f->leftover), "%s", r.over[i].text);
 		}
 		p->line = r.over[i].line;
+		if (r.over[i].parsed && r.over[i].from_line == r.over[i].line) {
+			ret = pwarn(p, 0,
+				    "OpenSM 3.3.23 parses '%s' on this line as a new partition "
+				    "definition (it stops reading the mgid entry before it)",
+				    r.over[i].text);
+			continue;
+		}
 		if (r.over[i].parsed) {
 			ret = pwarn(
 				p, 0,
@@ -1305,7 +1312,16 @@ int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **
 
 		ret = parse_text(d->text, d->len, name, barrier, &d->file, err, errlen);
 	}
-	if (!ret && d->file->leftover_line)
+	if (!ret && d->file->leftover_line && d->file->leftover_from == d->file->leftover_line)
+		ret = ibvf_errf(err, errlen, -EINVAL,
+				"%s:%u: OpenSM 3.3.23 parses '%s' on this line as a new partition "
+				"definition (it stops reading an mgid entry whose GID is not "
+				"multicast before it): OpenSM accepts the file, but that "
+				"partition is not one a reader sees, and ibvf does not edit the "
+				"file; put the text after the mgid entry on a line of its own",
+				name ? name : "<partitions>", d->file->leftover_line,
+				d->file->leftover);
+	else if (!ret && d->file->leftover_line)
 		ret = ibvf_errf(err, errlen, -EINVAL,
 				"%s:%u: OpenSM 3.3.23 reads past the end of this line and parses "
 				"'%s', which line %u left in its line buffer, as partition text: "

@@ -372,7 +372,7 @@ void pc_osm_read(const char *text, size_t len, struct pc_osm_result *r)
 	s->r = r;
 	s->known[0] = true; /* line[0] = '\0' */
 	while (success >= 0 && get_line(s, text, len, &off)) {
-		size_t p = 0, q = schr(s, 0, '#');
+		size_t p = 0, q = schr(s, 0, '#'), semi = NO_VAL;
 
 		if (q != NO_VAL)
 			wr0(s, q);
@@ -384,7 +384,13 @@ void pc_osm_read(const char *text, size_t len, struct pc_osm_result *r)
 			if (!rd(s, p))
 				break;
 			s->seg_over = p > s->eol;
-			if (s->seg_over)
+			/*
+			 * Past the line, or still before the ';' that ended the last
+			 * segment (after an mgid entry whose GID is not multicast
+			 * OpenSM stops there): text parsed as a new definition that
+			 * a reader of the file would not see as one.
+			 */
+			if (s->seg_over || (semi != NO_VAL && p < semi))
 				note_over(s, p, true);
 			if (!s->conf) {
 				s->conf = true;
@@ -400,6 +406,7 @@ void pc_osm_read(const char *text, size_t len, struct pc_osm_result *r)
 			}
 			success = 1;
 			p += (size_t)used;
+			semi = q;
 			if (q != NO_VAL)
 				s->conf = s->prtn = false;
 		} while (q != NO_VAL);

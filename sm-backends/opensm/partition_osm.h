@@ -35,7 +35,11 @@ enum pc_osm_verdict {
 	PC_OSM_UNDEFINED,   /* the result depends on bytes no line wrote */
 };
 
-/** One place where OpenSM reads past the end of the current line. */
+/**
+ * One place where OpenSM reads past the end of the current line, or parses
+ * text of the line as a new definition where the text shows none (after an
+ * mgid entry whose GID is not multicast: @from_line == @line).
+ */
 struct pc_osm_overread {
 	unsigned line;	    /* the line being read (1-based) */
 	unsigned from_line; /* the line that left the bytes there; 0: none did */

@@ -164,6 +164,9 @@ case("empty", "")
 # OpenSM parses a leftover ": ALL=full" as a new (generated, open) partition
 case("leftover-parsed-as-definition", "Default=0x7fff : ALL=full ;\ntenant=0x10 :\n"
      "  0x0002c90300001002=full : ALL=full,\n\tmgid=ff12:401b::0707 ;\n")
+# after an mgid entry whose GID is not multicast OpenSM parses the rest of
+# the segment as a new definition
+case("non-multicast-mgid-then-definition", DEF + "t=0x0e0d :\n\tmgid=fe80::d, x=0x0e0e : SELF=full ;\n")
 
 
 def main():
