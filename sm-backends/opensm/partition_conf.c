@@ -760,6 +760,7 @@ static int osm_verdict(struct parser *p)
 	if (!p->leaves_line)
 		return 0;
 	pc_osm_read(p->text, p->len, &r);
+	p->f->overread_last = r.last_over;
 	p->loff = 0;
 	switch (r.verdict) {
 	case PC_OSM_REJECTS:
@@ -1330,6 +1331,21 @@ int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **
 				"last member of line %u",
 				name ? name : "<partitions>", d->file->leftover_line,
 				d->file->leftover, d->file->leftover_from, d->file->leftover_line);
+	/*
+	 * What OpenSM reads past a line's end was left there by the lines before
+	 * it. ibvf's write adds a newline to a last line without one and puts its
+	 * section before the lines after it: refuse where that changes what
+	 * OpenSM reads (the install gate would refuse every rendering).
+	 */
+	if (!ret && d->file->overread_last &&
+	    ((d->begin_line && d->file->overread_last >= d->begin_line) ||
+	     (d->file->overread_last == d->file->n_lines && len && text[len - 1] != '\n')))
+		ret = ibvf_errf(err, errlen, -EINVAL,
+				"%s:%u: OpenSM 3.3.23 reads past the end of this line, into what "
+				"the lines before it left in its line buffer, and ibvf's next "
+				"write changes those: ibvf does not edit the file; put the ';' "
+				"after the last member",
+				name ? name : "<partitions>", d->file->overread_last);
 	if (!ret)
 		ret = split_doc(d, name, err, errlen);
 	if (ret) {

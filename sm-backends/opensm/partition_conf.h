@@ -109,6 +109,9 @@ struct pc_file {
 	 * what it means is not in @parts: pc_doc_load() refuses to edit it */
 	unsigned leftover_line, leftover_from;
 	char leftover[48];
+	/* the last line OpenSM reads past the end of (0: none): what it finds
+	 * there depends on the lines before it (pc_doc_load()) */
+	unsigned overread_last;
 };
 
 /**

@@ -38,6 +38,7 @@ static void note_over(struct osm *s, size_t i, bool parsed)
 	struct pc_osm_overread *o;
 	size_t n = 0;
 
+	r->last_over = s->line;
 	if (r->n_over && r->over[r->n_over - 1].line == s->line) {
 		o = &r->over[r->n_over - 1];
 		if (!parsed || o->parsed)

@@ -56,6 +56,7 @@ struct pc_osm_result {
 	struct pc_osm_overread over[PC_OSM_MAX_OVERREADS];
 	size_t n_over;	     /* recorded (at most PC_OSM_MAX_OVERREADS) */
 	unsigned undef_line; /* first line that read unwritten bytes; 0: none */
+	unsigned last_over;  /* last line OpenSM read past the end of; 0: none */
 };
 
 /**

@@ -627,6 +627,46 @@ static void test_leftover_definition_not_edited(void **state)
 	assert_has(err, "ibvf does not edit it");
 }
 
+/*
+ * A lone ';' on the last line, without a newline: OpenSM reads past it into
+ * a NUL line 3 left, so it accepts the file; with the newline ibvf's write
+ * adds it reads "fe80::9" instead and rejects it. The same for a line after
+ * ibvf's section, whose leftovers are the section's. ibvf does not edit
+ * such files (found by fuzz_partition_conf).
+ */
+static void test_overread_changed_by_write_not_edited(void **state)
+{
+	static const char last[] = "Default=0x7fff : ALL=full ;\nt=0x0e09 :\n"
+				   "\tmgid=fe80::9, 00002:601b::10101=f\n   ;";
+	char err[IBVF_ERR_LEN] = "", text[1024];
+	struct pc_file *f = NULL;
+	struct pc_doc *d = NULL;
+
+	(void)state;
+	assert_int_equal(pc_parse(last, strlen(last), "p.conf", &f, err, sizeof(err)), 0);
+	assert_int_equal(f->overread_last, 4);
+	pc_file_free(f);
+	assert_int_equal(pc_doc_load(last, strlen(last), "p.conf", &d, err, sizeof(err)), -EINVAL);
+	assert_has(err, "p.conf:4: OpenSM 3.3.23 reads past the end of this line");
+	assert_has(err, "ibvf does not edit the file");
+	/* with the newline: OpenSM rejects it */
+	snprintf(text, sizeof(text), "%s\n", last);
+	assert_int_equal(pc_parse(text, strlen(text), "p.conf", &f, err, sizeof(err)), -EINVAL);
+	assert_has(err, "OpenSM 3.3.23 rejects the file");
+	/* after the section */
+	snprintf(text, sizeof(text), "Default=0x7fff : ALL=full ;\n%s\n%s\nt=0x0e09 :\nSELF\n\t;\n",
+		 PC_BEGIN_MARKER, PC_END_MARKER);
+	assert_int_equal(pc_parse(text, strlen(text), "p.conf", &f, err, sizeof(err)), 0);
+	pc_file_free(f);
+	assert_int_equal(pc_doc_load(text, strlen(text), "p.conf", &d, err, sizeof(err)), -EINVAL);
+	assert_has(err, "p.conf:6: OpenSM 3.3.23 reads past the end of this line");
+	/* before the section it is the admin's business: harmless, edited */
+	snprintf(text, sizeof(text), "Default=0x7fff : ALL=full ;\nt=0x0e09 :\nSELF\n\t;\n%s\n%s\n",
+		 PC_BEGIN_MARKER, PC_END_MARKER);
+	assert_int_equal(pc_doc_load(text, strlen(text), "p.conf", &d, err, sizeof(err)), 0);
+	pc_doc_free(d);
+}
+
 static void test_doc_errors(void **state)
 {
 	(void)state;
@@ -1060,6 +1100,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_no_trailing_newline),
 		cmocka_unit_test(test_doc_errors),
 		cmocka_unit_test(test_leftover_definition_not_edited),
+		cmocka_unit_test(test_overread_changed_by_write_not_edited),
 		cmocka_unit_test(test_marker_trailing_blanks),
 		cmocka_unit_test(test_unterminated_admin_refused_on_render),
 		cmocka_unit_test(test_check_detects_tampering),
