@@ -795,7 +795,7 @@ static int osm_verdict(struct parser *p)
 		if (r.over[i].parsed && r.over[i].from_line == r.over[i].line) {
 			ret = pwarn(p, 0,
 				    "OpenSM 3.3.23 parses '%s' on this line as a new partition "
-				    "definition (it stops reading the mgid entry before it)",
+				    "definition where the file shows none",
 				    r.over[i].text);
 			continue;
 		}
@@ -1316,10 +1316,10 @@ int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **
 	if (!ret && d->file->leftover_line && d->file->leftover_from == d->file->leftover_line)
 		ret = ibvf_errf(err, errlen, -EINVAL,
 				"%s:%u: OpenSM 3.3.23 parses '%s' on this line as a new partition "
-				"definition (it stops reading an mgid entry whose GID is not "
-				"multicast before it): OpenSM accepts the file, but that "
-				"partition is not one a reader sees, and ibvf does not edit the "
-				"file; put the text after the mgid entry on a line of its own",
+				"definition where the file shows none (text after an mgid entry "
+				"whose GID is not multicast, or a comment after a ';' that "
+				"begins the line): OpenSM accepts the file, but that partition "
+				"is not one a reader sees, and ibvf does not edit the file",
 				name ? name : "<partitions>", d->file->leftover_line,
 				d->file->leftover);
 	else if (!ret && d->file->leftover_line)

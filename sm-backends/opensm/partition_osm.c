@@ -374,6 +374,8 @@ void pc_osm_read(const char *text, size_t len, struct pc_osm_result *r)
 	s->known[0] = true; /* line[0] = '\0' */
 	while (success >= 0 && get_line(s, text, len, &off)) {
 		size_t p = 0, q = schr(s, 0, '#'), semi = NO_VAL;
+		/* where the line's text ends for a reader: its '#' or a NUL byte */
+		size_t shown = q != NO_VAL ? q : slen(s, 0);
 
 		if (q != NO_VAL)
 			wr0(s, q);
@@ -386,12 +388,13 @@ void pc_osm_read(const char *text, size_t len, struct pc_osm_result *r)
 				break;
 			s->seg_over = p > s->eol;
 			/*
-			 * Past the line, or still before the ';' that ended the last
+			 * Past the line, past its '#' (a lone ';' skips one byte
+			 * too many), or still before the ';' that ended the last
 			 * segment (after an mgid entry whose GID is not multicast
 			 * OpenSM stops there): text parsed as a new definition that
 			 * a reader of the file would not see as one.
 			 */
-			if (s->seg_over || (semi != NO_VAL && p < semi))
+			if (s->seg_over || p > shown || (semi != NO_VAL && p < semi))
 				note_over(s, p, true);
 			if (!s->conf) {
 				s->conf = true;

@@ -166,6 +166,9 @@ case("leftover-parsed-as-definition", "Default=0x7fff : ALL=full ;\ntenant=0x10 
      "  0x0002c90300001002=full : ALL=full,\n\tmgid=ff12:401b::0707 ;\n")
 # after an mgid entry whose GID is not multicast OpenSM parses the rest of
 # the segment as a new definition
+# a lone ';' before a comment: OpenSM parses the comment's text
+case("lone-semicolon-comment", DEF + "t=0x0f05 : SELF=full\n; # end of t\n")
+case("lone-semicolon-comment-definition", DEF + "t=0x0f06 : SELF=full\n; # y=0x0f07 : ALL=full\n")
 case("non-multicast-mgid-then-definition", DEF + "t=0x0e0d :\n\tmgid=fe80::d, x=0x0e0e : SELF=full ;\n")
 
 
