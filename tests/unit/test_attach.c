@@ -225,6 +225,7 @@ struct fx {
 	bool deliver;
 	json_t *result[256];
 	int code[256];
+	int err_no[256];
 	char step[256][32];
 	char msg[256][256];
 };
@@ -240,7 +241,7 @@ static bool on_reply(void *ctx, json_t *result, int code, const char *msg, int e
 	struct rctx *r = ctx;
 	struct fx *f = r->f;
 
-	(void)err_no;
+	f->err_no[r->slot] = err_no;
 	f->result[r->slot] = result;
 	f->code[r->slot] = code;
 	snprintf(f->step[r->slot], 32, "%s", step ? step : "");
@@ -723,9 +724,19 @@ static void test_not_ready(void **state)
 	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
 	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
 	expect_error(f, IBVF_RPC_NOT_READY, "validate");
+	assert_int_equal(f->err_no[0], EAGAIN); /* the fake's -ECONNREFUSED: waiting may help */
 	json_t *r = call(f, "status", NULL);
 	assert_false(json_is_true(json_object_get(r, "ready")));
 	assert_false(json_is_true(json_object_get(json_object_get(r, "backend"), "ok")));
+	/* an SM whose validate() fails permanently (opensm: the admin's file is
+	 * refused, -EBADMSG): a permanent SM error carrying that errno, not
+	 * "not ready, retry" */
+	f->ctl->fail_validate = 1;
+	f->ctl->fail_errno = -EBADMSG;
+	assert_int_equal(ibvf_engine_validate_sm(f->e), -EBADMSG);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	expect_error(f, IBVF_RPC_SM_ERROR, "validate");
+	assert_int_equal(f->err_no[0], EBADMSG);
 	/* SM comes back: ready */
 	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
 	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
