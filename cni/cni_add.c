@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ibvf/api.h>
+
 #include "cni_cmd.h"
 #include "cni_daemon.h"
 #include "cni_ipam.h"
@@ -121,7 +123,11 @@ static int validate(struct add *a)
 	}
 	ret = cni_host->ns_open(&a->pod, ctx->env.netns, err, sizeof(err));
 	if (ret)
-		return cni_failf(ctx, ret == -ENOENT ? CNI_ERR_UNKNOWN_CONTAINER : CNI_ERR_VF,
+		/* gone, or a path that is no netns (a regular file): code 3 (spec 1.1 "Error") */
+		return cni_failf(ctx,
+				 ret == -ENOENT || ret == -ENOTDIR || ret == -EINVAL
+					 ? CNI_ERR_UNKNOWN_CONTAINER
+					 : CNI_ERR_VF,
 				 "cannot open the Pod netns", "%s", err);
 	ret = cni_host->ns_open(&a->host, NULL, err, sizeof(err));
 	if (ret)
@@ -138,22 +144,50 @@ static int validate(struct add *a)
 	return 0;
 }
 
-/* Compatibility mode without a GUID to set: the VF must already have a usable one. */
+/*
+ * Compatibility mode without a GUID to set: the VF must already have a usable
+ * one (issue 15: a GUID-0 VF's port stays INIT forever). The VF driver's
+ * read-back decides (also for vfio-pci VFs, which have no netdev); the IPoIB
+ * address of the netdev only when the driver cannot read the GUID back.
+ */
 static int check_present_guid(struct add *a)
 {
 	char err[IBVF_ERR_LEN], name[CNI_IFNAME_LEN];
 	unsigned long long guid;
+	uint64_t rb = 0;
+	bool known = false;
 	struct cni_link l;
 	int ret;
 
+	ret = cni_host->vf_guid(&a->vf, &rb, &known, err, sizeof(err));
+	if (ret)
+		log_warn("VF %s: reading its GUID back: %s", a->vf.pci, err);
+	if (known) {
+		if (!ibvf_guid_is_assignable(rb))
+			return cni_failf(
+				a->ctx, CNI_ERR_VF, "VF has no valid GUID",
+				"%s: the VF driver reads back GUID %016llx and no GUID "
+				"was given (runtimeConfig.infinibandGUID / args.cni.guid); "
+				"set one, or run ibvfd to assign one",
+				a->what, (unsigned long long)rb);
+		a->c.guid = rb;
+		return 0;
+	}
+	if (a->vfio) {
+		log_warn("VF %s: bound to vfio-pci and its driver cannot read the GUID back; "
+			 "GUID check skipped",
+			 a->vf.pci);
+		return 0;
+	}
 	ret = cni_host->vf_netdev(a->vf.pci, name, err, sizeof(err));
 	if (!ret)
 		ret = cni_host->link_get(&a->host, name, 0, &l, err, sizeof(err));
 	if (ret)
 		return cni_failf(a->ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
 	if (cni_link_guid(&l, &guid)) {
-		log_warn("VF %s: netdev %s is not IPoIB (%u-byte hardware address); GUID check "
-			 "skipped",
+		/* nothing can tell (no read-back, no IPoIB address): not provably dead */
+		log_warn("VF %s: its driver cannot read the GUID back and netdev %s is not IPoIB "
+			 "(%u-byte hardware address); GUID check skipped",
 			 a->vf.pci, name, l.addr_len);
 		return 0;
 	}
@@ -202,6 +236,13 @@ static int step_prepare(struct add *a)
 				log_warn("VF %s: release after a prepare without answer: %s",
 					 nc->device_id, e2);
 		}
+		if (ret == -EREMOTEIO && de.rpc.code == IBVF_RPC_INVALID_PARAMS &&
+		    (strstr(err, "PKey") || strstr(err, "pkey")))
+			/* name what the user wrote, not the API's "pkeys" (issue 15 item 1) */
+			return cni_failf(ctx, CNI_ERR_INVALID_CONFIG, "invalid pkey",
+					 "%s: the network configuration's \"pkey\"/\"pkeys\" "
+					 "was refused by ibvfd: %s",
+					 a->what, err);
 		if (ret)
 			return cni_failf(ctx, de.cni_code, "ibvfd could not prepare the VF",
 					 "%s: %s%s%s%s", a->what, err,
@@ -216,6 +257,11 @@ static int step_prepare(struct add *a)
 		describe(a);
 		log_info("VF %s: prepared by ibvfd: %s, port %s", nc->device_id, a->what,
 			 a->prep.port_state[0] ? a->prep.port_state : "?");
+		if (!nc->n_pkeys)
+			log_info(
+				"VF %s: the network has no \"pkey\": no tenant partition membership "
+				"was pushed; the port is in the partitions the SM gives every port",
+				nc->device_id);
 		return 0;
 	}
 	ret = cni_host->vf_compat_apply(&a->vf, nc->link_state, nc->guid_source != NULL, nc->guid,
@@ -228,7 +274,7 @@ static int step_prepare(struct add *a)
 		a->c.guid = nc->guid;
 		return 0;
 	}
-	return a->vfio ? 0 : check_present_guid(a);
+	return check_present_guid(a);
 }
 
 /* The VF's RDMA device: what ibvfd reported after its rebind, else sysfs. */

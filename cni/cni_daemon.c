@@ -50,7 +50,11 @@ json_t *cni_owner_new(const char *container_id, const char *ifname, const char *
 	return o;
 }
 
-/* The CNI error code for a failed call (CNI spec section 5 "Error"). */
+/*
+ * The CNI error code for a failed call (CNI spec 1.1 "Error"): 11 (try again
+ * later) only for what a retry can fix (no answer, busy, not ready yet, the
+ * port not up yet, the deadline); permanent failures get permanent codes.
+ */
 static int cni_code_for(int ret, const struct ibvf_rpc_error *rpc)
 {
 	if (ret != -EREMOTEIO) /* no answer: socket missing, refused, timed out */
@@ -65,6 +69,7 @@ static int cni_code_for(int ret, const struct ibvf_rpc_error *rpc)
 	case IBVF_RPC_INVALID_PARAMS:
 		return CNI_ERR_INVALID_CONFIG;
 	case IBVF_RPC_VF_ERROR:
+	case IBVF_RPC_VF_IN_USE: /* deviceID names a VF another Pod holds: permanent */
 		return CNI_ERR_VF;
 	default:
 		return CNI_ERR_DAEMON;

@@ -180,12 +180,100 @@ static int describe_failure(struct cni_ipam_call *c, int status, const char *tex
 	return -EREMOTEIO;
 }
 
+static int exec_as_is(struct cni_ipam_call *c, json_t **out, char *err, size_t errlen);
+
+/*
+ * The configuration to delegate with (issue 15 item 10): the stdin text as
+ * is when the plugin's VERSION answer lists its cniVersion, else a copy with
+ * the highest version both the plugin and ib-sriov support, as a chain of
+ * plugins of different ages is expected to work (Debian's host-local 1.1.1
+ * lists up to 1.0.0 and refuses a 1.1.0 configuration). *@text is NULL when
+ * the original is kept; a plugin without a usable VERSION answer gets it.
+ */
+static void negotiate(struct cni_ipam_call *c, char **text)
+{
+	json_t *conf = json_loadb(c->conf, c->conf_len, 0, NULL), *ver = NULL, *e;
+	const char *want = json_string_value(json_object_get(conf, "cniVersion"));
+	struct cni_ipam_call vc = *c;
+	char err[IBVF_ERR_LEN], vconf[64], list[160] = "";
+	const char *best = NULL;
+	unsigned best_v = 0;
+	size_t i, off = 0;
+
+	*text = NULL;
+	if (!want || strlen(want) > 16)
+		goto out;
+	snprintf(vconf, sizeof(vconf), "{\"cniVersion\":\"%s\"}", want);
+	vc.command = "VERSION";
+	vc.conf = vconf;
+	vc.conf_len = strlen(vconf);
+	vc.timeout_ms = 10000;
+	if (exec_as_is(&vc, &ver, err, sizeof(err))) {
+		log_debug("IPAM plugin %s VERSION: %s; delegating with cniVersion %s", c->type, err,
+			  want);
+		goto out;
+	}
+	json_array_foreach(json_object_get(ver, "supportedVersions"), i, e)
+	{
+		const char *s = json_string_value(e);
+		unsigned v;
+
+		if (!s || cni_version_parse(s, &v))
+			continue;
+		if (!strcmp(s, want))
+			goto out; /* it speaks the configuration's version */
+		if (off < sizeof(list))
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s",
+						off ? " " : "", s);
+		if (cni_version_supported(v) && v > best_v) {
+			best_v = v;
+			best = s;
+		}
+	}
+	if (!best) {
+		log_warn("IPAM plugin %s supports none of ib-sriov's CNI versions (it lists %s); "
+			 "delegating with cniVersion %s",
+			 c->type, list[0] ? list : "none", want);
+		goto out;
+	}
+	log_info("IPAM plugin %s does not support cniVersion %s (it lists %s): delegating with "
+		 "%s, the highest version both support",
+		 c->type, want, list, best);
+	json_object_set_new(conf, "cniVersion", json_string(best));
+	*text = json_dumps(conf, JSON_COMPACT);
+out:
+	json_decref(ver);
+	json_decref(conf);
+}
+
 int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errlen)
+{
+	const char *conf = c->conf;
+	size_t len = c->conf_len;
+	char *text = NULL;
+	int ret;
+
+	if (!strcmp(c->command, "ADD") || !strcmp(c->command, "DEL") ||
+	    !strcmp(c->command, "CHECK"))
+		negotiate(c, &text);
+	if (text) {
+		c->conf = text;
+		c->conf_len = strlen(text);
+	}
+	ret = exec_as_is(c, out, err, errlen);
+	c->conf = conf;
+	c->conf_len = len;
+	free(text);
+	return ret;
+}
+
+static int exec_as_is(struct cni_ipam_call *c, json_t **out, char *err, size_t errlen)
 {
 	char bin[PATH_MAX], *own[4] = {0}, **env = NULL, *text = NULL;
 	int in[2] = {-1, -1}, outp[2] = {-1, -1}, ret, status = 0;
 	long long start = ibvf_mono_ms();
 	posix_spawn_file_actions_t fa;
+	struct sigaction old_pipe;
 	char *argv[2] = {bin, NULL};
 	size_t text_len = 0;
 	pid_t pid;
@@ -216,8 +304,15 @@ int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errle
 	close(in[0]);
 	close(outp[1]);
 	in[0] = outp[1] = -1;
+	/*
+	 * A plugin may exit without reading all of stdin (a VERSION answer
+	 * needs none): the write must fail with EPIPE, not kill ib-sriov with
+	 * SIGPIPE. The child was spawned with the default disposition.
+	 */
+	sigaction(SIGPIPE, &(struct sigaction){.sa_handler = SIG_IGN}, &old_pipe);
 	ret = pump(in[1], c->conf, c->conf_len, outp[0], &text, &text_len,
 		   start + (c->timeout_ms ? c->timeout_ms : CNI_IPAM_TIMEOUT_MS));
+	sigaction(SIGPIPE, &old_pipe, NULL);
 	in[1] = -1; /* pump closed it */
 	if (ret == -ETIMEDOUT)
 		kill(pid, SIGKILL);

@@ -33,7 +33,11 @@ struct cni_ipam_call {
 
 /**
  * cni_ipam_exec() - run the call. *@out (may be NULL) gets the plugin's JSON
- * output (NULL when it printed nothing).
+ * output (NULL when it printed nothing). For ADD, DEL and CHECK the plugin's
+ * VERSION answer is asked first: when it does not list the configuration's
+ * cniVersion, the configuration is passed with the highest version both the
+ * plugin and ib-sriov support instead (the result is converted back by the
+ * caller, cni_result_normalize()).
  * Return: 0; -ENOENT (not found in CNI_PATH); -ETIMEDOUT (killed);
  * -EREMOTEIO (it failed: c->remote_code and @err carry its code, msg and
  * details); -EPROTO (output not JSON); other -errno.

@@ -29,6 +29,7 @@ const struct cni_host_ops cni_host_real = {
 	.vf_rdma_dev = cni_vf_rdma_dev,
 	.vf_port_check = cni_vf_port_check,
 	.vf_compat_apply = cni_vf_compat_apply,
+	.vf_guid = cni_vf_guid,
 	.vf_restore = cni_vf_restore,
 	.ipam_exec = cni_ipam_exec,
 	.ipam_max_version = cni_ipam_max_version,

@@ -71,6 +71,8 @@ struct cni_host_ops {
 			       uint64_t guid, uint64_t present_guid, char prev_guid[24], char *err,
 			       size_t errlen);
 	int (*vf_restore)(const struct cni_cache *c, char *err, size_t errlen);
+	int (*vf_guid)(const struct cni_vf *vf, uint64_t *guid, bool *known, char *err,
+		       size_t errlen);
 	int (*ipam_exec)(struct cni_ipam_call *c, json_t **out, char *err, size_t errlen);
 	int (*ipam_max_version)(const char *type, const char *cni_path, unsigned *version,
 				char *err, size_t errlen);

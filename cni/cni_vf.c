@@ -159,6 +159,27 @@ static int set_link_state(struct ibvf_vf_manager *m, const char *pci, int ls, ch
 	return ret;
 }
 
+int cni_vf_guid(const struct cni_vf *vf, uint64_t *guid, bool *known, char *err, size_t errlen)
+{
+	struct ibvf_vf_manager *m = NULL;
+	struct ibvf_vf_info now;
+	struct ibvf_vf_state st;
+	int ret;
+
+	*guid = 0;
+	*known = false;
+	ret = manager_open(&m, err, errlen);
+	if (ret)
+		return ret;
+	ret = ibvf_vf_query(m, vf->pci, &now, &st, err, errlen);
+	if (!ret && st.port_guid_known) {
+		*guid = st.port_guid;
+		*known = true;
+	}
+	ibvf_vf_manager_destroy(m);
+	return ret;
+}
+
 int cni_vf_compat_apply(const struct cni_vf *vf, enum cni_link_state ls, bool set_guid,
 			uint64_t guid, uint64_t present_guid, char prev_guid[24], char *err,
 			size_t errlen)

@@ -65,6 +65,15 @@ int cni_vf_port_check(const char *rdma_dev, int netns_fd, const struct cni_pkey 
 		      size_t n_pkeys, char *err, size_t errlen);
 
 /**
+ * cni_vf_guid() - the port GUID (host order) the VF's driver reads back for
+ * @vf through the VF manager (daemon/vf/vf_manager.h ibvf_vf_query(): the
+ * netlink driver's IFLA_VF_IB_PORT_GUID, or a lab driver's state). @known is
+ * false when the driver cannot tell (kernels without ndo_get_vf_guid).
+ * Return: 0 or -errno (config, no such VF).
+ */
+int cni_vf_guid(const struct cni_vf *vf, uint64_t *guid, bool *known, char *err, size_t errlen);
+
+/**
  * cni_vf_compat_apply() - compatibility mode (ib-sriov-cni's ApplyVFConfig):
  * set the VF's link state when @ls is not UNSET and, when @set_guid, save
  * the VF's current GUID into @prev_guid (colon form, 24 bytes: the driver's

@@ -6,7 +6,8 @@
  * CNI_* environment variables, the network configuration on stdin; the
  * result, or an error object, goes to stdout; logs go to stderr (or the
  * configured logFile) and never to stdout. Exit status 0 on success, 1 on
- * any error.
+ * any error. Without CNI_COMMAND (unset or empty: run by hand) it prints
+ * its name, version and supported CNI versions on stderr and exits 0.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -107,6 +108,21 @@ static int do_version(const char *text, size_t len)
 	return ret;
 }
 
+/*
+ * No CNI_COMMAND (run by hand): name, version and the CNI versions spoken, on
+ * stderr, exit 0, as the reference plugins' "about" text (containernetworking
+ * plugins pkg/skel: an empty CNI_COMMAND prints the about string).
+ */
+static int do_about(void)
+{
+	fprintf(stderr, "CNI ib-sriov plugin (ibvf) version %s\nCNI protocol versions supported:",
+		IBVF_VERSION);
+	for (const char *const *p = cni_supported_versions; *p; p++)
+		fprintf(stderr, "%s %s", p == cni_supported_versions ? "" : ",", *p);
+	fputc('\n', stderr);
+	return 0;
+}
+
 /* The configuration's cniVersion for an error object, when it is one we speak. */
 static const char *error_version(const char *text, size_t len, char *buf, size_t blen)
 {
@@ -169,7 +185,7 @@ int main(int argc, char **argv)
 		[CNI_CONF_INVALID] = CNI_ERR_INVALID_CONFIG,
 	};
 	struct cni_ctx ctx = {0};
-	const char *lvl = getenv("IBVF_CNI_LOG_LEVEL");
+	const char *lvl = getenv("IBVF_CNI_LOG_LEVEL"), *cmd;
 	enum cni_conf_error kind;
 	char err[IBVF_ERR_LEN], *text = NULL;
 	size_t len = 0;
@@ -180,6 +196,9 @@ int main(int argc, char **argv)
 		printf("ib-sriov CNI plugin (ibvf) version %s\n", IBVF_VERSION);
 		return 0;
 	}
+	cmd = getenv("CNI_COMMAND");
+	if (!cmd || !*cmd)
+		return do_about();
 	level = lvl ? ibvf_log_level_parse(lvl) : LOG_WARNING;
 	ibvf_log_init("ib-sriov", IBVF_LOG_STDERR, level < 0 ? LOG_WARNING : level);
 

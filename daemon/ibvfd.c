@@ -476,7 +476,7 @@ static int run(struct daemon *d)
 	if (!ret)
 		ret = ibvf_loop_signals(d->loop, sigs, 3, on_signal, d);
 	if (ret) {
-		log_err("event loop: %s", err);
+		ibvf_log_fatal("event loop: %s", err);
 		ibvf_loop_free(d->loop);
 		return 1;
 	}
@@ -484,8 +484,8 @@ static int run(struct daemon *d)
 		err[0] = 0;
 		ret = modules[started].init(d, err, sizeof(err));
 		if (ret) {
-			log_err("start-up: %s: %s", modules[started].name,
-				err[0] ? err : strerror(-ret));
+			ibvf_log_fatal("start-up: %s: %s", modules[started].name,
+				       err[0] ? err : strerror(-ret));
 			d->exit_code = 1;
 			goto out;
 		}
@@ -495,7 +495,7 @@ static int run(struct daemon *d)
 				      (uint64_t)d->cfg.sm.periodic_update_s * 1000, periodic, d);
 	d->startup = ibvf_loop_timer(d->loop, 1, 20, startup_poll, d);
 	if (!d->periodic || !d->startup) {
-		log_err("start-up: timers: %s", strerror(errno));
+		ibvf_log_fatal("start-up: timers: %s", strerror(errno));
 		d->exit_code = 1;
 		goto out;
 	}
@@ -575,13 +575,13 @@ int main(int argc, char **argv)
 	ibvf_json_wipe_on_free();
 	d.envp = ibvf_config_env_take(environ);
 	if (!d.envp) {
-		log_err("out of memory copying the environment");
+		ibvf_log_fatal("out of memory copying the environment");
 		return 2;
 	}
 	ret = ibvf_config_load(&d.cfg, d.config_path, d.config_path != NULL, d.envp, err,
 			       sizeof(err));
 	if (ret) {
-		log_err("config: %s", err);
+		ibvf_log_fatal("config: %s", err);
 		ibvf_config_env_free(d.envp);
 		return 2;
 	}

@@ -108,3 +108,22 @@ void ibvf_log(int level, const char *fmt, ...)
 	ibvf_vlog(level, fmt, ap);
 	va_end(ap);
 }
+
+void ibvf_log_fatal(const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	ibvf_vlog(LOG_ERR, fmt, ap);
+	va_end(ap);
+	if (log_target == IBVF_LOG_SYSLOG) {
+		char line[2048];
+
+		va_start(ap, fmt);
+		vsnprintf(line, sizeof(line), fmt, ap);
+		va_end(ap);
+		fprintf(stderr, "%s: fatal: %s\n", log_ident, line);
+	}
+	errno = saved;
+}

@@ -48,6 +48,15 @@ const char *ibvf_log_level_name(int level);
 void ibvf_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ibvf_vlog(int level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/**
+ * ibvf_log_fatal() - a fatal start-up error: logged at LOG_ERR like
+ * log_err() and, when the target is syslog, also written to stderr as
+ * "<ident>: fatal: <message>" so a daemon started by hand without -f (or
+ * on a host without a syslog daemon) shows why it exited; chronyd does the
+ * same. Under systemd stderr goes to the journal as well.
+ */
+void ibvf_log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #define log_err(...)	ibvf_log(LOG_ERR, __VA_ARGS__)
 #define log_warn(...)	ibvf_log(LOG_WARNING, __VA_ARGS__)
 #define log_notice(...) ibvf_log(LOG_NOTICE, __VA_ARGS__)

@@ -120,9 +120,17 @@ static int parse_pkeys(bool allow_default, json_t *params, struct eng_req *req, 
 {
 	json_t *arr = json_object_get(params, "pkeys");
 
-	if (!json_is_array(arr) || json_array_size(arr) == 0)
+	/*
+	 * Absent or empty: a network without a PKey (SriovIBNetwork's pkey is
+	 * optional): no tenant membership, the port keeps what the SM gives
+	 * every port (issue 15 item 1).
+	 */
+	req->n_pkeys = 0;
+	if (!arr || (json_is_array(arr) && json_array_size(arr) == 0))
+		return 0;
+	if (!json_is_array(arr))
 		return ibvf_errf(err, errlen, -EINVAL,
-				 "\"pkeys\" must be a non-empty array of {pkey, membership}");
+				 "\"pkeys\" must be an array of {pkey, membership}");
 	if (json_array_size(arr) > IBVF_POOL_MAX_PKEYS)
 		return ibvf_errf(err, errlen, -EINVAL, "at most %d PKeys", IBVF_POOL_MAX_PKEYS);
 	return eng_parse_pkey_list(arr, allow_default, req->pkeys, &req->n_pkeys, err, errlen);

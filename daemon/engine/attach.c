@@ -566,7 +566,7 @@ static bool prepare_check(struct op *op)
 	}
 	if (ret == 0) {
 		eng_set_error(
-			op, IBVF_RPC_BUSY, EBUSY, "allocate",
+			op, IBVF_RPC_VF_IN_USE, EBUSY, "allocate",
 			"VF %s (PF %s VF %d) is held by container %.64s ifname %s with GUID %s",
 			op->req.pci, other.pf, other.vf_index, other.owner.container_id,
 			other.owner.ifname, ibvf_guid_format(other.guid, s));
@@ -614,7 +614,8 @@ static int prepare_allocate(struct op *op)
 	op->created = true;
 	log_info("PF %s VF %d (%s): GUID %s allocated for container %.12s ifname %s PKey 0x%04x",
 		 op->vf.pf, op->vf.vf_index, op->req.pci, ibvf_guid_format(op->a.guid, s),
-		 op->req.owner.container_id, op->req.owner.ifname, op->req.pkeys[0]);
+		 op->req.owner.container_id, op->req.owner.ifname,
+		 op->req.n_pkeys ? op->req.pkeys[0] : 0);
 	return 0;
 }
 
@@ -721,6 +722,8 @@ static bool prepare_begin(struct op *op)
  * a PKey the owner did not ask for, then program the VF and ask the SM.
  * Return: true when the op was handed on.
  */
+static void prepare_sm_done(struct op *op);
+
 static bool prepare_checked(struct op *op)
 {
 	char err[IBVF_ERR_LEN + 96] = "", s[IBVF_GUID_STR_LEN];
@@ -766,6 +769,15 @@ static bool prepare_checked(struct op *op)
 		rollback(op);
 		return false;
 	}
+	if (!op->a.n_pkeys) {
+		/* a network without a PKey: nothing to push, wait for the port only */
+		log_info("PF %s VF %d (%s): GUID %s has no PKey: no tenant membership pushed to "
+			 "the SM; the port is in the partitions the SM gives every port",
+			 op->vf.pf, op->vf.vf_index, op->req.pci, ibvf_guid_format(op->a.guid, s));
+		op->sm_status = 0;
+		prepare_sm_done(op);
+		return false;
+	}
 	submit_sm(op, IBVF_SM_REQ_ADD);
 	return true;
 }
@@ -805,8 +817,8 @@ static void prepare_sm_done(struct op *op)
 		return;
 	}
 	log_info("PF %s VF %d (%s): GUID %s ready, LID %u, PKey 0x%04x index %d", op->vf.pf,
-		 op->vf.vf_index, op->req.pci, s, op->port.lid, op->a.pkeys[0],
-		 op->port.pkey_index[0]);
+		 op->vf.vf_index, op->req.pci, s, op->port.lid, op->a.n_pkeys ? op->a.pkeys[0] : 0,
+		 op->a.n_pkeys ? op->port.pkey_index[0] : -1);
 	prepare_result(op);
 }
 
@@ -926,10 +938,10 @@ static bool release_begin(struct op *op)
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ret, "release", "%s", err);
 		return false;
 	}
+	op->created = true; /* op->a is valid for release_finish() */
 	/* "releasing" may be a retry: the record may or may not still be in the SM */
 	if (!op->a.n_pkeys)
-		return false;
-	op->created = true; /* op->a is valid for release_finish() */
+		return false; /* no PKeys: nothing in the SM, release_finish() next */
 	submit_sm(op, IBVF_SM_REQ_REMOVE);
 	return true;
 }

@@ -29,14 +29,18 @@ static void fill(struct ibvf_port_result *out, const struct ibvf_port_info *info
 	snprintf(out->state, sizeof(out->state), "%s", ibvf_port_state_name(info->state));
 }
 
-/* Wait for one PKey (with membership bit) until @deadline. */
+/*
+ * Wait for one PKey (with membership bit) until @deadline; @any: either
+ * membership counts (the default partition when the network has no PKey).
+ */
 static int wait_one(struct pctx *c, struct ibvf_port_src *src, const struct ibvf_port_target *t,
-		    uint16_t pkey, int64_t deadline, struct ibvf_port_result *out, int *index,
-		    char *err, size_t errlen)
+		    uint16_t pkey, bool any, int64_t deadline, struct ibvf_port_result *out,
+		    int *index, char *err, size_t errlen)
 {
-	struct ibvf_port_cond cond = ibvf_port_cond_ready(
-		ibvf_pkey_key(pkey),
-		ibvf_pkey_is_full(pkey) ? IBVF_PKEY_MATCH_FULL : IBVF_PKEY_MATCH_LIMITED);
+	enum ibvf_pkey_match match =
+		ibvf_pkey_is_full(pkey) ? IBVF_PKEY_MATCH_FULL : IBVF_PKEY_MATCH_LIMITED;
+	struct ibvf_port_cond cond =
+		ibvf_port_cond_ready(ibvf_pkey_key(pkey), any ? IBVF_PKEY_MATCH_ANY : match);
 	struct ibvf_port_info *info = calloc(1, sizeof(*info));
 	int ret;
 
@@ -84,8 +88,15 @@ static int p_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid
 		t.port = 1;
 	}
 	for (size_t i = 0; !ret && i < n; i++)
-		ret = wait_one(c, src, &t, pkeys[i], deadline_ms, out, &out->pkey_index[i], err,
+		ret = wait_one(c, src, &t, pkeys[i], false, deadline_ms, out, &out->pkey_index[i],
+			       err, errlen);
+	if (!n) {
+		/* no tenant PKey: ACTIVE in the default partition (IBTA 10.9.1.1) */
+		int index = -1;
+
+		ret = wait_one(c, src, &t, IBVF_PKEY_DEFAULT, true, deadline_ms, out, &index, err,
 			       errlen);
+	}
 	if (!c->fabric)
 		ibvf_port_src_close(src);
 	return ret;

@@ -52,22 +52,16 @@ static int a_program(void *p, struct ibvf_attach_vf *vf, uint64_t node, uint64_t
 		     const char *link, char *err, size_t errlen)
 {
 	struct ctx *c = p;
-	struct ibvf_vf_request req = {
-		.node_guid = node, .port_guid = port, .link_state = -1, .rebind = true};
+	struct ibvf_vf_request req;
 	struct ibvf_vf_info now;
 	struct ibvf_vf_state st;
-	int ret;
+	bool reset;
+	int ret = ibvf_vf_request_make(node, port, link, &req, &reset, err, errlen);
 
-	if (link && *link) {
-		enum ibvf_vf_link_state ls;
-
-		ret = ibvf_vf_link_state_parse(link, &ls, err, errlen);
-		if (ret)
-			return ret;
-		req.link_state = (int)ls;
-	}
-	if (!node && !port)
-		ret = ibvf_vf_reset(c->m, vf->pci, &now, err, errlen);
+	if (ret)
+		return ret;
+	if (reset)
+		ret = ibvf_vf_reset_link(c->m, vf->pci, req.link_state, &now, err, errlen);
 	else
 		ret = ibvf_vf_program(c->m, vf->pci, &req, &now, err, errlen);
 	if (ret)

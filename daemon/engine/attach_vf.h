@@ -14,8 +14,9 @@
 /**
  * ibvf_attach_vf_ops() - fill @ops so that its calls go to @m (not owned;
  * it must outlive the engine); VF listing scans @sysfs_root (copied).
- * Resetting a VF to GUID 0 uses ibvf_vf_reset() (GUID 0 is the state SR-IOV
- * creates a VF in; the link state is then left as it is).
+ * Resetting a VF to GUID 0 uses ibvf_vf_reset_link() (GUID 0 is the state
+ * SR-IOV creates a VF in) with the link state the caller gives (a release:
+ * the VF's pre-attach link state), so GUID-0 and GUID resets restore it alike.
  * Return: 0 or -ENOMEM.
  */
 int ibvf_attach_vf_ops(struct ibvf_vf_manager *m, const char *sysfs_root, struct ibvf_vf_ops *ops);

@@ -294,6 +294,20 @@ static bool admit(struct op *op, const struct ready_inputs *in)
 	}
 	if (op->kind != OP_PREPARE)
 		return true;
+	if (!e->sm_ok && e->sm_errno && !ibvf_sm_err_is_transient(e->sm_errno)) {
+		/*
+		 * The SM backend refused its configuration (an admin partition
+		 * file ibvf cannot keep, a bad UFM credential): permanent until an
+		 * administrator acts, so not "not ready, retry" (issue 15 item 9).
+		 */
+		int en = -e->sm_errno;
+
+		snprintf(err, sizeof(err), "%s", e->sm_err);
+		pthread_mutex_unlock(&e->lock);
+		refuse(op, IBVF_RPC_SM_ERROR, en, "validate",
+		       "ibvfd cannot use its SM backend (an administrator must fix it): %s", err);
+		return false;
+	}
 	readiness_locked(e, &in->ph, &in->bs, &rd);
 	if (!rd.ready) {
 		reasons_line(&rd, err, sizeof(err));
@@ -718,6 +732,7 @@ int ibvf_engine_validate_sm(struct ibvf_engine *e)
 	pthread_mutex_lock(&e->lock);
 	was = e->sm_ok;
 	e->sm_ok = ret == 0;
+	e->sm_errno = ret;
 	e->sm_checked_ms = ibvf_wall_ms();
 	e->sm_checked_seq = bs.last_call.seq;
 	if (!ret)

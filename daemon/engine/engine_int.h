@@ -49,6 +49,7 @@ struct ibvf_engine {
 	struct keyhold *held; /* keys of running operations */
 	struct op *waiting;   /* operations waiting for a key (FIFO) */
 	bool sm_ok;
+	int sm_errno; /* last validate()'s error (negative), 0 when it passed */
 	char sm_desc[128];
 	char sm_err[IBVF_ERR_LEN];
 	int64_t sm_checked_ms;	 /* last validate(), CLOCK_REALTIME ms; 0 = never */

@@ -668,7 +668,12 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 			int fret = 0;
 
 			if (fix) {
-				/* reset it as a release would: parked GUID or 0 */
+				/* reset it as a release would: parked GUID or 0, and the
+				 * record's pre-attach link state when there is a record */
+				char prev_ls[sizeof(a.prev_link_state)] = "";
+
+				if (ret == 0)
+					memcpy(prev_ls, a.prev_link_state, sizeof(prev_ls));
 				memset(&a, 0, sizeof(a));
 				a.guid = vf->port_guid;
 				snprintf(a.pci, sizeof(a.pci), "%s", vf->pci);
@@ -676,7 +681,8 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 				a.vf_index = vf->vf_index;
 				uint64_t parked = env->ops->parked_guid(env->ctx);
 
-				fret = env->vf->program(env->vf->ctx, vf, parked, parked, NULL, err,
+				fret = env->vf->program(env->vf->ctx, vf, parked, parked,
+							prev_ls[0] ? prev_ls : NULL, err,
 							sizeof(err));
 				r->vf_stale[i] = true;
 			}

@@ -407,10 +407,33 @@ int ibvf_vf_program(struct ibvf_vf_manager *m, const char *pci, const struct ibv
 int ibvf_vf_reset(struct ibvf_vf_manager *m, const char *pci, struct ibvf_vf_info *out, char *err,
 		  size_t errlen)
 {
+	return ibvf_vf_reset_link(m, pci, -1, out, err, errlen);
+}
+
+int ibvf_vf_reset_link(struct ibvf_vf_manager *m, const char *pci, int link_state,
+		       struct ibvf_vf_info *out, char *err, size_t errlen)
+{
 	struct ibvf_vf_request req = {
-		.node_guid = 0, .port_guid = 0, .link_state = -1, .rebind = true};
+		.node_guid = 0, .port_guid = 0, .link_state = link_state, .rebind = true};
 
 	return do_program(m, pci, &req, true, out, err, errlen);
+}
+
+int ibvf_vf_request_make(uint64_t node, uint64_t port, const char *link,
+			 struct ibvf_vf_request *req, bool *reset, char *err, size_t errlen)
+{
+	*req = (struct ibvf_vf_request){
+		.node_guid = node, .port_guid = port, .link_state = -1, .rebind = true};
+	*reset = !node && !port;
+	if (link && *link) {
+		enum ibvf_vf_link_state ls;
+		int ret = ibvf_vf_link_state_parse(link, &ls, err, errlen);
+
+		if (ret)
+			return ret;
+		req->link_state = (int)ls;
+	}
+	return 0;
 }
 
 int ibvf_vf_query(struct ibvf_vf_manager *m, const char *pci, struct ibvf_vf_info *vf,

@@ -85,6 +85,29 @@ int ibvf_vf_reset(struct ibvf_vf_manager *m, const char *pci, struct ibvf_vf_inf
 		  size_t errlen);
 
 /**
+ * ibvf_vf_reset_link() - ibvf_vf_reset() that also sets the VF's link state
+ * to @link_state (enum ibvf_vf_link_state, or -1 to leave it), in the same
+ * locked, rolled-back operation: a release puts back the link state the VF
+ * had before its attach (issue 15). Errors as ibvf_vf_program().
+ */
+int ibvf_vf_reset_link(struct ibvf_vf_manager *m, const char *pci, int link_state,
+		       struct ibvf_vf_info *out, char *err, size_t errlen);
+
+/**
+ * ibvf_vf_request_make() - the request behind the engine's VF seam call
+ * program(@node, @port, @link) (engine/attach_seams.h): GUIDs, rebind, and
+ * the link state named by @link ("auto", "enable", "disable", any case) or
+ * -1 when @link is NULL or "". *@reset is true when both GUIDs are 0: the
+ * VF is reset (ibvf_vf_reset_link() with @req->link_state), the state
+ * SR-IOV creates it in, with the link state restored all the same. The
+ * production seam (attach_vf.c) and the lab's fake seam both build their
+ * requests here, so the fake cannot disagree with the real reset path.
+ * Return: 0 or -EINVAL (unknown link state name, in @err).
+ */
+int ibvf_vf_request_make(uint64_t node, uint64_t port, const char *link,
+			 struct ibvf_vf_request *req, bool *reset, char *err, size_t errlen);
+
+/**
  * ibvf_vf_query() - the VF now (sysfs) and what its driver reads back.
  * A read-back failure leaves @st unknown and is only logged.
  */

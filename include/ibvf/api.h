@@ -32,13 +32,12 @@
  *                  inflight, reconciled, stopping, sm: {batcher counters}}
  *            ready: a prepare can succeed now; false exactly when not_ready is
  *            non-empty (then prepare answers IBVF_RPC_NOT_READY with the same
- *            reasons). check is one of "reconcile" (start-up pass not done),
- *            "sm" (validate() failed: backend.error), "sm_call" (the last add
- *            call failed, not for one bad member, and no validate() passed
- *            since), "store" (the last store write failed, or the store cannot
- *            be read); reason is one line for people. last_* SM calls are
- *            null or {ok, at_ms, kind: "add"|"remove", pkey, guids,
- *            errno?, error?}; store.last_write is null or {ok, at_ms,
+ *            reasons; IBVF_RPC_SM_ERROR at step "validate" when validate()
+ *            failed with a permanent errno of the SM ABI). check is one of "reconcile" (start-up
+ * pass not done), "sm" (validate() failed: backend.error), "sm_call" (the last add call failed, not
+ * for one bad member, and no validate() passed since), "store" (the last store write failed, or the
+ * store cannot be read); reason is one line for people. last_* SM calls are null or {ok, at_ms,
+ * kind: "add"|"remove", pkey, guids, errno?, error?}; store.last_write is null or {ok, at_ms,
  *            errno?, error?}. Times (*_ms) are ms since the Unix epoch, 0 =
  *            never. backend.ok is the last validate(), checked_ms its time.
  *   list     {network?, limit?, offset?} →
@@ -97,5 +96,6 @@
 #define IBVF_RPC_DENIED		(-32007) /* peer UID not allowed */
 #define IBVF_RPC_BUSY		(-32008) /* try again later (VF busy, daemon stopping) */
 #define IBVF_RPC_NOT_READY	(-32009) /* daemon up but not ready (status not_ready says why) */
+#define IBVF_RPC_VF_IN_USE	(-32010) /* the VF is held by another owner: permanent */
 
 #endif /* IBVF_API_H */

@@ -53,14 +53,15 @@
  *   permanent - every other errno: retrying the same call cannot help. The
  *     core does not call again; every request of the call fails at once
  *     with the backend's errno and reason. Examples the backends return:
- *     -EINVAL (bad PKey, GUID or membership; HTTP 400; an unparsable
- *     partition file), -EACCES (HTTP 401; umad device not accessible),
+ *     -EINVAL (bad PKey, GUID or membership; HTTP 400), -EACCES (HTTP
+ *     401; umad device not accessible),
  *     -EPERM (HTTP 403; signalling OpenSM refused), -ENOENT (HTTP 404; a
  *     missing partition file), -EEXIST (HTTP 409; a GUID the administrator
  *     owns), -E2BIG (HTTP 413), -EPROTO (any other 4xx; TLS handshake
  *     refused), -EKEYREJECTED (TLS certificate or host name not verified),
- *     -EBADMSG (malformed reply), -EMSGSIZE (reply too large), -EIO (other
- *     5xx; SMP or SA MAD error; a file system error), -ENODEV, -ENOMEM.
+ *     -EBADMSG (malformed reply; an administrator's file the backend
+ *     refuses, such as a partitions.conf OpenSM would reject), -EMSGSIZE (reply too large), -EIO
+ * (other 5xx; SMP or SA MAD error; a file system error), -ENODEV, -ENOMEM.
  *
  *     A permanent failure for which ibvf_sm_err_is_member_fault() is true
  *     (-EINVAL, -EEXIST, -E2BIG: one member, or the size of the call, may be

@@ -17,10 +17,13 @@
  * OpenSM rejects the whole file (and falls back to Default ALL=full) on a
  * header line without ':', a PKey that strtoul() does not fully parse, a
  * port that is neither a keyword nor a nonzero number, or a file without any
- * definition. This parser rejects those, plus a few things OpenSM accepts
- * by accident and handles unpredictably (see the messages).
+ * definition. Where OpenSM's pointer runs past the end of a line (after
+ * "mgid=GID;" and a ';' with nothing before it) what it reads next is in its
+ * line buffer, not in the line: partition_osm.c models that buffer and gives
+ * the verdict on the whole file, which this parser then follows.
  */
 #include "partition_conf.h"
+#include "partition_osm.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -45,6 +48,7 @@ struct parser {
 	unsigned barrier[2]; /* marker lines no definition may be open across */
 	size_t loff;	     /* offset of the current line */
 	long cur;	     /* index of the open definition, -1 if none */
+	bool leaves_line;    /* OpenSM's pointer may leave a line: ask the model */
 	char *err;
 	size_t errlen;
 };
@@ -196,6 +200,59 @@ static int parse_num(const struct parser *p, struct span s, uint64_t max, uint64
 	return 0;
 }
 
+/*
+ * A number as OpenSM reads a PKey and a port GUID: strtoul(s, &end, 0) /
+ * strtoull(), accepted when the whole token was read. That is C's rule
+ * (C11 7.22.1.4): leading white space, an optional sign, 0x for hex, a
+ * leading 0 for octal; a value beyond 64 bits reads as UINT64_MAX, a
+ * negative one wraps modulo 2^64. @odd is set when either happened.
+ */
+static int parse_c_num(const struct parser *p, struct span s, uint64_t *out, bool *odd)
+{
+	const char *t = p->text + s.b;
+	size_t n = span_len(s), i = 0, digits = 0;
+	bool neg = false, over = false;
+	unsigned base = 10;
+	uint64_t v = 0;
+
+	while (i < n && isspace((unsigned char)t[i]))
+		i++;
+	if (i < n && (t[i] == '+' || t[i] == '-'))
+		neg = t[i++] == '-';
+	if (i + 2 < n && t[i] == '0' && (t[i + 1] == 'x' || t[i + 1] == 'X') &&
+	    isxdigit((unsigned char)t[i + 2])) {
+		base = 16;
+		i += 2;
+	} else if (i < n && t[i] == '0') {
+		base = 8;
+	}
+	for (; i < n; i++, digits++) {
+		int c = (unsigned char)t[i], d;
+
+		if (isdigit(c))
+			d = c - '0';
+		else if (isxdigit(c))
+			d = tolower(c) - 'a' + 10;
+		else
+			break;
+		if ((unsigned)d >= base)
+			break;
+		if (v > (UINT64_MAX - (uint64_t)d) / base)
+			over = true;
+		else
+			v = v * base + (uint64_t)d;
+	}
+	if (!digits || i != n)
+		return -EINVAL;
+	if (over)
+		v = UINT64_MAX;
+	else if (neg)
+		v = (uint64_t)0 - v;
+	*odd = over || (neg && v);
+	*out = v;
+	return 0;
+}
+
 /* ------------------------------------------------------------- header -- */
 
 static struct pc_partition *cur_part(struct parser *p)
@@ -337,15 +394,23 @@ static int header(struct parser *p, struct span h)
 	if (has_id) {
 		if (!span_len(id))
 			return perr(p, id.b, "missing PKey after '=' (OpenSM rejects the file)");
-		ret = parse_num(p, id, 0xffff, &v);
-		if (ret == -ERANGE)
-			return perr(p, id.b, "PKey '%.*s' is larger than 0xffff", (int)span_len(id),
-				    p->text + id.b);
+		bool odd;
+
+		ret = parse_c_num(p, id, &v, &odd);
 		if (ret)
 			return perr(p, id.b,
 				    "bad PKey '%.*s': expected a number such as 0x0a10 "
 				    "(OpenSM rejects the file)",
 				    (int)span_len(id), p->text + id.b);
+		if (odd || v > 0xffff) {
+			/* OpenSM keeps the low 16 bits of what strtoul() read */
+			ret = pwarn(p, id.b,
+				    "PKey '%.*s' is not a 16-bit number: OpenSM uses its low "
+				    "16 bits, 0x%04x",
+				    (int)span_len(id), p->text + id.b, (unsigned)(v & 0xffff));
+			if (ret)
+				return ret;
+		}
 		part->pkey = (uint16_t)(v & 0x7fff);
 		part->has_pkey = part->pkey != 0;
 		if (!part->has_pkey) {
@@ -415,8 +480,20 @@ static int port_entry(struct parser *p, struct span name, struct span val, bool 
 		}
 	}
 	if (port.kind == PC_PORT_GUID) {
-		ret = parse_num(p, name, UINT64_MAX, &port.guid);
-		if (ret || !port.guid)
+		bool odd = false;
+
+		ret = parse_c_num(p, name, &port.guid, &odd);
+		if (!ret && port.guid && odd)
+			ret = pwarn(p, name.b,
+				    "port GUID '%.*s' is negative or wider than 64 bits: OpenSM "
+				    "reads it as 0x%016llx",
+				    (int)span_len(name), p->text + name.b,
+				    (unsigned long long)port.guid);
+		else if (!ret && !port.guid)
+			ret = -EINVAL;
+		if (ret == -ENOMEM)
+			return ret;
+		if (ret)
 			return perr(p, name.b,
 				    "bad port GUID '%.*s': expected a nonzero number "
 				    "such as 0x0002c90300001001 or one of ALL, ALL_CAS, "
@@ -451,8 +528,9 @@ static int port_entry(struct parser *p, struct span name, struct span val, bool 
  * flags. When the segment ends with ';' on the same line, OpenSM 3.3.23's
  * offset arithmetic (parse_mgroup_flags() returns one byte more than the
  * line holds) makes it continue parsing *after the end of the line*, in
- * whatever an earlier, longer line left in its buffer: it may then reject
- * the whole file. So a ';' may not follow an mgid entry on its line.
+ * whatever an earlier, longer line left in its buffer. What it finds there
+ * decides whether it rejects the file: osm_verdict() asks the model of its
+ * line buffer (partition_osm.c).
  */
 static int mgid_entry(struct parser *p, struct span name, struct span val, bool has_val,
 		      size_t rest, size_t e, bool semi)
@@ -461,7 +539,7 @@ static int mgid_entry(struct parser *p, struct span name, struct span val, bool 
 	unsigned char raw[16];
 	int ret;
 
-	if (!has_val || !span_len(val))
+	if (!has_val)
 		return perr(p, name.b,
 			    "mgid without a GID: OpenSM 3.3.23 passes a NULL GID "
 			    "to inet_pton() and crashes");
@@ -493,11 +571,9 @@ static int mgid_entry(struct parser *p, struct span name, struct span val, bool 
 		}
 		rest = next + 1;
 	}
+	/* a ';' here makes OpenSM read past the line: pc_osm_read() judges that */
 	if (semi)
-		return perr(p, e,
-			    "';' on the line of an mgid entry: OpenSM 3.3.23 then reads "
-			    "past the end of the line and may reject the whole file; end "
-			    "the line after the mgid entry and put ';' on the next line");
+		p->leaves_line = true;
 	cur_part(p)->n_mgroups++;
 	return 0;
 }
@@ -537,12 +613,40 @@ static int line(struct parser *p, size_t clen)
 			return 0;
 		semi = find(p, pos, end, ';');
 		seg_end = semi;
-		if (semi == pos)
-			return perr(p, pos,
-				    "';' with nothing before it on its line: OpenSM 3.3.23 "
-				    "then reads past the end of the line (into bytes an earlier "
-				    "line left in its buffer) and may reject the whole file; put "
-				    "the ';' after the last member");
+		if (semi == pos) {
+			/*
+			 * OpenSM skips the ';' and reads what follows it on the
+			 * line as members of the definition it ends, then goes on
+			 * past the end of the line (pc_osm_read() judges that).
+			 */
+			size_t r = semi + 1;
+
+			p->leaves_line = true;
+			while (r < end && is_ws(p->text[r]))
+				r++;
+			if (r < end && p->cur < 0)
+				return perr(p, r,
+					    "text after a ';' that begins its line, outside a "
+					    "definition: OpenSM 3.3.23 reads it unpredictably; "
+					    "remove the ';'");
+			if (r < end) {
+				/* to the end of the line, later ';' included */
+				ret = pwarn(p, r,
+					    "text after a ';' that begins its line: OpenSM "
+					    "3.3.23 reads all of it, later ';' included, as "
+					    "members of the definition the ';' ends");
+				if (!ret)
+					ret = body(p, semi + 1, end, false);
+				if (ret)
+					return ret;
+			}
+			if (p->cur >= 0) {
+				cur_part(p)->last_line = p->line;
+				cur_part(p)->terminated = true;
+				p->cur = -1;
+			}
+			return 0;
+		}
 		if (p->cur < 0) {
 			size_t colon = find(p, pos, seg_end, ':');
 
@@ -574,32 +678,48 @@ static int line(struct parser *p, size_t clen)
 
 static int parse_lines(struct parser *p)
 {
+	bool split = false; /* the last piece was cut out of a longer line */
 	size_t off = 0;
 	int ret;
 
 	while (off < p->len) {
 		const char *s = p->text + off, *nl = memchr(s, '\n', p->len - off);
-		size_t raw = nl ? (size_t)(nl - s) : p->len - off;
+		size_t rest = nl ? (size_t)(nl - s) + 1 : p->len - off;
+		/* fgets(line, 4095, f): at most PC_LINE_MAX bytes at a time */
+		size_t chunk = rest > PC_LINE_MAX ? PC_LINE_MAX : rest;
+		size_t raw = chunk - (chunk == rest && nl ? 1 : 0);
 		const char *hash = memchr(s, '#', raw), *nul = memchr(s, '\0', raw);
+		const char *stop = hash && (!nul || hash < nul) ? hash : nul;
 
-		p->line++;
+		if (!split)
+			p->line++;
 		p->loff = off;
-		if (p->cur >= 0 && (p->line == p->barrier[0] || p->line == p->barrier[1]))
+		if (!split && p->cur >= 0 && (p->line == p->barrier[0] || p->line == p->barrier[1]))
 			return perr(p, off,
 				    "the definition at line %u is not terminated by ';' "
 				    "before the ibvf section marker on this line",
 				    cur_part(p)->pos.line);
-		if (raw > PC_LINE_MAX)
-			return perr(p, off + PC_LINE_MAX,
-				    "line is %zu bytes long; OpenSM reads "
-				    "at most %d bytes of a line at a time and would misread it",
-				    raw, PC_LINE_MAX);
-		if (nul)
-			return perr(p, (size_t)(nul - p->text), "NUL byte in the file");
-		ret = line(p, hash ? (size_t)(hash - s) : raw);
+		if (chunk < rest && !split) {
+			ret = pwarn(p, off + PC_LINE_MAX,
+				    "line is %zu bytes long; OpenSM reads it in pieces of %d "
+				    "bytes, each a line of its own (a '#' comment ends with its "
+				    "piece)",
+				    rest, PC_LINE_MAX);
+			if (ret)
+				return ret;
+		}
+		if (nul && nul == stop) {
+			/* strchr() and strlen() stop there: the rest is unseen */
+			ret = pwarn(p, (size_t)(nul - p->text),
+				    "NUL byte: OpenSM ignores the rest of the line");
+			if (ret)
+				return ret;
+		}
+		ret = line(p, stop ? (size_t)(stop - s) : raw);
 		if (ret)
 			return ret;
-		off += raw + (nl ? 1 : 0);
+		split = chunk < rest;
+		off += chunk;
 	}
 	p->f->n_lines = p->line;
 	if (p->cur >= 0) {
@@ -621,6 +741,82 @@ static int parse_lines(struct parser *p)
 	return 0;
 }
 
+/*
+ * OpenSM's verdict on the whole file (partition_osm.h): the span parser
+ * above knows the partitions; where OpenSM's pointer leaves the line it is
+ * reading, only a model of its line buffer knows what it reads next.
+ */
+static int osm_verdict(struct parser *p)
+{
+	struct pc_osm_result r;
+	int ret = 0;
+
+	/*
+	 * Only after "mgid=GID;" and a ';' that begins its line does OpenSM's
+	 * pointer leave the line it read (partition_osm.h); elsewhere this
+	 * parser alone follows OpenSM, and the model (about 35 ns a byte) is
+	 * not run. The corpus test (test_corpus) checks both on every file.
+	 */
+	if (!p->leaves_line)
+		return 0;
+	pc_osm_read(p->text, p->len, &r);
+	p->f->overread_last = r.last_over;
+	p->loff = 0;
+	switch (r.verdict) {
+	case PC_OSM_REJECTS:
+		p->line = r.line;
+		return ibvf_errf(p->err, p->errlen, -EINVAL,
+				 "%s:%u: OpenSM 3.3.23 rejects the file (%s) and falls back to "
+				 "Default=0x7fff : ALL=full",
+				 p->name, r.line, r.why);
+	case PC_OSM_CRASHES:
+		return ibvf_errf(p->err, p->errlen, -EINVAL, "%s:%u: OpenSM 3.3.23 crashes: %s",
+				 p->name, r.line, r.why);
+	case PC_OSM_UNDEFINED:
+		p->line = r.undef_line;
+		ret = pwarn(p, 0,
+			    "OpenSM 3.3.23 reads past the end of this line into bytes of its "
+			    "line buffer that no line wrote (what it does then is undefined; "
+			    "OpenSM accepted such files in the lab): put the ';' after the "
+			    "last member or after a member on the mgid's line");
+		break;
+	case PC_OSM_ACCEPTS:
+		break;
+	}
+	for (size_t i = 0; !ret && i < r.n_over; i++) {
+		if (!r.over[i].from_line)
+			continue;
+		if (r.over[i].parsed && !p->f->leftover_line) {
+			p->f->leftover_line = r.over[i].line;
+			p->f->leftover_from = r.over[i].from_line;
+			snprintf(p->f->leftover, sizeof(p->f->leftover), "%s", r.over[i].text);
+		}
+		p->line = r.over[i].line;
+		if (r.over[i].parsed && r.over[i].from_line == r.over[i].line) {
+			ret = pwarn(p, 0,
+				    "OpenSM 3.3.23 parses '%s' on this line as a new partition "
+				    "definition where the file shows none",
+				    r.over[i].text);
+			continue;
+		}
+		if (r.over[i].parsed) {
+			ret = pwarn(
+				p, 0,
+				"OpenSM 3.3.23 reads past the end of this line and parses '%s', "
+				"which line %u left in its line buffer, as partition text",
+				r.over[i].text, r.over[i].from_line);
+			continue;
+		}
+		ret = pwarn(p, 0,
+			    "OpenSM 3.3.23 reads past the end of this line into what line %u "
+			    "left in its line buffer (only white space now, so harmless; a "
+			    "longer line %u could make OpenSM reject the file): put the ';' "
+			    "after the last member",
+			    r.over[i].from_line, r.over[i].from_line);
+	}
+	return ret;
+}
+
 static int parse_text(const char *text, size_t len, const char *name, const unsigned barrier[2],
 		      struct pc_file **out, char *err, size_t errlen)
 {
@@ -640,6 +836,8 @@ static int parse_text(const char *text, size_t len, const char *name, const unsi
 	if (!p.f)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	ret = parse_lines(&p);
+	if (!ret)
+		ret = osm_verdict(&p);
 	if (ret) {
 		pc_file_free(p.f);
 		return ret;
@@ -1115,6 +1313,39 @@ int pc_doc_load(const char *text, size_t len, const char *name, struct pc_doc **
 
 		ret = parse_text(d->text, d->len, name, barrier, &d->file, err, errlen);
 	}
+	if (!ret && d->file->leftover_line && d->file->leftover_from == d->file->leftover_line)
+		ret = ibvf_errf(err, errlen, -EINVAL,
+				"%s:%u: OpenSM 3.3.23 parses '%s' on this line as a new partition "
+				"definition where the file shows none (text after an mgid entry "
+				"whose GID is not multicast, or a comment after a ';' that "
+				"begins the line): OpenSM accepts the file, but that partition "
+				"is not one a reader sees, and ibvf does not edit the file",
+				name ? name : "<partitions>", d->file->leftover_line,
+				d->file->leftover);
+	else if (!ret && d->file->leftover_line)
+		ret = ibvf_errf(err, errlen, -EINVAL,
+				"%s:%u: OpenSM 3.3.23 reads past the end of this line and parses "
+				"'%s', which line %u left in its line buffer, as partition text: "
+				"OpenSM accepts the file, but which partitions that makes is not "
+				"in the file, and ibvf does not edit it; put the ';' after the "
+				"last member of line %u",
+				name ? name : "<partitions>", d->file->leftover_line,
+				d->file->leftover, d->file->leftover_from, d->file->leftover_line);
+	/*
+	 * What OpenSM reads past a line's end was left there by the lines before
+	 * it. ibvf's write adds a newline to a last line without one and puts its
+	 * section before the lines after it: refuse where that changes what
+	 * OpenSM reads (the install gate would refuse every rendering).
+	 */
+	if (!ret && d->file->overread_last &&
+	    ((d->begin_line && d->file->overread_last >= d->begin_line) ||
+	     (d->file->overread_last == d->file->n_lines && len && text[len - 1] != '\n')))
+		ret = ibvf_errf(err, errlen, -EINVAL,
+				"%s:%u: OpenSM 3.3.23 reads past the end of this line, into what "
+				"the lines before it left in its line buffer, and ibvf's next "
+				"write changes those: ibvf does not edit the file; put the ';' "
+				"after the last member",
+				name ? name : "<partitions>", d->file->overread_last);
 	if (!ret)
 		ret = split_doc(d, name, err, errlen);
 	if (ret) {

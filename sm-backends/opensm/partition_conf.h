@@ -13,9 +13,11 @@
  * definition, OpenSM logs "Partition configuration in error; retrying with
  * default config" and programs `Default=0x7fff : ALL=full` only, removing
  * every other P_Key from the fabric. A file this parser accepts must be a
- * file OpenSM accepts; where OpenSM's own reader is unpredictable (it reads
- * past the end of a line after "mgid=...;" and after a ';' with nothing
- * before it on its line) this parser refuses.
+ * file OpenSM accepts, and the other way round. Where OpenSM's reader runs
+ * past the end of a line (after "mgid=...;" and after a ';' with nothing
+ * before it on its line) the verdict is that of a model of OpenSM's line
+ * buffer (partition_osm.h): refused when OpenSM rejects the file, a warning
+ * when it reads only white space there or bytes no line wrote (undefined).
  *
  * Positions are 1-based line and byte column. GUIDs are host-order u64,
  * P_Keys host-order u16 with the 15-bit key (membership bit clear).
@@ -102,6 +104,14 @@ struct pc_file {
 	struct pc_diag *warnings;
 	size_t n_warnings;
 	unsigned n_lines;
+	/* OpenSM reads past the end of this line and parses what an earlier line
+	 * left in its buffer as partition text (0: never); the file parses, but
+	 * what it means is not in @parts: pc_doc_load() refuses to edit it */
+	unsigned leftover_line, leftover_from;
+	char leftover[48];
+	/* the last line OpenSM reads past the end of (0: none): what it finds
+	 * there depends on the lines before it (pc_doc_load()) */
+	unsigned overread_last;
 };
 
 /**
@@ -110,9 +120,10 @@ struct pc_file {
  * @name:       file name for messages.
  * @out:        the parse; free with pc_file_free().
  *
- * Return: 0; -EINVAL with "@name:LINE:COL: reason" in @err when OpenSM would
- * reject the file (or could misread it), including a file without any
- * definition; -ENOMEM.
+ * Return: 0; -EINVAL with "@name:LINE[:COL]: reason" in @err when OpenSM
+ * 3.3.23 rejects the file (or crashes on it), including a file without any
+ * definition; -ENOMEM. Numbers are read as OpenSM reads them (strtoul():
+ * a PKey keeps its low 16 bits, a negative GUID wraps; with a warning).
  */
 int pc_parse(const char *text, size_t len, const char *name, struct pc_file **out, char *err,
 	     size_t errlen);
@@ -223,7 +234,9 @@ struct pc_doc {
  * before the section); a managed section that is not in ibvf's form
  * (explicit PKey, GUID members with =full or =limited, no mgid, flags only
  * ipoib/indx0/mtu/rate/sl); an admin part without any definition (writing
- * only ibvf's partitions would turn OpenSM's Default into ALL=limited).
+ * only ibvf's partitions would turn OpenSM's Default into ALL=limited); a
+ * file OpenSM reads leftover bytes of its line buffer of as partition text
+ * (pc_file.leftover_line: its partitions are not all known).
  *
  * Return: 0, -EINVAL, -ENOMEM. Free with pc_doc_free().
  */

@@ -160,13 +160,71 @@ static void remove_stale_temps(const char *dir, const char *base, const char *ba
 	remove_matching(dirname(bdir), prefix, 0, true);
 }
 
+/*
+ * pf_resolve(): the file a write to @path must replace. An administrator may
+ * keep partitions.conf as a symbolic link into a config-managed directory:
+ * renaming a temp file over the link would replace the link by a regular
+ * file, and OpenSM would go on reading a copy the administrator no longer
+ * edits. So the link chain is followed to its last element (which need not
+ * exist yet: a backup link may dangle before the first write). A relative
+ * link target is relative to the link's directory (symlink(7)).
+ */
+int pf_resolve(const char *path, char *out, size_t outlen, char *err, size_t errlen)
+{
+	char cur[PATH_MAX], target[PATH_MAX], dir[PATH_MAX];
+	int hops;
+
+	if (snprintf(cur, sizeof(cur), "%s", path) >= (int)sizeof(cur))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+	for (hops = 0; hops < 40; hops++) {
+		struct stat st;
+		ssize_t n;
+
+		if (lstat(cur, &st) || !S_ISLNK(st.st_mode))
+			break; /* absent or not a link: write here */
+		n = readlink(cur, target, sizeof(target) - 1);
+		if (n < 0)
+			return ibvf_errf(err, errlen, -errno, "reading the link %s: %s", cur,
+					 strerror(errno));
+		if ((size_t)n >= sizeof(target) - 1)
+			return ibvf_errf(err, errlen, -ENAMETOOLONG, "link %s: target too long",
+					 cur);
+		target[n] = '\0';
+		if (target[0] == '/') {
+			snprintf(cur, sizeof(cur), "%s", target);
+		} else {
+			snprintf(dir, sizeof(dir), "%s", cur);
+			if (snprintf(cur, sizeof(cur), "%s/%s", dirname(dir), target) >=
+			    (int)sizeof(cur))
+				return ibvf_errf(err, errlen, -ENAMETOOLONG,
+						 "link %s: target too long", path);
+		}
+	}
+	if (hops == 40)
+		return ibvf_errf(err, errlen, -ELOOP, "%s: too many levels of symbolic links",
+				 path);
+	if (snprintf(out, outlen, "%s", cur) >= (int)outlen)
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "%s: path too long", path);
+	return 0;
+}
+
 int pf_install(const char *path, const char *backup, const char *old, size_t old_len,
 	       const struct stat *old_st, const char *new, size_t new_len, char *err, size_t errlen)
 {
 	char dbuf[PATH_MAX], base[PATH_MAX], tmpl[PATH_MAX], tmp[PATH_MAX];
+	char real[PATH_MAX], rbackup[PATH_MAX];
 	const char *dir;
 	int ret, dfd;
 
+	/* through symbolic links: the links stay, their targets are replaced */
+	ret = pf_resolve(path, real, sizeof(real), err, errlen);
+	if (!ret && backup)
+		ret = pf_resolve(backup, rbackup, sizeof(rbackup), err, errlen);
+	if (ret)
+		return ret;
+	path = real;
+	if (backup)
+		backup = rbackup;
 	snprintf(dbuf, sizeof(dbuf), "%s", path);
 	snprintf(base, sizeof(base), "%s", path);
 	dir = dirname(dbuf);
@@ -223,9 +281,19 @@ static int dir_writable(const char *path, const char *what, char *err, size_t er
 int pf_check_writable(const char *path, const char *backup, const char *lock_path, char *err,
 		      size_t errlen)
 {
+	char real[PATH_MAX], rbackup[PATH_MAX];
 	struct statvfs vfs;
 	int fd, flags = 0, ret;
 
+	/* pf_install() writes in the directories of the links' targets */
+	ret = pf_resolve(path, real, sizeof(real), err, errlen);
+	if (!ret && backup)
+		ret = pf_resolve(backup, rbackup, sizeof(rbackup), err, errlen);
+	if (ret)
+		return ret;
+	path = real;
+	if (backup)
+		backup = rbackup;
 	ret = dir_writable(path, path, err, errlen);
 	if (!ret && backup)
 		ret = dir_writable(backup, backup, err, errlen);

@@ -40,6 +40,15 @@ int pf_lock(const char *lock_path, unsigned timeout_ms, int *fd, char *err, size
 void pf_unlock(int fd);
 
 /**
+ * pf_resolve() - the file that replacing @path must replace: @path with its
+ * chain of symbolic links followed (relative targets from the link's
+ * directory; the last target need not exist). Not a link: @path itself.
+ * @out: @outlen bytes.
+ * Return: 0, -ELOOP (over 40 links), -ENAMETOOLONG, or readlink's errno.
+ */
+int pf_resolve(const char *path, char *out, size_t outlen, char *err, size_t errlen);
+
+/**
  * pf_install() - replace @path, whose content was @old (@old_len bytes, stat
  * @old_st), with @new_len bytes of @new.
  * @backup: when not NULL, first write @old there (atomically) as the backup.
@@ -50,6 +59,9 @@ void pf_unlock(int fd);
  * Call with the pf_lock() held: temp files that writers killed during an
  * install left behind (".<name>.ibvf-XXXXXX", "<backup>.tmp.PID") are
  * removed first.
+ *
+ * A symbolic link at @path or @backup is kept: its target (pf_resolve()) is
+ * replaced, with the temp file in the target's directory.
  *
  * Return: 0; -EAGAIN (the file changed underneath), or the errno of the
  * failing step (the message names the file). On error @path is unchanged.

@@ -38,6 +38,7 @@ void opensm_cfg_free(struct opensm_cfg *cfg)
 	free(cfg->lock_file);
 	free(cfg->pid_file);
 	free(cfg->umad_ca);
+	free(cfg->admin_pkeys);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -66,6 +67,49 @@ static int parse_defaults(const struct ibvf_jctx *c, json_t *o, struct opensm_cf
 	return ret;
 }
 
+/*
+ * "admin_pkeys": {"0x0a30": "defmember", "0x0a01": "full", ...}: the
+ * administrator's partitions ibvf may join, and with which membership.
+ */
+static int parse_admin_pkeys(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cfg)
+{
+	static const char *const names[] = {"defmember", "full", "limited", "request"};
+	const char *key;
+	json_t *v;
+
+	cfg->admin_pkeys = calloc(json_object_size(o) + 1, sizeof(*cfg->admin_pkeys));
+	if (!cfg->admin_pkeys)
+		return -ENOMEM;
+	json_object_foreach(o, key, v)
+	{
+		struct opensm_admin_pkey *a = &cfg->admin_pkeys[cfg->n_admin_pkeys];
+		char e[IBVF_ERR_LEN];
+		uint16_t pk;
+		size_t i;
+
+		if (ibvf_pkey_parse(key, &pk, e, sizeof(e)) || !ibvf_pkey_key(pk) ||
+		    ibvf_pkey_key(pk) == 0x7fff)
+			return ibvf_json_err(c, "admin_pkeys", key,
+					     "expected a PKey 0x0001..0x7ffe as the key");
+		for (i = 0;
+		     i < 4 && !(json_is_string(v) && !strcmp(json_string_value(v), names[i])); i++)
+			;
+		if (i == 4)
+			return ibvf_json_err(c, "admin_pkeys", key,
+					     "expected \"defmember\", \"full\", \"limited\" or "
+					     "\"request\"");
+		for (size_t k = 0; k < cfg->n_admin_pkeys; k++)
+			if (cfg->admin_pkeys[k].pkey == ibvf_pkey_key(pk))
+				return ibvf_json_err(c, "admin_pkeys", key,
+						     "PKey 0x%04x is given twice",
+						     ibvf_pkey_key(pk));
+		a->pkey = ibvf_pkey_key(pk);
+		a->join = (enum opensm_admin_join)i;
+		cfg->n_admin_pkeys++;
+	}
+	return 0;
+}
+
 static int derive_path(char **dst, const char *base, const char *suffix)
 {
 	if (*dst)
@@ -76,9 +120,9 @@ static int derive_path(char **dst, const char *base, const char *suffix)
 static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cfg)
 {
 	static const char *const keys[] = {
-		"partition_file",  "backup_file", "lock_file", "pid_file",  "reload_timeout_ms",
-		"lock_timeout_ms", "verify",	  "umad_ca",   "umad_port", "poll_min_ms",
-		"poll_max_ms",	   "defaults",	  NULL};
+		"partition_file",  "backup_file", "lock_file",	 "pid_file",  "reload_timeout_ms",
+		"lock_timeout_ms", "verify",	  "umad_ca",	 "umad_port", "poll_min_ms",
+		"poll_max_ms",	   "defaults",	  "admin_pkeys", NULL};
 	uint64_t rt = cfg->reload_timeout_ms, lt = cfg->lock_timeout_ms, port = 0;
 	uint64_t pmin = cfg->poll_min_ms, pmax = cfg->poll_max_ms;
 	char *verify = NULL;
@@ -115,6 +159,8 @@ static int parse_top(const struct ibvf_jctx *c, json_t *o, struct opensm_cfg *cf
 	free(verify);
 	if (!ret && !(ret = ibvf_json_object(c, o, "", "defaults", &d)) && d)
 		ret = parse_defaults(c, d, cfg);
+	if (!ret && !(ret = ibvf_json_object(c, o, "", "admin_pkeys", &d)) && d)
+		ret = parse_admin_pkeys(c, d, cfg);
 	if (!ret && !cfg->pid_file)
 		ret = ibvf_json_err(c, "", "pid_file",
 				    "required: the file holding the pid of "
@@ -230,7 +276,11 @@ static int load(struct ibvf_sm_backend *b, struct pc_doc **doc, struct stat *st,
 		return ret;
 	ret = pc_doc_load(text, len, b->cfg.partition_file, doc, err, errlen);
 	free(text);
-	return ret;
+	/*
+	 * The file, not a member, is at fault: permanent until someone edits
+	 * it, and not worth splitting a batch over (-EINVAL would be).
+	 */
+	return ret == -EINVAL ? -EBADMSG : ret;
 }
 
 /*
@@ -334,6 +384,66 @@ static int check_admin(const struct pc_doc *doc, uint16_t pkey, const struct ibv
 	return 0;
 }
 
+/* The administrator's first definition of @pkey (its name and defmember count). */
+static const struct pc_partition *admin_part(const struct pc_doc *doc, uint16_t pkey)
+{
+	for (size_t i = 0; i < doc->n_admin; i++) {
+		const struct pc_partition *p = &doc->file->parts[doc->admin[i]];
+
+		if (p->has_pkey && p->pkey == pkey)
+			return p;
+	}
+	return NULL;
+}
+
+/*
+ * Joining a partition the administrator defines is an explicit opt-in
+ * (admin_pkeys), and the membership is the opt-in's: by default the
+ * defmember of the administrator's (first) definition, "both" read as full
+ * (ibvf writes no both). A request for another membership is refused rather
+ * than silently changed: the daemon then waits for the P_Key it asked for.
+ */
+static int check_admin_join(const struct ibvf_sm_backend *b, const struct pc_doc *doc,
+			    uint16_t pkey, const struct ibvf_sm_member *m, size_t n, char *err,
+			    size_t errlen)
+{
+	const struct pc_partition *p = admin_part(doc, pkey);
+	const struct opensm_admin_pkey *opt = NULL;
+	bool full;
+
+	if (!p)
+		return 0;
+	for (size_t i = 0; i < b->cfg.n_admin_pkeys; i++)
+		if (b->cfg.admin_pkeys[i].pkey == pkey)
+			opt = &b->cfg.admin_pkeys[i];
+	if (!opt)
+		return ibvf_errf(err, errlen, -EPERM,
+				 "PKey 0x%04x is the administrator's partition '%s' (line %u of "
+				 "%s, defmember=%s); ibvf joins an administrator's partition "
+				 "only when its PKey is listed in admin_pkeys of the opensm "
+				 "backend's config",
+				 pkey, p->name, p->pos.line, b->cfg.partition_file,
+				 pc_membership_name(p->defmember));
+	if (opt->join == OJ_REQUEST)
+		return 0;
+	full = opt->join == OJ_FULL || (opt->join == OJ_DEFMEMBER && p->defmember != PC_LIMITED);
+	for (size_t i = 0; i < n; i++)
+		if ((m[i].membership == IBVF_MEMBER_FULL) != full)
+			return ibvf_errf(
+				err, errlen, -EINVAL, /* this member's request: a batch splits */
+				"GUID 0x%016llx: %s membership of the administrator's partition "
+				"'%s' (PKey 0x%04x, line %u, defmember=%s) asked for; admin_pkeys "
+				"allows only %s members (\"%s\")",
+				(unsigned long long)m[i].guid,
+				m[i].membership == IBVF_MEMBER_FULL ? "full" : "limited", p->name,
+				pkey, p->pos.line, pc_membership_name(p->defmember),
+				full ? "full" : "limited",
+				opt->join == OJ_DEFMEMBER ? "defmember"
+				: full			  ? "full"
+							  : "limited");
+	return 0;
+}
+
 /* After the reload: wait for the prepared ports to show the change. */
 static int verify_after(struct ibvf_sm_backend *b, uint16_t pkey, struct pv_item *items, size_t n,
 			int planned, char *err, size_t errlen)
@@ -373,6 +483,8 @@ static int apply(struct ibvf_sm_backend *b, const struct pc_doc *doc, const stru
 		return ret ? ibvf_errf(err, errlen, ret, "out of memory") : 0;
 	}
 	ret = check_admin(doc, c->pkey, c->add, c->n, err, errlen);
+	if (!ret)
+		ret = check_admin_join(b, doc, c->pkey, c->add, c->n, err, errlen);
 	if (ret)
 		return ret;
 	mem = calloc(c->n, sizeof(*mem));

@@ -17,6 +17,22 @@
 #include "partition_conf.h"
 #include "pkey_verify.h"
 
+/**
+ * How ibvf joins a partition the administrator defines (config key
+ * "admin_pkeys"): only PKeys listed there can be joined at all.
+ */
+enum opensm_admin_join {
+	OJ_DEFMEMBER = 0, /* "defmember": the admin's defmember, nothing else */
+	OJ_FULL,	  /* "full": full members only */
+	OJ_LIMITED,	  /* "limited": limited members only */
+	OJ_REQUEST,	  /* "request": as each request asks */
+};
+
+struct opensm_admin_pkey {
+	uint16_t pkey; /* 15-bit */
+	enum opensm_admin_join join;
+};
+
 /** The backend's config (JSON object "sm.config"). */
 struct opensm_cfg {
 	char *partition_file;	    /* default /etc/opensm/partitions.conf */
@@ -32,6 +48,9 @@ struct opensm_cfg {
 	uint32_t poll_max_ms;	    /* poll backoff cap; default 50 */
 	struct pc_props props;	    /* properties of partitions ibvf creates */
 	bool index0;		    /* default when add_members() gets no flags */
+	/* opt-ins to the administrator's partitions ("admin_pkeys") */
+	struct opensm_admin_pkey *admin_pkeys;
+	size_t n_admin_pkeys;
 };
 
 /** opensm_cfg_parse() - parse @json (NULL = "{}") into @cfg; errors name the key. */

@@ -226,6 +226,7 @@ struct fx {
 	bool deliver;
 	json_t *result[256];
 	int code[256];
+	int err_no[256];
 	char step[256][32];
 	char msg[256][256];
 };
@@ -241,7 +242,7 @@ static bool on_reply(void *ctx, json_t *result, int code, const char *msg, int e
 	struct rctx *r = ctx;
 	struct fx *f = r->f;
 
-	(void)err_no;
+	f->err_no[r->slot] = err_no;
 	f->result[r->slot] = result;
 	f->code[r->slot] = code;
 	snprintf(f->step[r->slot], 32, "%s", step ? step : "");
@@ -628,7 +629,7 @@ static void test_vf_busy_and_params(void **state)
 	call(f, "prepare", prep_params("c6", pci_of(5), "0x0012"));
 	assert_int_equal(f->code[0], 0);
 	call(f, "prepare", prep_params("c7", pci_of(5), "0x0012"));
-	expect_error(f, IBVF_RPC_BUSY, "allocate");
+	expect_error(f, IBVF_RPC_VF_IN_USE, "allocate"); /* permanent: not BUSY (issue 15 item 9) */
 	assert_non_null(strstr(f->msg[0], "c6"));
 	/* same owner on another VF: conflict */
 	call(f, "prepare", prep_params("c6", pci_of(6), "0x0012"));
@@ -669,6 +670,50 @@ static void test_requested_guid(void **state)
 	assert_int_equal(fake_sm_has(f->sm, 0x13, 0x0002c90300a00100ull), IBVF_MEMBER_LIMITED);
 }
 
+/*
+ * A network without a PKey (SriovIBNetwork's pkey is optional): a fabric
+ * GUID, port ACTIVE, no SM call at all, commit and release work (issue 15
+ * item 1). Both spellings: no "pkeys", and an empty array.
+ */
+static void test_prepare_without_pkey(void **state)
+{
+	struct fx *f = *state;
+	const char *cid[2] = {"np1", "np2"};
+
+	for (int i = 0; i < 2; i++) {
+		json_t *p = json_pack("{s:o,s:s}", "owner", owner(cid[i], "net1"), "pci",
+				      pci_of(12 + i));
+		unsigned adds = f->ctl->add_calls, removes = f->ctl->remove_calls;
+		json_t *r;
+		uint64_t g;
+
+		if (i)
+			json_object_set_new(p, "pkeys", json_array());
+		r = call(f, "prepare", p);
+		assert_int_equal(f->code[0], 0);
+		g = guid_of(r);
+		assert_true(g >= RANGE_START && g <= RANGE_END);
+		assert_string_equal(json_string_value(json_object_get(r, "port_state")), "ACTIVE");
+		assert_int_equal(json_array_size(json_object_get(r, "pkeys")), 0);
+		assert_int_equal(fv.vf[12 + i].port, g);
+		assert_int_equal(f->ctl->add_calls, adds);
+		call(f, "commit", json_pack("{s:o}", "owner", owner(cid[i], "net1")));
+		assert_int_equal(f->code[0], 0);
+		r = call(f, "release", json_pack("{s:o}", "owner", owner(cid[i], "net1")));
+		if (f->code[0])
+			fail_msg("release: %s", f->msg[0]);
+		assert_int_equal(f->code[0], 0);
+		assert_true(json_is_true(json_object_get(r, "released")));
+		assert_int_equal(fv.vf[12 + i].port, 0); /* its pre-attach GUID */
+		assert_int_equal(f->ctl->remove_calls, removes);
+	}
+	/* a "pkeys" that is not an array is still refused */
+	call(f, "prepare",
+	     json_pack("{s:o,s:s,s:s}", "owner", owner("np3", "net1"), "pci", pci_of(14), "pkeys",
+		       "0x12"));
+	expect_error(f, IBVF_RPC_INVALID_PARAMS, NULL);
+}
+
 static void test_not_ready(void **state)
 {
 	struct fx *f;
@@ -680,10 +725,49 @@ static void test_not_ready(void **state)
 	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
 	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
 	expect_error(f, IBVF_RPC_NOT_READY, "validate");
+	assert_int_equal(f->err_no[0], EAGAIN); /* the fake's -ECONNREFUSED: waiting may help */
 	json_t *r = call(f, "status", NULL);
 	assert_false(json_is_true(json_object_get(r, "ready")));
 	assert_false(json_is_true(json_object_get(json_object_get(r, "backend"), "ok")));
+	/* an SM whose validate() fails permanently (opensm: the admin's file is
+	 * refused, -EBADMSG): a permanent SM error carrying that errno, not
+	 * "not ready, retry" */
+	f->ctl->fail_validate = 1;
+	f->ctl->fail_errno = -EBADMSG;
+	assert_int_equal(ibvf_engine_validate_sm(f->e), -EBADMSG);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	expect_error(f, IBVF_RPC_SM_ERROR, "validate");
+	assert_int_equal(f->err_no[0], EBADMSG);
 	/* SM comes back: ready */
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	teardown(state);
+}
+
+/*
+ * An SM backend that refuses its configuration permanently (an admin file
+ * ibvf cannot keep: -EINVAL) is not "not ready, retry": prepare gets the
+ * permanent SM error (issue 15 item 9); a transient one stays NOT_READY.
+ */
+static void test_not_ready_permanent(void **state)
+{
+	struct fx *f;
+
+	setup_opts(state, NULL, 3);
+	f = *state;
+	f->ctl->fail_validate = 1;
+	f->ctl->fail_errno = -EINVAL;
+	assert_true(ibvf_engine_validate_sm(f->e) < 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	expect_error(f, IBVF_RPC_SM_ERROR, "validate");
+	assert_non_null(strstr(f->msg[0], "fake SM unreachable"));
+	f->ctl->fail_validate = 1;
+	f->ctl->fail_errno = -ETIMEDOUT;
+	assert_true(ibvf_engine_validate_sm(f->e) < 0);
+	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
+	expect_error(f, IBVF_RPC_NOT_READY, "validate");
 	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
 	call(f, "prepare", prep_params("c11", pci_of(10), "0x0012"));
 	assert_int_equal(f->code[0], 0);
@@ -1815,6 +1899,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_prepare_commit_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prepare_without_pkey, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_program, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_sm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_port, setup, teardown),
@@ -1824,6 +1909,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_vf_busy_and_params, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_requested_guid, setup, teardown),
 		cmocka_unit_test(test_not_ready),
+		cmocka_unit_test(test_not_ready_permanent),
 		cmocka_unit_test_setup_teardown(test_undelivered_rolls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gc_list_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_prepares_batch, setup, teardown),

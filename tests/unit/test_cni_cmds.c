@@ -25,6 +25,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <ibvf/api.h>
+
 #include "cni_cache.h"
 #include "cni_cmd.h"
 #include "cni_config.h"
@@ -54,6 +56,9 @@ struct fvf {
 	bool up;
 	uint64_t guid; /* in the netdev's IPoIB address */
 	int ifindex;
+	bool eth_addr; /* the netdev has a 6-byte address (not IPoIB) */
+	bool rb_known; /* the VF driver reads back rb_guid */
+	uint64_t rb_guid;
 };
 
 struct fowner {
@@ -66,19 +71,22 @@ static struct world {
 	struct fvf vf[2];
 	struct fowner own[4];
 	char log[4096];
-	int ns_open;	    /* opened and not yet closed */
-	const char *gone;   /* a netns path that no longer exists */
-	const char *decoy;  /* a Pod netns that already has a "net1" */
-	bool shared_rdma;   /* RDMA subsystem in shared netns mode */
-	bool daemon_down;   /* connect() to ibvfd is refused */
-	const char *fail;   /* the next call of this op fails (one shot) */
-	int fail_ret;	    /* its errno (negative) */
-	int fail_code;	    /* its CNI code (ibvfd's mapping, the IPAM plugin's code) */
-	int port_ret;	    /* cni_vf_port_check() */
-	int ipam_check_ret; /* cni_ipam_check() */
-	unsigned ipam_ver;  /* VERSION of the IPAM plugin; 0: not in CNI_PATH */
-	size_t gc_valid;    /* valid attachments ibvfd's gc was given */
-	char rel_pci[32];   /* where the last release said the attachment was */
+	int ns_open;	      /* opened and not yet closed */
+	const char *gone;     /* a netns path that no longer exists */
+	const char *notns;    /* a netns path that is a regular file */
+	const char *decoy;    /* a Pod netns that already has a "net1" */
+	bool shared_rdma;     /* RDMA subsystem in shared netns mode */
+	bool daemon_down;     /* connect() to ibvfd is refused */
+	const char *fail;     /* the next call of this op fails (one shot) */
+	int fail_ret;	      /* its errno (negative) */
+	int fail_code;	      /* its CNI code (ibvfd's mapping, the IPAM plugin's code) */
+	int fail_rpc;	      /* ibvfd's JSON-RPC error code for it, 0: none */
+	const char *fail_msg; /* ibvfd's message for it, NULL: "injected failure" */
+	int port_ret;	      /* cni_vf_port_check() */
+	int ipam_check_ret;   /* cni_ipam_check() */
+	unsigned ipam_ver;    /* VERSION of the IPAM plugin; 0: not in CNI_PATH */
+	size_t gc_valid;      /* valid attachments ibvfd's gc was given */
+	char rel_pci[32];     /* where the last release said the attachment was */
 	uint64_t rel_guid;
 } W;
 
@@ -157,13 +165,16 @@ static void fill_link(const struct fvf *v, struct cni_link *l)
 	snprintf(l->name, sizeof(l->name), "%s", v->name);
 	l->flags = v->up ? IFF_UP : 0;
 	l->mtu = 2044;
-	l->addr_len = 20;
+	l->addr_len = v->eth_addr ? 6 : 20;
+	if (v->eth_addr)
+		goto alias;
 	l->addr[2] = 0x10;
 	l->addr[3] = 0x49;
 	l->addr[4] = 0xfe;
 	l->addr[5] = 0x80;
 	for (int b = 0; b < 8; b++)
 		l->addr[12 + b] = (unsigned char)(v->guid >> ((7 - b) * 8));
+alias:
 	snprintf(l->alias, sizeof(l->alias), "%s", v->alias);
 }
 
@@ -175,6 +186,8 @@ static int f_ns_open(struct cni_ns *ns, const char *path, char *err, size_t errl
 
 	if (path && W.gone && !strcmp(path, W.gone))
 		return ibvf_errf(err, errlen, -ENOENT, "netns %s: No such file or directory", path);
+	if (path && W.notns && !strcmp(path, W.notns)) /* what cni_ns_open() answers */
+		return ibvf_errf(err, errlen, -EINVAL, "%s is not a network namespace", path);
 	ns->fd = next_fd++;
 	ns->sk = NULL;
 	snprintf(ns->path, sizeof(ns->path), "%s", path ? path : "host");
@@ -381,6 +394,17 @@ static int f_vf_restore(const struct cni_cache *c, char *err, size_t errlen)
 	return 0;
 }
 
+static int f_vf_guid(const struct cni_vf *vf, uint64_t *guid, bool *known, char *err, size_t errlen)
+{
+	struct fvf *v = vf_by_pci(vf->pci);
+
+	if (!v)
+		return ibvf_errf(err, errlen, -ENODEV, "no VF %s", vf->pci);
+	*known = v->rb_known;
+	*guid = v->rb_known ? v->rb_guid : 0;
+	return 0;
+}
+
 static const char ipam_result[] = "{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":"
 				  "\"10.1.2.3/24\",\"gateway\":\"10.1.2.1\"}],\"routes\":"
 				  "[{\"dst\":\"0.0.0.0/0\"}]}";
@@ -472,6 +496,7 @@ static const struct cni_host_ops fake_host = {
 	.vf_port_check = f_vf_port_check,
 	.vf_compat_apply = f_vf_compat_apply,
 	.vf_restore = f_vf_restore,
+	.vf_guid = f_vf_guid,
 	.ipam_exec = f_ipam_exec,
 	.ipam_max_version = f_ipam_max_version,
 	.ipam_apply = f_ipam_apply,
@@ -506,7 +531,9 @@ static int d_fail(const char *op, const char *what, struct cni_daemon_error *de,
 	if (failing(op, what, &ret)) {
 		de->ret = ret;
 		de->cni_code = W.fail_code;
-		return ibvf_errf(err, errlen, ret, "ibvfd %s: injected failure", op);
+		de->rpc.code = W.fail_rpc;
+		return ibvf_errf(err, errlen, ret, "ibvfd %s: %s", op,
+				 W.fail_msg ? W.fail_msg : "injected failure");
 	}
 	if (W.daemon_down) {
 		de->ret = -ECONNREFUSED;
@@ -996,6 +1023,21 @@ static void test_add_prepare_fails(void **state)
 	assert_log("prepare:c1/net1!");
 	call_free(&k);
 
+	/* ibvfd refuses the PKey: the error names the NAD's "pkey", code 7 (issue 15 item 1) */
+	W.fail = "prepare";
+	W.fail_ret = -EREMOTEIO;
+	W.fail_code = CNI_ERR_INVALID_CONFIG;
+	W.fail_rpc = IBVF_RPC_INVALID_PARAMS;
+	W.fail_msg = "pkeys[0]: PKey 0x7fff is the default partition";
+	run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+	assert_failed(&k, CNI_ERR_INVALID_CONFIG, "invalid pkey");
+	assert_contains(k.ctx.fail.details, "\"pkey\"");
+	assert_contains(k.ctx.fail.details, "0x7fff");
+	assert_log("prepare:c1/net1!");
+	call_free(&k);
+	W.fail_rpc = 0;
+	W.fail_msg = NULL;
+
 	W.daemon_down = true;
 	run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){0}));
 	assert_failed(&k, CNI_ERR_TRY_AGAIN, "ibvfd could not prepare the VF");
@@ -1016,6 +1058,22 @@ static void test_add_refused_early(void **state)
 	assert_failed(&k, CNI_ERR_UNKNOWN_CONTAINER, "cannot open the Pod netns");
 	call_free(&k);
 	W.gone = NULL;
+
+	/* a netns path that is a regular file: container unknown (3), not 100 (issue 15) */
+	{
+		char *file = tu_path(T.dir, "not-a-netns"), e[IBVF_ERR_LEN];
+		struct cni_ns ns;
+
+		assert_int_equal(tu_write_str(file, "x"), 0);
+		assert_int_equal(cni_ns_open(&ns, file, e, sizeof(e)), -EINVAL);
+		assert_contains(e, "is not a network namespace");
+		W.notns = POD_A;
+		run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+		assert_failed(&k, CNI_ERR_UNKNOWN_CONTAINER, "cannot open the Pod netns");
+		call_free(&k);
+		W.notns = NULL;
+		free(file);
+	}
 
 	run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){.pci = "0000:3b:00.7"}));
 	assert_failed(&k, CNI_ERR_VF, "VF not found");
@@ -1075,6 +1133,54 @@ static void test_add_compat(void **state)
 		   "ipam:DEL to_host:net1>ib0v2 restore:" VF0 ":00:02:c9:03:00:aa:00:00");
 	assert_vf_home(&W.vf[0]);
 	assert_true(W.vf[0].guid == OLD_GUID);
+	call_free(&k);
+}
+
+/*
+ * Compatibility mode, no GUID given: a VF whose driver reads back GUID 0 is
+ * refused even when its netdev has no IPoIB address to check (issue 15
+ * item 5: the Pod got a port that stays INIT); a readable good GUID passes.
+ */
+static void test_add_compat_dead_vf(void **state)
+{
+	struct call k;
+
+	(void)state;
+	W.vf[0].eth_addr = true;
+	W.vf[0].rb_known = true;
+	W.vf[0].rb_guid = 0;
+	run(&k, "ADD", "c1", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
+	assert_failed(&k, CNI_ERR_VF, "VF has no valid GUID");
+	assert_contains(k.ctx.fail.details, "reads back GUID 0000000000000000");
+	assert_vf_home(&W.vf[0]);
+	assert_false(cached("c1"));
+	call_free(&k);
+
+	/* all-ones is no GUID either */
+	W.vf[0].rb_guid = ~0ull;
+	run(&k, "ADD", "c1", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
+	assert_failed(&k, CNI_ERR_VF, "VF has no valid GUID");
+	call_free(&k);
+
+	/* no read-back, an IPoIB address with GUID 0: refused by the address */
+	W.vf[0].rb_known = false;
+	W.vf[0].eth_addr = false;
+	W.vf[0].guid = 0;
+	run(&k, "ADD", "c1", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
+	assert_failed(&k, CNI_ERR_VF, "VF has no valid GUID");
+	call_free(&k);
+	W.vf[0].guid = OLD_GUID;
+
+	/* a good read-back GUID: attached with it */
+	W.vf[0].rb_known = true;
+	W.vf[0].rb_guid = 0x0002c90300aa0042ull;
+	run(&k, "ADD", "c1", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true}));
+	assert_int_equal(k.ret, 0);
+	assert_true(cached("c1"));
 	call_free(&k);
 }
 
@@ -1597,15 +1703,44 @@ static void test_binary_bad_input(void **state)
 	json_decref(o);
 }
 
+/* No CNI_COMMAND (run by hand): name, version, CNI versions on stderr, nothing on stdout, 0. */
+static void test_binary_about(void **state)
+{
+	const char *bin = tu_binary("IB_SRIOV");
+	const char *argv[] = {"/bin/sh", "-c", "exec \"$IB_SRIOV\" </dev/null", NULL};
+	char *env[3] = {NULL};
+	struct tu_result r;
+
+	(void)state;
+	assert_non_null(bin);
+	assert_true(asprintf(&env[0], "IB_SRIOV=%s", bin) > 0);
+	for (int empty = 0; empty < 2; empty++) {
+		if (empty)
+			assert_true(asprintf(&env[1], "CNI_COMMAND=") > 0);
+		assert_int_equal(tu_run(&r, (const char *const *)env, 30, argv), 0);
+		assert_int_equal(r.status, 0);
+		assert_string_equal(r.out, "");
+		assert_contains(r.err, "ib-sriov");
+		assert_contains(r.err, IBVF_VERSION);
+		assert_contains(r.err, "CNI protocol versions supported: 0.1.0,");
+		assert_contains(r.err, "1.1.0");
+		tu_result_free(&r);
+	}
+	free(env[0]);
+	free(env[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_add_daemon_result_1_1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_binary_about, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_daemon_result_1_0, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_rollback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_prepare_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_refused_early, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_compat, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_add_compat_dead_vf, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_twice, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_unknown_no_daemon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_after_failed_add, setup, teardown),

@@ -135,6 +135,21 @@ static void test_config_errors(void **state)
 	assert_contains(f->r.err, "DAEMON_PERIODIC_UPDATE: 'soon' is not a number of seconds");
 }
 
+/* Without -f ibvfd logs to syslog; a fatal start-up error reaches stderr too (issue 15). */
+static void test_fatal_on_stderr(void **state)
+{
+	struct fx *f = *state;
+	char *missing = tu_path(f->dir, "absent.json");
+
+	assert_int_equal(run(f, NULL, ARGS("-c", missing)), 2);
+	assert_contains(f->r.err, "ibvfd: fatal: config:");
+	assert_contains(f->r.err, missing);
+	assert_int_equal(tu_write_str(f->cfg, "{\"vf\": {\"driver\": \"sysfs\"}}"), 0);
+	assert_int_equal(run(f, NULL, ARGS("-c", f->cfg)), 2);
+	assert_contains(f->r.err, "vf.driver");
+	free(missing);
+}
+
 static void test_options(void **state)
 {
 	struct fx *f = *state;
@@ -159,6 +174,7 @@ int main(void)
 		T(test_print_config_masks_secrets),
 		T(test_config_errors),
 		T(test_options),
+		T(test_fatal_on_stderr),
 	};
 
 	return cmocka_run_group_tests_name("ibvfd", tests, NULL, NULL);

@@ -450,6 +450,83 @@ static void test_install(void **state)
 	spit(l->parts, admin_text);
 }
 
+/*
+ * partitions.conf -> conf.d/real.conf (and the backup a link too): every
+ * write replaces the links' targets, in the targets' directory, and keeps
+ * the links (issue 15 item 3).
+ */
+static void test_symlinked_file(void **state)
+{
+	struct lab *l = *state;
+	const struct ibvf_sm_member m = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
+	const uint64_t rm = G(0x0002c90300100001);
+	char err[IBVF_ERR_LEN] = "", real[192], rbak[192], sub[160], cmd[512];
+	struct ibvf_sm_backend *b;
+	struct stat st;
+	char *t;
+
+	snprintf(sub, sizeof(sub), "%s/conf.d", l->dir);
+	snprintf(real, sizeof(real), "%s/real-partitions.conf", sub);
+	snprintf(rbak, sizeof(rbak), "%s/real-partitions.conf.prev", sub);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	assert_int_equal(rename(l->parts, real), 0);
+	/* a relative link, and a backup link whose target does not exist yet */
+	assert_int_equal(symlink("conf.d/real-partitions.conf", l->parts), 0);
+	assert_int_equal(symlink(rbak, l->bak), 0);
+	assert_int_equal(pf_resolve(l->parts, cmd, sizeof(cmd), err, sizeof(err)), 0);
+	assert_string_equal(cmd, real);
+
+	b = open_backend(l, NULL, NULL, NULL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 1);
+	assert_int_equal(lstat(l->parts, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(lstat(l->bak, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	t = slurp(real, NULL);
+	assert_has(t, PC_BEGIN_MARKER);
+	assert_has(section_of(t), "0x0002c90300100001=full");
+	free(t);
+	t = slurp(rbak, NULL);
+	assert_string_equal(t, admin_text);
+	free(t);
+	assert_int_equal(stat(real, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	/* the admin's later edit of the real file is what the next write reads */
+	t = slurp(real, NULL);
+	{
+		FILE *f = fopen(real, "a");
+
+		assert_non_null(f);
+		fputs("extra=0x0a05 : ALL=limited ;\n", f);
+		fclose(f);
+	}
+	free(t);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &rm, 1, err, sizeof(err)), 0);
+	expect_hups(l, 2);
+	t = slurp(l->parts, NULL);
+	assert_has(t, "extra=0x0a05 : ALL=limited ;\n");
+	assert_null(strstr(t, "0x0002c90300100001=full"));
+	free(t);
+	assert_int_equal(lstat(l->parts, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	/* no temp file next to the link or the target */
+	snprintf(cmd, sizeof(cmd),
+		 "test -z \"$( (ls -A %s; ls -A %s) | grep -E '^[.].*ibvf-|[.]tmp[.]')\"", l->dir,
+		 sub);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(opensm_ops.validate(b, cmd, sizeof(cmd), err, sizeof(err)), 0);
+	assert_has(cmd, "4 admin partitions");
+	/* a link loop is refused, not followed forever */
+	assert_int_equal(unlink(l->bak), 0);
+	assert_int_equal(symlink(l->bak, l->bak), 0);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -ELOOP);
+	opensm_ops.fini(b);
+	/* the fixture's teardown removes the directory */
+	assert_int_equal(unlink(l->parts), 0);
+	assert_int_equal(rename(real, l->parts), 0);
+}
+
 static void test_find_opensm(void **state)
 {
 	struct lab *l = *state;
@@ -524,7 +601,8 @@ static void test_add_remove_list(void **state)
 	};
 	const struct ibvf_sm_pkey_flags idx0 = {.index0 = true, .ipoib = false};
 	const uint64_t rm[] = {G(0x0002c90300100001), G(0x0002c90300100003)};
-	struct ibvf_sm_backend *b = open_backend(l, NULL, NULL, NULL);
+	struct ibvf_sm_backend *b =
+		open_backend(l, "\"admin_pkeys\": {\"0x0a01\": \"request\"}", NULL, NULL);
 	char err[IBVF_ERR_LEN] = "", *t, *bak;
 	struct seen s = {0};
 	struct stat st1, st2;
@@ -591,6 +669,99 @@ static void test_add_remove_list(void **state)
 	opensm_ops.fini(b);
 }
 
+/*
+ * Joining an administrator's partition is an opt-in per PKey (admin_pkeys),
+ * and the membership is the opt-in's: the admin's defmember unless it says
+ * "full", "limited" or "request" (issue 15 item 4).
+ */
+static void test_admin_opt_in(void **state)
+{
+	struct lab *l = *state;
+	const struct ibvf_sm_member full = {G(0x0002c90300100001), IBVF_MEMBER_FULL};
+	const struct ibvf_sm_member lim = {G(0x0002c90300100001), IBVF_MEMBER_LIMITED};
+	char err[IBVF_ERR_LEN] = "", text[1024], *t;
+	struct ibvf_sm_backend *b;
+	struct opensm_cfg c;
+
+	snprintf(text, sizeof(text), "%stenants=0x0a03, defmember=full : 0x0002c90300a00009 ;\n",
+		 admin_text);
+	spit(l->parts, text);
+	/* no opt-in: refused, naming the admin's partition; nothing written */
+	b = open_backend(l, NULL, NULL, NULL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a01, &full, 1, NULL, err, sizeof(err)),
+			 -EPERM);
+	assert_has(err, "PKey 0x0a01 is the administrator's partition 'storage' (line 3");
+	assert_has(err, "defmember=limited");
+	assert_has(err, "admin_pkeys");
+	assert_false(ibvf_sm_err_is_transient(-EPERM));
+	assert_int_equal(opensm_ops.add_members(b, 0x0a03, &lim, 1, NULL, err, sizeof(err)),
+			 -EPERM);
+	assert_has(err, "'tenants' (line 5");
+	/* a PKey only ibvf defines needs none */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &full, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 1);
+	opensm_ops.fini(b);
+
+	b = open_backend(l,
+			 "\"admin_pkeys\": {\"0x0a01\": \"defmember\", \"0x8a03\": \"defmember\", "
+			 "\"0x0a02\": \"full\", \"0x0a04\": \"limited\"}",
+			 NULL, NULL);
+	/* storage is defmember=limited: full is refused, limited joins */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a01, &full, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "full membership of the administrator's partition 'storage'");
+	assert_has(err, "allows only limited members (\"defmember\")");
+	assert_true(ibvf_sm_err_is_member_fault(-EINVAL));
+	expect_hups(l, 1);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a01, &lim, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 2);
+	/* tenants is defmember=full (the opt-in's key may carry the full bit) */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a03, &lim, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a03, &full, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 3);
+	/* infra: the opt-in overrides the defmember (limited) */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a02, &lim, 1, NULL, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "allows only full members (\"full\")");
+	assert_int_equal(opensm_ops.add_members(b, 0x0a02, &full, 1, NULL, err, sizeof(err)), 0);
+	expect_hups(l, 4);
+	t = slurp(l->parts, NULL);
+	assert_memory_equal(t, text, strlen(text));
+	assert_has(section_of(t), "ibvf_0x0a01=0x0a01 :\n\t0x0002c90300100001=limited ;\n");
+	assert_has(section_of(t), "ibvf_0x0a02=0x0a02 :\n\t0x0002c90300100001=full ;\n");
+	assert_has(section_of(t), "ibvf_0x0a03=0x0a03 :\n\t0x0002c90300100001=full ;\n");
+	free(t);
+	/* removal needs no opt-in */
+	opensm_ops.fini(b);
+	b = open_backend(l, NULL, NULL, NULL);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a01, &full.guid, 1, err, sizeof(err)), 0);
+	expect_hups(l, 5);
+	opensm_ops.fini(b);
+
+	/* config errors name the key */
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"admin_pkeys\": "
+					  "{\"0xzz\": \"full\"}}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "admin_pkeys.0xzz: expected a PKey");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"admin_pkeys\": "
+					  "{\"0x0a01\": \"most\"}}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "expected \"defmember\", \"full\", \"limited\" or \"request\"");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"admin_pkeys\": "
+					  "{\"0x0a01\": \"full\", \"0x8a01\": \"limited\"}}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_has(err, "given twice");
+	assert_int_equal(opensm_cfg_parse("{\"pid_file\": \"/run/p\", \"admin_pkeys\": "
+					  "{\"0x7fff\": \"full\"}}",
+					  &c, err, sizeof(err)),
+			 -EINVAL);
+	spit(l->parts, admin_text);
+}
+
 static void test_bad_requests(void **state)
 {
 	struct lab *l = *state;
@@ -631,7 +802,11 @@ static void test_refusals_touch_nothing(void **state)
 
 	/* an unparsable base file */
 	spit(l->parts, broken);
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
+	/* the admin's file is at fault, permanently, not the member: -EBADMSG */
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
+			 -EBADMSG);
+	assert_false(ibvf_sm_err_is_transient(-EBADMSG));
+	assert_false(ibvf_sm_err_is_member_fault(-EBADMSG));
 	assert_has(err, "nothing was changed: ");
 	assert_has(err, "partitions.conf:2:43: bad port GUID '0xZZZZ'");
 	t = slurp(l->parts, NULL);
@@ -812,10 +987,11 @@ static void test_damaged_markers(void **state)
 		 "  %s\n",
 		 admin_text, PC_BEGIN_MARKER, PC_END_MARKER);
 	spit(l->parts, text);
-	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &g, 1, err, sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_ops.remove_members(b, 0x0a10, &g, 1, err, sizeof(err)), -EBADMSG);
 	assert_has(err, "nothing was changed");
 	assert_has(err, "looks like an ibvf section marker");
-	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)), -EINVAL);
+	assert_int_equal(opensm_ops.add_members(b, 0x0a10, &m, 1, NULL, err, sizeof(err)),
+			 -EBADMSG);
 	t = slurp(l->parts, NULL);
 	assert_string_equal(t, text);
 	free(t);
@@ -994,7 +1170,9 @@ static void test_verify_fabric(void **state)
 	};
 	const uint64_t rm[] = {G(0x0002c90300100001), G(0x0002c90300100005)};
 	struct fake fk = {.on_fabric = {G(0x0002c90300100001), G(0x0002c90300100003)}};
-	struct ibvf_sm_backend *b = open_backend(l, "\"reload_timeout_ms\": 300", &fk, NULL);
+	struct ibvf_sm_backend *b = open_backend(
+		l, "\"reload_timeout_ms\": 300, \"admin_pkeys\": {\"0x0a02\": \"request\"}", &fk,
+		NULL);
 	char err[IBVF_ERR_LEN] = "";
 
 	assert_int_equal(opensm_ops.add_members(b, 0x0a10, m, 3, NULL, err, sizeof(err)), 0);
@@ -1076,8 +1254,10 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config),
 		cmocka_unit_test_setup_teardown(test_install, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_symlinked_file, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_find_opensm, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_add_remove_list, lab_setup, lab_teardown),
+		cmocka_unit_test_setup_teardown(test_admin_opt_in, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_bad_requests, lab_setup, lab_teardown),
 		cmocka_unit_test_setup_teardown(test_refusals_touch_nothing, lab_setup,
 						lab_teardown),

@@ -22,6 +22,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "attach_vf.h"
 #include "vf_driver.h"
 #include "vf_manager.h"
 #include "vf_test_util.h"
@@ -604,6 +605,45 @@ static void test_reset_and_query(void **state)
 	assert_int_equal(ibvf_vf_query(f->m, PF_PCI, &vf, &st, err, sizeof(err)), -EINVAL);
 }
 
+/*
+ * The engine's VF seam (attach_vf.c) over the VF manager: a release that
+ * resets a VF to GUID 0 puts back the link state it is given, as a reset
+ * to a pre-attach GUID does (issue 15 item 6: GUID-0 resets left "enable").
+ */
+static void test_attach_vf_reset_restores_link(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_attach_vf vf;
+	struct ibvf_vf_ops ops;
+	char err[IBVF_ERR_LEN];
+
+	assert_int_equal(ibvf_attach_vf_ops(f->m, f->root, &ops), 0);
+	assert_int_equal(ops.lookup(ops.ctx, "0000:03:00.3", &vf, err, sizeof(err)), 0);
+	assert_string_equal(vf.link_state, "auto");
+	/* attach: GUID and link state enable */
+	assert_int_equal(ops.program(ops.ctx, &vf, 0x0002c90300001001ULL, 0x0002c90300001001ULL,
+				     "enable", err, sizeof(err)),
+			 0);
+	expect_hw(f, 1, 0x0002c90300001001ULL, 0x0002c90300001001ULL, IBVF_VF_LINK_ENABLE);
+	/* release of a VF that had GUID 0: reset, link state back to auto */
+	assert_int_equal(ops.program(ops.ctx, &vf, 0, 0, "auto", err, sizeof(err)), 0);
+	expect_hw(f, 1, 0, 0, IBVF_VF_LINK_AUTO);
+	assert_string_equal(vf.link_state, "auto");
+	/* a pre-attach GUID: same */
+	assert_int_equal(ops.program(ops.ctx, &vf, 0x0002c90300001001ULL, 0x0002c90300001001ULL,
+				     "disable", err, sizeof(err)),
+			 0);
+	assert_int_equal(ops.program(ops.ctx, &vf, 0xa1, 0xa1, "auto", err, sizeof(err)), 0);
+	expect_hw(f, 1, 0xa1, 0xa1, IBVF_VF_LINK_AUTO);
+	/* no link state given: left as it is */
+	assert_int_equal(ops.program(ops.ctx, &vf, 0x0002c90300001001ULL, 0x0002c90300001001ULL,
+				     "enable", err, sizeof(err)),
+			 0);
+	assert_int_equal(ops.program(ops.ctx, &vf, 0, 0, NULL, err, sizeof(err)), 0);
+	expect_hw(f, 1, 0, 0, IBVF_VF_LINK_ENABLE);
+	ibvf_attach_vf_ops_free(&ops);
+}
+
 static void test_netlink_pf_without_ipoib(void **state)
 {
 	struct ibvf_vf_manager_opts o = {.rebind_timeout_ms = 200};
@@ -634,6 +674,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_program_rebind_finds_renamed_netdev, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_timeout_then_rollback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attach_vf_reset_restores_link, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_timeout_rdma_never_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_vf_vanishes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rollback_each_step, setup, teardown),

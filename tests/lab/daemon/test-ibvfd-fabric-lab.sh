@@ -29,6 +29,7 @@ DPID=
 cleanup() {
 	[ -n "$DPID" ] && kill -TERM "$DPID" 2>/dev/null && sleep 1 && kill -KILL "$DPID" 2>/dev/null
 	"$FL" down "$D/lab" >/dev/null 2>&1
+	[ -n "${NS:-}" ] && ip netns del "$NS" 2>/dev/null
 	"$IBVF_FAKESYSFS" "$D/sys" veth-down >/dev/null 2>&1
 	[ -n "${IBVF_KEEP_LAB:-}" ] && echo "lab kept in $D" >&2 || rm -rf "$D"
 }
@@ -82,13 +83,23 @@ pkeys() { "$FL" run "$D/lab" pf0 smpquery -G pkeys "$GH" 2>/dev/null; }
 has_pkey() { pkeys | grep -q "0x8012"; }
 check "vf0's P_Key table (SMP) holds 0x8012" wait_for 10 has_pkey
 check "daemon list shows it port_ready" grep -q "port_ready" <<<"$("${C[@]}" daemon list 2>/dev/null)"
+# as the CNI plugin does: the netdev moves into the Pod's netns before the
+# commit and back before the release (a handed VF whose netdev is in the host
+# netns is a Pod that is gone: reconciliation releases it)
+NS=ibvf-fl-$V
+ip netns add "$NS" && ip link set dev "${V}v0r1" netns "$NS" ||
+	{ echo "moving ${V}v0r1 into netns $NS failed" >&2; exit 1; }
 "${C[@]}" daemon commit --owner lab-c1 >/dev/null 2>&1
 check "commit: handed" grep -q "handed" <<<"$("${C[@]}" daemon list 2>/dev/null)"
 out=$("${C[@]}" pool audit 2>&1)
 check "pool audit through the daemon is clean" grep -q "audit clean" <<<"$out"
+grep -q "audit clean" <<<"$out" || sed "s/^/# /" <<<"$out"
+ip -n "$NS" link set dev "${V}v0r1" netns $$ ||
+	{ echo "moving ${V}v0r1 back from netns $NS failed" >&2; exit 1; }
 
 out=$("${C[@]}" daemon release --owner lab-c1 2>&1); rc=$?
 check "daemon release exits 0" test "$rc" = 0
+[ "$rc" = 0 ] || sed "s/^/# /" <<<"$out"
 check "the partition file no longer lists $G" bash -c "! grep -qi '$(tr -d : <<<"$G")' '$PARTITIONS_FILE'"
 check "vf0 is back to port GUID 0: not Active" wait_for 10 not_active vf0
 check "ibsim says vf0's node GUID is all-ones (port GUID 0)" \

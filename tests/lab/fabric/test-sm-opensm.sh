@@ -5,8 +5,12 @@
 # is also checked independently with smpquery (infiniband-diags):
 #   - a GUID added as full member shows 0x8xxx, as limited 0x0xxx; removed: gone;
 #   - the admin's own partitions keep their P_Keys throughout;
-#   - a PKey the admin defines is merged, a GUID the admin lists is refused;
+#   - a PKey the admin defines is refused unless admin_pkeys opts in to it;
+#     then it is merged, with the opt-in's membership (the admin's defmember
+#     by default: limited, seen as 0x0xxx in the port), a GUID the admin
+#     lists is refused;
 #   - a base file that does not parse is refused and OpenSM's state is untouched;
+#   - a symlinked partitions.conf stays a link, its target gets the changes;
 #   - OpenSM not running, or a pid file naming another process: refused;
 #   - 1,000 members in one PKey (timed; printed).
 # usage: test-sm-opensm.sh SM_LAB_CLIENT MODULE_DIR
@@ -23,6 +27,8 @@ trap '"$FL" down "$D"; rm -rf "$D"' EXIT
 printf '# admin partitions of the lab fabric\nDefault=0x7fff, ipoib : ALL=full ;\n' > "$D/p.conf"
 printf 'storage=0x0a01, ipoib : 0x0002c90300010101=full, 0x0002c90300010201=limited ;\n' \
 	>> "$D/p.conf"
+printf 'scratch=0x0a03, defmember=limited : SELF=full ;\nbackup=0x0a04, defmember=limited : SELF ;\n' \
+	>> "$D/p.conf"
 "$FL" up "$D" --vfs 2 --hosts 2 --partitions "$D/p.conf"
 rc=$?
 [ $rc = 77 ] && lab_skip "fabric lab packages missing"
@@ -33,10 +39,15 @@ rc=$?
 
 cat > "$D/sm.json" <<EOF2
 { "partition_file": "$PARTITIONS_FILE", "pid_file": "$OPENSM_PIDFILE",
-  "reload_timeout_ms": 10000, "verify": "fabric" }
+  "reload_timeout_ms": 10000, "verify": "fabric",
+  "admin_pkeys": { "0x0a01": "request", "0x0a03": "defmember", "0x0a04": "full" } }
 EOF2
+sed '/admin_pkeys/d; s/"fabric",$/"fabric" }/' "$D/sm.json" > "$D/sm-plain.json"
 sm() {	# sm ARGS...: the backend on pf0 (SMPs leave from pf0's port)
 	"$FL" run "$D" pf0 "$CLIENT" "$MODDIR" opensm "@$D/sm.json" "$@"
+}
+sm_plain() {	# the same without admin_pkeys
+	"$FL" run "$D" pf0 "$CLIENT" "$MODDIR" opensm "@$D/sm-plain.json" "$@"
 }
 pkeys() {	# pkeys GUID: the port's P_Key table as smpquery sees it
 	"$FL" run "$D" pf0 smpquery pkeys -G "$1" 2>/dev/null | sed -n 's/^ *[0-9]*: //p' | tr '\n' ' '
@@ -73,8 +84,12 @@ check "list shows ibvf's members" grep -q "0x0a10 00:02:c9:03:00:10:00:01 full m
 check "list shows the admin's members read-only" \
 	grep -q "0x0a01 00:02:c9:03:00:01:02:01 limited admin" <<<"$out"
 
+check_fail "without admin_pkeys the admin's PKey 0x0a01 is refused, naming the partition" \
+	"PKey 0x0a01 is the administrator's partition 'storage' \\(line 3" \
+	sm_plain add 0x0a01 "$GUID_vf0=full"
+check "vf0 holds no 0x0a01 then" eval 'hasnt "$GUID_vf0" 0x8a01 && hasnt "$GUID_vf0" 0x0a01'
 out=$(sm add 0x0a01 "$GUID_vf0=full" 2>&1)
-check "add vf0 to the admin's PKey 0x0a01: merged ($out)" grep -q "^OK add" <<<"$out"
+check "add vf0 to the admin's PKey 0x0a01 (opted in): merged ($out)" grep -q "^OK add" <<<"$out"
 check "vf0 holds 0x8a01" has "$GUID_vf0" 0x8a01
 check "ibvf's definition of 0x0a01 carries no partition flags" \
 	grep -qx "ibvf_0x0a01=0x0a01 :" "$PARTITIONS_FILE"
@@ -82,6 +97,21 @@ check "admin partitions still in effect" admin_intact
 check_fail "a GUID the admin lists in 0x0a01 is refused" "already a limited member" \
 	sm add 0x0a01 "$GUID_h2=full"
 check "h2 stays a limited member of 0x0a01" eval 'has "$GUID_h2" 0x0a01 && hasnt "$GUID_h2" 0x8a01'
+
+# scratch (defmember=limited, opted in with "defmember"): only limited members
+check_fail "full membership of 'scratch' (defmember=limited) is refused" \
+	"allows only limited members" sm add 0x0a03 "$GUID_vf1=full"
+check "vf1 holds no 0x8a03" hasnt "$GUID_vf1" 0x8a03
+out=$(sm add 0x0a03 "$GUID_vf1=limited" 2>&1)
+check "add vf1 to 'scratch' as limited member ($out)" grep -q "^OK add 1 members" <<<"$out"
+check "vf1's P_Key table holds 0x0a03 (limited), not 0x8a03" \
+	eval 'has "$GUID_vf1" 0x0a03 && hasnt "$GUID_vf1" 0x8a03'
+# backup (defmember=limited, opted in with "full"): the opt-in overrides
+check_fail "limited membership of 'backup' (opt-in full) is refused" \
+	"allows only full members" sm add 0x0a04 "$GUID_vf1=limited"
+out=$(sm add 0x0a04 "$GUID_vf1=full" 2>&1)
+check "add vf1 to 'backup' as full member ($out)" grep -q "^OK add 1 members" <<<"$out"
+check "vf1's P_Key table holds 0x8a04 (full)" has "$GUID_vf1" 0x8a04
 
 out=$(sm remove 0x0a10 "$GUID_vf0" 2>&1)
 check "remove vf0 from 0x0a10 ($out)" grep -q "^OK remove 1 members" <<<"$out"
@@ -120,6 +150,23 @@ out=$(sm remove 0x0b00 "$GUID_vf1" 0x0002c90300500000+999 2>&1)
 check "remove the 1,000 members ($out)" grep -q "^OK remove 1000 members" <<<"$out"
 echo "# lab time remove_members of 1,000 members: $(timed "$out") ms"
 check "vf1 no longer holds 0x8b00" hasnt "$GUID_vf1" 0x8b00
+
+# partitions.conf as a symbolic link into a config-managed directory: the
+# link stays, its target gets the change, and OpenSM reads it
+mkdir -p "$D/cfg"
+mv "$PARTITIONS_FILE" "$D/cfg/real-partitions.conf"
+ln -s cfg/real-partitions.conf "$PARTITIONS_FILE"
+out=$(sm add 0x0a13 "$GUID_vf1=full" 2>&1)
+check "add through a symlinked partitions.conf ($out)" grep -q "^OK add 1 members" <<<"$out"
+check "partitions.conf is still the symlink" test -L "$PARTITIONS_FILE"
+check "the link's target got ibvf's definition" \
+	grep -q "^ibvf_0x0a13=0x0a13" "$D/cfg/real-partitions.conf"
+check "OpenSM programmed it: vf1 holds 0x8a13" has "$GUID_vf1" 0x8a13
+out=$(sm remove 0x0a13 "$GUID_vf1" 2>&1)
+check "remove through the link ($out)" grep -q "^OK remove 1 members" <<<"$out"
+check "still the symlink, vf1 without 0x8a13" \
+	eval 'test -L "$PARTITIONS_FILE" && hasnt "$GUID_vf1" 0x8a13'
+rm "$PARTITIONS_FILE" && mv "$D/cfg/real-partitions.conf" "$PARTITIONS_FILE"
 
 # OpenSM not running / a pid file that names another process
 cp "$OPENSM_PIDFILE" "$D/opensm.pid.saved"

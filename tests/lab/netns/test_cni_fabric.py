@@ -88,6 +88,13 @@ class Fabric:
 DAEMON = [None]
 
 
+def policy_file(lab, vf):
+    """The ibsim VF driver's link policy of @vf: <PF>/sriov/<index>/policy."""
+    dev = os.path.join(lab.sysfs, "bus", "pci", "devices")
+    pf = os.path.basename(os.readlink(os.path.join(dev, vf.pci, "physfn")))
+    return os.path.join(dev, pf, "sriov", str(vf.index), "policy")
+
+
 def daemon_phase(lab, t, fab, env, vfs, ibvfd, moddir):
     if not os.path.exists(os.path.join(moddir, "opensm", "opensm.so")):
         t.ok(False, f"opensm SM backend module in {moddir}/opensm")
@@ -149,6 +156,48 @@ def daemon_phase(lab, t, fab, env, vfs, ibvfd, moddir):
     part = open(env["PARTITIONS_FILE"]).read().lower()
     t.ok(guid.replace(":", "") not in part and hexguid(guid) not in part,
          "the partition file no longer lists the GUID")
+
+    # issue 15 item 6: a VF that was "auto" (Follow) before its attach is
+    # "auto" again after the release, also when it is reset to GUID 0
+    v1 = vfs[1]
+    pol = policy_file(lab, v1)
+    os.makedirs(os.path.dirname(pol), exist_ok=True)
+    with open(pol, "w") as f:
+        f.write("Follow\n")
+    conf6 = dict(conf, deviceID=v1.pci, link_state="enable")
+    rc, res, err = lab.run("ADD", conf6, "c-fab6", netns=ns)
+    if t.ok(rc == 0, "daemon mode ADD with link_state enable", f"{res}\n{err}"):
+        t.ok(open(pol).read().strip() == "Up", "the VF's link policy is Up (enable) while attached",
+             open(pol).read())
+        rc, out, err = lab.run("DEL", conf6, "c-fab6", netns=ns)
+        t.ok(rc == 0, "daemon mode DEL after link_state enable", f"{out}\n{err}")
+        t.ok(open(pol).read().strip() == "Follow",
+             "DEL put the pre-attach link state back (Follow = auto), with the GUID reset to 0",
+             open(pol).read())
+
+    # issue 15 item 1: a network without "pkey" (SriovIBNetwork's is optional)
+    conf1 = {k: v for k, v in conf.items() if k != "pkey"}
+    try:
+        rc, res, err = lab.run("ADD", conf1, "c-fab1", netns=ns)
+    except subprocess.TimeoutExpired as e:
+        rc, res, err = -1, None, str(e)
+        err += f"\nvf0 state {fab.state('vf0')!r}; ibstat vf0: {fab.run('vf0', 'ibstat')[-600:]}"
+    if t.ok(rc == 0, "daemon mode ADD of a network without pkey",
+            f"{res}\n{err}\n" + open(os.path.join(d, "ibvfd.log")).read()[-3000:]):
+        g1 = json.load(open(lab.cache_file("c-fab1")))["ibvf"]["guid"]
+        t.ok(g1.startswith("02:00:00:00:00:08:"), f"a pool GUID without a PKey ({g1})")
+        t.ok(fab.wait(lambda: fab.lid(g1)), "port ACTIVE: OpenSM gave it a LID")
+        pk = fab.pkeys(g1)
+        t.ok("0x8012" not in pk and "0x0012" not in pk,
+             "no tenant P_Key in the VF port's table", pk)
+        part = open(env["PARTITIONS_FILE"]).read().lower()
+        t.ok(g1.replace(":", "") not in part and hexguid(g1) not in part,
+             "no membership pushed: the partition file does not list the GUID")
+        t.ok("no tenant membership pushed" in open(os.path.join(d, "ibvfd.log")).read(),
+             "ibvfd's log says no tenant membership was pushed")
+        rc, out, err = lab.run("DEL", conf1, "c-fab1", netns=ns)
+        t.ok(rc == 0, "DEL of the network without pkey", f"{out}\n{err}")
+        t.ok(fab.wait(lambda: not fab.lid(g1)), "its GUID left the fabric")
 
     n = len(vfs)
     nss = [lab.ns() for _ in range(n)]
@@ -245,6 +294,14 @@ def main():
              f"the VF netdev is back in the host as {host_name} after the reset rebind",
              lab.links())
         t.ok(lab.ipam_leases("ibfab") == [], "lease released")
+
+        # issue 15 item 5: no daemon, no GUID given, the VF's GUID reads back 0
+        conf5 = {k: v for k, v in conf.items() if k not in ("ibKubernetesEnabled", "args")}
+        rc, out, err = lab.run("ADD", conf5, "c-fab5", netns=ns, extra=compat)
+        t.ok(rc == 1 and out.get("code") == 100 and "no valid GUID" in out.get("msg", ""),
+             "compatibility mode refuses a VF whose GUID reads back 0 (no GUID given)", out)
+        t.ok(lab.links(ns) == ["lo"], "the dead VF did not reach the Pod")
+        t.ok(not os.path.exists(lab.cache_file("c-fab5")), "no cache entry for it")
 
         # a failed ADD after the GUID was programmed: the GUID comes off again
         conf1 = dict(conf, deviceID=vf1.pci,

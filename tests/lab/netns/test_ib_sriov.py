@@ -462,7 +462,9 @@ def t_add_failures(lab, t):
     rc, out, _ = lab.run("ADD", conf, cid, netns=ns)
     t.ok(rc == 1 and out["code"] == 101 and "no IP" in out["msg"], "IPAM without IP: code 101",
          out)
-    t.ok(open(calls).read().split("\n")[:2] == [f"ADD {cid}", f"DEL {cid}"],
+    # (VERSION calls between them: cni_ipam.c asks which cniVersion to delegate with)
+    t.ok([x for x in open(calls).read().split("\n") if not x.startswith("VERSION")][:2] ==
+         [f"ADD {cid}", f"DEL {cid}"],
          "IPAM without IP: the plugin got DEL after ADD", open(calls).read())
     assert_rollback(lab, t, vf, ns, cid, net, "IPAM without IP")
 
@@ -492,6 +494,25 @@ def t_add_failures(lab, t):
     lab.set_control({})
     t.ok(rc == 1 and out["code"] == 11, "commit refused (busy): code 11 try again later", out)
     assert_rollback(lab, t, vf, ns, cid, net, "commit refused")
+
+    # 8b. issue 15 item 9: permanent refusals get permanent codes, retryable ones 11
+    for code, step, want, what in ((-32010, "allocate", 100, "VF held by another owner"),
+                                   (-32003, "validate", 102, "SM backend unusable"),
+                                   (-32009, "validate", 11, "not ready yet"),
+                                   (-32008, "allocate", 11, "busy")):
+        vf, ns, cid = lab.vf(), lab.ns(), f"c-f-perm{-code}"
+        lab.set_control({"fail": {"prepare": {"code": code, "message": what, "step": step}}})
+        rc, out, _ = lab.run("ADD", base(lab, vf, net=net), cid, netns=ns)
+        lab.set_control({})
+        t.ok(rc == 1 and out["code"] == want, f"prepare {code} ({what}): code {want}", out)
+        assert_rollback(lab, t, vf, ns, cid, net, f"prepare {code}")
+
+    # 8c. a netns path that is a regular file: 3 (container unknown), not 100
+    vf, cid = lab.vf(), "c-f-nsfile"
+    nsfile = os.path.join(lab.tmp, "netns-is-a-file")
+    open(nsfile, "w").close()
+    rc, out, _ = lab.run("ADD", base(lab, vf, net=net), cid, netns=nsfile)
+    t.ok(rc == 1 and out["code"] == 3, "CNI_NETNS a regular file: code 3", out)
 
     # 9. the daemon is down (configured socket absent): nothing touched
     vf, ns, cid = lab.vf(), lab.ns(), "c-f-nodaemon"

@@ -14,6 +14,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "vf_manager.h"
 
 struct fake {
 	char dir[PATH_MAX];
@@ -111,10 +112,17 @@ static int fake_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uin
 {
 	struct fake *f = ctx;
 	struct ibvf_attach_vf cur;
+	struct ibvf_vf_request req;
 	char pci[sizeof(vf->pci)];
+	bool reset;
 	unsigned gen;
 	int ret;
 
+	/* the request the production seam would send the VF manager (vf_manager.h) */
+	ret = ibvf_vf_request_make(node, port, link, &req, &reset, err, errlen);
+	if (ret)
+		return ret;
+	(void)reset; /* GUID 0 is a reset; the link state applies either way */
 	memcpy(pci, vf->pci, sizeof(pci)); /* read_vf() below rewrites *vf */
 	ret = read_vf(f, pci, &cur, &gen, err, errlen);
 	if (ret)
@@ -126,8 +134,10 @@ static int fake_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uin
 
 		nanosleep(&ts, NULL);
 	}
-	ret = write_vf(f->dir, pci, cur.pf, cur.vf_index, node, port,
-		       link && *link ? link : cur.link_state, gen + 1, err, errlen);
+	ret = write_vf(f->dir, pci, cur.pf, cur.vf_index, req.node_guid, req.port_guid,
+		       req.link_state >= 0 ? ibvf_vf_link_state_name(req.link_state)
+					   : cur.link_state,
+		       gen + 1, err, errlen);
 	if (ret)
 		return ret;
 	return read_vf(f, pci, vf, &gen, err, errlen);
