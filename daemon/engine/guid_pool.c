@@ -399,10 +399,13 @@ static const char *const migrations[SCHEMA_VERSION] = {
 static void fsync_dir_of(const char *path)
 {
 	char dir[PATH_MAX];
+	size_t n = strlen(path);
 	char *slash;
 	int fd;
 
-	snprintf(dir, sizeof(dir), "%s", path);
+	if (n >= sizeof(dir))
+		return; /* no such path can exist */
+	memcpy(dir, path, n + 1);
 	slash = strrchr(dir, '/');
 	if (slash)
 		*slash = 0;
