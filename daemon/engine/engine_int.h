@@ -135,7 +135,7 @@ struct eng_readiness {
 	bool ready; /* n == 0 */
 	size_t n;
 	struct eng_reason {
-		const char *check; /* "reconcile", "sm", "sm_call", "store" */
+		const char *check; /* "reconcile", "sm", "sm_call", "store", "cluster" */
 		char reason[IBVF_ERR_LEN + 128];
 	} r[ENG_MAX_REASONS];
 };
