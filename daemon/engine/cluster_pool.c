@@ -79,6 +79,7 @@ struct ibvf_cluster_hb {
 	ibvf_cluster_add_range_fn add_range;
 	void *add_arg;
 	/* under mu: the claimer's view for ibvf_cluster_ready() */
+	bool claim_failing;	     /* the thread's own: the last claim failed */
 	bool out;		     /* no free GUID and the last claim failed */
 	char why[IBVF_ERR_LEN + 64]; /* ... and why */
 	bool kicked;
@@ -163,10 +164,12 @@ static bool hb_claim(struct ibvf_cluster_hb *h)
 			why[0] = 0; /* (a long message is cut) */
 		if (st.free == 0)
 			set_out(h, true, why);
-		else
-			log_warn("%s", why);
+		else if (!h->claim_failing)
+			log_warn("%s (retrying every 2 s)", why);
+		h->claim_failing = true;
 		return false;
 	}
+	h->claim_failing = false;
 	/* recorded in the file before the pool sees it (a crash leaves it "unlisted") */
 	pthread_mutex_lock(&h->mu);
 	{
@@ -225,7 +228,7 @@ static void *hb_main(void *arg)
 		hb_beat(h, &failing);
 		again = hb_claim(h);
 		/* the claimer looks at the free count every 500 ms (2 s while claims fail) */
-		wait = again ? 0 : h->out ? 2000 : 500;
+		wait = again ? 0 : h->claim_failing ? 2000 : 500;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += wait / 1000;
 		ts.tv_nsec += (wait % 1000) * 1000000;
@@ -234,8 +237,11 @@ static void *hb_main(void *arg)
 			ts.tv_nsec -= 1000000000;
 		}
 		pthread_mutex_lock(&h->mu);
-		if (!h->stop && !h->kicked && wait)
-			pthread_cond_timedwait(&h->cond, &h->mu, &ts);
+		/* a kick (a readiness query) is ignored while claims fail: every prepare
+		 * would start another etcd timeout */
+		while (!h->stop && wait && (!h->kicked || h->claim_failing) &&
+		       pthread_cond_timedwait(&h->cond, &h->mu, &ts) != ETIMEDOUT)
+			;
 	}
 	pthread_mutex_unlock(&h->mu);
 	return NULL;
