@@ -131,6 +131,11 @@ static void mod_pool_fini(struct daemon *d)
 	d->store_lock = -1;
 }
 
+static int engine_add_range(void *arg, uint64_t first, uint64_t last)
+{
+	return ibvf_engine_add_range(arg, first, last);
+}
+
 static int mod_sm(struct daemon *d, char *err, size_t errlen)
 {
 	int ret = ibvf_sm_open(d->cfg.sm.module_dir, d->cfg.sm.backend, d->cfg.sm.backend_json,
@@ -254,6 +259,11 @@ static int mod_engine(struct daemon *d, char *err, size_t errlen)
 	};
 	int ret = ibvf_engine_new(&o, &d->eng, err, errlen);
 
+	if (!ret && d->cluster_hb) {
+		/* cluster mode: blocks claimed while running, not-ready when out of them */
+		ibvf_engine_set_ready_hook(d->eng, "cluster", ibvf_cluster_ready, d->cluster_hb);
+		ibvf_cluster_hb_attach(d->cluster_hb, d->pool, engine_add_range, d->eng);
+	}
 	if (!ret)
 		d->pool = NULL; /* the engine owns it now */
 	return ret;
@@ -261,6 +271,9 @@ static int mod_engine(struct daemon *d, char *err, size_t errlen)
 
 static void mod_engine_fini(struct daemon *d)
 {
+	ibvf_cluster_hb_attach(d->cluster_hb, NULL, NULL, NULL);
+	if (d->eng)
+		ibvf_engine_set_ready_hook(d->eng, NULL, NULL, NULL);
 	ibvf_engine_free(d->eng);
 	d->eng = NULL;
 }

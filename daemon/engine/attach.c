@@ -607,6 +607,26 @@ static int prepare_allocate(struct op *op)
 	/* a GUID the SM check just skipped is not given back to this owner again */
 	req.no_owner_return = op->check_tries > 0;
 	ret = ibvf_pool_allocate(op->e->pool, &req, &op->a, err, sizeof(err));
+	if (ret == -ENOSPC && !req.guid) {
+		/* cluster mode: the blocks are used up; the claimer thread (cluster_pool.c)
+		 * claims the next in the background: not ready (and why), not a pool error */
+		struct ibvf_engine *e = op->e;
+		char why[IBVF_ERR_LEN + 64];
+		bool out;
+
+		pthread_mutex_lock(&e->lock);
+		out = e->ready_fn != NULL;
+		if (out && e->ready_fn(e->ready_arg, why, sizeof(why)))
+			snprintf(why, sizeof(why),
+				 "the node's GUID blocks have no free GUID; a "
+				 "new block is being claimed");
+		pthread_mutex_unlock(&e->lock);
+		if (out) {
+			eng_set_error(op, IBVF_RPC_NOT_READY, EAGAIN, "allocate",
+				      "ibvfd is not ready: %s: %s", e->ready_check, why);
+			return ret;
+		}
+	}
 	if (ret) {
 		eng_set_error(op, alloc_code(ret), ret, "allocate", "%s", err);
 		return ret;

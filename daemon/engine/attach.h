@@ -101,6 +101,30 @@ int ibvf_engine_validate_sm(struct ibvf_engine *e);
 /** ibvf_engine_ready() - SM validated and start-up reconciliation done. */
 bool ibvf_engine_ready(struct ibvf_engine *e);
 
+/**
+ * ibvf_engine_add_range() - add [@first, @last] (host order, inclusive) to
+ * the GUIDs the engine treats as its pool's (reconciliation, previous GUIDs):
+ * cluster mode's block claimed while running (cluster_pool.h). Safe from any
+ * thread. Return: 0 or -ENOMEM.
+ */
+int ibvf_engine_add_range(struct ibvf_engine *e, uint64_t first, uint64_t last);
+
+/**
+ * A readiness check from outside the engine (cluster mode: out of GUID
+ * blocks). Returns true when ready, else false with the reason in @why. It
+ * is called under the engine's lock, so it must only read its own state.
+ */
+typedef bool (*ibvf_engine_ready_fn)(void *arg, char *why, size_t len);
+
+/**
+ * ibvf_engine_set_ready_hook() - add @fn (check name @check, e.g. "cluster")
+ * to the readiness of every prepare and of status; NULL removes it. A
+ * prepare whose allocation finds the pool exhausted while @fn says not ready
+ * answers IBVF_RPC_NOT_READY with @fn's reason, not a pool error.
+ */
+void ibvf_engine_set_ready_hook(struct ibvf_engine *e, const char *check, ibvf_engine_ready_fn fn,
+				void *arg);
+
 /** ibvf_engine_reconciled() - the first reconciliation pass has finished. */
 bool ibvf_engine_reconciled(struct ibvf_engine *e);
 

@@ -22,98 +22,6 @@
 
 #define MAX_START_CLAIMS 64
 
-struct ibvf_cluster_hb {
-	struct etcd_client *etcd;
-	struct cluster_blocks *b;      /* NULL until etcd answered the layout check */
-	struct cluster_blocks_opts bo; /* to open it then */
-	struct cluster_range *ranges;  /* bo's copy of the configured ranges */
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	bool stop;
-	int64_t lease;
-};
-
-static void *hb_main(void *arg)
-{
-	struct ibvf_cluster_hb *h = arg;
-	char err[IBVF_ERR_LEN];
-	bool failing = false;
-
-	pthread_mutex_lock(&h->mu);
-	while (!h->stop) {
-		struct timespec ts;
-		int ret;
-
-		pthread_mutex_unlock(&h->mu);
-		ret = h->b ? 0 : cluster_blocks_open(&h->bo, &h->b, err, sizeof(err));
-		if (!ret)
-			ret = cluster_node_heartbeat(h->b, IBVF_CLUSTER_HEARTBEAT_TTL_S, &h->lease,
-						     err, sizeof(err));
-		if (ret && !failing)
-			log_warn("cluster: heartbeat not renewed (retrying): %s", err);
-		else if (!ret && failing)
-			log_notice("cluster: heartbeat renewed again");
-		failing = ret != 0;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += failing ? 2 : IBVF_CLUSTER_HEARTBEAT_TTL_S / 3;
-		pthread_mutex_lock(&h->mu);
-		if (!h->stop)
-			pthread_cond_timedwait(&h->cond, &h->mu, &ts);
-	}
-	pthread_mutex_unlock(&h->mu);
-	return NULL;
-}
-
-void ibvf_cluster_hb_stop(struct ibvf_cluster_hb *h)
-{
-	if (!h)
-		return;
-	pthread_mutex_lock(&h->mu);
-	h->stop = true;
-	pthread_cond_signal(&h->cond);
-	pthread_mutex_unlock(&h->mu);
-	pthread_join(h->thread, NULL);
-	pthread_mutex_destroy(&h->mu);
-	pthread_cond_destroy(&h->cond);
-	cluster_blocks_free(h->b);
-	etcd_client_free(h->etcd);
-	free(h->ranges);
-	free(h);
-}
-
-/* Hand @etcd and @b to a new heartbeat thread (they are its own from now on). */
-static int hb_start(struct etcd_client *etcd, struct cluster_blocks *b,
-		    const struct cluster_blocks_opts *bo, struct ibvf_cluster_hb **out, char *err,
-		    size_t errlen)
-{
-	struct ibvf_cluster_hb *h = calloc(1, sizeof(*h));
-
-	if (h)
-		h->ranges = calloc(bo->n_ranges, sizeof(*h->ranges));
-	if (!h || !h->ranges) {
-		free(h);
-		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	}
-	memcpy(h->ranges, bo->ranges, bo->n_ranges * sizeof(*h->ranges));
-	h->bo = *bo;
-	h->bo.ranges = h->ranges;
-	h->bo.etcd = etcd;
-	h->etcd = etcd;
-	h->b = b;
-	pthread_mutex_init(&h->mu, NULL);
-	pthread_cond_init(&h->cond, NULL);
-	if (pthread_create(&h->thread, NULL, hb_main, h)) {
-		pthread_mutex_destroy(&h->mu);
-		pthread_cond_destroy(&h->cond);
-		free(h->ranges);
-		free(h);
-		return ibvf_errf(err, errlen, -EAGAIN, "cluster: no heartbeat thread");
-	}
-	*out = h;
-	return 0;
-}
-
 struct held {
 	struct cluster_range *v; /* the node's blocks, sorted by first GUID */
 	size_t n, cap;
@@ -145,6 +53,303 @@ static int cmp_range(const void *a, const void *b)
 	uint64_t y = ((const struct cluster_range *)b)->start;
 
 	return x < y ? -1 : x > y;
+}
+
+struct ibvf_cluster_hb {
+	struct etcd_client *etcd;
+	struct cluster_blocks *b;      /* NULL until etcd answered the layout check */
+	struct cluster_blocks_opts bo; /* to open it then */
+	struct cluster_range *ranges;  /* bo's copy of the configured ranges */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool stop;
+	int64_t lease;
+	int64_t next_hb_ms; /* when the heartbeat is due (CLOCK_MONOTONIC ms) */
+	/* the claimer (one per node: claims are serialized, docs/cluster.md) */
+	char path[4096]; /* <state_dir>/cluster-blocks.json */
+	char node[256], prefix[256];
+	uint64_t low_watermark;
+	char endpoints[512];	    /* for the not-ready reason */
+	struct cluster_range *held; /* the node's blocks, sorted; under mu */
+	size_t n_held, cap_held;
+	/* ibvf_cluster_hb_attach(): under attach_mu (held while they are used) */
+	pthread_mutex_t attach_mu;
+	struct ibvf_pool *pool;
+	ibvf_cluster_add_range_fn add_range;
+	void *add_arg;
+	/* under mu: the claimer's view for ibvf_cluster_ready() */
+	bool claim_failing;	     /* the thread's own: the last claim failed */
+	bool out;		     /* no free GUID and the last claim failed */
+	char why[IBVF_ERR_LEN + 64]; /* ... and why */
+	bool kicked;
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int file_write(const char *path, const struct ibvf_cluster_config *k, const struct held *h,
+		      char *err, size_t errlen);
+
+/* The heartbeat, when due. Outside mu. */
+static void hb_beat(struct ibvf_cluster_hb *h, bool *failing)
+{
+	char err[IBVF_ERR_LEN];
+	int ret;
+
+	if (mono_ms() < h->next_hb_ms)
+		return;
+	ret = h->b ? 0 : cluster_blocks_open(&h->bo, &h->b, err, sizeof(err));
+	if (!ret)
+		ret = cluster_node_heartbeat(h->b, IBVF_CLUSTER_HEARTBEAT_TTL_S, &h->lease, err,
+					     sizeof(err));
+	if (ret && !*failing)
+		log_warn("cluster: heartbeat not renewed (retrying): %s", err);
+	else if (!ret && *failing)
+		log_notice("cluster: heartbeat renewed again");
+	*failing = ret != 0;
+	h->next_hb_ms = mono_ms() + (*failing ? 2000 : IBVF_CLUSTER_HEARTBEAT_TTL_S / 3 * 1000);
+}
+
+static void set_out(struct ibvf_cluster_hb *h, bool out, const char *why)
+{
+	pthread_mutex_lock(&h->mu);
+	if (out && !h->out)
+		log_err("cluster: node %s is out of GUIDs: %s", h->node, why);
+	else if (!out && h->out)
+		log_notice("cluster: node %s has free GUIDs again", h->node);
+	h->out = out;
+	if (out)
+		snprintf(h->why, sizeof(h->why), "%s", why);
+	pthread_mutex_unlock(&h->mu);
+}
+
+/*
+ * The claimer, while attached: one block claimed (recorded in the file, then
+ * given to the engine and the pool) when fewer than low_watermark GUIDs are
+ * free. Return: true when another claim may be due at once.
+ */
+static bool hb_claim(struct ibvf_cluster_hb *h)
+{
+	struct ibvf_pool_stats st = {0};
+	struct ibvf_cluster_config k = {.node = h->node, .prefix = h->prefix};
+	struct cluster_block blk;
+	char err[IBVF_ERR_LEN], why[IBVF_ERR_LEN + 64];
+	bool again = false;
+	int ret;
+
+	pthread_mutex_lock(&h->attach_mu);
+	if (!h->pool || ibvf_pool_stats(h->pool, &st, err, sizeof(err))) {
+		pthread_mutex_unlock(&h->attach_mu);
+		return false;
+	}
+	pthread_mutex_unlock(&h->attach_mu);
+	if (st.free >= h->low_watermark) {
+		set_out(h, false, "");
+		return false;
+	}
+	ret = h->b ? 0 : cluster_blocks_open(&h->bo, &h->b, err, sizeof(err));
+	if (!ret)
+		ret = cluster_blocks_claim(h->b, &blk, err, sizeof(err));
+	if (ret) {
+		if (snprintf(why, sizeof(why),
+			     "cluster %s: node %s has %" PRIu64 " free GUIDs in its %zu blocks "
+			     "and claims no new block (etcd %s): %s",
+			     h->prefix, h->node, st.free, h->n_held, h->endpoints, err) < 0)
+			why[0] = 0; /* (a long message is cut) */
+		if (st.free == 0)
+			set_out(h, true, why);
+		else if (!h->claim_failing)
+			log_warn("%s (retrying every 2 s)", why);
+		h->claim_failing = true;
+		return false;
+	}
+	h->claim_failing = false;
+	/* recorded in the file before the pool sees it (a crash leaves it "unlisted") */
+	pthread_mutex_lock(&h->mu);
+	{
+		struct held hd = {.v = h->held, .n = h->n_held, .cap = h->cap_held};
+
+		ret = held_add(&hd, blk.first, blk.last);
+		if (!ret)
+			qsort(hd.v, hd.n, sizeof(*hd.v), cmp_range);
+		h->held = hd.v;
+		h->n_held = hd.n;
+		h->cap_held = hd.cap;
+		if (!ret)
+			ret = file_write(h->path, &k, &hd, err, sizeof(err));
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (ret) {
+		log_err("cluster: node %s: block %016" PRIx64 " claimed but not recorded in %s "
+			"(the next start adopts it): %s",
+			h->node, blk.first, h->path, err);
+		return false;
+	}
+	pthread_mutex_lock(&h->attach_mu);
+	if (h->pool) {
+		ret = h->add_range ? h->add_range(h->add_arg, blk.first, blk.last) : 0;
+		if (!ret)
+			ret = ibvf_pool_add_range(h->pool, blk.first, blk.last, err, sizeof(err));
+		if (ret)
+			log_err("cluster: node %s: block %016" PRIx64 " recorded but not added "
+				"to the pool (the next start uses it): %s",
+				h->node, blk.first, err);
+		else
+			log_notice("cluster: node %s claimed block %016" PRIx64 "-%016" PRIx64
+				   " while running (%" PRIu64 " GUIDs were free)",
+				   h->node, blk.first, blk.last, st.free);
+		again = !ret;
+	}
+	pthread_mutex_unlock(&h->attach_mu);
+	if (again)
+		set_out(h, false, "");
+	return again;
+}
+
+static void *hb_main(void *arg)
+{
+	struct ibvf_cluster_hb *h = arg;
+	bool failing = false;
+
+	pthread_mutex_lock(&h->mu);
+	while (!h->stop) {
+		struct timespec ts;
+		bool again;
+		int64_t wait;
+
+		h->kicked = false;
+		pthread_mutex_unlock(&h->mu);
+		hb_beat(h, &failing);
+		again = hb_claim(h);
+		/* the claimer looks at the free count every 500 ms (2 s while claims fail) */
+		wait = again ? 0 : h->claim_failing ? 2000 : 500;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += wait / 1000;
+		ts.tv_nsec += (wait % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_mutex_lock(&h->mu);
+		/* a kick (a readiness query) is ignored while claims fail: every prepare
+		 * would start another etcd timeout */
+		while (!h->stop && wait && (!h->kicked || h->claim_failing) &&
+		       pthread_cond_timedwait(&h->cond, &h->mu, &ts) != ETIMEDOUT)
+			;
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+void ibvf_cluster_hb_attach(struct ibvf_cluster_hb *h, struct ibvf_pool *pool,
+			    ibvf_cluster_add_range_fn add_range, void *arg)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->attach_mu);
+	h->pool = pool;
+	h->add_range = add_range;
+	h->add_arg = arg;
+	pthread_mutex_unlock(&h->attach_mu);
+	pthread_mutex_lock(&h->mu);
+	h->kicked = true;
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&h->mu);
+}
+
+bool ibvf_cluster_ready(void *arg, char *why, size_t len)
+{
+	struct ibvf_cluster_hb *h = arg;
+	bool out;
+
+	pthread_mutex_lock(&h->mu);
+	out = h->out;
+	if (out)
+		snprintf(why, len, "%s", h->why);
+	h->kicked = true; /* asked: look again now */
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&h->mu);
+	return !out;
+}
+
+void ibvf_cluster_hb_stop(struct ibvf_cluster_hb *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->stop = true;
+	pthread_cond_signal(&h->cond);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->thread, NULL);
+	pthread_mutex_destroy(&h->mu);
+	pthread_mutex_destroy(&h->attach_mu);
+	pthread_cond_destroy(&h->cond);
+	free(h->held);
+	cluster_blocks_free(h->b);
+	etcd_client_free(h->etcd);
+	free(h->ranges);
+	free(h);
+}
+
+/* Hand @etcd, @b and @hd (the node's blocks) to a new heartbeat and claimer thread. */
+static int hb_start(struct etcd_client *etcd, struct cluster_blocks *b,
+		    const struct cluster_blocks_opts *bo, const struct ibvf_config *cfg,
+		    struct held *hd, const char *path, struct ibvf_cluster_hb **out, char *err,
+		    size_t errlen)
+{
+	const struct ibvf_cluster_config *k = &cfg->pool.cluster;
+	struct ibvf_cluster_hb *h = calloc(1, sizeof(*h));
+	size_t o = 0;
+
+	if (h)
+		h->ranges = calloc(bo->n_ranges, sizeof(*h->ranges));
+	if (!h || !h->ranges) {
+		free(h);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	memcpy(h->ranges, bo->ranges, bo->n_ranges * sizeof(*h->ranges));
+	h->bo = *bo;
+	h->bo.ranges = h->ranges;
+	h->bo.etcd = etcd;
+	snprintf(h->node, sizeof(h->node), "%s", k->node);
+	snprintf(h->prefix, sizeof(h->prefix), "%s", k->prefix);
+	h->bo.node = h->node;
+	h->bo.prefix = h->prefix;
+	snprintf(h->path, sizeof(h->path), "%s", path);
+	h->low_watermark = k->low_watermark;
+	for (size_t i = 0; i < k->n_endpoints && o < sizeof(h->endpoints); i++) {
+		int n = snprintf(h->endpoints + o, sizeof(h->endpoints) - o, "%s%s", i ? ", " : "",
+				 k->endpoints[i]);
+
+		if (n < 0)
+			break;
+		o += (size_t)n;
+	}
+	h->etcd = etcd;
+	h->b = b;
+	h->held = hd->v;
+	h->n_held = hd->n;
+	h->cap_held = hd->cap;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_mutex_init(&h->attach_mu, NULL);
+	pthread_cond_init(&h->cond, NULL);
+	if (pthread_create(&h->thread, NULL, hb_main, h)) {
+		pthread_mutex_destroy(&h->mu);
+		pthread_mutex_destroy(&h->attach_mu);
+		pthread_cond_destroy(&h->cond);
+		free(h->ranges);
+		free(h);
+		return ibvf_errf(err, errlen, -EAGAIN, "cluster: no heartbeat thread");
+	}
+	*hd = (struct held){0};
+	*out = h;
+	return 0;
 }
 
 /* <state_dir>/cluster-blocks.json: {"node","prefix","blocks":[["hex","hex"],...]} */
@@ -474,7 +679,7 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 	log_info("cluster: node %s allocates from %zu blocks (%zu ranges) of %s", k->node, h.n,
 		 cfg->pool.n_ranges, k->prefix);
 	/* the client (and blocks, when etcd answered) go to the heartbeat thread */
-	ret = hb_start(etcd, b, &bo, hb, err, errlen);
+	ret = hb_start(etcd, b, &bo, cfg, &h, path, hb, err, errlen);
 	if (!ret) {
 		etcd = NULL;
 		b = NULL;

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "guid_pool.h"
@@ -68,5 +69,28 @@ int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_ra
  * restart does not look like a dead node in between.
  */
 void ibvf_cluster_hb_stop(struct ibvf_cluster_hb *hb);
+
+/** Add [first, last] to the engine's pool GUIDs (ibvf_engine_add_range()). 0 or -errno. */
+typedef int (*ibvf_cluster_add_range_fn)(void *arg, uint64_t first, uint64_t last);
+
+/**
+ * ibvf_cluster_hb_attach() - let the node's thread claim blocks while ibvfd
+ * runs (docs/cluster.md): every 500 ms (at once when ibvf_cluster_ready() is
+ * asked) it reads @pool's free count, and below pool.cluster.low_watermark
+ * claims one block in etcd, records it in cluster-blocks.json, then hands it
+ * to @add_range (the engine) and ibvf_pool_add_range(). Never on a
+ * prepare's path. @pool NULL detaches (before the pool or engine is freed;
+ * waits for a hand-over in progress).
+ */
+void ibvf_cluster_hb_attach(struct ibvf_cluster_hb *hb, struct ibvf_pool *pool,
+			    ibvf_cluster_add_range_fn add_range, void *arg);
+
+/**
+ * ibvf_cluster_ready() - an ibvf_engine_ready_fn for @arg, the node's
+ * struct ibvf_cluster_hb: false, with the reason (the prefix, the node, the
+ * etcd endpoints and what they answered) in @why, when the node's blocks
+ * have no free GUID and the last claim failed. Reads the thread's state only.
+ */
+bool ibvf_cluster_ready(void *arg, char *why, size_t len);
 
 #endif /* IBVF_CLUSTER_POOL_H */

@@ -27,10 +27,40 @@
 
 bool eng_in_ranges(const struct ibvf_engine *e, uint64_t g)
 {
-	for (size_t i = 0; i < e->n_ranges; i++)
-		if (g >= e->ranges[i].start && g <= e->ranges[i].end)
-			return true;
-	return false;
+	struct ibvf_engine *m = (struct ibvf_engine *)e; /* the leaf lock only */
+	bool in = false;
+
+	pthread_mutex_lock(&m->ranges_lock);
+	for (size_t i = 0; !in && i < e->n_ranges; i++)
+		in = g >= e->ranges[i].start && g <= e->ranges[i].end;
+	pthread_mutex_unlock(&m->ranges_lock);
+	return in;
+}
+
+int ibvf_engine_add_range(struct ibvf_engine *e, uint64_t first, uint64_t last)
+{
+	struct ibvf_guid_range *r;
+
+	pthread_mutex_lock(&e->ranges_lock);
+	r = realloc(e->ranges, (e->n_ranges + 1) * sizeof(*r));
+	if (r) {
+		r[e->n_ranges].start = first;
+		r[e->n_ranges].end = last;
+		e->ranges = r;
+		e->n_ranges++;
+	}
+	pthread_mutex_unlock(&e->ranges_lock);
+	return r ? 0 : -ENOMEM;
+}
+
+void ibvf_engine_set_ready_hook(struct ibvf_engine *e, const char *check, ibvf_engine_ready_fn fn,
+				void *arg)
+{
+	pthread_mutex_lock(&e->lock);
+	e->ready_check = check;
+	e->ready_fn = fn;
+	e->ready_arg = arg;
+	pthread_mutex_unlock(&e->lock);
 }
 
 void eng_owner_key(const struct ibvf_owner *o, char *buf, size_t len)
@@ -238,6 +268,12 @@ static void readiness_locked(struct ibvf_engine *e, const struct ibvf_pool_healt
 			rd, "sm_call",
 			"the last SM add call (PKey 0x%04x, %zu GUID(s)) failed at %s: %s", c->pkey,
 			c->n, utc(c->at_ms, t, sizeof(t)), c->error);
+	if (e->ready_fn) {
+		char why[IBVF_ERR_LEN + 64];
+
+		if (!e->ready_fn(e->ready_arg, why, sizeof(why)))
+			eng_readiness_add(rd, e->ready_check, "%s", why);
+	}
 	if (ph->lost)
 		eng_readiness_add(
 			rd, "store",
@@ -661,6 +697,7 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 	if (!e)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	pthread_mutex_init(&e->lock, NULL);
+	pthread_mutex_init(&e->ranges_lock, NULL);
 	e->loop = o->loop;
 	e->sm_ops = o->sm_ops;
 	e->sm = o->sm;
@@ -829,6 +866,7 @@ void ibvf_engine_free(struct ibvf_engine *e)
 		eng_op_free(op);
 	}
 	pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->ranges_lock);
 	free(e->ranges);
 	free(e);
 }

@@ -36,8 +36,13 @@ struct ibvf_engine {
 	struct ibvf_workq *wq;
 	struct ibvf_vf_ops vf;
 	struct ibvf_port_ops port;
-	struct ibvf_guid_range *ranges;
+	struct ibvf_guid_range *ranges; /* under ranges_lock (a leaf lock) */
 	size_t n_ranges;
+	pthread_mutex_t ranges_lock;
+	/* ibvf_engine_set_ready_hook(), under lock */
+	const char *ready_check;
+	ibvf_engine_ready_fn ready_fn;
+	void *ready_arg;
 
 	pthread_mutex_t lock; /* everything below */
 	uint32_t prepare_timeout_ms;
@@ -130,7 +135,7 @@ struct eng_readiness {
 	bool ready; /* n == 0 */
 	size_t n;
 	struct eng_reason {
-		const char *check; /* "reconcile", "sm", "sm_call", "store" */
+		const char *check; /* "reconcile", "sm", "sm_call", "store", "cluster" */
 		char reason[IBVF_ERR_LEN + 128];
 	} r[ENG_MAX_REASONS];
 };

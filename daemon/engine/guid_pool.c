@@ -2585,6 +2585,41 @@ int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 	return pool_unlock(p, ret, err, errlen);
 }
 
+static int pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, char *err,
+			  size_t errlen)
+{
+	struct ibvf_guid_range *r;
+	int ret;
+
+	if (p->read_only || first > last)
+		return ibvf_errf(err, errlen, -EINVAL, "cannot add GUID range %016llx-%016llx",
+				 (unsigned long long)first, (unsigned long long)last);
+	r = realloc(p->ranges, (p->n_ranges + 1) * sizeof(*r));
+	if (!r)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	p->ranges = r;
+	ret = begin(p, err, errlen);
+	if (ret)
+		return ret;
+	r[p->n_ranges].start = first;
+	r[p->n_ranges].end = last;
+	p->n_ranges++;
+	ret = finish(p, ensure_free_list_locked(p, err, errlen), err, errlen);
+	if (ret)
+		p->n_ranges--; /* the free list stays the old ranges' */
+	return ret;
+}
+
+int ibvf_pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, char *err,
+			size_t errlen)
+{
+	int ret;
+
+	pool_lock(p);
+	ret = pool_add_range(p, first, last, err, errlen);
+	return pool_unlock(p, ret, err, errlen);
+}
+
 int ibvf_pool_checkpoint(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	int busy = 0, log = 0, done = 0, rc;

@@ -152,6 +152,17 @@ int ibvf_pool_open(const struct ibvf_pool_opts *opts, struct ibvf_pool **out, ch
 void ibvf_pool_close(struct ibvf_pool *p);
 
 /**
+ * ibvf_pool_add_range() - add the GUIDs [@first, @last] (host order,
+ * inclusive) to the ranges of an open read-write pool and to its free list
+ * (one write transaction; O(records)): cluster mode's block claimed while
+ * ibvfd runs (cluster_pool.h). Records already inside it stay. Return: 0,
+ * -EINVAL (read-only or first > last), -ENOMEM, or a store error; on error the
+ * ranges are unchanged.
+ */
+int ibvf_pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, char *err,
+			size_t errlen);
+
+/**
  * ibvf_pool_allocate() - allocate a GUID for @req->owner, committed before
  * return. The same owner asking again gets its existing record (idempotent).
  * An explicit @req->guid must be inside the ranges, assignable, and not held

@@ -219,6 +219,31 @@ static void test_exhaustion_error(void **state)
 			 -ENOENT);
 }
 
+/* cluster mode's block claimed while running: ibvf_pool_add_range() */
+static void test_add_range_while_open(void **state)
+{
+	struct pool_fx *f = *state;
+	static const struct ibvf_guid_range r[] = {{0x10, 0x11}};
+	struct ibvf_pool_stats st;
+	uint64_t g;
+
+	assert_int_equal(fx_open(f, r, 1, 60), 0);
+	fx_alloc_ok(f, "a");
+	fx_alloc_ok(f, "b");
+	assert_int_equal(fx_alloc(f, "c", 0, &g), -ENOSPC);
+	assert_int_equal(ibvf_pool_add_range(f->p, 0x20, 0x22, f->err, sizeof(f->err)), 0);
+	assert_true(fx_alloc_ok(f, "c") == 0x20);
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_true(st.total == 5 && st.allocated == 3 && st.free == 2);
+	/* an explicit request inside the new range is inside the pool */
+	assert_int_equal(fx_alloc(f, "d", 0x22, &g), 0);
+	assert_true(g == 0x22);
+	assert_int_equal(ibvf_pool_add_range(f->p, 3, 2, f->err, sizeof(f->err)), -EINVAL);
+	/* reopened with the old ranges only, the new range's records stay records */
+	assert_int_equal(fx_open(f, r, 1, 60), 0);
+	assert_int_equal(fx_alloc(f, "e", 0, &g), -ENOSPC);
+}
+
 /* ------------------------------------------------------- quarantine -- */
 
 static void test_quarantine_order(void **state)
@@ -1282,6 +1307,7 @@ int main(void)
 		T(test_zero_and_all_ones_never_handed_out),
 		T(test_whole_guid_space),
 		T(test_exhaustion_error),
+		T(test_add_range_while_open),
 		T(test_quarantine_order),
 		T(test_exhausted_reuse_stays_in_ranges),
 		T(test_quarantine_expiry),

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ibvf/api.h>
 #include <ibvf/types.h>
 
 #include "err.h"
@@ -129,6 +130,197 @@ static bool log_has(const struct lab *l, const char *what)
 	if (f)
 		fclose(f);
 	return hit;
+}
+
+/* pool.quarantine_s of the lab's config (a released GUID stays used that long) */
+static int set_quarantine(struct lab *l, int s)
+{
+	json_t *j = json_load_file(l->cfg, 0, NULL);
+	int ret;
+
+	if (!j)
+		return -1;
+	json_object_set_new(json_object_get(j, "pool"), "quarantine_s", json_integer(s));
+	ret = json_dump_file(j, l->cfg, JSON_INDENT(1));
+	json_decref(j);
+	return ret;
+}
+
+/* one prepare + release on VF 0 (the GUID stays quarantined): the GUID, 0 on error */
+static uint64_t cycle(struct lab *l, const char *cid, struct ibvf_rpc_error *re)
+{
+	json_t *res = NULL;
+	uint64_t g = 0;
+
+	memset(re, 0, sizeof(*re));
+	if (!lab_prepare(l, cid, 0, NULL, &res, re)) {
+		const char *s = json_string_value(json_object_get(res, "guid"));
+
+		if (!s || ibvf_guid_parse(s, &g, NULL, 0))
+			g = 0;
+	}
+	json_decref(res);
+	lab_release(l, cid);
+	return g;
+}
+
+/* the blocks etcd gives @node, or -1 */
+static int blocks_of(const char *node)
+{
+	struct etcd_client_opts eo = {.endpoints = elab.urls, .n_endpoints = 3, .timeout_ms = 1500};
+	struct cluster_range r = {LAB_RANGE_START, LAB_RANGE_END};
+	struct cluster_blocks_opts bo = {
+		.prefix = "/d/", .node = "checker", .ranges = &r, .n_ranges = 1, .block_size = 16};
+	struct etcd_client *c = NULL;
+	struct cluster_blocks *bl = NULL;
+	struct cluster_block *all = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0;
+	int mine = -1;
+
+	if (!etcd_client_new(&eo, &c, err, sizeof(err))) {
+		bo.etcd = c;
+		if (!cluster_blocks_open(&bo, &bl, err, sizeof(err)) &&
+		    !cluster_blocks_list(bl, NULL, &all, &n, err, sizeof(err))) {
+			mine = 0;
+			for (size_t k = 0; k < n; k++)
+				mine += !strcmp(all[k].node, node);
+		}
+	}
+	free(all);
+	cluster_blocks_free(bl);
+	etcd_client_free(c);
+	return mine;
+}
+
+/* entries of the node's cluster-blocks.json, or -1 */
+static int blocks_recorded(const struct lab *l)
+{
+	char path[256];
+	json_t *j;
+	int n;
+
+	snprintf(path, sizeof(path), "%s/cluster-blocks.json", l->state);
+	j = json_load_file(path, 0, NULL);
+	n = j ? (int)json_array_size(json_object_get(j, "blocks")) : -1;
+	json_decref(j);
+	return n;
+}
+
+/*
+ * Claims while running (node-c, quarantine 600 s so each prepare uses a new
+ * GUID): past its first block a second one is claimed in the background and
+ * its GUIDs used; with every etcd member down and the blocks used up, prepare
+ * answers not ready naming the cluster and the endpoints; etcd back, it
+ * claims and is ready again, without a restart.
+ */
+static void running_claims(const char *ibvfd, const char *moddir)
+{
+	struct ibvf_rpc_error re;
+	struct lab c;
+	uint64_t first = 0, g = 0;
+	int waited = 0, ok = 0, other_block = 0, i;
+	char err[IBVF_ERR_LEN];
+	bool not_ready = false, named = false;
+
+	if (lab_init(&c, ibvfd, N_VFS, "file", moddir, NULL) || add_cluster(&c, "node-c", true) ||
+	    set_quarantine(&c, 600) || lab_start(&c, 20000) < 0) {
+		lab_result(false, "node-c starts (quarantine 600 s)");
+		log_tail(&c);
+		goto out;
+	}
+	for (i = 0; i < 24; i++) {
+		char cid[32];
+
+		snprintf(cid, sizeof(cid), "run-%d", i);
+		g = cycle(&c, cid, &re);
+		/* a prepare that caught the blocks empty before the claim: retry (counted) */
+		for (int t = 0; !g && re.code == IBVF_RPC_NOT_READY && t < 50; t++) {
+			waited++;
+			usleep(100000);
+			g = cycle(&c, cid, &re);
+		}
+		if (!g) {
+			printf("# prepare %s: %d %s\n", cid, re.code, re.message);
+			break;
+		}
+		if (!first)
+			first = g;
+		ok++;
+		other_block += (g - LAB_RANGE_START) / 16 != (first - LAB_RANGE_START) / 16;
+	}
+	lab_result(ok == 24 && other_block > 0 && blocks_of("node-c") >= 2 &&
+			   blocks_recorded(&c) >= 2 && log_has(&c, "while running"),
+		   "a running ibvfd claims a new block below the low watermark and uses it "
+		   "(%d/24 prepares, %d from a later block, %d blocks in etcd, %d recorded, %d "
+		   "prepares retried)",
+		   ok, other_block, blocks_of("node-c"), blocks_recorded(&c), waited);
+
+	/* etcd down: use up the held blocks */
+	for (int m = 0; m < 3; m++)
+		etcd_lab_member_stop(&elab, m, true);
+	for (i = 0; i < 80 && !not_ready; i++) {
+		char cid[32];
+
+		snprintf(cid, sizeof(cid), "down-%d", i);
+		g = cycle(&c, cid, &re);
+		not_ready = !g && re.code == IBVF_RPC_NOT_READY;
+		if (!g && !not_ready)
+			printf("# prepare %s: %d %s\n", cid, re.code, re.message);
+	}
+	{
+		const char *reason = NULL;
+		json_t *res = NULL;
+
+		/* the claimer's etcd calls time out (timeout_ms 1500): then status says why */
+		for (int t = 0; not_ready && !reason && t < 50; t++) {
+			struct ibvf_rpc_error se = {0};
+			json_t *nr;
+
+			usleep(200000);
+			json_decref(res);
+			res = NULL;
+			if (lab_api(&c, "status", json_object(), &res, &se, 5000))
+				continue;
+			nr = json_object_get(res, "not_ready");
+			for (size_t k = 0; k < json_array_size(nr); k++) {
+				json_t *it = json_array_get(nr, k);
+				const char *ck = json_string_value(json_object_get(it, "check"));
+
+				if (ck && !strcmp(ck, "cluster"))
+					reason = json_string_value(json_object_get(it, "reason"));
+			}
+		}
+		printf("# status not_ready cluster: %s\n", reason ? reason : "(none)");
+		named = reason && strstr(reason, "/d/") && strstr(reason, "node-c") &&
+			strstr(reason, elab.urls[0]) && strstr(reason, elab.urls[2]);
+		json_decref(res);
+		g = cycle(&c, "down-again", &re);
+		printf("# prepare: %d %s\n", re.code, re.message);
+		named = named && !g && re.code == IBVF_RPC_NOT_READY &&
+			strstr(re.message, elab.urls[1]);
+	}
+	lab_result(not_ready && named,
+		   "etcd down and the blocks used up: prepare answers not ready (-32009), "
+		   "status names the cluster and the endpoints");
+
+	/* etcd back: the next claim makes it ready, no restart */
+	for (int m = 0; m < 3; m++)
+		etcd_lab_member_start(&elab, m, err, sizeof(err));
+	etcd_lab_wait_writable(&elab, 20000);
+	g = 0;
+	for (i = 0; i < 100 && !g; i++) {
+		g = cycle(&c, "back", &re);
+		if (!g)
+			usleep(200000);
+	}
+	lab_result(g && blocks_of("node-c") >= 3,
+		   "etcd back: node-c claims a block and prepares succeed again (after %d "
+		   "tries, %d blocks)",
+		   i, blocks_of("node-c"));
+out:
+	lab_stop(&c, SIGTERM);
+	lab_fini(&c);
 }
 
 int main(int argc, char **argv)
@@ -278,6 +470,7 @@ int main(int argc, char **argv)
 			old = old || ga[i] == g;
 		lab_result(g && !old, "a new prepare on node-a gets a GUID of a new block");
 	}
+	running_claims(argv[1], argv[2]);
 	/* etcd down: a restarted node goes on with the blocks it recorded */
 	lab_stop(&b, SIGTERM);
 	for (int i = 0; i < 3; i++)
