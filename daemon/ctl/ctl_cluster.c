@@ -14,6 +14,7 @@
 #include <ibvf/types.h>
 
 #include "clock.h"
+#include "cluster_pool.h"
 #include "ctl.h"
 #include "err.h"
 #include "etcd_client.h"
@@ -55,21 +56,7 @@ static int cl_open(struct ctl_ctx *ctx, struct cl *c)
 		return ctl_error(CTL_USAGE, "pool.cluster is not configured (docs/cluster.md)");
 	if (!ctx->cfg.pool.n_ranges)
 		return ctl_error(CTL_USAGE, "no GUID ranges configured (pool.ranges)");
-	{
-		struct etcd_client_opts o = {
-			.endpoints = (const char *const *)k->endpoints,
-			.n_endpoints = k->n_endpoints,
-			.ca_file = k->ca_file,
-			.cert_file = k->cert_file,
-			.key_file = k->key_file,
-			.user = k->user,
-			.user_file = k->user_file,
-			.password_file = k->password_file,
-			.timeout_ms = k->timeout_ms,
-		};
-
-		ret = etcd_client_new(&o, &c->etcd, err, sizeof(err));
-	}
+	ret = ibvf_cluster_etcd_new(k, &c->etcd, err, sizeof(err));
 	if (ret)
 		return ctl_error(ret == -EINVAL ? CTL_USAGE : CTL_FAILED, "%s", err);
 	c->ranges = calloc(ctx->cfg.pool.n_ranges, sizeof(*c->ranges));

@@ -513,6 +513,24 @@ int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_ra
 	return ret;
 }
 
+int ibvf_cluster_etcd_new(const struct ibvf_cluster_config *k, struct etcd_client **out, char *err,
+			  size_t errlen)
+{
+	struct etcd_client_opts o = {
+		.endpoints = (const char *const *)k->endpoints,
+		.n_endpoints = k->n_endpoints,
+		.ca_file = k->ca_file,
+		.cert_file = k->cert_file,
+		.key_file = k->key_file,
+		.user = k->user,
+		.user_file = k->user_file,
+		.password_file = k->password_file,
+		.timeout_ms = k->timeout_ms,
+	};
+
+	return etcd_client_new(&o, out, err, errlen);
+}
+
 int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts *o,
 			   struct ibvf_pool **out, struct ibvf_cluster_hb **hb, char *err,
 			   size_t errlen)
@@ -550,19 +568,7 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 	if (ret)
 		goto out;
 	{
-		struct etcd_client_opts eo = {
-			.endpoints = (const char *const *)k->endpoints,
-			.n_endpoints = k->n_endpoints,
-			.ca_file = k->ca_file,
-			.cert_file = k->cert_file,
-			.key_file = k->key_file,
-			.user = k->user,
-			.user_file = k->user_file,
-			.password_file = k->password_file,
-			.timeout_ms = k->timeout_ms,
-		};
-
-		ret = etcd_client_new(&eo, &etcd, err, errlen);
+		ret = ibvf_cluster_etcd_new(k, &etcd, err, errlen);
 		if (ret)
 			goto out;
 		bo.etcd = etcd;

@@ -48,6 +48,17 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 			   struct ibvf_pool **out, struct ibvf_cluster_hb **hb, char *err,
 			   size_t errlen);
 
+struct etcd_client;
+
+/**
+ * ibvf_cluster_etcd_new() - an etcd client for the pool.cluster config @k
+ * (endpoints, TLS and credential files, per-call timeout in ms), so ibvfd and
+ * ibvfctl reach etcd the same way. Return: 0 with *@out set, or the errors of
+ * etcd_client_new() (-EINVAL for a bad option, -ENOMEM) with the reason in @err.
+ */
+int ibvf_cluster_etcd_new(const struct ibvf_cluster_config *k, struct etcd_client **out, char *err,
+			  size_t errlen);
+
 /**
  * ibvf_cluster_local_ranges() - the pool ranges of a node in cluster mode as
  * its last start recorded them (<state_dir>/cluster-blocks.json, adjacent
