@@ -17,7 +17,7 @@
 
 static const struct ctl_object *const objects[] = {
 	&ctl_pool_object,    &ctl_vf_object, &ctl_port_object, &ctl_rc_object, &ctl_daemon_object,
-	&ctl_cluster_object, NULL,
+	&ctl_cluster_object, &ctl_doctor_object, NULL,
 };
 
 static void usage(FILE *f)
