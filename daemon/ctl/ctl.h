@@ -61,6 +61,7 @@ extern const struct ctl_object ctl_rc_object;
 
 extern const struct ctl_object ctl_daemon_object;
 extern const struct ctl_object ctl_cluster_object;
+extern const struct ctl_object ctl_doctor_object;
 
 /**
  * ctl_daemon_call() - one JSON-RPC call to ibvfd at api.socket (params

@@ -216,6 +216,42 @@ expect 0 'PASSED.*4 test' "completion channel, busy poll, 1 B and 1 MiB messages
 expect 0 'PASSED.*1 test' "memlock failure releases everything; one page still fits" -- \
 	setpriv --bounding-set=-ipc_lock prlimit --memlock=4096:4096 "$VMTEST" memlock rxe0
 
+sec "ibvfctl doctor on the real kernel (modules, RDMA netns mode, uverbs, memlock)"
+# doctor CHECK VERDICT REGEX DESC [doctor args...]: one check's verdict and evidence
+doctor() {
+	local id=$1 want=$2 re=$3 desc=$4 got
+	shift 4
+	"$IBVFCTL" --json doctor --no-store "$@" >"$OUT/doc" 2>"$OUT/doc.err"
+	got=$(jq -r --arg id "$id" '.[] | select(.id == $id) | "\(.verdict) \(.evidence)"' "$OUT/doc")
+	echo "    $id: $got"
+	if [ "${got%% *}" = "$want" ] && grep -Eq -- "$re" <<<"$got"; then
+		ok "doctor: $desc"
+	else
+		bad "doctor: $desc: want $want /$re/"
+	fi
+}
+mkdir -p "$OUT/cni-none" "$OUT/cni-iso"
+echo '{"cniVersion":"1.0.0","name":"ib","type":"ib-sriov","rdmaIsolation":true}' >"$OUT/cni-iso/10-ib.conf"
+doctor kmod.ib_core ok 'ib_core is loaded' "ib_core loaded (modprobe'd above)"
+doctor kmod.ib_uverbs ok 'ib_uverbs is loaded' "ib_uverbs loaded"
+doctor kmod.hca ok 'rxe0' "rxe0 is an RDMA device (no PCI parent)"
+doctor rdma.uverbs ok 'rxe0: uverbs[0-9]+' "rxe0 has a uverbs device and /dev/infiniband node"
+if rdma system show | grep -q 'netns shared'; then
+	doctor rdma.netns_mode warn '^warn shared' "shared mode, as rdma system (RDMA netlink) shows" \
+		--cni-conf-dir "$OUT/cni-none"
+	doctor rdma.netns_mode fail 'ask rdmaIsolation \(10-ib.conf\)' \
+		"shared mode with an rdmaIsolation network" --cni-conf-dir "$OUT/cni-iso"
+else
+	bad "doctor: the VM should boot in shared mode: $(rdma system show)"
+fi
+cp "$(command -v sleep)" "$OUT/containerd"
+prlimit --memlock=65536:65536 "$OUT/containerd" 60 &
+BGPIDS+=($!)
+sleep 0.2
+doctor memlock.containerd fail "65536 bytes, from /proc/$!/limits \(running containerd\)" \
+	"a running containerd with a 64 KiB memlock limit"
+kill "$!" 2>/dev/null
+
 sec "netns (shared mode: every netns sees rxe0)"
 rdma system show
 ip netns add ibvf-rc-shared
@@ -244,6 +280,8 @@ for i in $(seq 1 50); do # only possible while no other netns exists (teardown i
 	sleep 0.2
 done
 rdma system show | grep -q exclusive && ok "rdma system set netns exclusive" || bad "exclusive mode"
+doctor rdma.netns_mode ok '^ok exclusive' "exclusive mode, as rdma system shows" \
+	--cni-conf-dir "$OUT/cni-iso"
 ip netns add ibvf-rc-excl
 expect 1 'no RDMA device visible in this netns \(ibvf-rc-excl\)' "exclusive netns without a device" -- \
 	"$IBVFCTL" rc-check rxe0 --netns ibvf-rc-excl
