@@ -6,9 +6,10 @@
  * Discovery is a directed-route walk from the source's local port (IBTA
  * vol. 1, 14.2.2: DR SMPs need no LIDs and no SM, so ports in INIT and a
  * fabric without an SA are covered): NodeInfo of each node, PortInfo of
- * each switch port to find the links that are up, then NodeInfo, PortInfo
- * and all P_KeyTable blocks up to NodeInfo:PartitionCap of every CA port
- * (attributes 0x11, 0x15, 0x16; IBTA 14.2.5). Switches are visited once
+ * each switch port to find the links that are up, then NodeInfo,
+ * NodeDescription, PortInfo and all P_KeyTable blocks up to
+ * NodeInfo:PartitionCap of every CA port (attributes 0x11, 0x10, 0x15,
+ * 0x16; IBTA 14.2.5). Switches are visited once
  * (by node GUID); CA ports are recorded once per link, never merged by GUID,
  * so two ports carrying the same port GUID both appear (an SA NodeRecord
  * table would hide the second one: the SM keys it by GUID).
