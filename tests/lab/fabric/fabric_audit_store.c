@@ -11,6 +11,9 @@
  *     STATE: an attach state name (ibvf_alloc_state_parse(): allocated,
  *     handed, quarantined, ...). The POD is namespace "lab", the container
  *     ID "c-POD-N".
+ *   fabric_audit_store --claim CONFIG NODE COUNT
+ *     claim COUNT cluster GUID blocks in etcd for node NODE (another node
+ *     than this one), with the pool.cluster and pool.ranges of CONFIG.
  * Exit 0 ok, 1 failure, 2 usage.
  */
 #include <errno.h>
@@ -20,8 +23,70 @@
 
 #include <ibvf/types.h>
 
+#include "cluster_pool.h"
+#include "config.h"
 #include "err.h"
+#include "etcd_client.h"
+#include "guid_blocks.h"
 #include "guid_pool.h"
+
+extern char **environ;
+
+static int claim(const char *config, const char *node, int count)
+{
+	struct ibvf_config cfg;
+	struct etcd_client *etcd = NULL;
+	struct cluster_blocks *b = NULL;
+	struct cluster_range r[16];
+	char err[IBVF_ERR_LEN];
+	int ret = 1;
+
+	if (ibvf_config_load(&cfg, config, true, environ, err, sizeof(err))) {
+		fprintf(stderr, "config: %s\n", err);
+		return 2;
+	}
+	if (!cfg.pool.cluster.enabled || cfg.pool.n_ranges > 16) {
+		fprintf(stderr, "config: no pool.cluster, or more than 16 ranges\n");
+		ibvf_config_free(&cfg);
+		return 2;
+	}
+	for (size_t i = 0; i < cfg.pool.n_ranges; i++)
+		r[i] = (struct cluster_range){cfg.pool.ranges[i].start, cfg.pool.ranges[i].end};
+	if (ibvf_cluster_etcd_new(&cfg.pool.cluster, &etcd, err, sizeof(err))) {
+		fprintf(stderr, "etcd: %s\n", err);
+		goto out;
+	}
+	{
+		struct cluster_blocks_opts o = {.etcd = etcd,
+						.prefix = cfg.pool.cluster.prefix,
+						.node = node,
+						.ranges = r,
+						.n_ranges = cfg.pool.n_ranges,
+						.block_size = cfg.pool.cluster.block_size,
+						.quarantine_s = cfg.pool.quarantine_s};
+
+		if (cluster_blocks_open(&o, &b, err, sizeof(err))) {
+			fprintf(stderr, "cluster blocks: %s\n", err);
+			goto out;
+		}
+	}
+	for (int i = 0; i < count; i++) {
+		struct cluster_block blk;
+
+		if (cluster_blocks_claim(b, &blk, err, sizeof(err))) {
+			fprintf(stderr, "claim: %s\n", err);
+			goto out;
+		}
+		printf("0x%016llx 0x%016llx %s\n", (unsigned long long)blk.first,
+		       (unsigned long long)blk.last, blk.node);
+	}
+	ret = 0;
+out:
+	cluster_blocks_free(b);
+	etcd_client_free(etcd);
+	ibvf_config_free(&cfg);
+	return ret;
+}
 
 int main(int argc, char **argv)
 {
@@ -30,6 +95,8 @@ int main(int argc, char **argv)
 	struct ibvf_pool *p;
 	char err[IBVF_ERR_LEN];
 
+	if (argc == 5 && !strcmp(argv[1], "--claim"))
+		return claim(argv[2], argv[3], atoi(argv[4]));
 	if (argc < 4) {
 		fprintf(stderr, "usage: %s STATE_DIR FIRST LAST GUID/PKEY[+PKEY]/POD/STATE...\n",
 			argv[0]);

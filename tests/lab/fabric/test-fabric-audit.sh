@@ -8,6 +8,9 @@
 #     SM never got (missing), the wrong membership, an owner's GUID on no
 #     port, a pool GUID no store knows, a VF at port GUID 0 (INIT), two ports
 #     with one port GUID;
+#   - cluster mode (a one-member etcd on loopback): another node's blocks make
+#     its GUIDs known and the SM's memberships its Pods' requests, with no
+#     local store; GUIDs of no block are unknown; a breach names the node;
 #   - exit codes (0 clean, 1 findings, 2 usage) and the table output.
 # Usage: test-fabric-audit.sh IBVFCTL FABRIC_AUDIT_STORE OPENSM_MODULE_DIR
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +24,8 @@ STORE=$(realpath "$2")
 SMDIR=$(realpath "$3")
 FL=$here/fabric-lab.sh
 D=$(mktemp -d /tmp/ibvf-fabric-audit.XXXXXX)
-trap '"$FL" down "$D"; rm -rf "$D"' EXIT
+ETCD_PID=
+trap '[ -n "$ETCD_PID" ] && kill "$ETCD_PID" 2>/dev/null; "$FL" down "$D"; rm -rf "$D"' EXIT
 
 G0=0x0002c90300100001 G1=0x0002c90300100003 G2=0x0002c90300100005 G3=0x0002c90300100007
 G4=0x0002c90300100009
@@ -180,6 +184,56 @@ check "the unknown GUID is vf4's" has "$D/wide.json" unknown-pool-guid "$G4"
 store "${CLEAN_STORE[@]}" "$G4/-/released-pod/quarantined"
 audit "$D/wide-q.json" "$D/wide.cfg"
 check "a quarantined record knows vf4: clean again" test "$(rc)/$(kinds "$D/wide-q.json")" = "0/"
+
+# -------------------------------------------------------- cluster mode --
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+if ! command -v etcd >/dev/null; then
+	if [ "${IBVF_REQUIRE_LABS:-0}" = 1 ]; then not_ok "cluster mode: etcd missing (tools/install-deps)"
+	else echo "# SKIP cluster mode: etcd missing (tools/install-deps)" >&2; fi
+else
+	CP=$(free_port) PP=$(free_port)
+	etcd --name fa --data-dir "$D/etcd" --listen-client-urls "http://127.0.0.1:$CP" \
+		--advertise-client-urls "http://127.0.0.1:$CP" --listen-peer-urls "http://127.0.0.1:$PP" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$PP" \
+		--initial-cluster "fa=http://127.0.0.1:$PP" --log-level warn >"$D/etcd.log" 2>&1 &
+	ETCD_PID=$!
+	wait_for 20 etcdctl --endpoints "http://127.0.0.1:$CP" endpoint health >/dev/null 2>&1
+	check "etcd up on loopback" kill -0 "$ETCD_PID"
+	# 3 blocks of 4 GUIDs: [vf0 vf1] [vf2 vf3] [vf4]; node-b claims two of them
+	cat > "$D/cluster.cfg" <<EOF
+{ "state_dir": "$D/cstate", "run_dir": "$D/run",
+  "pool": { "ranges": [ { "start": "$RANGE_FIRST", "end": "0x0002c9030010000b" } ],
+            "cluster": { "endpoints": [ "http://127.0.0.1:$CP" ], "node": "node-a",
+                         "prefix": "/ibvf/lab/", "block_size": 4, "low_watermark": 1 } },
+  "port_watch": { "source": "fabric", "mad_timeout_ms": 100, "mad_retries": 1 },
+  "sm": { "backend": "opensm", "module_dir": "$SMDIR",
+          "config": { "partition_file": "$PARTITIONS_FILE", "pid_file": "$OPENSM_PIDFILE" } } }
+EOF
+	"$STORE" --claim "$D/cluster.cfg" node-b 2 > "$D/claims" 2>"$D/claims.err"
+	check "node-b claimed two blocks" test "$(wc -l < "$D/claims")" = 2
+	unclaimed=$("$PY" -c 'import sys
+blocks = [tuple(int(x, 16) for x in l.split()[:2]) for l in open(sys.argv[1])]
+print(" ".join("%016x" % int(g, 16) for g in sys.argv[2:]
+               if not any(a <= int(g, 16) <= b for a, b in blocks)))' "$D/claims" "$G0" "$G1" "$G2" "$G3" "$G4")
+	audit "$D/cl.json" "$D/cluster.cfg"
+	check "cluster: compared with cluster and SM, no local store" \
+		test "$(jq_ "$D/cl.json" "d['compared']['cluster'], d['compared']['sm'], d['compared']['store']")" = "(True, True, False)"
+	# a VF in no block is unknown; if ibvf's section lists it, that is a stale membership
+	stale=$(for g in $unclaimed; do [ "$g" != "$(hex "$G4")" ] && echo "$g"; done | sort | tr '\n' ' ')
+	findings_of() { jq_ "$1" "' '.join(sorted(f['guid'].replace(':','') for f in d['findings'] if f['kind']=='$2' and '$3' in f['detail']))"; }
+	check "cluster: unknown pool GUIDs are exactly the VFs in no block ($unclaimed)" \
+		test "$(findings_of "$D/cl.json" unknown-pool-guid '')" = "$unclaimed"
+	check "cluster: ... those ibvf's section lists are stale memberships (${stale:-none})" \
+		test "$(findings_of "$D/cl.json" isolation-breach 'stale membership') " = "${stale:- }"
+	check "cluster: no other finding" test "$(jq_ "$D/cl.json" "sorted({f['kind'] for f in d['findings']} - {'unknown-pool-guid', 'isolation-breach'})")" = "[]"
+	check "cluster: node-b's GUIDs carry its name as owner in the matrix" \
+		test "$(jq_ "$D/cl.json" "any(m['owner']=='node node-b (cluster block)' for k in d['pkeys'] for m in k['full']+k['limited'])")" = True
+	partitions "$admin" "evil=0x0a01 : ALL=full ;" "$(section "${CLEAN_SECTION[@]}")"
+	audit_until "$D/cl-all.json" "$D/cluster.cfg" 'has "$D/cl-all.json" foreign-member $GUID_pf0'
+	check "cluster + ALL=full: a breach of a node-b Pod's VF names node-b" \
+		test "$(jq_ "$D/cl-all.json" "any(f['kind']=='isolation-breach' and 'node-b' in (f['owner'] or '') for f in d['findings'])")" = True
+	partitions "$admin" "$(section "${CLEAN_SECTION[@]}")"
+fi
 
 # ------------------------------------------- VF at GUID 0, duplicates --
 store "${CLEAN_STORE[@]}"
