@@ -427,7 +427,7 @@ static int fabric_audit(struct ctl_ctx *ctx, int argc, char **argv)
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 10);
 
-			if (*end || !v || v > 100000 || optarg[0] == '-')
+			if (*end || !v || v > 100000 || optarg[0] < '0' || optarg[0] > '9')
 				return ctl_error(
 					CTL_USAGE,
 					"--smp-rate: '%s' is not 1..100000 SMPs per second",
