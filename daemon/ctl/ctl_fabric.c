@@ -333,9 +333,43 @@ static json_t *matrix_json(const struct ibvf_fabric *f, const struct ibvf_fa_res
 	return a;
 }
 
+/* Largest partition printed as a grid (--pkey): columns of one character. */
+#define GRID_MAX 32
+
+/*
+ * The matrix itself for one key: F = both full, L = a full and a limited
+ * member, . = two limited members (cannot talk), - = the port itself.
+ */
+static void print_grid(const struct ibvf_fabric *f, const struct ibvf_fa_pkey *k)
+{
+	if (!k->n_members || k->n_members > GRID_MAX)
+		return;
+	printf("\nP_Key 0x%04x: who can talk to whom (F full-full, L full-limited, . no)\n",
+	       k->pkey);
+	printf("%-24s ", "");
+	for (size_t j = 0; j < k->n_members; j++)
+		printf("%c", j < 26 ? (int)('a' + j) : (int)('A' + j - 26));
+	putchar('\n');
+	for (size_t i = 0; i < k->n_members; i++) {
+		const struct ibvf_fabric_port *p = &f->ports[k->members[i].port];
+		char label[64];
+
+		snprintf(label, sizeof(label), "%c %.14s %s",
+			 i < 26 ? (int)('a' + i) : (int)('A' + i - 26), p->desc[0] ? p->desc : "?",
+			 k->members[i].full ? "full" : "lim");
+		printf("%-24s ", label);
+		for (size_t j = 0; j < k->n_members; j++)
+			putchar(i == j					   ? '-'
+				: k->members[i].full && k->members[j].full ? 'F'
+				: k->members[i].full || k->members[j].full ? 'L'
+									   : '.');
+		putchar('\n');
+	}
+}
+
 /* Table mode: who talks to whom, one row per member of each key. */
 static void print_matrix(struct ctl_ctx *ctx, const struct ibvf_fabric *f,
-			 const struct ibvf_fa_result *r, const struct desired *d)
+			 const struct ibvf_fa_result *r, const struct desired *d, bool grid)
 {
 	static const struct ctl_col cols[] = {
 		{"pkey", "PKEY"},
@@ -387,6 +421,9 @@ static void print_matrix(struct ctl_ctx *ctx, const struct ibvf_fabric *f,
 		ctl_emit_table(ctx, rows, cols);
 	else
 		json_decref(rows);
+	if (grid)
+		for (size_t i = 0; i < r->n_pkeys; i++)
+			print_grid(f, &r->pkeys[i]);
 }
 
 static int fabric_audit(struct ctl_ctx *ctx, int argc, char **argv)
@@ -540,7 +577,7 @@ static int fabric_audit(struct ctl_ctx *ctx, int argc, char **argv)
 		else
 			printf("fabric audit clean: no findings\n");
 		if (matrix || in.pkey >= 0)
-			print_matrix(ctx, &fab, &res, &d);
+			print_matrix(ctx, &fab, &res, &d, in.pkey >= 0);
 	}
 	ret = res.n_problems ? CTL_PROBLEMS : CTL_OK;
 out:

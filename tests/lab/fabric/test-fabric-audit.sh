@@ -132,6 +132,9 @@ check "table: clean line and matrix rows" \
 	grep -q "fabric audit clean" <<<"$out"
 check "table: limited member talks to full members only" \
 	grep -qE "0x0a02 .*limited +1 full member" <<<"$out"
+out=$("$FL" run "$D" pf0 "$CTL" -c "$D/ibvfd.json" fabric audit --pkey 0x0a02 2>&1)
+check "table --pkey 0x0a02: grid row of vf2 (full): talks to vf3 (L)" grep -qE "^a vf2 full +-L$" <<<"$out"
+check "table --pkey 0x0a02: grid row of vf3 (limited): talks to vf2 (L)" grep -qE "^b vf3 lim +L-$" <<<"$out"
 
 # ------------------------------------------- admin ALL=full on a tenant --
 partitions "$admin" "evil=0x0a01 : ALL=full ;" "$(section "${CLEAN_SECTION[@]}")"
@@ -147,6 +150,9 @@ check "isolation breach: vf2 (tenant-b) holds tenant-a's 0x8a01" \
 check "isolation breach: vf3 holds 0x8a01" has "$D/all.json" isolation-breach "$G3" 0x8a01
 check "no breach for vf0, vf1 (their owners asked for 0x8a01)" \
 	hasnt "$D/all.json" isolation-breach "$G0" - && hasnt "$D/all.json" isolation-breach "$G1"
+out=$("$FL" run "$D" pf0 "$CTL" -c "$D/ibvfd.json" fabric audit --pkey 0x0a01 2>&1)
+check "table --pkey 0x0a01 with ALL=full: every pair talks full-full (no . in the grid)" \
+	bash -c 'g=$(sed -n "/who can talk/,\$p" <<<"$1" | tail -n +3); [ "$(wc -l <<<"$g")" -ge 6 ] && ! grep -q "\." <<<"$g" && grep -q "F" <<<"$g"' _ "$out"
 check "the SM's own port (ALL) is in the 0x0a01 matrix with role sm" \
 	test "$(jq_ "$D/all.json" "any(m['role']=='sm' for k in d['pkeys'] if k['pkey']=='0x0a01' for m in k['full'])")" = True
 check "... and is not a foreign member" hasnt "$D/all.json" foreign-member "$GUID_sm"
