@@ -174,20 +174,24 @@ static void test_foreign_member_and_sm_port(void **state)
 	port(f, G(0), "vf0", 0x8a01, 0);
 	port(f, 0x0002c90300002001ull, "pf0", 0x8a01, 0);      /* ALL=full */
 	port(f, 0x0002c90300010101ull, "h1", 0x0a01, 0);       /* limited */
+	port(f, 0x0002c90300aa0001ull, "old", 0x8a01, 0);      /* a GUID of a range since dropped */
 	smp = port(f, 0x0002c90300001001ull, "sm", 0x8a01, 0); /* the SM's own port */
 	f->ports[smp].sm_lid = f->ports[smp].lid;
 	want(f, G(0), 0x8a01, "lab/a", true);
 	sm(f, 0x0002c90300010101ull, 0x0a01, false, false); /* the admin lists h1 */
+	sm(f, 0x0002c90300aa0001ull, 0x0a01, true, true);   /* ibvf's section still does */
 	run(f);
-	assert_int_equal(count(f, IBVF_FA_FOREIGN_MEMBER), 2);
+	assert_int_equal(count(f, IBVF_FA_FOREIGN_MEMBER), 3);
+	assert_non_null(strstr(find(f, IBVF_FA_FOREIGN_MEMBER, 0x0002c90300aa0001ull)->detail,
+			       "stale membership"));
 	assert_non_null(strstr(find(f, IBVF_FA_FOREIGN_MEMBER, 0x0002c90300002001ull)->detail,
 			       "does not list it by GUID"));
 	assert_non_null(strstr(find(f, IBVF_FA_FOREIGN_MEMBER, 0x0002c90300010101ull)->detail,
 			       "administrator's part"));
 	assert_int_equal(find(f, IBVF_FA_FOREIGN_MEMBER, 0x0002c90300010101ull)->pkey, 0x0a01);
 	assert_null(find(f, IBVF_FA_FOREIGN_MEMBER, 0x0002c90300001001ull));
-	assert_int_equal(f->res.n_problems, 2);
-	assert_int_equal(key(f, 0x0a01)->n_full, 3);
+	assert_int_equal(f->res.n_problems, 3);
+	assert_int_equal(key(f, 0x0a01)->n_full, 4);
 	assert_int_equal(key(f, 0x0a01)->n_limited, 1);
 	for (size_t i = 0; i < key(f, 0x0a01)->n_members; i++)
 		if (key(f, 0x0a01)->members[i].port == smp)
