@@ -62,6 +62,17 @@ extern const struct ctl_object ctl_rc_object;
 extern const struct ctl_object ctl_daemon_object;
 extern const struct ctl_object ctl_cluster_object;
 extern const struct ctl_object ctl_doctor_object;
+extern const struct ctl_object ctl_fabric_object;
+
+struct cluster_block;
+
+/**
+ * ctl_cluster_blocks_all() - every claimed cluster GUID block in etcd (all
+ * nodes; pool.cluster of the config, docs/cluster.md), for `fabric audit`.
+ * *@out: malloc'ed array of *@n blocks (free()). Return: CTL_OK or a CTL_*
+ * error (printed).
+ */
+int ctl_cluster_blocks_all(struct ctl_ctx *ctx, struct cluster_block **out, size_t *n);
 
 /**
  * ctl_daemon_call() - one JSON-RPC call to ibvfd at api.socket (params

@@ -319,6 +319,22 @@ static int cluster_reclaim(struct ctl_ctx *ctx, int argc, char **argv)
 	return CTL_OK;
 }
 
+int ctl_cluster_blocks_all(struct ctl_ctx *ctx, struct cluster_block **out, size_t *n)
+{
+	char err[IBVF_ERR_LEN];
+	struct cl c;
+	int ret = cl_open(ctx, &c);
+
+	*out = NULL;
+	*n = 0;
+	if (ret)
+		return ret;
+	if (cluster_blocks_list(c.b, NULL, out, n, err, sizeof(err)))
+		ret = ctl_error(CTL_FAILED, "cluster blocks: %s", err);
+	cl_close(&c);
+	return ret;
+}
+
 static const struct ctl_cmd cluster_cmds[] = {
 	{"status", cluster_status, "", "this node, the layout, claimed blocks, the endpoint used"},
 	{"blocks", cluster_blocks, "[--node NAME]", "claimed GUID blocks and their owner nodes"},

@@ -16,8 +16,9 @@
 #include "log.h"
 
 static const struct ctl_object *const objects[] = {
-	&ctl_pool_object,   &ctl_vf_object,	 &ctl_port_object,   &ctl_rc_object,
-	&ctl_daemon_object, &ctl_cluster_object, &ctl_doctor_object, NULL,
+	&ctl_pool_object,   &ctl_vf_object,	&ctl_port_object,
+	&ctl_rc_object,	    &ctl_daemon_object, &ctl_cluster_object,
+	&ctl_doctor_object, &ctl_fabric_object, NULL,
 };
 
 static void usage(FILE *f)

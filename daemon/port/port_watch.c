@@ -764,6 +764,30 @@ static int parse_dr(const char *dr, char *err, size_t errlen)
 }
 
 /* Validate @t against the source (without any MAD). */
+int ibvf_port_smp_get(struct ibvf_port_src *src, const char *dr, uint16_t lid, unsigned attr,
+		      unsigned mod, uint8_t data[64], char *err, size_t errlen)
+{
+	char path[4 * (IBVF_DR_MAX_HOPS + 1)], what[320];
+	ib_portid_t id;
+
+	if (src->kind != IBVF_PORT_SRC_FABRIC)
+		return ibvf_errf(err, errlen, -EOPNOTSUPP, "%s: SMPs need the fabric source",
+				 src->name);
+	memset(&id, 0, sizeof(id));
+	if (lid) {
+		ib_portid_set(&id, lid, 0, 0);
+		snprintf(what, sizeof(what), "attribute 0x%04x of LID %u", attr, lid);
+	} else {
+		if (!dr || parse_dr(dr, err, errlen) < 0)
+			return dr ? -EINVAL : ibvf_errf(err, errlen, -EINVAL, "no directed route");
+		snprintf(path, sizeof(path), "%s", dr);
+		if (str2drpath(&id.drpath, path, 0, 0) < 0)
+			return ibvf_errf(err, errlen, -EINVAL, "bad directed route '%s'", dr);
+		snprintf(what, sizeof(what), "attribute 0x%04x at directed route %s", attr, dr);
+	}
+	return smp_get(src, &id, attr, mod, data, what, err, errlen);
+}
+
 static int target_check(const struct ibvf_port_src *s, const struct ibvf_port_target *t, char *err,
 			size_t errlen)
 {

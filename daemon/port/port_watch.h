@@ -281,6 +281,19 @@ int ibvf_port_query(struct ibvf_port_src *src, const struct ibvf_port_target *t,
 		    struct ibvf_port_info *out, char *err, size_t errlen);
 
 /**
+ * ibvf_port_smp_get() - one SMP Get of attribute @attr (modifier @mod) sent
+ * through @src (fabric source only), addressed by directed route @dr
+ * ("0,1,5" as smpquery -D takes it) when @lid is 0, else LID-routed to @lid.
+ * @data: IB_SMP_DATA_SIZE (64) bytes: the attribute as it came in the MAD
+ *        (network order; decode with libibmad's mad_decode_field()).
+ * Used by the fabric walk (fabric_scan.h); attributes: IBTA vol. 1, 14.2.5.
+ * Return: 0; -ETIMEDOUT (no reply after the retries), -EIO (bad MAD status
+ * or umad failure), -EINVAL (bad route), -EOPNOTSUPP (local source).
+ */
+int ibvf_port_smp_get(struct ibvf_port_src *src, const char *dr, uint16_t lid, unsigned attr,
+		      unsigned mod, uint8_t data[64], char *err, size_t errlen);
+
+/**
  * ibvf_pkey_find() - look up partition key @pkey in a P_Key table.
  * @table: @n host-order entries, indexed by P_Key index.
  * @pkey:  only bits 0..14 are used (0x8001 and 0x0001 look up the same key).

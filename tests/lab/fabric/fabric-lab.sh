@@ -10,6 +10,10 @@
 #       --zero-vfs         start every VF with port GUID 0 (as SR-IOV creates them): port INIT
 #       --partitions FILE  initial OpenSM partition file (copied to DIR/partitions.conf)
 #       --no-sm            do not start OpenSM
+#       --topology FILE    an ibsim topology of your own instead of the generated one; it
+#                          must hold HCAs "sm" (caguid 0x0002c90300001000) and "pf0"
+#                          (0x0002c90300002000); lab.env then has GUID_sm and GUID_pf0 only
+#   FABRIC_LAB_SM_WAIT_S   seconds 'up' waits for OpenSM's first SUBNET UP (default 15)
 #   fabric-lab.sh down DIR            stop exactly the PIDs 'up' recorded (never by name)
 #   fabric-lab.sh ibsim DIR 'CMD'     one ibsim console command, prints the answer
 #   fabric-lab.sh run DIR NODE CMD... run a libibumad client attached to NODE (under timeout)
@@ -127,13 +131,13 @@ start_sm() {
 		OSM_CACHE_DIR="$d/cache" OSM_TMP_DIR="$d" opensm -F "$d/opensm.conf" \
 		>"$d/opensm.stdout" 2>&1 </dev/null) &
 	echo $! > "$d/opensm.pid"
-	for _ in $(seq 300); do
+	for _ in $(seq $((${FABRIC_LAB_SM_WAIT_S:-15} * 20))); do
 		grep -q "SUBNET UP" "$d/opensm.log" 2>/dev/null && return 0
 		p=$(pid_of "$d" opensm)
 		alive "$p" || { tail "$d/opensm.stdout" >&2; die "opensm died"; }
 		sleep 0.05
 	done
-	die "no SUBNET UP from opensm within 15 s (see $d/opensm.log)"
+	die "no SUBNET UP from opensm within ${FABRIC_LAB_SM_WAIT_S:-15} s (see $d/opensm.log)"
 }
 
 console_write() {	# DIR LINE: write one line to ibsim's console FIFO; fail (not hang) if
@@ -161,7 +165,7 @@ reap() {
 }
 
 cmd_up() {
-	local d=$1 vfs=4 hosts=2 vfbase=0x0002c90300100000 zero=0 parts= sm=1; shift
+	local d=$1 vfs=4 hosts=2 vfbase=0x0002c90300100000 zero=0 parts= sm=1 topo=; shift
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--vfs) vfs=$2; shift ;;
@@ -170,6 +174,7 @@ cmd_up() {
 		--zero-vfs) zero=1 ;;
 		--partitions) parts=$2; shift ;;
 		--no-sm) sm=0 ;;
+		--topology) topo=$2; shift ;;
 		*) die "up: unknown option $1" ;;
 		esac
 		shift
@@ -179,7 +184,13 @@ cmd_up() {
 	d=$(cd "$d" && pwd)
 	[ -f "$d/ibsim.pid" ] && alive "$(pid_of "$d" ibsim)" && die "a lab already runs in $d"
 	IBSIM_SOCKNAME=${IBSIM_SOCKNAME:-ibvf$$x$RANDOM}
-	gen_topology "$d" "$vfs" "$hosts" "$vfbase" "$zero"
+	if [ -n "$topo" ]; then
+		cp "$topo" "$d/net.topo" || die "cannot copy $topo"
+		printf 'GUID_sm=0x0002c90300001001\nGUID_pf0=0x0002c90300002001\n' > "$d/guids.env"
+		zero=0
+	else
+		gen_topology "$d" "$vfs" "$hosts" "$vfbase" "$zero"
+	fi
 	write_opensm_conf "$d"
 	if [ -n "$parts" ]; then cp "$parts" "$d/partitions.conf" || die "cannot copy $parts"
 	else printf 'Default=0x7fff, ipoib : ALL=full ;\n' > "$d/partitions.conf"; fi
@@ -259,7 +270,7 @@ cmd_run() {	# DIR NODE CMD...
 		IBSIM_SOCKNAME="$IBSIM_SOCKNAME" ASAN_OPTIONS="$asan" "$@"
 }
 
-[ $# -ge 2 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,33p' "$0"; exit 2; }
 cmd=$1; dir=$2; shift 2
 case $cmd in
 up) cmd_up "$dir" "$@" ;;
