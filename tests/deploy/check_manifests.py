@@ -356,12 +356,19 @@ for rel, d in objects("NetworkAttachmentDefinition", ex):
        f"{rel} NAD {nm}: names its device plugin resource")
 ok(any(json.loads(d["spec"]["config"]).get("pkey") for d in nads.values()), "a NAD with a pkey")
 ok(any(d["kind"] == "SriovIBNetwork" for _, d in objects(None, ex)), "a SriovIBNetwork example")
-pod = next((d for _, d in objects("Pod", ex)), None)
-nets = [s.strip() for s in pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")]
-ok(len(nets) == 8 and all(x in nads for x in nets), "the multi-rail Pod: 8 networks, each a NAD here", nets)
-req = pod["spec"]["containers"][0]["resources"]["requests"]
-ok(all(req.get(nads[x]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]) == 1 for x in nets),
-   "the multi-rail Pod requests one VF of each rail's resource")
+pods = [(rel, d) for rel, d in objects("Pod", ex)]
+for rel, pod in pods:
+    nets = [s.strip() for s in pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")]
+    ok(all(x in nads for x in nets), f"{rel} Pod {pod['metadata']['name']}: each network is a NAD of the examples", nets)
+    req = pod["spec"]["containers"][0]["resources"]["requests"]
+    want = {}
+    for x in nets:
+        r = nads[x]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"] if x in nads else x
+        want[r] = want.get(r, 0) + 1
+    ok(all(req.get(r) == k for r, k in want.items()),
+       f"{rel} Pod {pod['metadata']['name']}: requests one VF of its networks' resources per network", (want, req))
+ok(any(len(d["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")) == 8 for _, d in pods),
+   "a multi-rail Pod with 8 IB networks")
 
 print(f"1..{n}")
 sys.exit(1 if bad else 0)
