@@ -7,7 +7,8 @@
 #    from Debian's packages (the .debs cached in $IBVF_CI_CACHE/archives, as
 #    tests/fresh-root/ does), imported as the two tags deploy/Containerfile
 #    names, debian:bookworm and debian:bookworm-slim (one root for both:
-#    minbase is what Debian's slim image holds).
+#    minbase is what Debian's slim image holds). The root is kept in
+#    $IBVF_CI_CACHE/image for a day (IBVF_IMAGE_NEW_BASE=1: a new one).
 # 2. `podman build` of deploy/Containerfile (the tag localhost/ibvf:<project
 #    version> the manifests name), runc, the Podman settings of the Podman
 #    lab (tests/lab/netns/test_podman.py: private containers.conf and
@@ -47,6 +48,13 @@ skip() {
 	exit 77
 }
 [ "$(id -u)" = 0 ] || skip "not root (podman with runc, mmdebstrap)"
+if ! command -v mmdebstrap >/dev/null && command -v podman >/dev/null; then
+	say "installing mmdebstrap (apt-get; as tests/fresh-root/ does)"
+	{ apt-get -o DPkg::Lock::Timeout=600 update -q &&
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+			--no-install-recommends mmdebstrap
+	} >/tmp/ibvf-test-image-apt.log 2>&1 || tail -20 /tmp/ibvf-test-image-apt.log
+fi
 for t in podman runc mmdebstrap python3; do
 	command -v $t >/dev/null || skip "$t is not installed (tools/install-deps)"
 done
@@ -92,22 +100,32 @@ mirror=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /-security\/?$/) { 
 [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $0 !~ /-security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' \
 	/etc/apt/sources.list 2>/dev/null | head -1)
 mirror=${IBVF_CI_MIRROR:-$mirror}
-say "mmdebstrap --variant=minbase bookworm ($mirror; .deb cache $CACHE/archives)"
-t=$(date +%s)
-if mmdebstrap --variant=minbase --dpkgopt=force-unsafe-io \
-	--setup-hook='mkdir -p "$1/var/cache/apt/archives" && mount --bind '"$CACHE"'/archives "$1/var/cache/apt/archives"' \
-	--customize-hook='umount "$1/var/cache/apt/archives"' \
-	bookworm "$W/bookworm.tar" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
-	"deb ${mirror%/}-security bookworm-security main" >"$W/mmdebstrap.log" 2>&1; then
-	pass "bookworm root from Debian's packages ($(du -h "$W/bookworm.tar" | cut -f1), $(($(date +%s) - t)) s)"
+# the root is kept in the cache for a day (IBVF_IMAGE_NEW_BASE=1: always
+# make a new one); the build's apt-get update reads current package lists
+BASE=$CACHE/image/bookworm-minbase.tar
+mkdir -p "$CACHE/image"
+if [ "${IBVF_IMAGE_NEW_BASE:-0}" != 1 ] && [ -n "$(find "$BASE" -mmin -1440 2>/dev/null)" ]; then
+	pass "bookworm root from Debian's packages: $BASE (made by mmdebstrap $(( ($(date +%s) - $(stat -c %Y "$BASE")) / 60 )) min ago)"
 else
-	tail -20 "$W/mmdebstrap.log"
-	fail "mmdebstrap bookworm"
-	finish
+	say "mmdebstrap --variant=minbase bookworm ($mirror; .deb cache $CACHE/archives)"
+	t=$(date +%s)
+	if mmdebstrap --variant=minbase --dpkgopt=force-unsafe-io \
+		--setup-hook='mkdir -p "$1/var/cache/apt/archives" && mount --bind '"$CACHE"'/archives "$1/var/cache/apt/archives"' \
+		--customize-hook='umount "$1/var/cache/apt/archives"' \
+		bookworm "$CACHE/image/new.$$.tar" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
+		"deb ${mirror%/}-security bookworm-security main" >"$W/mmdebstrap.log" 2>&1 &&
+		mv -f "$CACHE/image/new.$$.tar" "$BASE"; then
+		pass "bookworm root from Debian's packages ($(du -h "$BASE" | cut -f1), $(($(date +%s) - t)) s)"
+	else
+		tail -20 "$W/mmdebstrap.log"
+		rm -f "$CACHE/image/new.$$.tar"
+		fail "mmdebstrap bookworm"
+		finish
+	fi
 fi
 bases=$(sed -n 's/^FROM \([^ ]*\).*/\1/p' "$SRC/deploy/Containerfile" | sort -u)
 for b in $bases; do
-	if podman import -q "$W/bookworm.tar" "$b" >/dev/null 2>"$W/import.log"; then
+	if podman import -q "$BASE" "$b" >/dev/null 2>"$W/import.log"; then
 		pass "imported the root as $b (the Containerfile's FROM)"
 	else
 		cat "$W/import.log"; fail "podman import $b"; finish
