@@ -158,9 +158,10 @@ cat >"$L/ibvfd.json" <<CONF
   "pool": { "ranges": [ { "start": "02:00:00:00:00:00:10:01", "end": "02:00:00:00:00:00:10:ff" } ] },
   "sm": { "backend": "noop" } }
 CONF
-if podman run -d --name ibvf-image-test --network host -v "$L:/lab" "$IMAGE" \
+# read-only root and a /tmp of its own, as deploy/kubernetes/daemonset.yaml runs it
+if podman run -d --name ibvf-image-test --network host --read-only --tmpfs /tmp -v "$L:/lab" "$IMAGE" \
 	/usr/sbin/ibvfd --foreground --config /lab/ibvfd.json >"$W/run.log" 2>&1; then
-	pass "podman run --network host $IMAGE ibvfd (lab config)"
+	pass "podman run --network host --read-only $IMAGE ibvfd (lab config)"
 else
 	cat "$W/run.log"; fail "podman run"; finish
 fi
