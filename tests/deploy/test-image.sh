@@ -100,6 +100,7 @@ mirror=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /-security\/?$/) { 
 [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $0 !~ /-security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' \
 	/etc/apt/sources.list 2>/dev/null | head -1)
 mirror=${IBVF_CI_MIRROR:-$mirror}
+[ -n "$mirror" ] || { fail "no Debian mirror in this host's apt sources: set IBVF_CI_MIRROR"; finish; }
 # the root is kept in the cache for a day (IBVF_IMAGE_NEW_BASE=1: always
 # make a new one); the build's apt-get update reads current package lists
 BASE=$CACHE/image/bookworm-minbase.tar
