@@ -329,9 +329,29 @@ ok(dep is not None and dep["spec"]["replicas"] == 2, "SM agent for UFM: a Deploy
 sds = next((d for _, d in objects("DaemonSet") if d["metadata"]["name"] != "ibvfd"), None)
 ok(sds is not None and "ibvf.io/opensm" in pod_spec(sds).get("nodeSelector", {}),
    "SM agent for OpenSM: a DaemonSet with a nodeSelector for OpenSM hosts")
+node_pool = json.loads(cfg_text)["pool"]
+for rel, d in objects("ConfigMap"):
+    if rel not in agent_files:
+        continue
+    text = d["data"].get("ibvf-smd.json", "")
+    try:
+        agent_pool = json.loads(text).get("pool", {})
+    except ValueError as e:
+        ok(False, f"{rel} ConfigMap {d['metadata']['name']}: ibvf-smd.json is JSON", e)
+        continue
+    ok(agent_pool.get("ranges") == node_pool.get("ranges") and
+       agent_pool.get("cluster", {}).get("endpoints") == node_pool.get("cluster", {}).get("endpoints"),
+       f"{rel}: the agent's pool.ranges and etcd endpoints are the nodes' (configmap.yaml)")
+    if smd_built:
+        p = os.path.join(tmp, "smd.json")
+        with open(p, "w") as f:
+            f.write(text)
+        r = subprocess.run([smd_built[0], "--print-config", "--config", p], capture_output=True,
+                           text=True, env=dict(os.environ, NODE_NAME="node-1"))
+        ok(r.returncode == 0, f"{rel}: ibvf-smd --print-config accepts ibvf-smd.json", r.stderr)
 if "/usr/sbin/ibvf-smd" not in installed:
-    pending("ibvf-smd (issue 19) is not in the build: its manifests' command, options and config "
-            "are not compared with it")
+    pending("ibvf-smd (issue 19) is not in the install plan: its manifests' command path is not "
+            "compared with it" + ("" if smd_built else ", nor its options and config (not built)"))
 
 # ---------------------------------------------------------- the examples ---
 with open(os.path.join(SRC, "docs", "cni.md")) as f:
