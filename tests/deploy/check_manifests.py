@@ -117,8 +117,10 @@ def print_config(text, env=None):
     p = os.path.join(tmp, "cfg.json")
     with open(p, "w") as f:
         f.write(text)
+    # the defaults, not the test setup's: meson's test env may set IBVF_HTTP_PORT
+    e = {k: v for k, v in os.environ.items() if k != "IBVF_HTTP_PORT"}
     r = subprocess.run([ibvfd, "--print-config", "--config", p], capture_output=True, text=True,
-                       env=dict(os.environ, NODE_NAME="node-1", **(env or {})))
+                       env=dict(e, NODE_NAME="node-1", **(env or {})))
     return r.returncode, r.stdout, r.stderr
 
 
