@@ -83,6 +83,11 @@ struct ibvf_cluster_hb {
 	bool out;		     /* no free GUID and the last claim failed */
 	char why[IBVF_ERR_LEN + 64]; /* ... and why */
 	bool kicked;
+	/* the thread's own: the use rate that sizes the claim ahead (claim_need()) */
+	uint64_t last_inuse; /* allocated + quarantined GUIDs at the last sample */
+	int64_t last_ms;     /* when (0: no sample yet) */
+	double use_per_ms;   /* GUIDs taken per ms, smoothed */
+	int64_t look_ms;     /* the claimer's next look at the free count */
 };
 
 static int64_t mono_ms(void)
@@ -130,9 +135,48 @@ static void set_out(struct ibvf_cluster_hb *h, bool out, const char *why)
 }
 
 /*
+ * How many free GUIDs the node holds before it claims: the low watermark
+ * plus what one second at its recent use rate takes (at most 8 blocks more),
+ * so that a run of ADDs faster than low_watermark per look does not use the
+ * blocks up between two looks (each prepare would then answer not ready).
+ * The rate is the growth of allocated + quarantined GUIDs between samples at
+ * least 10 ms apart (claims do not change it), halved toward each new sample.
+ * Sets h->look_ms: the next look comes at half the time the free GUIDs above
+ * the low watermark last at that rate, 50..500 ms (500 ms while idle).
+ */
+static uint64_t claim_need(struct ibvf_cluster_hb *h, const struct ibvf_pool_stats *st)
+{
+	uint64_t inuse = st->total - st->free, cap = 8 * (uint64_t)h->bo.block_size, extra;
+	int64_t now = mono_ms(), dt = now - h->last_ms;
+
+	if (!h->last_ms || dt >= 10) {
+		double used =
+			h->last_ms && inuse > h->last_inuse ? (double)(inuse - h->last_inuse) : 0;
+
+		if (h->last_ms)
+			h->use_per_ms = 0.5 * h->use_per_ms + 0.5 * used / (double)dt;
+		h->last_ms = now;
+		h->last_inuse = inuse;
+	}
+	extra = (uint64_t)(h->use_per_ms * 1000.0);
+	if (extra > cap)
+		extra = cap;
+	h->look_ms = 500;
+	if (h->use_per_ms > 1e-3) {
+		double left =
+			st->free > h->low_watermark ? (double)(st->free - h->low_watermark) : 0;
+		double t = left / h->use_per_ms / 2;
+
+		h->look_ms = t < 50 ? 50 : t > 500 ? 500 : (int64_t)t;
+	}
+	return h->low_watermark + extra;
+}
+
+/*
  * The claimer, while attached: one block claimed (recorded in the file, then
- * given to the engine and the pool) when fewer than low_watermark GUIDs are
- * free. Return: true when another claim may be due at once.
+ * given to the engine and the pool) when fewer GUIDs are free than
+ * claim_need() says (the low watermark, more while GUIDs are being used).
+ * Return: true when another claim may be due at once.
  */
 static bool hb_claim(struct ibvf_cluster_hb *h)
 {
@@ -149,7 +193,7 @@ static bool hb_claim(struct ibvf_cluster_hb *h)
 		return false;
 	}
 	pthread_mutex_unlock(&h->attach_mu);
-	if (st.free >= h->low_watermark) {
+	if (st.free >= claim_need(h, &st)) {
 		set_out(h, false, "");
 		return false;
 	}
@@ -227,8 +271,9 @@ static void *hb_main(void *arg)
 		pthread_mutex_unlock(&h->mu);
 		hb_beat(h, &failing);
 		again = hb_claim(h);
-		/* the claimer looks at the free count every 500 ms (2 s while claims fail) */
-		wait = again ? 0 : h->claim_failing ? 2000 : 500;
+		/* the claimer looks at the free count every 500 ms, sooner while GUIDs
+		 * are being used (claim_need()), every 2 s while claims fail */
+		wait = again ? 0 : h->claim_failing ? 2000 : h->look_ms > 0 ? h->look_ms : 500;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += wait / 1000;
 		ts.tv_nsec += (wait % 1000) * 1000000;
