@@ -84,10 +84,11 @@ struct ibvf_cluster_hb {
 	char why[IBVF_ERR_LEN + 64]; /* ... and why */
 	bool kicked;
 	/* the thread's own: the use rate that sizes the claim ahead (claim_need()) */
-	uint64_t last_inuse; /* allocated + quarantined GUIDs at the last sample */
-	int64_t last_ms;     /* when (0: no sample yet) */
-	double use_per_ms;   /* GUIDs taken per ms, smoothed */
-	int64_t look_ms;     /* the claimer's next look at the free count */
+	uint64_t last_free; /* the free count at the last sample */
+	uint64_t added;	    /* GUIDs of blocks added since */
+	int64_t last_ms;    /* when (0: no sample yet) */
+	double use_per_ms;  /* GUIDs taken per ms, smoothed */
+	int64_t look_ms;    /* the claimer's next look at the free count */
 };
 
 static int64_t mono_ms(void)
@@ -139,32 +140,33 @@ static void set_out(struct ibvf_cluster_hb *h, bool out, const char *why)
  * plus what one second at its recent use rate takes (at most 8 blocks more),
  * so that a run of ADDs faster than low_watermark per look does not use the
  * blocks up between two looks (each prepare would then answer not ready).
- * The rate is the growth of allocated + quarantined GUIDs between samples at
- * least 10 ms apart (claims do not change it), halved toward each new sample.
- * Sets h->look_ms: the next look comes at half the time the free GUIDs above
- * the low watermark last at that rate, 50..500 ms (500 ms while idle).
+ * The rate is the net use between samples at least 10 ms apart (the drop of
+ * the free count, blocks added since counted back in), halved toward each
+ * new sample. Sets h->look_ms: the next look comes at half the time the free
+ * GUIDs above the low watermark last at that rate, 50..500 ms (500 ms while
+ * idle).
  */
-static uint64_t claim_need(struct ibvf_cluster_hb *h, const struct ibvf_pool_stats *st)
+static uint64_t claim_need(struct ibvf_cluster_hb *h, uint64_t free)
 {
-	uint64_t inuse = st->total - st->free, cap = 8 * (uint64_t)h->bo.block_size, extra;
+	uint64_t cap = 8 * (uint64_t)h->bo.block_size, extra;
 	int64_t now = mono_ms(), dt = now - h->last_ms;
 
 	if (!h->last_ms || dt >= 10) {
-		double used =
-			h->last_ms && inuse > h->last_inuse ? (double)(inuse - h->last_inuse) : 0;
+		uint64_t had = h->last_free + h->added;
+		double used = h->last_ms && had > free ? (double)(had - free) : 0;
 
 		if (h->last_ms)
 			h->use_per_ms = 0.5 * h->use_per_ms + 0.5 * used / (double)dt;
 		h->last_ms = now;
-		h->last_inuse = inuse;
+		h->last_free = free;
+		h->added = 0;
 	}
 	extra = (uint64_t)(h->use_per_ms * 1000.0);
 	if (extra > cap)
 		extra = cap;
 	h->look_ms = 500;
 	if (h->use_per_ms > 1e-3) {
-		double left =
-			st->free > h->low_watermark ? (double)(st->free - h->low_watermark) : 0;
+		double left = free > h->low_watermark ? (double)(free - h->low_watermark) : 0;
 		double t = left / h->use_per_ms / 2;
 
 		h->look_ms = t < 50 ? 50 : t > 500 ? 500 : (int64_t)t;
@@ -188,12 +190,13 @@ static bool hb_claim(struct ibvf_cluster_hb *h)
 	int ret;
 
 	pthread_mutex_lock(&h->attach_mu);
-	if (!h->pool || ibvf_pool_stats(h->pool, &st, err, sizeof(err))) {
+	/* the free list's size: cheap enough for frequent looks */
+	if (!h->pool || ibvf_pool_free_count(h->pool, &st.free, err, sizeof(err))) {
 		pthread_mutex_unlock(&h->attach_mu);
 		return false;
 	}
 	pthread_mutex_unlock(&h->attach_mu);
-	if (st.free >= claim_need(h, &st)) {
+	if (st.free >= claim_need(h, st.free)) {
 		set_out(h, false, "");
 		return false;
 	}
@@ -248,6 +251,8 @@ static bool hb_claim(struct ibvf_cluster_hb *h)
 			log_notice("cluster: node %s claimed block %016" PRIx64 "-%016" PRIx64
 				   " while running (%" PRIu64 " GUIDs were free)",
 				   h->node, blk.first, blk.last, st.free);
+		if (!ret)
+			h->added += blk.last - blk.first + 1;
 		again = !ret;
 	}
 	pthread_mutex_unlock(&h->attach_mu);
