@@ -195,8 +195,20 @@ static void owner_of(struct ibvf_alloc_request *rq, unsigned long i)
  * Return: allocations per second, -1 on error; *@waits: allocations that
  * found the blocks empty and were retried (1 ms).
  */
-static double pool_rate(bool cluster, int run, int n, int *waits, int *blocks)
+static double cpu_s(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* @cpu_us: this process's CPU time per allocation (the claimer thread's included) */
+static double pool_rate(bool cluster, int run, int n, int split, int *waits, int *blocks,
+			double *cpu_us)
+{
+	double c0;
+	struct ibvf_guid_range *sr = NULL;
 	char dir[] = "/tmp/bench-cluster-XXXXXX", path[512], state[512], node[32],
 	     err[IBVF_ERR_LEN];
 	struct ibvf_config cfg;
@@ -209,6 +221,7 @@ static double pool_rate(bool cluster, int run, int n, int *waits, int *blocks)
 
 	*waits = 0;
 	*blocks = 0;
+	*cpu_us = 0;
 	if (!mkdtemp(dir))
 		return -1;
 	snprintf(path, sizeof(path), "%s/ibvfd.json", dir);
@@ -241,6 +254,16 @@ static double pool_rate(bool cluster, int run, int n, int *waits, int *blocks)
 					   .quarantine_s = cfg.pool.quarantine_s,
 					   .sync_full = cfg.pool.sync_full};
 
+		/* @split: single-node, the range cut into that many blocks (no etcd): what
+		 * the pool's own speed is with as many ranges as cluster mode ends with */
+		if (!cluster && split > 0 && (sr = calloc((size_t)split, sizeof(*sr)))) {
+			for (int i = 0; i < split; i++) {
+				sr[i].start = range.start + (uint64_t)i * BS;
+				sr[i].end = sr[i].start + BS - 1;
+			}
+			o.ranges = sr;
+			o.n_ranges = (size_t)split;
+		}
 		ret = cluster ? ibvf_cluster_pool_open(&cfg, &o, &p, &hb, err, sizeof(err))
 			      : ibvf_pool_open(&o, &p, err, sizeof(err));
 	}
@@ -251,6 +274,7 @@ static double pool_rate(bool cluster, int run, int n, int *waits, int *blocks)
 	if (hb)
 		ibvf_cluster_hb_attach(hb, p, NULL, NULL);
 	t0 = (int64_t)ibvf_mono_ns();
+	c0 = cpu_s();
 	for (int i = 0; i < n; i++) {
 		struct ibvf_alloc_request rq;
 		struct ibvf_alloc a;
@@ -272,8 +296,10 @@ static double pool_rate(bool cluster, int run, int n, int *waits, int *blocks)
 			fprintf(stderr, "bench_cluster: allocate: %s\n", err);
 			break;
 		}
-		if (i == n - 1)
+		if (i == n - 1) {
 			rate = (double)n * 1e9 / (double)((int64_t)ibvf_mono_ns() - t0);
+			*cpu_us = (cpu_s() - c0) * 1e6 / n;
+		}
 	}
 	if (hb) {
 		ibvf_cluster_hb_attach(hb, NULL, NULL, NULL);
@@ -283,6 +309,7 @@ static double pool_rate(bool cluster, int run, int n, int *waits, int *blocks)
 	ibvf_pool_close(p);
 out_cfg:
 	ibvf_config_free(&cfg);
+	free(sr);
 out_dir:
 	rm_tree(dir);
 	return rate;
@@ -297,24 +324,37 @@ static int cmp_dbl(const void *a, const void *b)
 
 static void bench_local_rate(void)
 {
-	enum { RUNS = 3, N = 3000 };
-	double single[RUNS], clus[RUNS];
-	int waits = 0, blocks = 0, w, b;
+	enum { RUNS = 3, N = 12000 };
+	double single[RUNS], clus[RUNS], split[RUNS], cs[RUNS], cc[RUNS], cx[RUNS];
+	int waits = 0, blocks = 0, w, b, nsplit = N / BS + 2;
 
-	/* alternated, so that the shared machine's load hits both alike */
+	/* alternated, so that the shared machine's load hits all alike;
+	 * BENCH_CLUSTER_ONLY=local-cluster runs the cluster mode alone (for perf) */
+	const char *only = getenv("BENCH_CLUSTER_ONLY");
+	bool all = !only || strcmp(only, "local-cluster");
+
 	for (int r = 0; r < RUNS; r++) {
-		single[r] = pool_rate(false, r, N, &w, &b);
-		clus[r] = pool_rate(true, r, N, &w, &b);
+		single[r] = all ? pool_rate(false, r, N, 0, &w, &b, &cs[r]) : (cs[r] = 0);
+		clus[r] = pool_rate(true, r, N, 0, &w, &b, &cc[r]);
 		waits += w;
 		blocks += b;
+		split[r] = all ? pool_rate(false, r, N, nsplit, &w, &b, &cx[r]) : (cx[r] = 0);
 	}
 	qsort(single, RUNS, sizeof(double), cmp_dbl);
 	qsort(clus, RUNS, sizeof(double), cmp_dbl);
+	qsort(split, RUNS, sizeof(double), cmp_dbl);
+	qsort(cs, RUNS, sizeof(double), cmp_dbl);
+	qsort(cc, RUNS, sizeof(double), cmp_dbl);
+	qsort(cx, RUNS, sizeof(double), cmp_dbl);
 	printf("local allocation rate (pool as ibvfd opens it, %d allocations x %d runs, "
-	       "medians): single-node %.0f/s, cluster %.0f/s (%d blocks of %d claimed in the "
-	       "background, %d allocations waited for one): ratio %.3fx (target >= 0.95x)\n",
-	       N, RUNS, single[RUNS / 2], clus[RUNS / 2], blocks, BS, waits,
-	       single[RUNS / 2] > 0 ? clus[RUNS / 2] / single[RUNS / 2] : 0);
+	       "medians): single-node %.0f/s (%.1f us CPU each), cluster %.0f/s (%.1f us CPU "
+	       "each; %d blocks of %d claimed in the background, %d allocations waited for "
+	       "one): ratio %.3fx wall, %.3fx CPU (target >= 0.95x); single-node with its range "
+	       "cut into %d ranges (no etcd) %.0f/s (%.1f us): %.3fx\n",
+	       N, RUNS, single[RUNS / 2], cs[RUNS / 2], clus[RUNS / 2], cc[RUNS / 2], blocks, BS,
+	       waits, single[RUNS / 2] > 0 ? clus[RUNS / 2] / single[RUNS / 2] : 0,
+	       cc[RUNS / 2] > 0 ? cs[RUNS / 2] / cc[RUNS / 2] : 0, nsplit, split[RUNS / 2],
+	       cx[RUNS / 2], single[RUNS / 2] > 0 ? split[RUNS / 2] / single[RUNS / 2] : 0);
 	print_load("after");
 }
 
@@ -739,6 +779,11 @@ int main(int argc, char **argv)
 	       "%.2f %.2f\n",
 	       "3.4 (Debian etcd-server)", BS, load[0], load[1], load[2]);
 
+	/* BENCH_CLUSTER_ONLY=local: only the local allocation rate (e.g. under perf) */
+	if (getenv("BENCH_CLUSTER_ONLY") && !strncmp(getenv("BENCH_CLUSTER_ONLY"), "local", 5)) {
+		bench_local_rate();
+		goto out;
+	}
 	/* 1. one node, sequential claims */
 	{
 		static struct worker w;
