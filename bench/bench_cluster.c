@@ -747,7 +747,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	const char *missing = etcd_lab_missing();
+	const char *missing = etcd_lab_missing(), *only = getenv("BENCH_CLUSTER_ONLY");
 	char err[IBVF_ERR_LEN];
 	double load[3] = {0};
 	FILE *la;
@@ -779,9 +779,22 @@ int main(int argc, char **argv)
 	       "%.2f %.2f\n",
 	       "3.4 (Debian etcd-server)", BS, load[0], load[1], load[2]);
 
-	/* BENCH_CLUSTER_ONLY=local: only the local allocation rate (e.g. under perf) */
-	if (getenv("BENCH_CLUSTER_ONLY") && !strncmp(getenv("BENCH_CLUSTER_ONLY"), "local", 5)) {
-		bench_local_rate();
+	/* BENCH_CLUSTER_ONLY=local|local-cluster|daemon|leader|scale: one part alone
+	 * (e.g. under perf, or to repeat a noisy figure) */
+	if (only) {
+		if (!strncmp(only, "local", 5))
+			bench_local_rate();
+		else if (!ibvfd_path)
+			fprintf(stderr, "bench_cluster: %s needs IBVFD SM_MODULE_DIR\n", only);
+		else if (!strcmp(only, "daemon"))
+			bench_daemon_rate();
+		else if (!strcmp(only, "leader"))
+			bench_leader_prepares();
+		else if (!strcmp(only, "scale"))
+			bench_scale();
+		else
+			fprintf(stderr, "bench_cluster: BENCH_CLUSTER_ONLY=%s: unknown part\n",
+				only);
 		goto out;
 	}
 	/* 1. one node, sequential claims */
