@@ -146,19 +146,19 @@ static void set_out(struct ibvf_cluster_hb *h, bool out, const char *why)
  * GUIDs above the low watermark last at that rate, 50..500 ms (500 ms while
  * idle).
  */
-static uint64_t claim_need(struct ibvf_cluster_hb *h, uint64_t free)
+static uint64_t claim_need(struct ibvf_cluster_hb *h, uint64_t nfree)
 {
 	uint64_t cap = 8 * (uint64_t)h->bo.block_size, extra;
 	int64_t now = mono_ms(), dt = now - h->last_ms;
 
 	if (!h->last_ms || dt >= 10) {
 		uint64_t had = h->last_free + h->added;
-		double used = h->last_ms && had > free ? (double)(had - free) : 0;
+		double used = h->last_ms && had > nfree ? (double)(had - nfree) : 0;
 
 		if (h->last_ms)
 			h->use_per_ms = 0.5 * h->use_per_ms + 0.5 * used / (double)dt;
 		h->last_ms = now;
-		h->last_free = free;
+		h->last_free = nfree;
 		h->added = 0;
 	}
 	extra = (uint64_t)(h->use_per_ms * 1000.0);
@@ -166,7 +166,7 @@ static uint64_t claim_need(struct ibvf_cluster_hb *h, uint64_t free)
 		extra = cap;
 	h->look_ms = 500;
 	if (h->use_per_ms > 1e-3) {
-		double left = free > h->low_watermark ? (double)(free - h->low_watermark) : 0;
+		double left = nfree > h->low_watermark ? (double)(nfree - h->low_watermark) : 0;
 		double t = left / h->use_per_ms / 2;
 
 		h->look_ms = t < 50 ? 50 : t > 500 ? 500 : (int64_t)t;
