@@ -671,7 +671,8 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 			 "%s; no new block until etcd answers",
 			 why, k->node, h.n, path);
 	}
-	qsort(h.v, h.n, sizeof(*h.v), cmp_range);
+	if (h.n) /* (no block yet: h.v is NULL, and qsort(NULL, 0, ...) is undefined) */
+		qsort(h.v, h.n, sizeof(*h.v), cmp_range);
 	if (online && (ret = file_write(path, k, &h, err, errlen)))
 		goto out;
 	for (int claims = 0;; claims++) {
