@@ -176,6 +176,10 @@ static const struct cluster_range lab_range = {LAB_RANGE_START, LAB_RANGE_END};
 
 /* ---------------------------------------- 4. local allocation rate -- */
 
+/* BENCH_CLUSTER_BLOCK: the block size of this part (default 256; 64..65536) */
+static int local_bs = BS;
+static char rate_prefix[64] = "/bench/rate/";
+
 static void owner_of(struct ibvf_alloc_request *rq, unsigned long i)
 {
 	memset(rq, 0, sizeof(*rq));
@@ -238,9 +242,9 @@ static double pool_rate(bool cluster, int run, int n, int split, int *waits, int
 	if (cluster)
 		fprintf(f,
 			", \"cluster\": {\"endpoints\": [\"%s\", \"%s\", \"%s\"], \"prefix\": "
-			"\"/bench/rate/\", \"node\": \"%s\", \"block_size\": %d, \"low_watermark\": "
+			"\"%s\", \"node\": \"%s\", \"block_size\": %d, \"low_watermark\": "
 			"64}",
-			lab.urls[0], lab.urls[1], lab.urls[2], node, BS);
+			lab.urls[0], lab.urls[1], lab.urls[2], rate_prefix, node, local_bs);
 	fprintf(f, "}}\n");
 	fclose(f);
 	if (ibvf_config_load(&cfg, path, true, NULL, err, sizeof(err))) {
@@ -258,8 +262,8 @@ static double pool_rate(bool cluster, int run, int n, int split, int *waits, int
 		 * the pool's own speed is with as many ranges as cluster mode ends with */
 		if (!cluster && split > 0 && (sr = calloc((size_t)split, sizeof(*sr)))) {
 			for (int i = 0; i < split; i++) {
-				sr[i].start = range.start + (uint64_t)i * BS;
-				sr[i].end = sr[i].start + BS - 1;
+				sr[i].start = range.start + (uint64_t)i * local_bs;
+				sr[i].end = sr[i].start + local_bs - 1;
 			}
 			o.ranges = sr;
 			o.n_ranges = (size_t)split;
@@ -304,7 +308,7 @@ static double pool_rate(bool cluster, int run, int n, int split, int *waits, int
 	if (hb) {
 		ibvf_cluster_hb_attach(hb, NULL, NULL, NULL);
 		ibvf_cluster_hb_stop(hb);
-		*blocks = blocks_of("/bench/rate/", node, &range, BS);
+		*blocks = blocks_of(rate_prefix, node, &range, local_bs);
 	}
 	ibvf_pool_close(p);
 out_cfg:
@@ -326,7 +330,13 @@ static void bench_local_rate(void)
 {
 	enum { RUNS = 3, N = 12000 };
 	double single[RUNS], clus[RUNS], split[RUNS], cs[RUNS], cc[RUNS], cx[RUNS];
-	int waits = 0, blocks = 0, w, b, nsplit = N / BS + 2;
+	const char *bse = getenv("BENCH_CLUSTER_BLOCK");
+	int waits = 0, blocks = 0, w, b, nsplit;
+
+	if (bse && atoi(bse) >= 64 && atoi(bse) <= 65536)
+		local_bs = atoi(bse);
+	snprintf(rate_prefix, sizeof(rate_prefix), "/bench/rate-%d/", local_bs);
+	nsplit = N / local_bs + 2;
 
 	/* alternated, so that the shared machine's load hits all alike;
 	 * BENCH_CLUSTER_ONLY=local-cluster runs the cluster mode alone (for perf) */
@@ -351,8 +361,8 @@ static void bench_local_rate(void)
 	       "each; %d blocks of %d claimed in the background, %d allocations waited for "
 	       "one): ratio %.3fx wall, %.3fx CPU (target >= 0.95x); single-node with its range "
 	       "cut into %d ranges (no etcd) %.0f/s (%.1f us): %.3fx\n",
-	       N, RUNS, single[RUNS / 2], cs[RUNS / 2], clus[RUNS / 2], cc[RUNS / 2], blocks, BS,
-	       waits, single[RUNS / 2] > 0 ? clus[RUNS / 2] / single[RUNS / 2] : 0,
+	       N, RUNS, single[RUNS / 2], cs[RUNS / 2], clus[RUNS / 2], cc[RUNS / 2], blocks,
+	       local_bs, waits, single[RUNS / 2] > 0 ? clus[RUNS / 2] / single[RUNS / 2] : 0,
 	       cc[RUNS / 2] > 0 ? cs[RUNS / 2] / cc[RUNS / 2] : 0, nsplit, split[RUNS / 2],
 	       cx[RUNS / 2], single[RUNS / 2] > 0 ? split[RUNS / 2] / single[RUNS / 2] : 0);
 	print_load("after");
