@@ -1,25 +1,47 @@
 // SPDX-License-Identifier: MIT
 /*
- * Cluster GUID blocks against a real 3-member etcd on loopback (issue 18's
- * benchmarks, the parts that exist without the engine wiring): block claim
- * latency p50/p99 for one node, 8 nodes claiming at once (wall, requests
- * per claim, requests per GUID at block_size 256 against the target of at
- * most 0.05 etcd requests per prepare), and claims across a leader kill
- * (how many waited, for how long). Prints numbers, asserts nothing.
+ * Cluster mode against a real 3-member etcd on loopback (issue 18's
+ * benchmarks): block claim latency p50/p99 for one node, 8 nodes claiming
+ * at once (wall, requests per claim and per GUID at block_size 256), claims
+ * across a leader kill; the local allocation rate of the pool in cluster
+ * mode (ibvf_cluster_pool_open(), blocks claimed in the background) against
+ * single-node mode (target >= 0.95x); with IBVFD and SM_MODULE_DIR given, the
+ * same ratio for whole ibvfd prepare+release cycles, prepares while the
+ * leader is killed (how many waited, how long), and N node daemons x 10
+ * concurrent prepares each (BENCH_CLUSTER_NODES, default 100: wall,
+ * duplicate GUIDs (must be 0), etcd requests per prepare counted by the
+ * members themselves (grpc_server_started_total of /metrics; target <=
+ * 0.05)). Prints numbers and the load average, asserts nothing.
+ * Usage: bench_cluster [IBVFD SM_MODULE_DIR]
  */
+#include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ibvf/api.h>
+#include <ibvf/types.h>
 
 #include "clock.h"
+#include "cluster_pool.h"
+#include "config.h"
 #include "err.h"
 #include "etcd_client.h"
 #include "etcd_lab.h"
 #include "guid_blocks.h"
+#include "guid_pool.h"
+#include "ibvfd_lab.h"
+#include "log.h"
 
 #define BS    256
 #define ONE_N 200
@@ -83,13 +105,673 @@ static void *claimer(void *arg)
 	return NULL;
 }
 
-int main(void)
+/* --------------------------------------------------- shared helpers -- */
+
+static const char *ibvfd_path, *sm_dir;
+
+static void loadavg(double l[3])
 {
-	const char *missing = etcd_lab_missing();
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	l[0] = l[1] = l[2] = -1;
+	if (f) {
+		if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3)
+			l[0] = -1;
+		fclose(f);
+	}
+}
+
+static void print_load(const char *when)
+{
+	double l[3];
+
+	loadavg(l);
+	printf("  (load average %s: %.2f %.2f %.2f)\n", when, l[0], l[1], l[2]);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void rm_tree(const char *dir)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* the blocks etcd gives @node under @prefix (layout @r, @bs), -1 on error */
+static int blocks_of(const char *prefix, const char *node, const struct cluster_range *r, int bs)
+{
+	struct etcd_client_opts eo = {.endpoints = lab.urls, .n_endpoints = 3, .timeout_ms = 10000};
+	struct cluster_blocks_opts o = {.prefix = prefix,
+					.node = "bench-checker",
+					.ranges = r,
+					.n_ranges = 1,
+					.block_size = bs};
+	struct etcd_client *c = NULL;
+	struct cluster_blocks *b = NULL;
+	struct cluster_block *all = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0;
+	int ret = -1;
+
+	if (!etcd_client_new(&eo, &c, err, sizeof(err))) {
+		o.etcd = c;
+		if (!cluster_blocks_open(&o, &b, err, sizeof(err)) &&
+		    !cluster_blocks_list(b, node, &all, &n, err, sizeof(err)))
+			ret = (int)n;
+	}
+	if (ret < 0)
+		fprintf(stderr, "bench_cluster: blocks of %s: %s\n", node, err);
+	free(all);
+	cluster_blocks_free(b);
+	etcd_client_free(c);
+	return ret;
+}
+
+static const struct cluster_range lab_range = {LAB_RANGE_START, LAB_RANGE_END};
+
+/* ---------------------------------------- 4. local allocation rate -- */
+
+/* BENCH_CLUSTER_BLOCK: the block size of this part (default 256; 64..65536) */
+static int local_bs = BS;
+static char rate_prefix[64] = "/bench/rate/";
+
+static void owner_of(struct ibvf_alloc_request *rq, unsigned long i)
+{
+	memset(rq, 0, sizeof(*rq));
+	snprintf(rq->owner.container_id, sizeof(rq->owner.container_id), "%064lx",
+		 i * 0x9e3779b97f4a7c15ul);
+	snprintf(rq->owner.ifname, sizeof(rq->owner.ifname), "net1");
+	snprintf(rq->owner.pod_namespace, sizeof(rq->owner.pod_namespace), "bench");
+	snprintf(rq->owner.pod_name, sizeof(rq->owner.pod_name), "pod-%lu", i);
+	rq->vf_index = -1;
+}
+
+/*
+ * @n single allocations (one transaction each, quarantine 600 s so each
+ * takes a new GUID) from a pool opened as ibvfd opens it: single-node mode
+ * (the configured range) or cluster mode (ibvf_cluster_pool_open(), the
+ * claimer attached: blocks of 256 claimed in the background below 64 free).
+ * Return: allocations per second, -1 on error; *@waits: allocations that
+ * found the blocks empty and were retried (1 ms).
+ */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* @cpu_us: this process's CPU time per allocation (the claimer thread's included) */
+static double pool_rate(bool cluster, int run, int n, int split, int *waits, int *blocks,
+			double *cpu_us)
+{
+	double c0;
+	struct ibvf_guid_range *sr = NULL;
+	char dir[] = "/tmp/bench-cluster-XXXXXX", path[512], state[512], node[32],
+	     err[IBVF_ERR_LEN];
+	struct ibvf_config cfg;
+	struct ibvf_cluster_hb *hb = NULL;
+	struct ibvf_pool *p = NULL;
+	double rate = -1;
+	int64_t t0;
+	FILE *f;
+	int ret;
+
+	*waits = 0;
+	*blocks = 0;
+	*cpu_us = 0;
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, sizeof(path), "%s/ibvfd.json", dir);
+	snprintf(state, sizeof(state), "%s/state", dir);
+	snprintf(node, sizeof(node), "rate-%d", run);
+	mkdir(state, 0700);
+	f = fopen(path, "w");
+	if (!f)
+		goto out_dir;
+	fprintf(f,
+		"{\"state_dir\": \"%s\", \"pool\": {\"ranges\": [{\"start\": \"0x%016" PRIx64
+		"\", \"end\": \"0x%016" PRIx64 "\"}], \"quarantine_s\": 600, \"sync\": \"normal\"",
+		state, range.start, range.end);
+	if (cluster)
+		fprintf(f,
+			", \"cluster\": {\"endpoints\": [\"%s\", \"%s\", \"%s\"], \"prefix\": "
+			"\"%s\", \"node\": \"%s\", \"block_size\": %d, \"low_watermark\": "
+			"64}",
+			lab.urls[0], lab.urls[1], lab.urls[2], rate_prefix, node, local_bs);
+	fprintf(f, "}}\n");
+	fclose(f);
+	if (ibvf_config_load(&cfg, path, true, NULL, err, sizeof(err))) {
+		fprintf(stderr, "bench_cluster: %s\n", err);
+		goto out_dir;
+	}
+	{
+		struct ibvf_pool_opts o = {.state_dir = cfg.state_dir,
+					   .ranges = cfg.pool.ranges,
+					   .n_ranges = cfg.pool.n_ranges,
+					   .quarantine_s = cfg.pool.quarantine_s,
+					   .sync_full = cfg.pool.sync_full};
+
+		/* @split: single-node, the range cut into that many blocks (no etcd): what
+		 * the pool's own speed is with as many ranges as cluster mode ends with */
+		if (!cluster && split > 0 && (sr = calloc((size_t)split, sizeof(*sr)))) {
+			for (int i = 0; i < split; i++) {
+				sr[i].start = range.start + (uint64_t)i * local_bs;
+				sr[i].end = sr[i].start + local_bs - 1;
+			}
+			o.ranges = sr;
+			o.n_ranges = (size_t)split;
+		}
+		ret = cluster ? ibvf_cluster_pool_open(&cfg, &o, &p, &hb, err, sizeof(err))
+			      : ibvf_pool_open(&o, &p, err, sizeof(err));
+	}
+	if (ret) {
+		fprintf(stderr, "bench_cluster: pool open: %s\n", err);
+		goto out_cfg;
+	}
+	if (hb)
+		ibvf_cluster_hb_attach(hb, p, NULL, NULL);
+	t0 = (int64_t)ibvf_mono_ns();
+	c0 = cpu_s();
+	for (int i = 0; i < n; i++) {
+		struct ibvf_alloc_request rq;
+		struct ibvf_alloc a;
+
+		owner_of(&rq, (unsigned long)i);
+		ret = ibvf_pool_allocate(p, &rq, &a, err, sizeof(err));
+		if (ret == -ENOSPC && cluster && *waits < 100000) {
+			char why[IBVF_ERR_LEN + 64];
+
+			/* as the engine does: the blocks are used up, ask the claimer (a
+			 * kick) and answer not ready; the client retries */
+			(*waits)++;
+			ibvf_cluster_ready(hb, why, sizeof(why));
+			usleep(1000);
+			i--;
+			continue;
+		}
+		if (ret) {
+			fprintf(stderr, "bench_cluster: allocate: %s\n", err);
+			break;
+		}
+		if (i == n - 1) {
+			rate = (double)n * 1e9 / (double)((int64_t)ibvf_mono_ns() - t0);
+			*cpu_us = (cpu_s() - c0) * 1e6 / n;
+		}
+	}
+	if (hb) {
+		ibvf_cluster_hb_attach(hb, NULL, NULL, NULL);
+		ibvf_cluster_hb_stop(hb);
+		*blocks = blocks_of(rate_prefix, node, &range, local_bs);
+	}
+	ibvf_pool_close(p);
+out_cfg:
+	ibvf_config_free(&cfg);
+	free(sr);
+out_dir:
+	rm_tree(dir);
+	return rate;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void bench_local_rate(void)
+{
+	enum { RUNS = 3, N = 12000 };
+	double single[RUNS], clus[RUNS], split[RUNS], cs[RUNS], cc[RUNS], cx[RUNS];
+	const char *bse = getenv("BENCH_CLUSTER_BLOCK");
+	int waits = 0, blocks = 0, w, b, nsplit;
+
+	if (bse && atoi(bse) >= 64 && atoi(bse) <= 65536)
+		local_bs = atoi(bse);
+	snprintf(rate_prefix, sizeof(rate_prefix), "/bench/rate-%d/", local_bs);
+	nsplit = N / local_bs + 2;
+
+	/* alternated, so that the shared machine's load hits all alike;
+	 * BENCH_CLUSTER_ONLY=local-cluster runs the cluster mode alone (for perf) */
+	const char *only = getenv("BENCH_CLUSTER_ONLY");
+	bool all = !only || strcmp(only, "local-cluster");
+
+	for (int r = 0; r < RUNS; r++) {
+		single[r] = all ? pool_rate(false, r, N, 0, &w, &b, &cs[r]) : (cs[r] = 0);
+		clus[r] = pool_rate(true, r, N, 0, &w, &b, &cc[r]);
+		waits += w;
+		blocks += b;
+		split[r] = all ? pool_rate(false, r, N, nsplit, &w, &b, &cx[r]) : (cx[r] = 0);
+	}
+	qsort(single, RUNS, sizeof(double), cmp_dbl);
+	qsort(clus, RUNS, sizeof(double), cmp_dbl);
+	qsort(split, RUNS, sizeof(double), cmp_dbl);
+	qsort(cs, RUNS, sizeof(double), cmp_dbl);
+	qsort(cc, RUNS, sizeof(double), cmp_dbl);
+	qsort(cx, RUNS, sizeof(double), cmp_dbl);
+	printf("local allocation rate (pool as ibvfd opens it, %d allocations x %d runs, "
+	       "medians): single-node %.0f/s (%.1f us CPU each), cluster %.0f/s (%.1f us CPU "
+	       "each; %d blocks of %d claimed in the background, %d allocations waited for "
+	       "one): ratio %.3fx wall, %.3fx CPU (target >= 0.95x); single-node with its range "
+	       "cut into %d ranges (no etcd) %.0f/s (%.1f us): %.3fx\n",
+	       N, RUNS, single[RUNS / 2], cs[RUNS / 2], clus[RUNS / 2], cc[RUNS / 2], blocks,
+	       local_bs, waits, single[RUNS / 2] > 0 ? clus[RUNS / 2] / single[RUNS / 2] : 0,
+	       cc[RUNS / 2] > 0 ? cs[RUNS / 2] / cc[RUNS / 2] : 0, nsplit, split[RUNS / 2],
+	       cx[RUNS / 2], single[RUNS / 2] > 0 ? split[RUNS / 2] / single[RUNS / 2] : 0);
+	print_load("after");
+}
+
+/* ------------------------------------------------ ibvfd node helpers -- */
+
+/* a lab ibvfd with the noop SM backend; @cluster_json: pool.cluster, NULL for single-node */
+static int node_init(struct lab *l, int n_vfs, int quarantine_s, json_t *cluster_json)
+{
+	char mod[4096];
+	json_t *j;
+	int ret;
+
+	snprintf(mod, sizeof(mod), "%s/noop", sm_dir);
+	if (lab_init(l, ibvfd_path, n_vfs, "noop", mod, "{}")) {
+		json_decref(cluster_json);
+		return -1;
+	}
+	j = json_load_file(l->cfg, 0, NULL);
+	if (!j) {
+		json_decref(cluster_json);
+		return -1;
+	}
+	json_object_set_new(json_object_get(j, "pool"), "quarantine_s", json_integer(quarantine_s));
+	if (cluster_json)
+		json_object_set_new(json_object_get(j, "pool"), "cluster", cluster_json);
+	ret = json_dump_file(j, l->cfg, JSON_INDENT(1));
+	json_decref(j);
+	return ret;
+}
+
+static json_t *cluster_cfg(const char *prefix, int block, int low, const char *node)
+{
+	json_t *c = json_pack("{s:[s,s,s],s:s,s:i,s:i,s:i}", "endpoints", lab.urls[0], lab.urls[1],
+			      lab.urls[2], "prefix", prefix, "block_size", block, "low_watermark",
+			      low, "timeout_ms", 1500);
+
+	if (c && node)
+		json_object_set_new(c, "node", json_string(node));
+	return c;
+}
+
+struct cyc {
+	struct lab *l;
+	int vf, n, fails, not_ready;
+	atomic_bool *stop;
+	int64_t start_ms[8192], lat_ms[8192];
+	int done;
+};
+
+/* prepare+release cycles on one VF; a not-ready answer is retried (20 ms) within the prepare */
+static void *cyc_main(void *arg)
+{
+	struct cyc *c = arg;
+
+	for (int i = 0; i < c->n && c->done < 8192 && (!c->stop || !atomic_load(c->stop)); i++) {
+		char cid[48];
+		int64_t t0 = ibvf_mono_ms();
+		int ret;
+
+		snprintf(cid, sizeof(cid), "c%d-%d", c->vf, i);
+		for (;;) {
+			struct ibvf_rpc_error re = {0};
+
+			ret = lab_prepare(c->l, cid, c->vf, NULL, NULL, &re);
+			if (!ret || re.code != IBVF_RPC_NOT_READY || ibvf_mono_ms() - t0 > 20000)
+				break;
+			c->not_ready++;
+			usleep(20000);
+		}
+		c->fails += ret != 0;
+		c->start_ms[c->done] = t0;
+		c->lat_ms[c->done++] = ibvf_mono_ms() - t0;
+		lab_release(c->l, cid);
+	}
+	return NULL;
+}
+
+/* ------------------------------------- 5. ibvfd prepare rate ratio -- */
+
+static double daemon_rate(bool cluster, int run, int *fails, int *not_ready)
+{
+	enum { CONC = 8, CYCLES = 100 };
+	static struct cyc c[CONC];
+	pthread_t th[CONC];
+	char node[32];
+	struct lab l;
+	double rate = -1;
+	int64_t t0;
+
+	*fails = 0;
+	*not_ready = 0;
+	snprintf(node, sizeof(node), "drate-%d", run);
+	if (node_init(&l, CONC, 600, cluster ? cluster_cfg("/bench/drate/", BS, 64, node) : NULL) ||
+	    lab_start(&l, 30000) < 0) {
+		fprintf(stderr, "bench_cluster: ibvfd did not start (%s)\n", l.log);
+		lab_fini(&l);
+		return -1;
+	}
+	t0 = ibvf_mono_ms();
+	for (int i = 0; i < CONC; i++) {
+		c[i] = (struct cyc){.l = &l, .vf = i, .n = CYCLES};
+		pthread_create(&th[i], NULL, cyc_main, &c[i]);
+	}
+	for (int i = 0; i < CONC; i++) {
+		pthread_join(th[i], NULL);
+		*fails += c[i].fails;
+		*not_ready += c[i].not_ready;
+	}
+	rate = (double)(CONC * CYCLES) * 1000.0 / (double)(ibvf_mono_ms() - t0 + 1);
+	lab_stop(&l, SIGTERM);
+	lab_fini(&l);
+	return rate;
+}
+
+static void bench_daemon_rate(void)
+{
+	enum { RUNS = 3 };
+	double single[RUNS], clus[RUNS];
+	int fails = 0, f, nr = 0, n;
+
+	for (int r = 0; r < RUNS; r++) {
+		single[r] = daemon_rate(false, r, &f, &n);
+		fails += f;
+		clus[r] = daemon_rate(true, r, &f, &n);
+		fails += f;
+		nr += n;
+	}
+	qsort(single, RUNS, sizeof(double), cmp_dbl);
+	qsort(clus, RUNS, sizeof(double), cmp_dbl);
+	printf("ibvfd prepare+release cycles (8 clients x 100, fake VFs, noop SM, quarantine 600 s, "
+	       "medians of %d): single-node %.0f/s, cluster %.0f/s: ratio %.3fx (target >= 0.95x); "
+	       "%d failed; in cluster mode %d not-ready answers (blocks used up before the "
+	       "next claim), retried after 20 ms\n",
+	       RUNS, single[RUNS / 2], clus[RUNS / 2],
+	       single[RUNS / 2] > 0 ? clus[RUNS / 2] / single[RUNS / 2] : 0, fails, nr);
+	print_load("after");
+}
+
+/* ------------------------------------ 6. prepares during a leader change -- */
+
+static void bench_leader_prepares(void)
+{
+	enum { CONC = 4 };
+	static struct cyc c[CONC];
+	pthread_t th[CONC];
+	atomic_bool stop = false;
+	struct lab l;
+	int64_t kill_ms, base[8192], worst = 0, base_p99 = 0, limit;
+	int nb = 0, after = 0, waited = 0, fails = 0, nr = 0, leader, b0, b1;
+	char err[256];
+
+	if (node_init(&l, CONC, 600, cluster_cfg("/bench/lprep/", 16, 4, "lprep")) ||
+	    lab_start(&l, 30000) < 0) {
+		fprintf(stderr, "bench_cluster: ibvfd did not start (%s)\n", l.log);
+		lab_fini(&l);
+		return;
+	}
+	b0 = blocks_of("/bench/lprep/", "lprep", &lab_range, 16);
+	for (int i = 0; i < CONC; i++) {
+		c[i] = (struct cyc){.l = &l, .vf = i, .n = 1 << 20, .stop = &stop};
+		pthread_create(&th[i], NULL, cyc_main, &c[i]);
+	}
+	usleep(1500000);
+	leader = etcd_lab_leader(&lab);
+	kill_ms = ibvf_mono_ms();
+	etcd_lab_member_stop(&lab, leader < 0 ? 0 : leader, true);
+	usleep(4000000);
+	atomic_store(&stop, true);
+	for (int i = 0; i < CONC; i++) {
+		pthread_join(th[i], NULL);
+		fails += c[i].fails;
+		nr += c[i].not_ready;
+		for (int k = 0; k < c[i].done; k++)
+			if (c[i].start_ms[k] + c[i].lat_ms[k] < kill_ms && nb < 8192)
+				base[nb++] = c[i].lat_ms[k];
+	}
+	qsort(base, (size_t)nb, sizeof(base[0]), cmp_i64);
+	base_p99 = nb ? base[(nb * 99) / 100] : 0;
+	limit = base_p99 * 3 > 50 ? base_p99 * 3 : 50;
+	for (int i = 0; i < CONC; i++)
+		for (int k = 0; k < c[i].done; k++) {
+			if (c[i].start_ms[k] + c[i].lat_ms[k] < kill_ms)
+				continue;
+			after++;
+			waited += c[i].lat_ms[k] > limit;
+			if (c[i].lat_ms[k] > worst)
+				worst = c[i].lat_ms[k];
+		}
+	b1 = blocks_of("/bench/lprep/", "lprep", &lab_range, 16);
+	printf("prepares while the leader (member %d) is killed (ibvfd, block_size 16, low "
+	       "watermark 4, quarantine 600 s, %d clients): %d prepares before (p99 %" PRId64
+	       " ms), %d after the kill, %d waited > %" PRId64 " ms (the longest %" PRId64
+	       " ms), %d not-ready answers retried, %d failed; %d blocks claimed in all\n",
+	       leader, CONC, nb, base_p99, after, waited, limit, worst, nr, fails, b1 - b0);
+	lab_stop(&l, SIGTERM);
+	lab_fini(&l);
+	if (etcd_lab_member_start(&lab, leader < 0 ? 0 : leader, err, sizeof(err)))
+		fprintf(stderr, "bench_cluster: member restart: %s\n", err);
+	etcd_lab_wait_writable(&lab, 20000);
+	print_load("after");
+}
+
+/* ------------------------------------- 7. N node daemons x 10 prepares -- */
+
+/* etcd's own count of the requests it served: grpc_server_started_total of every member */
+static size_t sink(char *p, size_t sz, size_t n, void *arg)
+{
+	FILE *f = arg;
+
+	return fwrite(p, sz, n, f);
+}
+
+static double etcd_requests(void)
+{
+	double sum = 0;
+
+	for (int m = 0; m < lab.n; m++) {
+		char url[128], *buf = NULL, *line, *save = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		CURL *c = curl_easy_init();
+
+		if (!f || !c) {
+			if (f)
+				fclose(f);
+			curl_easy_cleanup(c);
+			free(buf);
+			return -1;
+		}
+		snprintf(url, sizeof(url), "%s/metrics", lab.m[m].url);
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, f);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+		curl_easy_perform(c);
+		curl_easy_cleanup(c);
+		fclose(f);
+		for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char *sp;
+
+			if (strncmp(line, "grpc_server_started_total{", 26))
+				continue;
+			sp = strrchr(line, ' ');
+			if (sp)
+				sum += strtod(sp + 1, NULL);
+		}
+		free(buf);
+	}
+	return sum;
+}
+
+struct scale_job {
+	struct lab *l;
+	int vf;
+	uint64_t guid;
+	int fail;
+	pthread_barrier_t *bar;
+};
+
+static void *scale_main(void *arg)
+{
+	struct scale_job *j = arg;
+	struct ibvf_rpc_error re = {0};
+	json_t *res = NULL;
+	char cid[32];
+
+	snprintf(cid, sizeof(cid), "s-%d", j->vf);
+	pthread_barrier_wait(j->bar);
+	if (lab_prepare(j->l, cid, j->vf, NULL, &res, &re)) {
+		j->fail = 1;
+	} else {
+		const char *s = json_string_value(json_object_get(res, "guid"));
+
+		j->fail = !s || ibvf_guid_parse(s, &j->guid, NULL, 0);
+	}
+	json_decref(res);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void bench_scale(void)
+{
+	const char *env = getenv("BENCH_CLUSTER_NODES");
+	int nn = env ? atoi(env) : 100, per = 10, started = 0, fails = 0, dups = 0, nj = 0;
+	struct lab *l = calloc((size_t)(nn > 0 ? nn : 1), sizeof(*l));
+	struct scale_job *jobs = calloc((size_t)(nn > 0 ? nn : 1) * 10, sizeof(*jobs));
+	pthread_t *th = calloc((size_t)(nn > 0 ? nn : 1) * 10, sizeof(*th));
+	uint64_t *g = calloc((size_t)(nn > 0 ? nn : 1) * 10, sizeof(*g));
+	pthread_barrier_t bar;
+	pthread_attr_t at;
+	double r_start, r_ready, r_end;
+	int64_t t_start, t_ready, t0, wall;
+	long rss = 0;
+
+	if (!l || !jobs || !th || !g || nn < 1)
+		goto out;
+	r_start = etcd_requests();
+	t_start = ibvf_mono_ms();
+	for (int i = 0; i < nn; i++) {
+		char node[32];
+		pid_t pid;
+
+		snprintf(node, sizeof(node), "scale-%03d", i);
+		if (node_init(&l[i], per, 60, cluster_cfg("/bench/scale/", BS, 64, NULL))) {
+			fprintf(stderr, "bench_cluster: node %d: lab_init failed\n", i);
+			break;
+		}
+		started++;
+		/* as lab_start(), without waiting: all nodes start at once (NODE_NAME names each)
+		 */
+		lab_drain_notify(&l[i]);
+		pid = fork();
+		if (pid == 0) {
+			int fd = open(l[i].log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+			dup2(fd, 2);
+			dup2(fd, 1);
+			setenv("NOTIFY_SOCKET", l[i].notify, 1);
+			setenv("NODE_NAME", node, 1);
+			execl(l[i].ibvfd, "ibvfd", "-f", "-c", l[i].cfg, (char *)NULL);
+			_exit(127);
+		}
+		l[i].pid = pid;
+	}
+	for (int i = 0; i < started; i++)
+		if (!lab_wait_notify(&l[i], "READY=1", 120000)) {
+			fprintf(stderr, "bench_cluster: node %d not ready (see %s)\n", i, l[i].log);
+			goto stop;
+		}
+	t_ready = ibvf_mono_ms();
+	r_ready = etcd_requests();
+	for (int i = 0; i < started; i++)
+		rss += lab_rss_kb(l[i].pid);
+	pthread_barrier_init(&bar, NULL, (unsigned)(started * per + 1));
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	for (int i = 0; i < started; i++)
+		for (int v = 0; v < per; v++) {
+			jobs[nj] = (struct scale_job){.l = &l[i], .vf = v, .bar = &bar};
+			if (pthread_create(&th[nj], &at, scale_main, &jobs[nj])) {
+				fprintf(stderr, "bench_cluster: thread %d: no thread\n", nj);
+				/* the barrier counts it: nobody would start */
+				exit(1);
+			}
+			nj++;
+		}
+	pthread_barrier_wait(&bar);
+	t0 = ibvf_mono_ms();
+	for (int k = 0; k < nj; k++) {
+		pthread_join(th[k], NULL);
+		fails += jobs[k].fail;
+		g[k] = jobs[k].fail ? 0 : jobs[k].guid;
+	}
+	wall = ibvf_mono_ms() - t0;
+	r_end = etcd_requests();
+	qsort(g, (size_t)nj, sizeof(*g), cmp_u64);
+	for (int k = 1; k < nj; k++)
+		dups += g[k] && g[k] == g[k - 1];
+	printf("%d node daemons x %d concurrent prepares (%d in all): all nodes ready %.1f s "
+	       "after the first start (%.0f etcd requests, %.1f per node; RSS %ld kB per "
+	       "node), prepares wall %" PRId64 " ms, %d failed, %d duplicate GUIDs (must be "
+	       "0); etcd requests during the prepares %.0f = %.3f per prepare (target <= "
+	       "0.05), with the start-up claims %.3f per prepare\n",
+	       started, per, nj, (double)(t_ready - t_start) / 1000.0, r_ready - r_start,
+	       (r_ready - r_start) / started, started ? rss / started : 0, wall, fails, dups,
+	       r_end - r_ready, (r_end - r_ready) / nj, (r_end - r_start) / nj);
+	pthread_attr_destroy(&at);
+	pthread_barrier_destroy(&bar);
+stop:
+	for (int i = 0; i < started; i++)
+		if (l[i].pid > 0)
+			kill(l[i].pid, SIGTERM);
+	for (int i = 0; i < started; i++) {
+		lab_stop(&l[i], SIGTERM);
+		lab_fini(&l[i]);
+	}
+	print_load("after");
+out:
+	free(l);
+	free(jobs);
+	free(th);
+	free(g);
+}
+
+int main(int argc, char **argv)
+{
+	const char *missing = etcd_lab_missing(), *only = getenv("BENCH_CLUSTER_ONLY");
 	char err[IBVF_ERR_LEN];
 	double load[3] = {0};
 	FILE *la;
 
+	if (argc == 3) {
+		ibvfd_path = argv[1];
+		sm_dir = argv[2];
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: %s [IBVFD SM_MODULE_DIR]\n", argv[0]);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ibvf_log_init("bench_cluster", IBVF_LOG_STDERR, LOG_ERR);
 	if (missing)
 		return etcd_lab_skip(missing);
 	if (etcd_lab_start(&lab, 3, err, sizeof(err))) {
@@ -107,6 +789,24 @@ int main(void)
 	       "%.2f %.2f\n",
 	       "3.4 (Debian etcd-server)", BS, load[0], load[1], load[2]);
 
+	/* BENCH_CLUSTER_ONLY=local|local-cluster|daemon|leader|scale: one part alone
+	 * (e.g. under perf, or to repeat a noisy figure) */
+	if (only) {
+		if (!strncmp(only, "local", 5))
+			bench_local_rate();
+		else if (!ibvfd_path)
+			fprintf(stderr, "bench_cluster: %s needs IBVFD SM_MODULE_DIR\n", only);
+		else if (!strcmp(only, "daemon"))
+			bench_daemon_rate();
+		else if (!strcmp(only, "leader"))
+			bench_leader_prepares();
+		else if (!strcmp(only, "scale"))
+			bench_scale();
+		else
+			fprintf(stderr, "bench_cluster: BENCH_CLUSTER_ONLY=%s: unknown part\n",
+				only);
+		goto out;
+	}
 	/* 1. one node, sequential claims */
 	{
 		static struct worker w;
@@ -208,7 +908,20 @@ int main(void)
 		       leader, w.n_lat, waited, (double)worst / 1000.0, w.fails);
 		cluster_blocks_free(w.b);
 		etcd_client_free(w.c);
+		if (etcd_lab_member_start(&lab, leader < 0 ? 0 : leader, err, sizeof(err)))
+			fprintf(stderr, "bench_cluster: member restart: %s\n", err);
+		etcd_lab_wait_writable(&lab, 20000);
 	}
+	/* 4. the pool's local allocation rate, cluster vs single-node */
+	bench_local_rate();
+	if (!ibvfd_path) {
+		printf("(no IBVFD SM_MODULE_DIR given: the ibvfd benchmarks are skipped)\n");
+		goto out;
+	}
+	/* 5.-7. whole ibvfd nodes */
+	bench_daemon_rate();
+	bench_leader_prepares();
+	bench_scale();
 out:
 	etcd_lab_stop(&lab);
 	return 0;

@@ -83,6 +83,12 @@ struct ibvf_cluster_hb {
 	bool out;		     /* no free GUID and the last claim failed */
 	char why[IBVF_ERR_LEN + 64]; /* ... and why */
 	bool kicked;
+	/* the thread's own: the use rate that sizes the claim ahead (claim_need()) */
+	uint64_t last_free; /* the free count at the last sample */
+	uint64_t added;	    /* GUIDs of blocks added since */
+	int64_t last_ms;    /* when (0: no sample yet) */
+	double use_per_ms;  /* GUIDs taken per ms, smoothed */
+	int64_t look_ms;    /* the claimer's next look at the free count */
 };
 
 static int64_t mono_ms(void)
@@ -130,9 +136,49 @@ static void set_out(struct ibvf_cluster_hb *h, bool out, const char *why)
 }
 
 /*
+ * How many free GUIDs the node holds before it claims: the low watermark
+ * plus what one second at its recent use rate takes (at most 8 blocks more),
+ * so that a run of ADDs faster than low_watermark per look does not use the
+ * blocks up between two looks (each prepare would then answer not ready).
+ * The rate is the net use between samples at least 10 ms apart (the drop of
+ * the free count, blocks added since counted back in), halved toward each
+ * new sample. Sets h->look_ms: the next look comes at half the time the free
+ * GUIDs above the low watermark last at that rate, 50..500 ms (500 ms while
+ * idle).
+ */
+static uint64_t claim_need(struct ibvf_cluster_hb *h, uint64_t nfree)
+{
+	uint64_t cap = 8 * (uint64_t)h->bo.block_size, extra;
+	int64_t now = mono_ms(), dt = now - h->last_ms;
+
+	if (!h->last_ms || dt >= 10) {
+		uint64_t had = h->last_free + h->added;
+		double used = h->last_ms && had > nfree ? (double)(had - nfree) : 0;
+
+		if (h->last_ms)
+			h->use_per_ms = 0.5 * h->use_per_ms + 0.5 * used / (double)dt;
+		h->last_ms = now;
+		h->last_free = nfree;
+		h->added = 0;
+	}
+	extra = (uint64_t)(h->use_per_ms * 1000.0);
+	if (extra > cap)
+		extra = cap;
+	h->look_ms = 500;
+	if (h->use_per_ms > 1e-3) {
+		double left = nfree > h->low_watermark ? (double)(nfree - h->low_watermark) : 0;
+		double t = left / h->use_per_ms / 2;
+
+		h->look_ms = t < 50 ? 50 : t > 500 ? 500 : (int64_t)t;
+	}
+	return h->low_watermark + extra;
+}
+
+/*
  * The claimer, while attached: one block claimed (recorded in the file, then
- * given to the engine and the pool) when fewer than low_watermark GUIDs are
- * free. Return: true when another claim may be due at once.
+ * given to the engine and the pool) when fewer GUIDs are free than
+ * claim_need() says (the low watermark, more while GUIDs are being used).
+ * Return: true when another claim may be due at once.
  */
 static bool hb_claim(struct ibvf_cluster_hb *h)
 {
@@ -144,12 +190,13 @@ static bool hb_claim(struct ibvf_cluster_hb *h)
 	int ret;
 
 	pthread_mutex_lock(&h->attach_mu);
-	if (!h->pool || ibvf_pool_stats(h->pool, &st, err, sizeof(err))) {
+	/* the free list's size: cheap enough for frequent looks */
+	if (!h->pool || ibvf_pool_free_count(h->pool, &st.free, err, sizeof(err))) {
 		pthread_mutex_unlock(&h->attach_mu);
 		return false;
 	}
 	pthread_mutex_unlock(&h->attach_mu);
-	if (st.free >= h->low_watermark) {
+	if (st.free >= claim_need(h, st.free)) {
 		set_out(h, false, "");
 		return false;
 	}
@@ -204,6 +251,8 @@ static bool hb_claim(struct ibvf_cluster_hb *h)
 			log_notice("cluster: node %s claimed block %016" PRIx64 "-%016" PRIx64
 				   " while running (%" PRIu64 " GUIDs were free)",
 				   h->node, blk.first, blk.last, st.free);
+		if (!ret)
+			h->added += blk.last - blk.first + 1;
 		again = !ret;
 	}
 	pthread_mutex_unlock(&h->attach_mu);
@@ -227,8 +276,9 @@ static void *hb_main(void *arg)
 		pthread_mutex_unlock(&h->mu);
 		hb_beat(h, &failing);
 		again = hb_claim(h);
-		/* the claimer looks at the free count every 500 ms (2 s while claims fail) */
-		wait = again ? 0 : h->claim_failing ? 2000 : 500;
+		/* the claimer looks at the free count every 500 ms, sooner while GUIDs
+		 * are being used (claim_need()), every 2 s while claims fail */
+		wait = again ? 0 : h->claim_failing ? 2000 : h->look_ms > 0 ? h->look_ms : 500;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += wait / 1000;
 		ts.tv_nsec += (wait % 1000) * 1000000;
@@ -621,7 +671,8 @@ int ibvf_cluster_pool_open(struct ibvf_config *cfg, const struct ibvf_pool_opts 
 			 "%s; no new block until etcd answers",
 			 why, k->node, h.n, path);
 	}
-	qsort(h.v, h.n, sizeof(*h.v), cmp_range);
+	if (h.n) /* (no block yet: h.v is NULL, and qsort(NULL, 0, ...) is undefined) */
+		qsort(h.v, h.n, sizeof(*h.v), cmp_range);
 	if (online && (ret = file_write(path, k, &h, err, errlen)))
 		goto out;
 	for (int claims = 0;; claims++) {

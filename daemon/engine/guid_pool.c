@@ -735,35 +735,41 @@ static char *ranges_text(const struct ibvf_pool *p)
 	return buf;
 }
 
+/* Free extents for the GUIDs of [@a, @b] that have no record: O(records in it). */
+static int free_span(struct ibvf_pool *p, uint64_t a, uint64_t b, char *err, size_t errlen)
+{
+	sqlite3_stmt *rows;
+	uint64_t pos = a;
+	int ret = 0, rc;
+
+	if (prep(p, &rows, "SELECT guid FROM alloc WHERE guid BETWEEN ? AND ? ORDER BY guid", err,
+		 errlen))
+		return -EIO;
+	sqlite3_bind_int64(rows, 1, enc(a));
+	sqlite3_bind_int64(rows, 2, enc(b));
+	while (!ret && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
+		uint64_t g = dec(sqlite3_column_int64(rows, 0));
+
+		if (g > pos)
+			ret = extent_insert(p, pos, g - 1, err, errlen);
+		pos = g + 1;
+	}
+	stmt_done(p, rows);
+	if (!ret && pos <= b && pos != 0)
+		ret = extent_insert(p, pos, b, err, errlen);
+	return ret;
+}
+
 /* Rebuild the free list from the ranges and the records: O(records). */
 static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
 {
-	sqlite3_stmt *rows;
 	int ret = exec(p, "DELETE FROM free_extent", err, errlen);
 
 	for (size_t i = 0; !ret && i < p->n_ranges; i++) {
-		uint64_t a, b, pos;
-		int rc;
+		uint64_t a, b;
 
-		if (!clip(&p->ranges[i], &a, &b))
-			continue;
-		if (prep(p, &rows,
-			 "SELECT guid FROM alloc WHERE guid BETWEEN ? AND ? ORDER BY guid", err,
-			 errlen))
-			return -EIO;
-		sqlite3_bind_int64(rows, 1, enc(a));
-		sqlite3_bind_int64(rows, 2, enc(b));
-		pos = a;
-		while (!ret && (rc = sqlite3_step(rows)) == SQLITE_ROW) {
-			uint64_t g = dec(sqlite3_column_int64(rows, 0));
-
-			if (g > pos)
-				ret = extent_insert(p, pos, g - 1, err, errlen);
-			pos = g + 1;
-		}
-		stmt_done(p, rows);
-		if (!ret && pos <= b && pos != 0)
-			ret = extent_insert(p, pos, b, err, errlen);
+		if (clip(&p->ranges[i], &a, &b))
+			ret = free_span(p, a, b, err, errlen);
 	}
 	return ret;
 }
@@ -2585,10 +2591,39 @@ int ibvf_pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 	return pool_unlock(p, ret, err, errlen);
 }
 
+/* meta 'ranges' := our ranges (the free list was just made to match them) */
+static int store_ranges(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char *want = ranges_text(p);
+	sqlite3_stmt *st;
+	int ret;
+
+	if (!want)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (prep(p, &st, "UPDATE meta SET value = ? WHERE key = 'ranges'", err, errlen)) {
+		ret = -EIO;
+	} else {
+		sqlite3_bind_text(st, 1, want, -1, SQLITE_TRANSIENT);
+		ret = run(p, st, err, errlen);
+	}
+	free(want);
+	return ret;
+}
+
+/*
+ * A range disjoint from ours joins them without a rebuild: free extents for
+ * its GUIDs without a record (O(records in it)), and a range it touches end
+ * to end is extended rather than a new one appended (a node's successive
+ * blocks are adjacent; every write checks the ranges' text, so their count
+ * costs on each allocation). An overlapping range rebuilds the free list.
+ */
 static int pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, char *err,
 			  size_t errlen)
 {
-	struct ibvf_guid_range *r;
+	struct ibvf_guid_range *r, old = {0};
+	bool overlap = false, merged = false;
+	size_t at;
+	uint64_t a, b;
 	int ret;
 
 	if (p->read_only || first > last)
@@ -2601,12 +2636,35 @@ static int pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, ch
 	ret = begin(p, err, errlen);
 	if (ret)
 		return ret;
-	r[p->n_ranges].start = first;
-	r[p->n_ranges].end = last;
-	p->n_ranges++;
-	ret = finish(p, ensure_free_list_locked(p, err, errlen), err, errlen);
-	if (ret)
-		p->n_ranges--; /* the free list stays the old ranges' */
+	for (size_t i = 0; i < p->n_ranges; i++)
+		overlap = overlap || (first <= r[i].end && last >= r[i].start);
+	for (at = 0; !overlap && at < p->n_ranges; at++)
+		if ((r[at].end != UINT64_MAX && r[at].end + 1 == first) ||
+		    (last != UINT64_MAX && last + 1 == r[at].start))
+			break;
+	if (overlap || at == p->n_ranges) {
+		at = p->n_ranges++;
+		r[at].start = first;
+		r[at].end = last;
+	} else {
+		merged = true;
+		old = r[at];
+		r[at].start = first < r[at].start ? first : r[at].start;
+		r[at].end = last > r[at].end ? last : r[at].end;
+	}
+	if (overlap)
+		ret = ensure_free_list_locked(p, err, errlen);
+	else if (!(ret = clip(&(struct ibvf_guid_range){first, last}, &a, &b)
+				 ? free_span(p, a, b, err, errlen)
+				 : 0))
+		ret = store_ranges(p, err, errlen);
+	ret = finish(p, ret, err, errlen);
+	if (ret) { /* the free list stays the old ranges' */
+		if (merged)
+			r[at] = old;
+		else
+			p->n_ranges--;
+	}
 	return ret;
 }
 
@@ -2937,6 +2995,34 @@ int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, s
 
 	pool_lock(p);
 	ret = pool_stats(p, s, err, errlen);
+	return pool_unlock(p, ret, err, errlen);
+}
+
+int ibvf_pool_free_count(struct ibvf_pool *p, uint64_t *n, char *err, size_t errlen)
+{
+	struct ibvf_pool_stats s;
+	sqlite3_stmt *st;
+	int ret, rc = SQLITE_DONE;
+
+	*n = 0;
+	pool_lock(p);
+	ret = free_list_matches(p, err, errlen);
+	if (ret == 1 && prep(p, &st, "SELECT start, end FROM free_extent", err, errlen)) {
+		ret = -EIO;
+	} else if (ret == 1) {
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			uint64_t len = dec(sqlite3_column_int64(st, 1)) -
+				       dec(sqlite3_column_int64(st, 0)) + 1;
+
+			*n = *n + len < *n ? UINT64_MAX : *n + len;
+		}
+		stmt_done(p, st);
+		ret = rc == SQLITE_DONE ? 0 : db_err(p, err, errlen, "free list");
+	} else if (ret == 0) {
+		/* another process's ranges: count over ours */
+		ret = pool_stats(p, &s, err, errlen);
+		*n = ret ? 0 : s.free;
+	}
 	return pool_unlock(p, ret, err, errlen);
 }
 

@@ -264,6 +264,15 @@ int ibvf_pool_list(struct ibvf_pool *p, const struct ibvf_pool_filter *f,
 /** ibvf_pool_stats() - counts over the configured ranges. */
 int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *st, char *err, size_t errlen);
 
+/**
+ * ibvf_pool_free_count() - *@n := the free GUIDs of the ranges (stats' free,
+ * saturated at UINT64_MAX), from the free list: O(free extents) where
+ * ibvf_pool_stats() scans every record; for cluster mode's claimer, which
+ * looks often while GUIDs are being used (cluster_pool.c). Return: 0 or a
+ * store error (-EIO).
+ */
+int ibvf_pool_free_count(struct ibvf_pool *p, uint64_t *n, char *err, size_t errlen);
+
 /** Kinds of audit finding. */
 enum ibvf_audit_kind {
 	IBVF_AUDIT_OUTSIDE_RANGE,      /* record's GUID not in any configured range */

@@ -244,6 +244,68 @@ static void test_add_range_while_open(void **state)
 	assert_int_equal(fx_alloc(f, "e", 0, &g), -ENOSPC);
 }
 
+/* ibvf_pool_free_count() (the free list's size) says what ibvf_pool_stats() says */
+static uint64_t fx_free_same(struct pool_fx *f)
+{
+	struct ibvf_pool_stats st;
+	uint64_t n = 1234;
+
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_int_equal(ibvf_pool_free_count(f->p, &n, f->err, sizeof(f->err)), 0);
+	assert_true(n == st.free);
+	return n;
+}
+
+/*
+ * ibvf_pool_add_range() without a rebuild: a record already inside the new
+ * range stays taken, a range that touches one end to end extends it (the
+ * exhaustion message lists the merged range), and the free list audits clean.
+ */
+static void test_add_range_adjacent(void **state)
+{
+	struct pool_fx *f = *state;
+	static const struct ibvf_guid_range wide[] = {{0x10, 0x2f}}, r[] = {{0x10, 0x11}};
+	struct fx_findings fs;
+	uint64_t g, seen = 0;
+	int n = 0;
+
+	assert_int_equal(fx_open(f, wide, 1, 60), 0);
+	assert_int_equal(fx_alloc(f, "old", 0x22, &g), 0);
+	assert_int_equal(fx_open(f, r, 1, 60), 0); /* 0x22 is now a record outside the ranges */
+	assert_int_equal(ibvf_pool_add_range(f->p, 0x20, 0x23, f->err, sizeof(f->err)), 0);
+	assert_true(fx_free_same(f) == 5); /* 0x10, 0x11, 0x20, 0x21, 0x23 */
+	assert_int_equal(ibvf_pool_add_range(f->p, 0x12, 0x1f, f->err, sizeof(f->err)), 0);
+	assert_true(fx_free_same(f) == 19);
+	for (;;) {
+		char cid[16];
+		int ret;
+
+		snprintf(cid, sizeof(cid), "n%d", n);
+		ret = fx_alloc(f, cid, 0, &g);
+		if (ret == -ENOSPC)
+			break;
+		assert_int_equal(ret, 0);
+		assert_true(g >= 0x10 && g <= 0x23 && g != 0x22 && g > seen);
+		seen = g;
+		n++;
+	}
+	assert_int_equal(n, 19);
+	assert_contains(f->err, "0000000000000010-000000000000001f");
+	assert_true(fx_free_same(f) == 0);
+	assert_int_equal(fx_release(f, 0x15), 0);
+	assert_true(fx_free_same(f) == 0); /* quarantined */
+	f->now += 61000;
+	assert_int_equal(ibvf_pool_expire(f->p, f->err, sizeof(f->err)), 1);
+	assert_true(fx_free_same(f) == 1);
+	assert_int_equal(fx_audit(f, &fs), 0);
+	assert_int_equal(fs.n, 0);
+	/* an overlapping range still works (the free list is rebuilt) */
+	assert_int_equal(ibvf_pool_add_range(f->p, 0x23, 0x25, f->err, sizeof(f->err)), 0);
+	assert_true(fx_free_same(f) == 3); /* 0x15, 0x24, 0x25 */
+	assert_true(fx_alloc_ok(f, "m") == 0x15);
+	assert_true(fx_alloc_ok(f, "m2") == 0x24);
+}
+
 /* ------------------------------------------------------- quarantine -- */
 
 static void test_quarantine_order(void **state)
@@ -1308,6 +1370,7 @@ int main(void)
 		T(test_whole_guid_space),
 		T(test_exhaustion_error),
 		T(test_add_range_while_open),
+		T(test_add_range_adjacent),
 		T(test_quarantine_order),
 		T(test_exhausted_reuse_stays_in_ranges),
 		T(test_quarantine_expiry),

@@ -259,7 +259,8 @@ static void running_claims(const char *ibvfd, const char *moddir)
 	/* etcd down: use up the held blocks */
 	for (int m = 0; m < 3; m++)
 		etcd_lab_member_stop(&elab, m, true);
-	for (i = 0; i < 80 && !not_ready; i++) {
+	/* (the claimer holds up to 8 blocks more after a run of prepares) */
+	for (i = 0; i < 400 && !not_ready; i++) {
 		char cid[32];
 
 		snprintf(cid, sizeof(cid), "down-%d", i);
