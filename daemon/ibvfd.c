@@ -27,11 +27,14 @@
 #include "attach.h"
 #include "cluster_pool.h"
 #include "config.h"
+#include "engine_metrics.h"
 #include "err.h"
 #include "evloop.h"
 #include "guid_pool.h"
+#include "http_server.h"
 #include "json_util.h"
 #include "log.h"
+#include "metrics.h"
 #include "sd_notify.h"
 #include "sm_loader.h"
 #include "statedir.h"
@@ -68,6 +71,9 @@ struct daemon {
 	int exit_code;
 	/* cluster mode: the node's heartbeat (cluster_pool.h) */
 	struct ibvf_cluster_hb *cluster_hb;
+	struct ibvf_http *http;	 /* /metrics, /healthz, /readyz (http.*) */
+	struct ibvf_timer *tick; /* the loop's heartbeat for /healthz */
+	_Atomic int64_t loop_alive_ms;
 };
 
 static void usage(FILE *f)
@@ -310,6 +316,86 @@ static void mod_api_fini(struct daemon *d)
 	d->api = NULL;
 }
 
+/*
+ * /healthz: the event loop turned within the last 10 s (its 1 s tick). A
+ * loop stuck in a step is what a restart can cure; a daemon that is up but
+ * not ready (SM down, store failed) is /readyz's business, not liveness.
+ */
+#define IBVFD_LIVENESS_MS 10000
+
+static bool healthz(void *arg, char *why, size_t len)
+{
+	struct daemon *d = arg;
+	int64_t age = ibvf_mono_ms() - d->loop_alive_ms;
+
+	if (age <= IBVFD_LIVENESS_MS)
+		return true;
+	snprintf(why, len, "the event loop has not run for %lld ms", (long long)age);
+	return false;
+}
+
+/* /readyz: exactly the API status's "ready" (the same readiness computation). */
+static bool readyz(void *arg, char *why, size_t len)
+{
+	struct daemon *d = arg;
+
+	return ibvf_engine_readiness(d->eng, why, len);
+}
+
+static void tick(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)l;
+	(void)t;
+	d->loop_alive_ms = ibvf_mono_ms();
+}
+
+static int mod_http(struct daemon *d, char *err, size_t errlen)
+{
+	static const char *const info[] = {"version", "sm_backend", "vf_driver", NULL};
+	struct ibvf_metrics *r = ibvf_metrics_default();
+	struct ibvf_http_opts o = {
+		.address = d->cfg.http.address,
+		.port = d->cfg.http.port,
+		.metrics = r,
+		.healthz = healthz,
+		.readyz = readyz,
+		.probe_arg = d,
+	};
+	int ret;
+
+	ibvf_metric_set(
+		ibvf_metric_register(r, IBVF_METRIC_GAUGE, "ibvf_build_info",
+				     "Always 1: the version of ibvfd, its SM backend and VF "
+				     "driver.",
+				     info, NULL, 0, 1),
+		(const char *[]){IBVF_VERSION, d->sm_ops->name, d->cfg.vf.driver}, 1);
+	eng_metrics_attach_engine(d->eng);
+	if (!d->cfg.http.enabled) {
+		log_info("HTTP endpoint off (http.enabled false)");
+		return 0;
+	}
+	d->loop_alive_ms = ibvf_mono_ms();
+	d->tick = ibvf_loop_timer(d->loop, 1000, 1000, tick, d);
+	if (!d->tick)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = ibvf_http_start(&o, &d->http, err, errlen);
+	if (!ret)
+		log_info("HTTP endpoint on %s port %u: /metrics /healthz /readyz",
+			 d->cfg.http.address, ibvf_http_port(d->http));
+	return ret;
+}
+
+static void mod_http_fini(struct daemon *d)
+{
+	ibvf_http_stop(d->http); /* no probe or scrape runs after this */
+	d->http = NULL;
+	eng_metrics_attach_engine(NULL);
+	ibvf_timer_free(d->tick);
+	d->tick = NULL;
+}
+
 static const struct module {
 	const char *name;
 	int (*init)(struct daemon *d, char *err, size_t errlen);
@@ -317,7 +403,7 @@ static const struct module {
 } modules[] = {
 	{"pool", mod_pool, mod_pool_fini}, {"sm", mod_sm, mod_sm_fini},
 	{"vf", mod_vf, mod_vf_fini},	   {"engine", mod_engine, mod_engine_fini},
-	{"api", mod_api, mod_api_fini},
+	{"api", mod_api, mod_api_fini},	   {"http", mod_http, mod_http_fini},
 };
 
 /* ------------------------------------------------------------ events -- */
@@ -599,6 +685,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ibvf_log_set_level(d.verbose ? LOG_DEBUG : d.cfg.log_level);
+	ibvf_log_set_json(d.cfg.log_json);
 	if (strcmp(d.cfg.vf.driver, "netlink")) /* vf_driver.h: lab drivers never touch hardware */
 		log_warn(
 			"*** vf.driver is '%s' (LAB ONLY): VF GUIDs will not reach any hardware ***",
