@@ -518,10 +518,14 @@ static void reload(struct daemon *d)
 		restart = "pool";
 	else if (n.daemon.workers != d->cfg.daemon.workers)
 		restart = "daemon.workers";
+	else if (n.http.enabled != d->cfg.http.enabled || n.http.port != d->cfg.http.port ||
+		 strcmp(n.http.address, d->cfg.http.address))
+		restart = "http";
 	if (restart)
 		log_warn("SIGHUP: %s changed: it takes effect only after a restart", restart);
 	if (!d->verbose)
 		ibvf_log_set_level(n.log_level);
+	ibvf_log_set_json(n.log_json);
 	ibvf_engine_reload(d->eng, &n);
 	ibvf_api_server_set_uids(d->api, n.api.allowed_uids, n.api.n_allowed_uids);
 	ibvf_api_server_set_timeouts(d->api, n.api.idle_timeout_s * 1000,
@@ -531,6 +535,7 @@ static void reload(struct daemon *d)
 			       (uint64_t)n.sm.periodic_update_s * 1000);
 	/* keep the values that need a restart as they are running */
 	d->cfg.log_level = n.log_level;
+	d->cfg.log_json = n.log_json;
 	d->cfg.allow_default_pkey = n.allow_default_pkey;
 	d->cfg.sm.batch_window_ms = n.sm.batch_window_ms;
 	d->cfg.sm.batch_max = n.sm.batch_max;
