@@ -92,7 +92,8 @@ static void usage(FILE *f)
 		"Signals: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the config.\n"
 		"Environment overrides (ib-kubernetes compatible): GUID_POOL_RANGE_START,\n"
 		"GUID_POOL_RANGE_END, DAEMON_SM_PLUGIN, DAEMON_PERIODIC_UPDATE, UFM_USERNAME,\n"
-		"UFM_PASSWORD, UFM_ADDRESS, UFM_HTTP_SCHEMA, UFM_PORT, UFM_CERTIFICATE.\n"
+		"UFM_PASSWORD, UFM_ADDRESS, UFM_HTTP_SCHEMA, UFM_PORT, UFM_CERTIFICATE;\n"
+		"IBVF_HTTP_PORT (the /metrics, /healthz, /readyz endpoint, default 9479).\n"
 		"See ibvfd(8), docs/config.md and docs/operations.md.\n",
 		IBVF_DEFAULT_CONFIG);
 }
