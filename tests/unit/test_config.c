@@ -637,7 +637,8 @@ static void test_http_and_log_format(void **state)
 	assert_int_equal(f->cfg.http.port, 9479);
 	assert_false(f->cfg.log_json);
 	assert_int_equal(load(f,
-			      "{" RANGE1 ", \"log_format\": \"json\", \"http\": {\"enabled\": false, "
+			      "{" RANGE1
+			      ", \"log_format\": \"json\", \"http\": {\"enabled\": false, "
 			      "\"address\": \"::1\", \"port\": 8080}}",
 			      NULL),
 			 0);
