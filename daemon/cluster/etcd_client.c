@@ -858,28 +858,36 @@ static const char *error_class(int ret)
  * ibvf_etcd_errors_total{op,class} (docs/metrics.md); @op is the gateway
  * path without its slash ("kv/range"), a fixed set.
  */
-static int call(struct etcd_client *c, const char *path, json_t *body, json_t **reply, char *err,
-		size_t errlen)
+static struct ibvf_metric *etcd_lat, *etcd_errs;
+static pthread_once_t etcd_metrics_once = PTHREAD_ONCE_INIT;
+
+static void etcd_metrics_init(void)
 {
 	static const char *const l_op[] = {"op", NULL};
 	static const char *const l_err[] = {"op", "class", NULL};
 	struct ibvf_metrics *r = ibvf_metrics_default();
-	struct ibvf_metric *lat = ibvf_metric_register(
+
+	etcd_lat = ibvf_metric_register(
 		r, IBVF_METRIC_HISTOGRAM, "ibvf_etcd_request_duration_seconds",
 		"Time of one etcd request (cluster mode), failover and retries included, by op.",
 		l_op, ibvf_metric_latency_buckets, ibvf_metric_latency_n_buckets, 16);
-	struct ibvf_metric *errs = ibvf_metric_register(
-		r, IBVF_METRIC_COUNTER, "ibvf_etcd_errors_total",
-		"Failed etcd requests (cluster mode), by op and class (timeout, unavailable, "
-		"auth, other).",
-		l_err, NULL, 0, 64);
+	etcd_errs = ibvf_metric_register(r, IBVF_METRIC_COUNTER, "ibvf_etcd_errors_total",
+					 "Failed etcd requests (cluster mode), by op and class "
+					 "(timeout, unavailable, auth, other).",
+					 l_err, NULL, 0, 64);
+}
+
+static int call(struct etcd_client *c, const char *path, json_t *body, json_t **reply, char *err,
+		size_t errlen)
+{
 	const char *op = path[0] == '/' ? path + 1 : path;
 	uint64_t t0 = ibvf_mono_ns();
 	int ret = call_endpoints(c, path, body, reply, err, errlen);
 
-	ibvf_metric_observe(lat, (const char *[]){op}, (double)(ibvf_mono_ns() - t0) / 1e9);
+	pthread_once(&etcd_metrics_once, etcd_metrics_init);
+	ibvf_metric_observe(etcd_lat, (const char *[]){op}, (double)(ibvf_mono_ns() - t0) / 1e9);
 	if (ret < 0)
-		ibvf_metric_inc(errs, (const char *[]){op, error_class(ret)});
+		ibvf_metric_inc(etcd_errs, (const char *[]){op, error_class(ret)});
 	return ret;
 }
 
