@@ -93,7 +93,7 @@ static void init_once(void)
 				      NULL, NULL, 0, 1);
 	m.pool_guids = ibvf_metric_register(
 		r, IBVF_METRIC_GAUGE, "ibvf_pool_guids",
-		"GUIDs of each pool range (0-based, the order of 'ibvfctl pool ranges') by state "
+		"GUIDs of each pool range (0-based, the order of 'ibvfctl pool status') by state "
 		"(allocated, free, quarantined).",
 		l_pool, NULL, 0, 3 * 256);
 	m.ready = ibvf_metric_register(r, IBVF_METRIC_GAUGE, "ibvf_ready",
