@@ -72,8 +72,10 @@ struct daemon {
 	/* cluster mode: the node's heartbeat (cluster_pool.h) */
 	struct ibvf_cluster_hb *cluster_hb;
 	struct ibvf_http *http;	 /* /metrics, /healthz, /readyz (http.*) */
-	struct ibvf_timer *tick; /* the loop's heartbeat for /healthz */
+	struct ibvf_timer *tick; /* the loop's heartbeat for /healthz; HTTP start retries */
 	_Atomic int64_t loop_alive_ms;
+	int64_t http_tried_ms;
+	bool http_failed;
 };
 
 static void usage(FILE *f)
@@ -323,6 +325,8 @@ static void mod_api_fini(struct daemon *d)
  * not ready (SM down, store failed) is /readyz's business, not liveness.
  */
 #define IBVFD_LIVENESS_MS 10000
+/* An HTTP endpoint that could not bind is tried again this often. */
+#define IBVFD_HTTP_RETRY_MS 2000
 
 static bool healthz(void *arg, char *why, size_t len)
 {
@@ -343,6 +347,34 @@ static bool readyz(void *arg, char *why, size_t len)
 	return ibvf_engine_readiness(d->eng, why, len);
 }
 
+/* Try to start the HTTP endpoint; the first failure is logged as an error, retries quietly. */
+static void http_try_start(struct daemon *d)
+{
+	struct ibvf_http_opts o = {
+		.address = d->cfg.http.address,
+		.port = d->cfg.http.port,
+		.metrics = ibvf_metrics_default(),
+		.healthz = healthz,
+		.readyz = readyz,
+		.probe_arg = d,
+	};
+	char err[IBVF_ERR_LEN];
+
+	if (ibvf_http_start(&o, &d->http, err, sizeof(err))) {
+		if (!d->http_failed)
+			log_err("%s; attaches go on without metrics and probes, retrying every %d s",
+				err, IBVFD_HTTP_RETRY_MS / 1000);
+		d->http_failed = true;
+		return;
+	}
+	if (d->http_failed)
+		log_notice("HTTP endpoint started after all");
+	d->http_failed = false;
+	log_info("HTTP endpoint on %s port %u: /metrics /healthz /readyz", d->cfg.http.address,
+		 ibvf_http_port(d->http));
+}
+
+/* 1 s: the loop's heartbeat for /healthz; an endpoint that could not bind is retried. */
 static void tick(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
 {
 	struct daemon *d = arg;
@@ -350,21 +382,22 @@ static void tick(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
 	(void)l;
 	(void)t;
 	d->loop_alive_ms = ibvf_mono_ms();
+	if (!d->http && ibvf_mono_ms() - d->http_tried_ms >= IBVFD_HTTP_RETRY_MS) {
+		d->http_tried_ms = ibvf_mono_ms();
+		http_try_start(d);
+	}
 }
 
+/*
+ * The HTTP endpoint, started last. A port that cannot be bound (another
+ * exporter on it, say) does not stop ibvfd: observability must not take the
+ * data path down. It is logged and retried; the probes fail meanwhile, so a
+ * kubelet still notices.
+ */
 static int mod_http(struct daemon *d, char *err, size_t errlen)
 {
 	static const char *const info[] = {"version", "sm_backend", "vf_driver", NULL};
 	struct ibvf_metrics *r = ibvf_metrics_default();
-	struct ibvf_http_opts o = {
-		.address = d->cfg.http.address,
-		.port = d->cfg.http.port,
-		.metrics = r,
-		.healthz = healthz,
-		.readyz = readyz,
-		.probe_arg = d,
-	};
-	int ret;
 
 	ibvf_metric_set(
 		ibvf_metric_register(r, IBVF_METRIC_GAUGE, "ibvf_build_info",
@@ -381,11 +414,9 @@ static int mod_http(struct daemon *d, char *err, size_t errlen)
 	d->tick = ibvf_loop_timer(d->loop, 1000, 1000, tick, d);
 	if (!d->tick)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	ret = ibvf_http_start(&o, &d->http, err, errlen);
-	if (!ret)
-		log_info("HTTP endpoint on %s port %u: /metrics /healthz /readyz",
-			 d->cfg.http.address, ibvf_http_port(d->http));
-	return ret;
+	d->http_tried_ms = ibvf_mono_ms();
+	http_try_start(d);
+	return 0;
 }
 
 static void mod_http_fini(struct daemon *d)
