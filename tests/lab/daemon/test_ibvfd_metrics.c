@@ -13,7 +13,8 @@
  *      step, the prepare histogram's count, the pool's allocated GUIDs.
  *   3. `promtool check metrics` (Debian's prometheus) accepts the live text.
  *   4. /readyz agrees with the API's status while the SM breaks and comes
- *      back: 503 with the same reason exactly when status says not ready.
+ *      back: 503 with the same reason exactly when status says not ready;
+ *      the failed validate() calls show in ibvf_sm_errors_total.
  *   5. A real Prometheus server (own temp dir, loopback, 1 s scrapes) scrapes
  *      ibvfd; its HTTP query API returns the counters of step 2.
  *
@@ -463,8 +464,22 @@ int main(int argc, char **argv)
 	}
 	free(text);
 
-	/* 4. readiness */
+	/* 4. readiness; the outage's failed validate() calls are SM errors */
 	readiness(&l, port);
+	http(port, "/metrics", NULL, &text);
+	{
+		const char *e = strstr(text, "\nibvf_sm_errors_total{call=\"validate\",class=\"");
+
+		lab_result(
+			e && strtod(strchr(strchr(e, '}'), ' '), NULL) >= 1 &&
+				sample(text,
+				       "ibvf_sm_call_duration_seconds_count{call=\"validate\"}") >
+					1 &&
+				sample(text, "ibvf_reconcile_runs_total{result=\"clean\"}") >= 1,
+			"/metrics after the outage: validate() failures in ibvf_sm_errors_total, "
+			"validate calls timed, clean reconciliation passes counted");
+	}
+	free(text);
 
 	/* 5. a real Prometheus */
 	if (argv[4][0]) {
