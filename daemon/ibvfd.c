@@ -27,11 +27,14 @@
 #include "attach.h"
 #include "cluster_pool.h"
 #include "config.h"
+#include "engine_metrics.h"
 #include "err.h"
 #include "evloop.h"
 #include "guid_pool.h"
+#include "http_server.h"
 #include "json_util.h"
 #include "log.h"
+#include "metrics.h"
 #include "sd_notify.h"
 #include "sm_loader.h"
 #include "statedir.h"
@@ -68,6 +71,11 @@ struct daemon {
 	int exit_code;
 	/* cluster mode: the node's heartbeat (cluster_pool.h) */
 	struct ibvf_cluster_hb *cluster_hb;
+	struct ibvf_http *http;	 /* /metrics, /healthz, /readyz (http.*) */
+	struct ibvf_timer *tick; /* the loop's heartbeat for /healthz; HTTP start retries */
+	_Atomic int64_t loop_alive_ms;
+	int64_t http_tried_ms;
+	bool http_failed;
 };
 
 static void usage(FILE *f)
@@ -86,7 +94,8 @@ static void usage(FILE *f)
 		"Signals: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the config.\n"
 		"Environment overrides (ib-kubernetes compatible): GUID_POOL_RANGE_START,\n"
 		"GUID_POOL_RANGE_END, DAEMON_SM_PLUGIN, DAEMON_PERIODIC_UPDATE, UFM_USERNAME,\n"
-		"UFM_PASSWORD, UFM_ADDRESS, UFM_HTTP_SCHEMA, UFM_PORT, UFM_CERTIFICATE.\n"
+		"UFM_PASSWORD, UFM_ADDRESS, UFM_HTTP_SCHEMA, UFM_PORT, UFM_CERTIFICATE;\n"
+		"IBVF_HTTP_PORT (the /metrics, /healthz, /readyz endpoint, default 9479).\n"
 		"See ibvfd(8), docs/config.md and docs/operations.md.\n",
 		IBVF_DEFAULT_CONFIG);
 }
@@ -310,6 +319,115 @@ static void mod_api_fini(struct daemon *d)
 	d->api = NULL;
 }
 
+/*
+ * /healthz: the event loop turned within the last 10 s (its 1 s tick). A
+ * loop stuck in a step is what a restart can cure; a daemon that is up but
+ * not ready (SM down, store failed) is /readyz's business, not liveness.
+ */
+#define IBVFD_LIVENESS_MS 10000
+/* An HTTP endpoint that could not bind is tried again this often. */
+#define IBVFD_HTTP_RETRY_MS 2000
+
+static bool healthz(void *arg, char *why, size_t len)
+{
+	struct daemon *d = arg;
+	int64_t age = ibvf_mono_ms() - d->loop_alive_ms;
+
+	if (age <= IBVFD_LIVENESS_MS)
+		return true;
+	snprintf(why, len, "the event loop has not run for %lld ms", (long long)age);
+	return false;
+}
+
+/* /readyz: exactly the API status's "ready" (the same readiness computation). */
+static bool readyz(void *arg, char *why, size_t len)
+{
+	struct daemon *d = arg;
+
+	return ibvf_engine_readiness(d->eng, why, len);
+}
+
+/* Try to start the HTTP endpoint; the first failure is logged as an error, retries quietly. */
+static void http_try_start(struct daemon *d)
+{
+	struct ibvf_http_opts o = {
+		.address = d->cfg.http.address,
+		.port = d->cfg.http.port,
+		.metrics = ibvf_metrics_default(),
+		.healthz = healthz,
+		.readyz = readyz,
+		.probe_arg = d,
+	};
+	char err[IBVF_ERR_LEN];
+
+	if (ibvf_http_start(&o, &d->http, err, sizeof(err))) {
+		if (!d->http_failed)
+			log_err("%s; attaches go on without metrics and probes, retrying every %d s",
+				err, IBVFD_HTTP_RETRY_MS / 1000);
+		d->http_failed = true;
+		return;
+	}
+	if (d->http_failed)
+		log_notice("HTTP endpoint started after all");
+	d->http_failed = false;
+	log_info("HTTP endpoint on %s port %u: /metrics /healthz /readyz", d->cfg.http.address,
+		 ibvf_http_port(d->http));
+}
+
+/* 1 s: the loop's heartbeat for /healthz; an endpoint that could not bind is retried. */
+static void tick(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)l;
+	(void)t;
+	d->loop_alive_ms = ibvf_mono_ms();
+	if (!d->http && ibvf_mono_ms() - d->http_tried_ms >= IBVFD_HTTP_RETRY_MS) {
+		d->http_tried_ms = ibvf_mono_ms();
+		http_try_start(d);
+	}
+}
+
+/*
+ * The HTTP endpoint, started last. A port that cannot be bound (another
+ * exporter on it, say) does not stop ibvfd: observability must not take the
+ * data path down. It is logged and retried; the probes fail meanwhile, so a
+ * kubelet still notices.
+ */
+static int mod_http(struct daemon *d, char *err, size_t errlen)
+{
+	static const char *const info[] = {"version", "sm_backend", "vf_driver", NULL};
+	struct ibvf_metrics *r = ibvf_metrics_default();
+
+	ibvf_metric_set(
+		ibvf_metric_register(r, IBVF_METRIC_GAUGE, "ibvf_build_info",
+				     "Always 1: the version of ibvfd, its SM backend and VF "
+				     "driver.",
+				     info, NULL, 0, 1),
+		(const char *[]){IBVF_VERSION, d->sm_ops->name, d->cfg.vf.driver}, 1);
+	eng_metrics_attach_engine(d->eng);
+	if (!d->cfg.http.enabled) {
+		log_info("HTTP endpoint off (http.enabled false)");
+		return 0;
+	}
+	d->loop_alive_ms = ibvf_mono_ms();
+	d->tick = ibvf_loop_timer(d->loop, 1000, 1000, tick, d);
+	if (!d->tick)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	d->http_tried_ms = ibvf_mono_ms();
+	http_try_start(d);
+	return 0;
+}
+
+static void mod_http_fini(struct daemon *d)
+{
+	ibvf_http_stop(d->http); /* no probe or scrape runs after this */
+	d->http = NULL;
+	eng_metrics_attach_engine(NULL);
+	ibvf_timer_free(d->tick);
+	d->tick = NULL;
+}
+
 static const struct module {
 	const char *name;
 	int (*init)(struct daemon *d, char *err, size_t errlen);
@@ -317,7 +435,7 @@ static const struct module {
 } modules[] = {
 	{"pool", mod_pool, mod_pool_fini}, {"sm", mod_sm, mod_sm_fini},
 	{"vf", mod_vf, mod_vf_fini},	   {"engine", mod_engine, mod_engine_fini},
-	{"api", mod_api, mod_api_fini},
+	{"api", mod_api, mod_api_fini},	   {"http", mod_http, mod_http_fini},
 };
 
 /* ------------------------------------------------------------ events -- */
@@ -432,10 +550,14 @@ static void reload(struct daemon *d)
 		restart = "pool";
 	else if (n.daemon.workers != d->cfg.daemon.workers)
 		restart = "daemon.workers";
+	else if (n.http.enabled != d->cfg.http.enabled || n.http.port != d->cfg.http.port ||
+		 strcmp(n.http.address, d->cfg.http.address))
+		restart = "http";
 	if (restart)
 		log_warn("SIGHUP: %s changed: it takes effect only after a restart", restart);
 	if (!d->verbose)
 		ibvf_log_set_level(n.log_level);
+	ibvf_log_set_json(n.log_json);
 	ibvf_engine_reload(d->eng, &n);
 	ibvf_api_server_set_uids(d->api, n.api.allowed_uids, n.api.n_allowed_uids);
 	ibvf_api_server_set_timeouts(d->api, n.api.idle_timeout_s * 1000,
@@ -445,6 +567,7 @@ static void reload(struct daemon *d)
 			       (uint64_t)n.sm.periodic_update_s * 1000);
 	/* keep the values that need a restart as they are running */
 	d->cfg.log_level = n.log_level;
+	d->cfg.log_json = n.log_json;
 	d->cfg.allow_default_pkey = n.allow_default_pkey;
 	d->cfg.sm.batch_window_ms = n.sm.batch_window_ms;
 	d->cfg.sm.batch_max = n.sm.batch_max;
@@ -599,6 +722,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ibvf_log_set_level(d.verbose ? LOG_DEBUG : d.cfg.log_level);
+	ibvf_log_set_json(d.cfg.log_json);
 	if (strcmp(d.cfg.vf.driver, "netlink")) /* vf_driver.h: lab drivers never touch hardware */
 		log_warn(
 			"*** vf.driver is '%s' (LAB ONLY): VF GUIDs will not reach any hardware ***",

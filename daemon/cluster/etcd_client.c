@@ -19,6 +19,7 @@
 #include "err.h"
 #include "file_read.h"
 #include "log.h"
+#include "metrics.h"
 
 #define ETCD_USER_AGENT	     "ibvf/" IBVF_VERSION " etcd"
 #define ETCD_MAX_BODY	     (64u << 20) /* one answer; a range of every block key fits */
@@ -729,8 +730,8 @@ static enum outcome authenticate(struct etcd_client *c, struct endpoint *ep, lon
  * One gateway call: @path ("/kv/range") with @body, over the endpoints with
  * failover and the call's deadline. *@reply gets the answer object.
  */
-static int call(struct etcd_client *c, const char *path, json_t *body, json_t **reply, char *err,
-		size_t errlen)
+static int call_endpoints(struct etcd_client *c, const char *path, json_t *body, json_t **reply,
+			  char *err, size_t errlen)
 {
 	struct failures f = {0};
 	char fails[IBVF_ERR_LEN - 64], why[160];
@@ -828,6 +829,66 @@ fail:
 	free(text);
 	return ibvf_errf(err, errlen, ret, "etcd %s",
 			 failure_list(&f, c->n_eps, fails, sizeof(fails)));
+}
+
+/* ibvf_etcd_errors_total's class of a failed call's errno. */
+static const char *error_class(int ret)
+{
+	switch (-ret) {
+	case ETIMEDOUT:
+		return "timeout";
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ENOTCONN:
+	case EAGAIN:
+		return "unavailable";
+	case EACCES:
+	case EPERM:
+	case EKEYREJECTED:
+		return "auth";
+	default:
+		return "other";
+	}
+}
+
+/*
+ * call_endpoints() timed: ibvf_etcd_request_duration_seconds{op} and
+ * ibvf_etcd_errors_total{op,class} (docs/metrics.md); @op is the gateway
+ * path without its slash ("kv/range"), a fixed set.
+ */
+static struct ibvf_metric *etcd_lat, *etcd_errs;
+static pthread_once_t etcd_metrics_once = PTHREAD_ONCE_INIT;
+
+static void etcd_metrics_init(void)
+{
+	static const char *const l_op[] = {"op", NULL};
+	static const char *const l_err[] = {"op", "class", NULL};
+	struct ibvf_metrics *r = ibvf_metrics_default();
+
+	etcd_lat = ibvf_metric_register(
+		r, IBVF_METRIC_HISTOGRAM, "ibvf_etcd_request_duration_seconds",
+		"Time of one etcd request (cluster mode), failover and retries included, by op.",
+		l_op, ibvf_metric_latency_buckets, ibvf_metric_latency_n_buckets, 16);
+	etcd_errs = ibvf_metric_register(r, IBVF_METRIC_COUNTER, "ibvf_etcd_errors_total",
+					 "Failed etcd requests (cluster mode), by op and class "
+					 "(timeout, unavailable, auth, other).",
+					 l_err, NULL, 0, 64);
+}
+
+static int call(struct etcd_client *c, const char *path, json_t *body, json_t **reply, char *err,
+		size_t errlen)
+{
+	const char *op = path[0] == '/' ? path + 1 : path;
+	uint64_t t0 = ibvf_mono_ns();
+	int ret = call_endpoints(c, path, body, reply, err, errlen);
+
+	pthread_once(&etcd_metrics_once, etcd_metrics_init);
+	ibvf_metric_observe(etcd_lat, (const char *[]){op}, (double)(ibvf_mono_ns() - t0) / 1e9);
+	if (ret < 0)
+		ibvf_metric_inc(etcd_errs, (const char *[]){op, error_class(ret)});
+	return ret;
 }
 
 int etcd_prefix_end(const char *prefix, size_t len, char *end, size_t end_size)

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-/* The one logging module: stderr, syslog or nothing. */
+/* The one logging module: stderr (text or JSON lines), syslog or nothing. */
 #include "log.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -11,6 +13,7 @@
 static enum ibvf_log_target log_target = IBVF_LOG_NONE;
 static int log_max = LOG_INFO;
 static char log_ident[32] = "ibvf";
+static bool log_json;
 
 static const struct {
 	const char *name;
@@ -35,6 +38,11 @@ void ibvf_log_init(const char *ident, enum ibvf_log_target target, int level)
 void ibvf_log_set_level(int level)
 {
 	log_max = level;
+}
+
+void ibvf_log_set_json(bool json)
+{
+	log_json = json;
 }
 
 int ibvf_log_level(void)
@@ -77,6 +85,43 @@ static const char *level_tag(int level)
 	}
 }
 
+/*
+ * One JSON object per line, the fields of the text line: time (RFC 3339,
+ * UTC, ms), ident, level, message. jansson escapes control characters, so
+ * a message with a newline stays one line; bytes that are not UTF-8 (a
+ * name read from sysfs, say) become '?' since JSON text must be UTF-8.
+ */
+static void json_line(const struct timespec *ts, int level, char *msg)
+{
+	char when[80];
+	struct tm tm;
+	json_t *o, *m;
+	char *s;
+
+	gmtime_r(&ts->tv_sec, &tm);
+	snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		 ts->tv_nsec / 1000000);
+	m = json_string(msg);
+	if (!m) {
+		for (char *p = msg; *p; p++)
+			if ((unsigned char)*p >= 0x80)
+				*p = '?';
+		m = json_string(msg);
+	}
+	o = json_pack("{s:s,s:s,s:s,s:o*}", "time", when, "ident", log_ident, "level",
+		      level_tag(level), "message", m);
+	s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	if (s)
+		fprintf(stderr, "%s\n", s);
+	else /* out of memory: still say something */
+		fprintf(stderr,
+			"{\"level\":\"%s\",\"message\":\"(log line lost: out of memory)\"}\n",
+			level_tag(level));
+	free(s);
+	json_decref(o);
+}
+
 void ibvf_vlog(int level, const char *fmt, va_list ap)
 {
 	int saved = errno;
@@ -91,10 +136,14 @@ void ibvf_vlog(int level, const char *fmt, va_list ap)
 		struct tm tm;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		localtime_r(&ts.tv_sec, &tm);
 		vsnprintf(line, sizeof(line), fmt, ap);
-		fprintf(stderr, "%02d:%02d:%02d.%03ld %s %s: %s\n", tm.tm_hour, tm.tm_min,
-			tm.tm_sec, ts.tv_nsec / 1000000, log_ident, level_tag(level), line);
+		if (log_json) {
+			json_line(&ts, level, line);
+		} else {
+			localtime_r(&ts.tv_sec, &tm);
+			fprintf(stderr, "%02d:%02d:%02d.%03ld %s %s: %s\n", tm.tm_hour, tm.tm_min,
+				tm.tm_sec, ts.tv_nsec / 1000000, log_ident, level_tag(level), line);
+		}
 	}
 out:
 	errno = saved;

@@ -32,6 +32,14 @@ void ibvf_log_init(const char *ident, enum ibvf_log_target target, int level);
 /** ibvf_log_set_level() - change the level at run time. */
 void ibvf_log_set_level(int level);
 
+/**
+ * ibvf_log_set_json() - stderr lines as JSON objects, one per line:
+ * {"time":"2026-01-02T03:04:05.678Z","ident":"ibvfd","level":"info",
+ * "message":"..."} (the fields of the text line; time in UTC). Config key
+ * log_format (docs/config.md). No effect on syslog.
+ */
+void ibvf_log_set_json(bool json);
+
 /** ibvf_log_level() - the current level. */
 int ibvf_log_level(void);
 

@@ -2,6 +2,7 @@
 /* ibvfd configuration: JSON file + ib-kubernetes environment overrides. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -66,6 +67,9 @@ static int set_defaults(struct ibvf_config *cfg)
 	cfg->api.n_allowed_uids = 1;
 	cfg->api.idle_timeout_s = 60;
 	cfg->api.line_timeout_s = 10;
+	cfg->http.enabled = true;
+	snprintf(cfg->http.address, sizeof(cfg->http.address), "127.0.0.1");
+	cfg->http.port = IBVF_HTTP_DEFAULT_PORT;
 	cfg->daemon.prepare_timeout_s = 60;
 	cfg->daemon.port_timeout_s = 30;
 	cfg->daemon.stop_timeout_s = 20;
@@ -526,6 +530,37 @@ static int parse_api(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *c
 	return 0;
 }
 
+/* http: the metrics and health endpoint (docs/metrics.md). */
+static int parse_http(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
+{
+	static const char *const keys[] = {"enabled", "address", "port", NULL};
+	uint64_t port = cfg->http.port;
+	char *addr = NULL;
+	int ret;
+
+	ret = ibvf_json_check_keys(c, o, "http", keys);
+	if (!ret)
+		ret = ibvf_json_bool(c, o, "http", "enabled", &cfg->http.enabled);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "http", "port", 0, 65535, &port);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "http", "address", &addr);
+	if (!ret && addr) {
+		unsigned char a[16];
+
+		if (strlen(addr) >= sizeof(cfg->http.address) ||
+		    (inet_pton(AF_INET, addr, a) != 1 && inet_pton(AF_INET6, addr, a) != 1))
+			ret = ibvf_json_err(c, "http", "address",
+					    "expected a numeric IPv4 or IPv6 address, e.g. "
+					    "127.0.0.1, 0.0.0.0 or ::1");
+		else
+			snprintf(cfg->http.address, sizeof(cfg->http.address), "%s", addr);
+	}
+	free(addr);
+	cfg->http.port = (uint16_t)port;
+	return ret;
+}
+
 static const char *const port_watch_sources[] = {"local", "fabric", NULL};
 
 /* port_watch: { source, poll_min_ms, poll_max_ms, mad_timeout_ms, mad_retries } */
@@ -648,8 +683,8 @@ static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config
 	static const char *const keys[] = {
 		"state_dir", "run_dir", "sysfs_root", "log_level", "allow_default_pkey",
 		"pool",	     "sm",	"vf",	      "api",	   "port_watch",
-		"daemon",    NULL};
-	char *level = NULL;
+		"daemon",    "http",	"log_format", NULL};
+	char *level = NULL, *format = NULL;
 	json_t *o;
 	int ret;
 
@@ -680,6 +715,17 @@ static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config
 			cfg->log_level = l;
 	}
 	free(level);
+	if (!ret)
+		ret = ibvf_json_string(c, root, "", "log_format", &format);
+	if (!ret && format) {
+		if (strcmp(format, "text") && strcmp(format, "json"))
+			ret = ibvf_json_err(c, "", "log_format", "expected text or json");
+		else
+			cfg->log_json = !strcmp(format, "json");
+	}
+	free(format);
+	if (!ret && !(ret = ibvf_json_object(c, root, "", "http", &o)) && o)
+		ret = parse_http(c, o, cfg);
 	if (!ret && !(ret = ibvf_json_object(c, root, "", "pool", &o)) && o)
 		ret = parse_pool(c, o, cfg);
 	if (!ret && !(ret = ibvf_json_object(c, root, "", "sm", &o)) && o)
@@ -816,6 +862,16 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 				"'%.40s' is not a backend name (1..32 of A-Z a-z 0-9 _ -)", s);
 		if (set_str(&cfg->sm.backend, s))
 			return -ENOMEM;
+	}
+	/* IBVF_HTTP_PORT: the DaemonSet's env, and meson's test setup (0: any free port) */
+	if ((s = env_get(envp, "IBVF_HTTP_PORT")) && *s) {
+		char *end;
+		unsigned long v = strtoul(s, &end, 10);
+
+		if (*end || v > 65535)
+			return ibvf_json_err(&c, "", "IBVF_HTTP_PORT",
+					     "'%.32s' is not a TCP port (0..65535)", s);
+		cfg->http.port = (uint16_t)v;
 	}
 	if ((s = env_get(envp, "DAEMON_PERIODIC_UPDATE")) && *s) {
 		char *end;
@@ -1145,6 +1201,10 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 		json_object_set_new(json_object_get(root, "pool"), "cluster",
 				    cluster_json(&cfg->pool.cluster));
 	json_object_set_new(root, "port_watch", port_watch_json(&cfg->port_watch));
+	json_object_set_new(root, "log_format", json_string(cfg->log_json ? "json" : "text"));
+	json_object_set_new(root, "http",
+			    json_pack("{s:b,s:s,s:i}", "enabled", cfg->http.enabled, "address",
+				      cfg->http.address, "port", (int)cfg->http.port));
 	{
 		char pg[IBVF_GUID_STR_LEN];
 

@@ -89,6 +89,18 @@ struct ibvf_api_config {
 	uint32_t line_timeout_s; /* close one whose request line is incomplete this long; 10 */
 };
 
+/*
+ * The HTTP endpoint of /metrics, /healthz, /readyz (docs/metrics.md). The
+ * address is a numeric IPv4 or IPv6 literal; loopback by default so that
+ * nothing off the node reaches it unless the admin says so.
+ */
+#define IBVF_HTTP_DEFAULT_PORT 9479
+struct ibvf_http_config {
+	bool enabled;	  /* default true */
+	char address[64]; /* default "127.0.0.1" */
+	uint16_t port;	  /* default IBVF_HTTP_DEFAULT_PORT; 0: any free port (logged) */
+};
+
 /** How reconciliation treats what nobody owns (docs/operations.md). */
 enum ibvf_reconcile_mode {
 	IBVF_RECONCILE_REPORT = 0, /* log and report only */
@@ -112,6 +124,7 @@ struct ibvf_config {
 	char *run_dir;
 	char *sysfs_root;	 /* default "/sys" */
 	int log_level;		 /* syslog level; default LOG_INFO */
+	bool log_json;		 /* log_format "json": JSON lines on stderr (log.h) */
 	bool allow_default_pkey; /* permit PKey 0x7fff for tenants; default false */
 	struct ibvf_pool_config pool;
 	struct ibvf_sm_config sm;
@@ -119,6 +132,7 @@ struct ibvf_config {
 	struct ibvf_api_config api;
 	struct ibvf_port_watch_config port_watch;
 	struct ibvf_daemon_config daemon;
+	struct ibvf_http_config http;
 };
 
 /**

@@ -15,6 +15,8 @@
 #include <ibvf/types.h>
 
 #include "engine_int.h"
+#include "clock.h"
+#include "engine_metrics.h"
 #include "log.h"
 
 /* -------------------------------------------------------------- params -- */
@@ -590,6 +592,8 @@ static bool api_done(struct op *op)
 			snprintf(op->msg, sizeof(op->msg), "out of memory");
 		}
 	}
+	eng_metrics_request(m->name, op->code, op->step,
+			    (double)(ibvf_mono_ns() - op->arrived_ns) / 1e9);
 	return op->reply(op->ctx, result, op->code, op->msg, op->err_no, op->step);
 }
 
@@ -626,6 +630,7 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 		return;
 	}
 	op->e = e;
+	op->arrived_ns = ibvf_mono_ns();
 	op->kind = m->kind;
 	op->done = api_done;
 	op->method = m;
@@ -634,6 +639,7 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 	if (m->parse)
 		ret = m->parse(e, params, &op->req, err, sizeof(err));
 	if (ret) {
+		eng_metrics_request(m->name, IBVF_RPC_INVALID_PARAMS, "validate", 0);
 		reply(ctx, NULL, IBVF_RPC_INVALID_PARAMS, err, -ret, "validate");
 		eng_op_free(op);
 		return;

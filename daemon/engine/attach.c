@@ -20,6 +20,8 @@
 #include <ibvf/types.h>
 
 #include "engine_int.h"
+#include "clock.h"
+#include "engine_metrics.h"
 #include "log.h"
 
 void eng_set_error(struct op *op, int code, int err_no, const char *step, const char *fmt, ...)
@@ -470,8 +472,11 @@ static int wait_port(struct op *op)
 	memset(&op->port, 0, sizeof(op->port));
 	for (size_t i = 0; i < IBVF_POOL_MAX_PKEYS; i++)
 		op->port.pkey_index[i] = -1;
+	uint64_t t0 = ibvf_mono_ns();
+
 	ret = e->port.wait(e->port.ctx, &op->vf, op->a.guid, op->a.pkeys, op->a.n_pkeys, dl,
 			   &op->port, err, sizeof(err));
+	eng_metrics_port_wait((double)(ibvf_mono_ns() - t0) / 1e9, ret);
 	/*
 	 * Asked for index 0 (CNI "pkeyIndex0"): verbs' default pkey_index 0
 	 * must be the tenant's PKey, else that software runs in the default

@@ -102,6 +102,15 @@ int ibvf_engine_validate_sm(struct ibvf_engine *e);
 bool ibvf_engine_ready(struct ibvf_engine *e);
 
 /**
+ * ibvf_engine_readiness() - the readiness the API's status reports ("ready"
+ * and "not_ready", the same computation), for /readyz: true when ready,
+ * else false with the reasons as one line "check: reason; ..." in @why.
+ * While stopping (status is refused with IBVF_RPC_BUSY) it is false with
+ * "stopping: ...". Safe from any thread (short locks).
+ */
+bool ibvf_engine_readiness(struct ibvf_engine *e, char *why, size_t len);
+
+/**
  * ibvf_engine_add_range() - add [@first, @last] (host order, inclusive) to
  * the GUIDs the engine treats as its pool's (reconciliation, previous GUIDs):
  * cluster mode's block claimed while running (cluster_pool.h). Safe from any

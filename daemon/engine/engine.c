@@ -19,6 +19,7 @@
 
 #include "engine_int.h"
 #include "clock.h"
+#include "engine_metrics.h"
 #include "log.h"
 #include "release_spool.h"
 #include "statedir.h"
@@ -506,9 +507,26 @@ static const struct ibvf_reconcile_ops rec_ops = {
 	.parked_guid = rec_parked_guid,
 };
 
+/* Every finding of a pass counts in ibvf_reconcile_findings_total, then goes to the caller's. */
+struct counted_sink {
+	ibvf_finding_fn cb;
+	void *arg;
+};
+
+static void counted_finding(void *arg, const struct ibvf_reconcile_finding *f)
+{
+	struct counted_sink *s = arg;
+
+	eng_metrics_finding(f->kind, f->fixed);
+	if (s->cb)
+		s->cb(s->arg, f);
+}
+
 int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_finding_fn cb,
 		  void *arg, char *err, size_t errlen)
 {
+	struct counted_sink counted = {cb, arg};
+	uint64_t t0 = ibvf_mono_ns();
 	struct ibvf_reconcile_env env = {
 		.ops = &rec_ops,
 		.ctx = e,
@@ -541,7 +559,8 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	e->reconcile_running = true;
 	env.check_sm = e->sm_ok || !e->reconciled;
 	pthread_mutex_unlock(&e->lock);
-	ret = ibvf_reconcile_run(&env, mode, cb, arg, err, errlen);
+	ret = ibvf_reconcile_run(&env, mode, counted_finding, &counted, err, errlen);
+	eng_metrics_reconcile((double)(ibvf_mono_ns() - t0) / 1e9, ret);
 	pthread_mutex_lock(&e->lock);
 	e->reconcile_running = false;
 	if (ret >= 0)
@@ -759,9 +778,12 @@ int ibvf_engine_validate_sm(struct ibvf_engine *e)
 	char desc[128] = "", err[IBVF_ERR_LEN] = "";
 	struct ibvf_sm_batch_stats bs;
 	struct ibvf_sm_backend *b;
+	uint64_t t0 = ibvf_mono_ns();
 	const struct ibvf_sm_ops *ops = ibvf_sm_batch_lock(e->batch, &b);
 	int ret = ops->validate(b, desc, sizeof(desc), err, sizeof(err));
 	bool was;
+
+	eng_metrics_sm_call("validate", 0, (double)(ibvf_mono_ns() - t0) / 1e9, ret);
 
 	/* still under the backend lock: no call ran between validate() and this */
 	ibvf_sm_batch_get_stats(e->batch, &bs);
@@ -794,6 +816,26 @@ bool ibvf_engine_ready(struct ibvf_engine *e)
 	pthread_mutex_lock(&e->lock);
 	readiness_locked(e, &in.ph, &in.bs, &rd);
 	pthread_mutex_unlock(&e->lock);
+	return rd.ready;
+}
+
+bool ibvf_engine_readiness(struct ibvf_engine *e, char *why, size_t len)
+{
+	struct eng_readiness rd;
+	struct ready_inputs in;
+	bool stopping;
+
+	ready_inputs(e, &in);
+	pthread_mutex_lock(&e->lock);
+	readiness_locked(e, &in.ph, &in.bs, &rd);
+	stopping = e->stopping;
+	pthread_mutex_unlock(&e->lock);
+	if (stopping) { /* status is refused then (IBVF_RPC_BUSY): not ready either */
+		snprintf(why, len, "stopping: ibvfd is stopping");
+		return false;
+	}
+	if (!rd.ready)
+		reasons_line(&rd, why, len);
 	return rd.ready;
 }
 

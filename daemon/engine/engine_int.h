@@ -173,6 +173,7 @@ struct op {
 
 	struct eng_req req;
 	struct eng_sink sink;
+	uint64_t arrived_ns; /* ibvf_mono_ns() at ibvf_engine_call(): metrics */
 
 	/* progress */
 	int64_t deadline;

@@ -3026,6 +3026,38 @@ int ibvf_pool_free_count(struct ibvf_pool *p, uint64_t *n, char *err, size_t err
 	return pool_unlock(p, ret, err, errlen);
 }
 
+int ibvf_pool_range_stats(struct ibvf_pool *p, size_t i, struct ibvf_pool_stats *s, char *err,
+			  size_t errlen)
+{
+	sqlite3_int64 v;
+	uint64_t a, b;
+	int ret = 0;
+
+	memset(s, 0, sizeof(*s));
+	pool_lock(p);
+	if (i >= p->n_ranges) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!clip(&p->ranges[i], &a, &b))
+		goto out;
+	s->total = b - a + 1;
+	ret = scalar_i64(p, "SELECT count(*) FROM alloc WHERE guid BETWEEN ? AND ? AND state != 7",
+			 enc(a), enc(b), &v, err, errlen);
+	if (ret < 0)
+		goto out;
+	s->allocated = (uint64_t)v;
+	ret = scalar_i64(p, "SELECT count(*) FROM alloc WHERE guid BETWEEN ? AND ? AND state = 7",
+			 enc(a), enc(b), &v, err, errlen);
+	if (ret < 0)
+		goto out;
+	s->quarantined = (uint64_t)v;
+	s->free = s->total - s->allocated - s->quarantined;
+	ret = 0;
+out:
+	return pool_unlock(p, ret, err, errlen);
+}
+
 /* ------------------------------------------------------------- audit -- */
 
 static const char *const audit_names[] = {

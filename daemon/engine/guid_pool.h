@@ -273,6 +273,15 @@ int ibvf_pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *st, char *err, 
  */
 int ibvf_pool_free_count(struct ibvf_pool *p, uint64_t *n, char *err, size_t errlen);
 
+/**
+ * ibvf_pool_range_stats() - the counts of range @i alone (0-based, in the
+ * pool's range order: the config's, then ranges added while open, e.g.
+ * cluster blocks); @st->outside is 0. For per-range gauges (docs/metrics.md).
+ * Return: 0, -ENOENT when there is no range @i, or the store's -errno.
+ */
+int ibvf_pool_range_stats(struct ibvf_pool *p, size_t i, struct ibvf_pool_stats *st, char *err,
+			  size_t errlen);
+
 /** Kinds of audit finding. */
 enum ibvf_audit_kind {
 	IBVF_AUDIT_OUTSIDE_RANGE,      /* record's GUID not in any configured range */

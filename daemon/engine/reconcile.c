@@ -45,6 +45,8 @@
 
 #include <jansson.h>
 
+#include "clock.h"
+#include "engine_metrics.h"
 #include "err.h"
 #include "file_read.h"
 #include "sort.h"
@@ -817,10 +819,12 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 	/* 1. the SM's view first (see the comment at the top) */
 	if (env->check_sm) {
 		struct ibvf_sm_backend *b;
+		uint64_t t0 = ibvf_mono_ns();
 		const struct ibvf_sm_ops *ops = ibvf_sm_batch_lock(env->batch, &b);
 
 		ret = ops->list_members(b, -1, sm_cb, &r, e2, sizeof(e2));
 		ibvf_sm_batch_unlock(env->batch);
+		eng_metrics_sm_call("list", 0, (double)(ibvf_mono_ns() - t0) / 1e9, ret);
 		sm_listed = ret >= 0;
 		if (sm_listed && r.n_sm)
 			ibvf_sort(r.sm, r.n_sm, sizeof(*r.sm), cmp_sm);

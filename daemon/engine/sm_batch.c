@@ -13,6 +13,7 @@
 #include "err.h"
 #include "sort.h"
 #include "evloop.h"
+#include "engine_metrics.h"
 #include "log.h"
 
 struct req {
@@ -109,6 +110,7 @@ static bool same_call(const struct req *a, const struct req *b)
 static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *err, size_t errlen)
 {
 	int64_t t0 = ibvf_mono_ms();
+	uint64_t t0_ns = ibvf_mono_ns();
 	int ret;
 
 	pthread_mutex_lock(&b->be_lock);
@@ -137,6 +139,8 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 		free(g);
 	}
 	pthread_mutex_unlock(&b->be_lock);
+	eng_metrics_sm_call(r[0].kind == IBVF_SM_REQ_ADD ? "add" : "remove", n,
+			    (double)(ibvf_mono_ns() - t0_ns) / 1e9, ret);
 	pthread_mutex_lock(&b->lock);
 	b->st.call_ms_total += (uint64_t)(ibvf_mono_ms() - t0);
 	if (r[0].kind == IBVF_SM_REQ_ADD)
@@ -543,9 +547,12 @@ static struct ibvf_sm_members *list_all(struct ibvf_sm_batch *b, uint64_t seq)
 		return NULL;
 	s->seq = seq;
 	s->refs = 1;
+	uint64_t t0 = ibvf_mono_ns();
+
 	pthread_mutex_lock(&b->be_lock);
 	ret = b->o.ops->list_members(b->o.backend, -1, listed_cb, s, s->err, sizeof(s->err));
 	pthread_mutex_unlock(&b->be_lock);
+	eng_metrics_sm_call("list", 0, (double)(ibvf_mono_ns() - t0) / 1e9, ret);
 	if (ret > 0 || ret == -ENOMEM)
 		ret = -ENOMEM; /* our callback's only refusal */
 	s->status = ret < 0 ? ret : 0;

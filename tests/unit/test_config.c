@@ -249,6 +249,15 @@ static const struct {
 	const char *json;
 	const char *frag;
 } bad[] = {
+	/* http and log_format (issue 20) */
+	{"{\"http\": {\"address\": \"localhost\"}}",
+	 "%F: http.address: expected a numeric IPv4 or IPv6 address"},
+	{"{\"http\": {\"address\": \"1.2.3.4:80\"}}", "%F: http.address: expected a numeric"},
+	{"{\"http\": {\"port\": 65536}}", "%F: http.port:"},
+	{"{\"http\": {\"port\": -1}}", "%F: http.port:"},
+	{"{\"http\": {\"enabled\": 1}}", "%F: http.enabled:"},
+	{"{\"http\": {\"listen\": \"x\"}}", "%F: http.listen: unknown key"},
+	{"{\"log_format\": \"logfmt\"}", "%F: log_format: expected text or json"},
 	/* not an object / syntax */
 	{"[]", "expected a JSON object"},
 	{"42", "%F:1:"},
@@ -583,6 +592,8 @@ static const struct {
 	const char *env[3];
 	const char *frag;
 } bad_env[] = {
+	{{"IBVF_HTTP_PORT=65536"}, "<environment>: IBVF_HTTP_PORT: '65536' is not a TCP port"},
+	{{"IBVF_HTTP_PORT=80x"}, "<environment>: IBVF_HTTP_PORT: '80x' is not a TCP port"},
 	{{"GUID_POOL_RANGE_START=02:00:00:00:00:00:00:01"},
 	 "<environment>: GUID_POOL_RANGE_END: both GUID_POOL_RANGE_START and "
 	 "GUID_POOL_RANGE_END must be set"},
@@ -612,6 +623,37 @@ static const struct {
 	{{"UFM_PORT=65536"}, "UFM_PORT: '65536' is not a TCP port"},
 	{{"UFM_PORT=https"}, "UFM_PORT: 'https' is not a TCP port"},
 };
+
+/* http and log_format: defaults, file values, IBVF_HTTP_PORT over the file, print-config. */
+static void test_http_and_log_format(void **state)
+{
+	struct fixture *f = *state;
+	const char *env[] = {"IBVF_HTTP_PORT=0", NULL};
+	char *out;
+
+	assert_int_equal(load(f, "{" RANGE1 "}", NULL), 0);
+	assert_true(f->cfg.http.enabled);
+	assert_string_equal(f->cfg.http.address, "127.0.0.1");
+	assert_int_equal(f->cfg.http.port, 9479);
+	assert_false(f->cfg.log_json);
+	assert_int_equal(load(f,
+			      "{" RANGE1
+			      ", \"log_format\": \"json\", \"http\": {\"enabled\": false, "
+			      "\"address\": \"::1\", \"port\": 8080}}",
+			      NULL),
+			 0);
+	assert_false(f->cfg.http.enabled);
+	assert_string_equal(f->cfg.http.address, "::1");
+	assert_int_equal(f->cfg.http.port, 8080);
+	assert_true(f->cfg.log_json);
+	out = print_config(&f->cfg);
+	assert_contains(out, "\"log_format\": \"json\"");
+	assert_contains(out, "\"address\": \"::1\"");
+	assert_contains(out, "\"port\": 8080");
+	free(out);
+	assert_int_equal(load(f, "{" RANGE1 ", \"http\": {\"port\": 8080}}", env), 0);
+	assert_int_equal(f->cfg.http.port, 0);
+}
 
 static void test_env_bad(void **state)
 {
@@ -1028,6 +1070,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_config_fifo_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_too_large, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_env_take_scrubs_secret, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_http_and_log_format, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #include "err.h"
 #include "etcd_client.h"
 #include "etcd_lab.h"
+#include "metrics.h"
 
 static int failures, checks;
 
@@ -493,6 +494,34 @@ static void test_auth(void)
 	etcd_client_free(c);
 }
 
+/* The value of series line "@series VALUE" in @text, or -1. */
+static double sample(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, series, n) && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+/* issue 20: every call above shows in the process's metrics, the timeout too. */
+static void test_metrics(void)
+{
+	char *text = NULL;
+	size_t len;
+	double ranges, timeouts;
+
+	ibvf_metrics_render(ibvf_metrics_default(), &text, &len);
+	ranges = text ? sample(text, "ibvf_etcd_request_duration_seconds_count{op=\"kv/range\"}")
+		      : -1;
+	timeouts =
+		text ? sample(text, "ibvf_etcd_errors_total{op=\"kv/put\",class=\"timeout\"}") : -1;
+	CHECK(ranges >= 1 && timeouts >= 1,
+	      "metrics: %g kv/range requests timed, %g kv/put timeouts counted", ranges, timeouts);
+	free(text);
+}
+
 int main(void)
 {
 	const char *missing = etcd_lab_missing();
@@ -522,6 +551,7 @@ int main(void)
 	test_tls();
 	test_failover();
 	test_auth();
+	test_metrics();
 	etcd_lab_stop(&lab);
 	printf("1..%d\n# %d failure(s), %lld ms\n", checks, failures,
 	       (long long)(ibvf_mono_ms() - t0));
