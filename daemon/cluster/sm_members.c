@@ -54,12 +54,18 @@ int cluster_sm_key(const char *prefix, const char *kind, const char *name, char 
 
 char *cluster_member_value(const struct cluster_member *m)
 {
-	json_t *o =
-		json_pack("{s:s,s:b,s:b,s:s,s:s,s:I}", "membership",
-			  ibvf_membership_name(m->membership), "index0", m->index0, "ipoib",
-			  m->ipoib, "node", m->node, "owner", m->owner, "ms", (json_int_t)m->ms);
-	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_t *o;
+	char *s;
 
+	if (m->removed) /* a tombstone */
+		o = json_pack("{s:b,s:s,s:I}", "removed", 1, "node", m->node, "ms",
+			      (json_int_t)m->ms);
+	else
+		o = json_pack("{s:s,s:b,s:b,s:s,s:s,s:I}", "membership",
+			      ibvf_membership_name(m->membership), "index0", m->index0, "ipoib",
+			      m->ipoib, "node", m->node, "owner", m->owner, "ms",
+			      (json_int_t)m->ms);
+	s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(o);
 	return s;
 }

@@ -779,9 +779,10 @@ int smd_agent_step(struct smd_agent *a, uint32_t wait_ms, char *err, size_t errl
 		if (!all[i].removed)
 			d[nd++] = all[i];
 	}
+	if (now - a->last_pass_ms >= (int64_t)a->o.reconcile_s * 1000)
+		a->actual_valid = false; /* reconciliation: the SM's own list, not the cache */
 	if (!a->have_last || !a->actual_valid || a->more ||
-	    !same_desired(d, nd, a->last, a->n_last) ||
-	    now - a->last_pass_ms >= (int64_t)a->o.reconcile_s * 1000) {
+	    !same_desired(d, nd, a->last, a->n_last)) {
 		ret = apply(a, d, nd, err, errlen);
 		if (ret)
 			goto out;
