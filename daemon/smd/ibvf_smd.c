@@ -30,7 +30,6 @@
 #define SMD_BACKOFF_MIN_MS 100
 #define SMD_BACKOFF_MAX_MS 5000
 
-
 static volatile sig_atomic_t stop_sig;
 
 static void on_stop(int sig)
