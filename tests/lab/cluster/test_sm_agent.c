@@ -24,7 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "clock.h"
 #include "err.h"
@@ -53,6 +56,84 @@ static int failures, checks;
 
 static struct etcd_lab lab;
 static const struct cluster_range pool[] = {{0x1000, 0x1fff}};
+static const char *ibvfctl;
+static char ctl_out[65536];
+
+static const char *jstr(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s ? s : "";
+}
+
+/* Run ibvfctl --config CONFIG ARGS...; stdout into out (stderr is the test's). */
+static int ctl(const char *config, const char *const *args)
+{
+	const char *argv[16] = {ibvfctl, "--config", config};
+	int po[2], st, n = 3;
+	size_t lo = 0;
+	ssize_t r;
+	pid_t pid;
+
+	for (const char *const *a = args; *a && n < 15; a++)
+		argv[n++] = *a;
+	argv[n] = NULL;
+	if (pipe(po))
+		return -1;
+	pid = fork();
+	if (!pid) {
+		dup2(po[1], 1);
+		close(po[0]);
+		execv(ibvfctl, (char *const *)argv);
+		_exit(127);
+	}
+	close(po[1]);
+	while ((r = read(po[0], ctl_out + lo, sizeof(ctl_out) - 1 - lo)) > 0)
+		lo += (size_t)r;
+	ctl_out[lo] = '\0';
+	close(po[0]);
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ibvfctl cluster members / status against prefix /a/ while agent sm1 runs. */
+static void test_ctl(void)
+{
+	char text[2048], config[PATH_MAX];
+	json_t *j, *row = NULL;
+	size_t i;
+	int rc;
+
+	snprintf(text, sizeof(text),
+		 "{\"state_dir\": \"%s\", \"run_dir\": \"%s\", \"pool\": {\"ranges\": "
+		 "[{\"start\": \"00:00:00:00:00:00:10:00\", \"end\": "
+		 "\"00:00:00:00:00:00:1f:ff\"}], \"cluster\": {\"endpoints\": [\"%s\"], "
+		 "\"prefix\": \"/a/\", \"node\": \"ctl\", \"block_size\": 256}}}",
+		 lab.dir, lab.dir, lab.urls[0]);
+	etcd_lab_write_file(&lab, "ctl.json", text, 0644, config, sizeof(config));
+	rc = ctl(config, (const char *[]){"--json", "cluster", "members", "--pkey", "0x10", NULL});
+	j = json_loads(ctl_out, 0, NULL);
+	json_array_foreach(j, i, row)
+	{
+		if (!strcmp(jstr(row, "guid"), "00:00:00:00:00:00:18:01"))
+			break;
+		row = NULL;
+	}
+	CHECK(rc == 0 && json_array_size(j) == 3 && row &&
+		      !strcmp(json_string_value(json_object_get(row, "node")), "n2") &&
+		      !strcmp(json_string_value(json_object_get(row, "state")), "applied") &&
+		      !strcmp(json_string_value(json_object_get(row, "pkey")), "0x0010"),
+	      "ibvfctl cluster members --pkey 0x10: 3 rows, 0x1801 of n2 applied (rc %d) %.300s",
+	      rc, ctl_out);
+	json_decref(j);
+	rc = ctl(config, (const char *[]){"--json", "cluster", "status", NULL});
+	j = json_loads(ctl_out, 0, NULL);
+	CHECK(rc == 0 && j && strstr(jstr(j, "sm_agents"), "sm1(sm1 noop") &&
+		      json_integer_value(json_object_get(j, "sm_applied")) > 0,
+	      "ibvfctl cluster status: the live agent sm1 and its applied revision (rc %d) %.300s",
+	      rc, ctl_out);
+	json_decref(j);
+}
 
 /* ---------------------------------------- the agent's SM: noop, locked -- */
 
@@ -406,6 +487,8 @@ static void test_membership(void)
 		      s.n_agents);
 		cluster_sm_state_free(&s);
 	}
+	if (ibvfctl)
+		test_ctl();
 	agent_stop(&ag);
 	CHECK(atomic_load(&ag.errors) == 0, "the agent's passes did not fail (%d: %s)",
 	      atomic_load(&ag.errors), ag.last_err);
@@ -462,7 +545,7 @@ static void test_election(void)
 	noop->fini(sm_b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const char *missing = etcd_lab_missing();
 	char err[IBVF_ERR_LEN];
@@ -472,6 +555,7 @@ int main(void)
 	if (missing)
 		return etcd_lab_skip(missing);
 	noop = ibvf_sm_backend_v2();
+	ibvfctl = argc > 1 ? argv[1] : NULL;
 	ibvf_log_init("test_sm_agent", IBVF_LOG_STDERR, getenv("V") ? LOG_DEBUG : LOG_WARNING);
 	if (etcd_lab_start(&lab, 3, err, sizeof(err))) {
 		fprintf(stderr, "FAIL: %s\n", err);
