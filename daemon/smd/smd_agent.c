@@ -541,6 +541,7 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 {
 	struct pk_work *w = NULL;
 	size_t nw = 0, cap = 0, budget = a->o.batch_max, reported = 0, missing = 0;
+	const struct act *first_rep = NULL;
 	int ret = 0;
 
 	a->more = false;
@@ -573,11 +574,8 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 		if (!x->managed || des_find(d, nd, x->pkey, x->guid))
 			continue;
 		if (!in_pool(a, x->guid)) {
-			reported++;
-			log_warn(
-				"SM agent %s: GUID 0x%016" PRIx64 " in PKey 0x%04x is in ibvf's "
-				"part of the SM but outside the pool ranges: reported, not removed",
-				a->id, x->guid, x->pkey);
+			if (!reported++)
+				first_rep = x;
 			continue;
 		}
 		if (!budget) {
@@ -591,6 +589,12 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 		}
 		budget--;
 	}
+	/* one line when the count changes, not one per GUID and pass (UFM lists every port) */
+	if (reported && reported != a->stats.reported)
+		log_warn(
+			"SM agent %s: %zu managed membership(s) nobody desires are outside the pool "
+			"ranges (e.g. GUID 0x%016" PRIx64 " in PKey 0x%04x): reported, not removed",
+			a->id, reported, first_rep->guid, first_rep->pkey);
 	if (!ret && nw)
 		log_info("SM agent %s: pass over %zu desired membership(s): %zu PKey(s) to change",
 			 a->id, nd, nw);
