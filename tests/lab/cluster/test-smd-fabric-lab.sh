@@ -166,10 +166,24 @@ check "vf1's P_Key table holds 0x8014" wait_for 10 has_pkey "$GD" 0x8014
 check "the admin part is byte for byte as before" cmp -s "$D/admin.before" <(admin_part)
 check "OpenSM's log still has no PARSE error" bash -c "! grep -q 'PARSE ERROR' '$OPENSM_LOG'"
 
+# --- OpenSM stopped and started again while a prepare waits on the agent
+"$FL" stop-sm "$D/lab"
+( prep "${CB[@]}" c5 0000:04:00.2 0x0015 >"$D/c5.guid" ) &
+P5=$!
+sleep 2
+"$FL" start-sm "$D/lab" >/dev/null 2>&1 || echo "# start-sm failed" >&2
+. "$D/lab/lab.env"	# OpenSM's PID file may be new
+wait "$P5"; rc=$?
+GE=$(cat "$D/c5.guid")
+check "OpenSM restarted: the waiting prepare (c5, 0x0015) finishes (rc $rc, $GE)" \
+	test "$rc" = 0 -a -n "$GE"
+check "vf2's P_Key table holds 0x8015" wait_for 15 has_pkey "$GE" 0x8015
+check "the admin part is byte for byte as before" cmp -s "$D/admin.before" <(admin_part)
+
 # --- release everything: the sections empty
 for o in c1 c4; do "${CA[@]}" daemon release --owner $o >/dev/null 2>&1; done
-for o in c2 c3; do "${CB[@]}" daemon release --owner $o >/dev/null 2>&1; done
-none_left() { [ -n "$GA$GB$GC$GD" ] && ! grep -qiE "0x($GA|$GB|$GC|$GD)" "$PARTITIONS_FILE"; }
+for o in c2 c3 c5; do "${CB[@]}" daemon release --owner $o >/dev/null 2>&1; done
+none_left() { [ -n "$GA$GB$GC$GD" ] && ! grep -qiE "0x($GA|$GB|$GC|$GD|${GE:-none})" "$PARTITIONS_FILE"; }
 check "after the releases no Pod GUID is left in the partition file" wait_for 10 none_left
 check "the admin part is byte for byte as before" cmp -s "$D/admin.before" <(admin_part)
 out=$("${CA[@]}" --json cluster members 2>/dev/null)

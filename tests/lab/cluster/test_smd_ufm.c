@@ -123,7 +123,7 @@ static long stat_of(const char *key)
 	json_t *j = NULL;
 	long v = -1;
 
-	if (!ufm_sim_ctl(&sim, "GET", "/_sim/stats", NULL, &j))
+	if (ufm_sim_ctl(&sim, "GET", "/_sim/stats", NULL, &j) == 200)
 		v = (long)json_integer_value(json_object_get(j, key));
 	json_decref(j);
 	return v;
@@ -136,8 +136,10 @@ static int in_ufm(int n)
 	char *s, hex[32];
 	int found = 0;
 
-	if (ufm_sim_ctl(&sim, "GET", "/_sim/state", NULL, &j))
+	if (ufm_sim_ctl(&sim, "GET", "/_sim/state", NULL, &j) != 200) {
+		json_decref(j);
 		return -1;
+	}
 	s = json_dumps(j, 0);
 	json_decref(j);
 	for (int i = 0; s && i < n; i++) {
