@@ -535,9 +535,15 @@ static void write_status(struct smd_agent *a, const struct cluster_member *d, si
 	}
 }
 
-/* Diff @d (desired, sorted) with the SM, call the backend, verify. */
-static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd, char *err,
-		 size_t errlen)
+static int write_applied(struct smd_agent *a, int64_t rev, char *err, size_t errlen);
+
+/*
+ * Diff @d (desired at revision @H, sorted) with the SM, call the backend,
+ * verify, write applied = @H, then the PKey status (after: the nodes wait
+ * for the applied revision, the status is for people).
+ */
+static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd, int64_t H,
+		 char *err, size_t errlen)
 {
 	struct pk_work *w = NULL;
 	size_t nw = 0, cap = 0, budget = a->o.batch_max, reported = 0, missing = 0;
@@ -626,6 +632,8 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 				"calls (verification)",
 				a->o.ops->name, missing);
 	}
+	if (!ret)
+		ret = write_applied(a, H, err, errlen);
 	write_status(a, d, nd, w, nw);
 	pthread_mutex_lock(&a->stats_lock);
 	a->stats.passes++;
@@ -723,6 +731,28 @@ static void sweep_tombstones(struct smd_agent *a, const struct cluster_member *a
 	pthread_mutex_unlock(&a->stats_lock);
 }
 
+/*
+ * Did any key under @key (P members/) change after revision @H, when @n keys
+ * were there? One keys-only range; *@now gets its revision. On an etcd
+ * error: true (the next pass reads everything anyway).
+ */
+static bool members_changed(struct smd_agent *a, const char *key, int64_t H, size_t n, int64_t *now)
+{
+	struct etcd_range_result r = {0};
+	char end[512], err[IBVF_ERR_LEN];
+	int el = etcd_prefix_end(key, strlen(key), end, sizeof(end));
+	bool changed;
+
+	if (el < 0 || etcd_range(a->o.etcd, key, 0, end, (size_t)el, 0, true, &r, err, sizeof(err)))
+		return true;
+	changed = r.n_kvs != n;
+	for (size_t i = 0; i < r.n_kvs && !changed; i++)
+		changed = r.kvs[i].mod_revision > H;
+	*now = r.revision;
+	etcd_range_result_free(&r);
+	return changed;
+}
+
 static bool same_desired(const struct cluster_member *x, size_t nx, const struct cluster_member *y,
 			 size_t ny)
 {
@@ -787,7 +817,7 @@ int smd_agent_step(struct smd_agent *a, uint32_t wait_ms, char *err, size_t errl
 		a->actual_valid = false; /* reconciliation: the SM's own list, not the cache */
 	if (!a->have_last || !a->actual_valid || a->more ||
 	    !same_desired(d, nd, a->last, a->n_last)) {
-		ret = apply(a, d, nd, err, errlen);
+		ret = apply(a, d, nd, H, err, errlen);
 		if (ret)
 			goto out;
 		free(a->last);
@@ -796,7 +826,6 @@ int smd_agent_step(struct smd_agent *a, uint32_t wait_ms, char *err, size_t errl
 		d = NULL;
 		a->have_last = true;
 		a->last_pass_ms = now;
-		ret = write_applied(a, H, err, errlen);
 	} else if (max_mod > a->stats.applied_revision) {
 		/* only tombstones of memberships the SM no longer has: applied as they are */
 		ret = write_applied(a, H, err, errlen);
@@ -804,8 +833,17 @@ int smd_agent_step(struct smd_agent *a, uint32_t wait_ms, char *err, size_t errl
 	if (!ret)
 		sweep_tombstones(a, all, n_all);
 	if (!ret && !a->more) {
+		int64_t now_rev = H;
+
 		cluster_member_key(a->prefix, -1, 0, false, key, sizeof(key));
-		wait_change(a, key, true, H + 1, wait_ms);
+		/*
+		 * Watch from the current revision, past this pass's own writes: etcd
+		 * serves a watch that starts in the past from its 100 ms catch-up
+		 * loop, which would add up to 100 ms to every change. A member
+		 * change since H is seen by the keys-only read instead.
+		 */
+		if (!members_changed(a, key, H, n_all, &now_rev))
+			wait_change(a, key, true, now_rev + 1, wait_ms);
 	}
 out:
 	free(d);

@@ -239,20 +239,34 @@ static const struct cluster_member *find(const struct cluster_member *v, size_t 
 	return NULL;
 }
 
+static int wake_cb(void *arg, const struct etcd_event *ev)
+{
+	(void)arg;
+	(void)ev;
+	return 1; /* any change under smd/: read the state again */
+}
+
 /*
- * Wait until every live SM agent group has applied revision @rev, polling
- * P smd/ (2 ms, doubling to poll_max_ms). -ETIMEDOUT after apply_timeout_ms.
+ * Wait until every live SM agent group has applied revision @rev: read P smd/,
+ * then watch it from the read's revision + 1 until anything changes there (at
+ * most 1 s, then read again); a failed watch falls back to a pause of 2 ms
+ * doubling to poll_max_ms. -ETIMEDOUT after apply_timeout_ms.
  */
 static int wait_applied(struct ibvf_sm_backend *b, int64_t rev, char *err, size_t errlen)
 {
 	int64_t end = ibvf_mono_ms() + (int64_t)b->apply_timeout_ms;
 	uint64_t delay = CL_FIRST_POLL_MS;
-	char why[320] = "";
+	char why[320] = "", key[512], kend[512], werr[IBVF_ERR_LEN];
+	int kl = snprintf(key, sizeof(key), "%ssmd/", b->prefix);
+	int el = kl > 0 && (size_t)kl < sizeof(key)
+			 ? etcd_prefix_end(key, (size_t)kl, kend, sizeof(kend))
+			 : -ENAMETOOLONG;
 
 	b->st.last_revision = rev;
 	for (;;) {
 		struct cluster_sm_state s;
 		int ret = cluster_sm_state_read(b->etcd, b->prefix, &s, err, errlen);
+		int64_t at = s.revision, left;
 		bool done;
 
 		b->st.polls++;
@@ -264,7 +278,8 @@ static int wait_applied(struct ibvf_sm_backend *b, int64_t rev, char *err, size_
 		cluster_sm_state_free(&s);
 		if (done)
 			return 0;
-		if (ibvf_mono_ms() + (int64_t)delay > end) {
+		left = end - ibvf_mono_ms();
+		if (left <= 0) {
 			b->st.timeouts++;
 			return ibvf_errf(err, errlen, -ETIMEDOUT,
 					 "cluster: etcd revision %lld not applied by the SM agents "
@@ -272,6 +287,13 @@ static int wait_applied(struct ibvf_sm_backend *b, int64_t rev, char *err, size_
 					 (long long)rev, (unsigned long long)b->apply_timeout_ms,
 					 why);
 		}
+		if (!ret && el > 0 &&
+		    !etcd_watch(b->etcd, key, (size_t)kl, kend, (size_t)el, at + 1,
+				(uint32_t)(left < 1000 ? left : 1000), wake_cb, NULL, NULL, werr,
+				sizeof(werr)))
+			continue;
+		if ((int64_t)delay > left)
+			delay = (uint64_t)left;
 		nanosleep(&(struct timespec){.tv_sec = (time_t)(delay / 1000),
 					     .tv_nsec = (long)(delay % 1000) * 1000000L},
 			  NULL);

@@ -9,7 +9,8 @@
  * Config (sm.config; ibvfd fills the etcd keys from pool.cluster when they
  * are absent, docs/config.md): endpoints, ca_file, cert_file, key_file, user,
  * user_file, password_file, etcd_timeout_ms (as pool.cluster's), prefix,
- * node, apply_timeout_ms (default 10000), poll_max_ms (default 50),
+ * node, apply_timeout_ms (default 10000), poll_max_ms (default 50: the
+ * longest pause when the watch of smd/ fails and the wait polls),
  * index0, ipoib (the flags when the daemon gives none; default false, true).
  */
 #ifndef IBVF_SM_CLUSTER_H
