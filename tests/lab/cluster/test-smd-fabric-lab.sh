@@ -124,8 +124,11 @@ prep() {	# CTL... -- OWNER PCI PKEY: prints the GUID (hex, no colons)
 		--pci "${@: -2:1}" --pkey "${@: -1}" 2>>"$D/prep.err") || return 1
 	sed -nE 's/^GUID: +//p' <<<"$out" | tr -d :
 }
+t0=$(date +%s%N)
 GA=$(prep "${CA[@]}" c1 0000:03:00.2 0x0012)
+t1=$(date +%s%N)
 check "node-a: Pod c1 on vf0 in PKey 0x0012 (GUID $GA)" test -n "$GA"
+echo "# one prepare through etcd, the agent and OpenSM: $(((t1 - t0) / 1000000)) ms (VF rebind and port wait included)"
 GB=$(prep "${CB[@]}" c2 0000:04:00.2 0x0012)
 check "node-b: Pod c2 on vf2 in the same PKey 0x0012 (GUID $GB)" test -n "$GB"
 GC=$(prep "${CB[@]}" c3 0000:04:00.3 0x0013)
