@@ -74,6 +74,9 @@ static int set_defaults(struct ibvf_config *cfg)
 	cfg->daemon.port_timeout_s = 30;
 	cfg->daemon.stop_timeout_s = 20;
 	cfg->daemon.workers = 16;
+	cfg->smd.lease_ttl_s = 3;
+	cfg->smd.reconcile_s = 30;
+	cfg->smd.batch_max = 4096;
 	cfg->daemon.reconcile = IBVF_RECONCILE_REPORT;
 	snprintf(cfg->daemon.cni_cache_dir, sizeof(cfg->daemon.cni_cache_dir), "%s",
 		 IBVF_DEFAULT_CNI_CACHE_DIR);
@@ -678,12 +681,109 @@ static int parse_daemon(const struct ibvf_jctx *c, json_t *o, struct ibvf_config
 	return 0;
 }
 
+/* smd (ibvf-smd, the SM agent of cluster mode; docs/config.md "smd") */
+static int parse_smd(const struct ibvf_jctx *c, json_t *o, struct ibvf_smd_config *k)
+{
+	static const char *const keys[] = {"id",	  "group",     "election", "lease_ttl_s",
+					   "reconcile_s", "batch_max", NULL};
+	uint64_t ttl = k->lease_ttl_s, rec = k->reconcile_s, bm = k->batch_max;
+	json_t *el = json_object_get(o, "election");
+	int ret = ibvf_json_check_keys(c, o, "smd", keys);
+
+	if (!ret)
+		ret = ibvf_json_string(c, o, "smd", "id", &k->id);
+	if (!ret)
+		ret = ibvf_json_string(c, o, "smd", "group", &k->group);
+	if (!ret && el) {
+		k->election_set = true;
+		ret = ibvf_json_bool(c, o, "smd", "election", &k->election);
+	}
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "smd", "lease_ttl_s", 2, 600, &ttl);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "smd", "reconcile_s", 1, 86400, &rec);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, "smd", "batch_max", 1, 1000000, &bm);
+	if (!ret && k->id && !node_name_ok(k->id))
+		ret = ibvf_json_err(c, "smd", "id", "expected a name (RFC 1123 subdomain)");
+	if (!ret && k->group && !node_name_ok(k->group))
+		ret = ibvf_json_err(c, "smd", "group", "expected a name (RFC 1123 subdomain)");
+	k->lease_ttl_s = (uint32_t)ttl;
+	k->reconcile_s = (uint32_t)rec;
+	k->batch_max = (uint32_t)bm;
+	return ret;
+}
+
+/*
+ * The smd defaults that depend on the rest: id = pool.cluster.node; a ufm
+ * backend elects one leader (group "ufm"), any other renders its own SM
+ * (group = id).
+ */
+static int smd_finish(struct ibvf_config *cfg)
+{
+	struct ibvf_smd_config *k = &cfg->smd;
+
+	if (!k->election_set)
+		k->election = !strcmp(cfg->sm.backend, "ufm");
+	if (!k->id && cfg->pool.cluster.node && set_str(&k->id, cfg->pool.cluster.node))
+		return -ENOMEM;
+	if (!k->group && set_str(&k->group, k->election ? "ufm" : (k->id ? k->id : "")))
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * sm.backend "cluster" (issue 19): the backend reaches the same etcd as
+ * pool.cluster, so its etcd keys (endpoints, TLS, auth, prefix, node, the
+ * call timeout as etcd_timeout_ms) are filled from pool.cluster where
+ * sm.config leaves them out; without pool.cluster it is a config error.
+ */
+static int cluster_backend_fill(struct ibvf_config *cfg, char *err, size_t errlen)
+{
+	const struct ibvf_cluster_config *k = &cfg->pool.cluster;
+	const char *file = cfg->path ? cfg->path : "<defaults>";
+	const struct {
+		const char *key, *v;
+	} str[] = {{"ca_file", k->ca_file},	{"cert_file", k->cert_file},
+		   {"key_file", k->key_file},	{"user", k->user},
+		   {"user_file", k->user_file}, {"password_file", k->password_file},
+		   {"prefix", k->prefix},	{"node", k->node}};
+	json_t *o;
+	int ret;
+
+	if (strcmp(cfg->sm.backend, "cluster"))
+		return 0;
+	if (!k->enabled)
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s: sm.backend: \"cluster\" needs pool.cluster (the etcd of the "
+				 "fabric, docs/cluster.md)",
+				 file);
+	o = cfg->sm.backend_json ? json_loads(cfg->sm.backend_json, 0, NULL) : json_object();
+	if (!o)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (!json_object_get(o, "endpoints")) {
+		json_t *eps = json_array();
+
+		for (size_t i = 0; eps && i < k->n_endpoints; i++)
+			json_array_append_new(eps, json_string(k->endpoints[i]));
+		json_object_set_new(o, "endpoints", eps ? eps : json_null());
+	}
+	for (size_t i = 0; i < sizeof(str) / sizeof(str[0]); i++)
+		if (str[i].v && !json_object_get(o, str[i].key))
+			json_object_set_new(o, str[i].key, json_string(str[i].v));
+	if (!json_object_get(o, "etcd_timeout_ms"))
+		json_object_set_new(o, "etcd_timeout_ms", json_integer(k->timeout_ms));
+	ret = dump_json(o, &cfg->sm.backend_json);
+	json_decref(o);
+	return ret ? ibvf_errf(err, errlen, ret, "out of memory") : 0;
+}
+
 static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config *cfg)
 {
 	static const char *const keys[] = {
 		"state_dir", "run_dir", "sysfs_root", "log_level", "allow_default_pkey",
 		"pool",	     "sm",	"vf",	      "api",	   "port_watch",
-		"daemon",    "http",	"log_format", NULL};
+		"daemon",    "http",	"log_format", "smd",	   NULL};
 	char *level = NULL, *format = NULL;
 	json_t *o;
 	int ret;
@@ -738,6 +838,8 @@ static int parse_top(const struct ibvf_jctx *c, json_t *root, struct ibvf_config
 		ret = parse_port_watch(c, o, &cfg->port_watch);
 	if (!ret && !(ret = ibvf_json_object(c, root, "", "daemon", &o)) && o)
 		ret = parse_daemon(c, o, cfg);
+	if (!ret && !(ret = ibvf_json_object(c, root, "", "smd", &o)) && o)
+		ret = parse_smd(c, o, &cfg->smd);
 	return ret;
 }
 
@@ -936,7 +1038,10 @@ static bool is_public_key(const char *k)
 		/* opensm */
 		"partition_file", "backup_file", "lock_file", "pid_file", "reload_timeout_ms",
 		"lock_timeout_ms", "verify", "umad_ca", "umad_port", "poll_min_ms", "poll_max_ms",
-		"defaults", "ipoib", "indx0", "mtu", "rate", "sl", NULL};
+		"defaults", "ipoib", "indx0", "mtu", "rate", "sl",
+		/* cluster (pool.cluster's keys hold no secret value: files only) */
+		"endpoints", "cert_file", "key_file", "user", "user_file", "prefix", "node",
+		"etcd_timeout_ms", "apply_timeout_ms", NULL};
 
 	for (const char *const *p = pub; *p; p++)
 		if (!strcmp(k, *p))
@@ -1040,6 +1145,10 @@ int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
 	ret = apply_env(cfg, envp, err, errlen);
 	if (!ret)
 		ret = cluster_finish(&cfg->pool.cluster, envp, err, errlen);
+	if (!ret)
+		ret = cluster_backend_fill(cfg, err, errlen);
+	if (!ret)
+		ret = smd_finish(cfg);
 	if (ret)
 		goto fail;
 	if (!cfg->api.socket) {
@@ -1128,6 +1237,8 @@ void ibvf_config_free(struct ibvf_config *cfg)
 	free(cfg->vf.fake_dir);
 	free(cfg->vf.module_dir);
 	free(cfg->api.socket);
+	free(cfg->smd.id);
+	free(cfg->smd.group);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -1205,6 +1316,12 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 	json_object_set_new(root, "http",
 			    json_pack("{s:b,s:s,s:i}", "enabled", cfg->http.enabled, "address",
 				      cfg->http.address, "port", (int)cfg->http.port));
+	json_object_set_new(root, "smd",
+			    json_pack("{s:s?,s:s?,s:b,s:i,s:i,s:i}", "id", cfg->smd.id, "group",
+				      cfg->smd.group, "election", cfg->smd.election, "lease_ttl_s",
+				      (int)cfg->smd.lease_ttl_s, "reconcile_s",
+				      (int)cfg->smd.reconcile_s, "batch_max",
+				      (int)cfg->smd.batch_max));
 	{
 		char pg[IBVF_GUID_STR_LEN];
 

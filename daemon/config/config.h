@@ -73,6 +73,21 @@ struct ibvf_sm_config {
 	uint32_t batch_max;	    /* flush a batch at this many GUIDs; default 1024 */
 };
 
+/**
+ * smd: the SM agent ibvf-smd (issue 19, docs/cluster.md); ibvfd ignores it.
+ * Defaults depend on sm.backend: ufm elects one leader per group (etcd
+ * lease), every other backend renders its own SM (one group per agent).
+ */
+struct ibvf_smd_config {
+	char *id;	      /* this agent's name; default pool.cluster.node */
+	char *group;	      /* the SM it feeds; default "ufm" (election) or the id */
+	bool election;	      /* one leader per group calls the SM; default backend == ufm */
+	bool election_set;    /* smd.election was in the file */
+	uint32_t lease_ttl_s; /* agent and leader lease TTL, s; default 3 */
+	uint32_t reconcile_s; /* full desired-vs-SM pass at least this often, s; default 30 */
+	uint32_t batch_max;   /* at most this many member changes per backend call; 4096 */
+};
+
 struct ibvf_vf_config {
 	char *driver;		    /* "netlink" (built in, default) or a lab module */
 	char *module_dir;	    /* where VF driver modules (<driver>.so) live */
@@ -133,6 +148,7 @@ struct ibvf_config {
 	struct ibvf_port_watch_config port_watch;
 	struct ibvf_daemon_config daemon;
 	struct ibvf_http_config http;
+	struct ibvf_smd_config smd;
 };
 
 /**

@@ -2,7 +2,9 @@
 /*
  * ibvfctl cluster: status, blocks, nodes, reclaim-node — the cluster GUID
  * blocks in etcd (pool.cluster, docs/cluster.md), read and changed with the
- * config's etcd endpoints and credentials; ibvfd need not run.
+ * config's etcd endpoints and credentials; ibvfd need not run. members and
+ * the SM agents in status: the desired memberships and what the SM agents
+ * (ibvf-smd) report applied (issue 19).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +21,7 @@
 #include "err.h"
 #include "etcd_client.h"
 #include "guid_blocks.h"
+#include "sm_members.h"
 
 const struct ctl_object ctl_cluster_object;
 
@@ -108,6 +111,9 @@ static int no_args(struct ctl_ctx *ctx, int argc, char **argv, int idx)
 
 /* ------------------------------------------------------------ status -- */
 
+static json_t *agents_text(const struct cluster_sm_state *s);
+static json_t *min_applied(const struct cluster_sm_state *s);
+
 static int cluster_status(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct ctl_col cols[] = {
@@ -118,8 +124,11 @@ static int cluster_status(struct ctl_ctx *ctx, int argc, char **argv)
 		{"blocks_claimed", "Claimed"},
 		{"node_blocks", "Node blocks"},
 		{"node_alive", "Heartbeat"},
+		{"sm_agents", "SM agents"},
+		{"sm_applied", "Applied rev"},
 		{0},
 	};
+	struct cluster_sm_state sm = {0};
 	struct cluster_block *blocks = NULL;
 	char err[IBVF_ERR_LEN];
 	size_t n = 0, mine = 0;
@@ -140,16 +149,124 @@ static int cluster_status(struct ctl_ctx *ctx, int argc, char **argv)
 	for (size_t i = 0; i < n; i++)
 		mine += !strcmp(blocks[i].node, ctx->cfg.pool.cluster.node);
 	free(blocks);
+	if (cluster_sm_state_read(c.etcd, ctx->cfg.pool.cluster.prefix, &sm, err, sizeof(err))) {
+		cl_close(&c);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
 	ctl_emit_object(ctx,
-			json_pack("{s:s,s:s,s:s,s:o,s:I,s:I,s:s}", "node",
+			json_pack("{s:s,s:s,s:s,s:o,s:I,s:I,s:s,s:o,s:o}", "node",
 				  ctx->cfg.pool.cluster.node, "prefix",
 				  ctx->cfg.pool.cluster.prefix, "endpoint",
 				  etcd_client_endpoint(c.etcd), "blocks_total",
 				  ctl_count_json(cluster_blocks_total(c.b)), "blocks_claimed",
 				  (json_int_t)n, "node_blocks", (json_int_t)mine, "node_alive",
-				  alive ? "alive" : "none"),
+				  alive ? "alive" : "none", "sm_agents", agents_text(&sm),
+				  "sm_applied", min_applied(&sm)),
 			cols);
+	cluster_sm_state_free(&sm);
 	cl_close(&c);
+	return CTL_OK;
+}
+
+/* "id(group, leader, rev R)" of each live SM agent, or "none". */
+static json_t *agents_text(const struct cluster_sm_state *s)
+{
+	char buf[2048] = "";
+	size_t off = 0;
+
+	for (size_t i = 0; i < s->n_agents && off < sizeof(buf); i++) {
+		const struct cluster_agent *a = &s->agents[i];
+
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					"%s%.64s(%.64s %.8s%s rev %lld)", i ? ", " : "", a->id,
+					a->group, a->mode, a->leader ? " leader" : "",
+					(long long)a->applied_revision);
+	}
+	return ctl_json_text(s->n_agents ? buf : "none");
+}
+
+/* The lowest applied revision over the live agents' groups, or null. */
+static json_t *min_applied(const struct cluster_sm_state *s)
+{
+	int64_t m = INT64_MAX;
+
+	for (size_t i = 0; i < s->n_agents; i++)
+		if (s->agents[i].applied_revision < m)
+			m = s->agents[i].applied_revision;
+	return s->n_agents ? json_integer(m) : json_null();
+}
+
+/* ----------------------------------------------------------- members -- */
+
+static int cluster_members(struct ctl_ctx *ctx, int argc, char **argv)
+{
+	static const struct option opts[] = {{"pkey", required_argument, NULL, 'p'}, {0}};
+	static const struct ctl_col cols[] = {
+		{"pkey", "PKey"},
+		{"guid", "GUID"},
+		{"membership", "Membership"},
+		{"node", "Node"},
+		{"owner", "Owner"},
+		{"state", "State"},
+		{"revision", "Rev"},
+		{0},
+	};
+	struct cluster_sm_state sm = {0};
+	struct cluster_member *v = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0, bad = 0;
+	int pkey = -1, o, ret;
+	json_t *rows;
+	struct cl c;
+
+	while ((o = ctl_getopt(ctx, argc, argv, "p:", opts)) != -1) {
+		if (o == 'p') {
+			uint16_t pk;
+
+			if (ibvf_pkey_parse(optarg, &pk, err, sizeof(err)))
+				return ctl_error(CTL_USAGE, "--pkey: %s", err);
+			pkey = ibvf_pkey_key(pk);
+			continue;
+		}
+		return (ret = usage_of(o, 4)) < 0 ? CTL_OK : ret;
+	}
+	if (optind != argc)
+		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
+	if ((ret = cl_open(ctx, &c)))
+		return ret;
+	if (cluster_members_list(c.etcd, ctx->cfg.pool.cluster.prefix, pkey, NULL, &v, &n, NULL,
+				 &bad, err, sizeof(err)) ||
+	    cluster_sm_state_read(c.etcd, ctx->cfg.pool.cluster.prefix, &sm, err, sizeof(err))) {
+		free(v);
+		cl_close(&c);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	if (bad)
+		fprintf(stderr, "ibvfctl: %zu key(s) under %smembers/ are not ibvf's format\n", bad,
+			ctx->cfg.pool.cluster.prefix);
+	rows = json_array();
+	for (size_t i = 0; rows && i < n; i++) {
+		/* applied once every live agent group has applied its write */
+		bool applied = cluster_sm_applied(&sm, v[i].mod_revision, NULL, 0);
+		const char *state = v[i].removed ? (applied ? "removed" : "removing")
+						 : (applied ? "applied" : "pending");
+		char pk[8];
+
+		snprintf(pk, sizeof(pk), "0x%04x", v[i].pkey);
+		json_array_append_new(
+			rows, json_pack("{s:s,s:o,s:s,s:o,s:o,s:s,s:I}", "pkey", pk, "guid",
+					guid_json(v[i].guid), "membership",
+					v[i].removed ? "-" : ibvf_membership_name(v[i].membership),
+					"node", ctl_json_text(v[i].node), "owner",
+					ctl_json_text(v[i].owner[0] ? v[i].owner : "-"), "state",
+					state, "revision", (json_int_t)v[i].mod_revision));
+	}
+	if (!sm.n_agents)
+		fprintf(stderr, "ibvfctl: no SM agent (ibvf-smd) is live: nothing is applied\n");
+	free(v);
+	cluster_sm_state_free(&sm);
+	cl_close(&c);
+	ctl_emit_table(ctx, rows, cols);
 	return CTL_OK;
 }
 
@@ -341,11 +458,13 @@ static const struct ctl_cmd cluster_cmds[] = {
 	{"nodes", cluster_nodes, "", "nodes with heartbeat, blocks and reserved GUIDs"},
 	{"reclaim-node", cluster_reclaim, "[--force] NODE",
 	 "free a node's blocks (gone for good); refused while its heartbeat lives"},
+	{"members", cluster_members, "[--pkey P]",
+	 "desired PKey memberships (node, owner) and whether the SM agents applied them"},
 	{0},
 };
 
 const struct ctl_object ctl_cluster_object = {
 	.name = "cluster",
-	.help = "cluster GUID blocks in etcd (pool.cluster)",
+	.help = "cluster GUID blocks and PKey memberships in etcd (pool.cluster)",
 	.cmds = cluster_cmds,
 };

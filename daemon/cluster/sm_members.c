@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Cluster membership keys in etcd (sm_members.h): the desired memberships the
+ * nodes' `cluster` SM backend writes and the applied revisions the SM agents
+ * write back (issue 19, docs/cluster.md).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "err.h"
+#include "sm_members.h"
+
+bool cluster_name_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!n || n > CLUSTER_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+int cluster_member_key(const char *prefix, int pkey, uint64_t guid, bool all_guids, char *buf,
+		       size_t len)
+{
+	int n;
+
+	if (pkey < 0)
+		n = snprintf(buf, len, "%smembers/", prefix);
+	else if (all_guids)
+		n = snprintf(buf, len, "%smembers/%04x/", prefix, (unsigned)pkey);
+	else
+		n = snprintf(buf, len, "%smembers/%04x/%016llx", prefix, (unsigned)pkey,
+			     (unsigned long long)guid);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : n;
+}
+
+int cluster_sm_key(const char *prefix, const char *kind, const char *name, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%ssmd/%s/%s", prefix, kind, name ? name : "");
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : n;
+}
+
+char *cluster_member_value(const struct cluster_member *m)
+{
+	json_t *o;
+	char *s;
+
+	if (m->removed) /* a tombstone */
+		o = json_pack("{s:b,s:s,s:I}", "removed", 1, "node", m->node, "ms",
+			      (json_int_t)m->ms);
+	else
+		o = json_pack("{s:s,s:b,s:b,s:s,s:s,s:I}", "membership",
+			      ibvf_membership_name(m->membership), "index0", m->index0, "ipoib",
+			      m->ipoib, "node", m->node, "owner", m->owner, "ms",
+			      (json_int_t)m->ms);
+	s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	return s;
+}
+
+/* Parse exactly @digits lowercase hex digits of @s into *@out. */
+static bool hex_exact(const char *s, size_t digits, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < digits; i++) {
+		char c = s[i];
+
+		if (c >= '0' && c <= '9')
+			v = v << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return false;
+	}
+	*out = v;
+	return true;
+}
+
+int cluster_member_parse(const char *prefix, const struct etcd_kv *kv, struct cluster_member *out,
+			 char *err, size_t errlen)
+{
+	size_t pl = strlen(prefix), ml = strlen("members/");
+	const char *k = kv->key, *s;
+	uint64_t pkey, guid;
+	json_error_t je;
+	json_t *o, *v;
+	int ret = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (kv->key_len != pl + ml + 4 + 1 + 16 || memcmp(k, prefix, pl) ||
+	    memcmp(k + pl, "members/", ml) || k[pl + ml + 4] != '/' ||
+	    !hex_exact(k + pl + ml, 4, &pkey) || !hex_exact(k + pl + ml + 5, 16, &guid) || !pkey ||
+	    pkey > 0x7fff || !ibvf_guid_is_assignable(guid))
+		return ibvf_errf(err, errlen, -EBADMSG,
+				 "key '%.300s': not %smembers/<4 hex PKey>/<16 hex GUID>", k,
+				 prefix);
+	out->pkey = (uint16_t)pkey;
+	out->guid = guid;
+	out->mod_revision = kv->mod_revision;
+	o = json_loadb(kv->value, kv->value_len, JSON_REJECT_DUPLICATES, &je);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return ibvf_errf(err, errlen, -EBADMSG, "key '%.300s': value is not a JSON object",
+				 k);
+	}
+	out->removed = json_is_true(json_object_get(o, "removed"));
+	s = json_string_value(json_object_get(o, "membership"));
+	if (out->removed)
+		out->membership = IBVF_MEMBER_FULL;
+	else if (!s || ibvf_membership_parse(s, &out->membership, NULL, 0))
+		ret = ibvf_errf(err, errlen, -EBADMSG, "key '%.300s': no membership full|limited",
+				k);
+	out->index0 = json_is_true(json_object_get(o, "index0"));
+	out->ipoib = json_is_true(json_object_get(o, "ipoib"));
+	s = json_string_value(json_object_get(o, "node"));
+	if (!ret && (!s || !*s || strlen(s) > CLUSTER_NAME_MAX))
+		ret = ibvf_errf(err, errlen, -EBADMSG, "key '%.300s': no node name", k);
+	else if (!ret)
+		snprintf(out->node, sizeof(out->node), "%s", s);
+	s = json_string_value(json_object_get(o, "owner"));
+	if (s)
+		snprintf(out->owner, sizeof(out->owner), "%s", s);
+	v = json_object_get(o, "ms");
+	out->ms = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+	json_decref(o);
+	return ret;
+}
+
+int cluster_members_list(struct etcd_client *etcd, const char *prefix, int pkey, const char *node,
+			 struct cluster_member **out, size_t *n, int64_t *revision, size_t *bad,
+			 char *err, size_t errlen)
+{
+	struct etcd_range_result r = {0};
+	char key[512], end[512], why[IBVF_ERR_LEN];
+	struct cluster_member *v;
+	size_t k = 0, nbad = 0;
+	int kl, el, ret;
+
+	*out = NULL;
+	*n = 0;
+	kl = cluster_member_key(prefix, pkey, 0, true, key, sizeof(key));
+	if (kl < 0)
+		return ibvf_errf(err, errlen, kl, "etcd prefix too long");
+	el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
+	if (el < 0)
+		return ibvf_errf(err, errlen, el, "etcd prefix too long");
+	ret = etcd_range(etcd, key, (size_t)kl, end, (size_t)el, 0, false, &r, err, errlen);
+	if (ret)
+		return ret;
+	v = calloc(r.n_kvs + 1, sizeof(*v));
+	if (!v) {
+		etcd_range_result_free(&r);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < r.n_kvs; i++) {
+		if (cluster_member_parse(prefix, &r.kvs[i], &v[k], why, sizeof(why))) {
+			nbad++;
+			continue;
+		}
+		if (node && strcmp(v[k].node, node))
+			continue;
+		k++;
+	}
+	if (revision)
+		*revision = r.revision;
+	if (bad)
+		*bad = nbad;
+	etcd_range_result_free(&r);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s ? s : "";
+}
+
+static int64_t jint(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+
+	if (json_is_integer(v))
+		return (int64_t)json_integer_value(v);
+	if (json_is_string(v))
+		return strtoll(json_string_value(v), NULL, 10);
+	return 0;
+}
+
+void cluster_sm_state_free(struct cluster_sm_state *s)
+{
+	if (!s)
+		return;
+	free(s->agents);
+	free(s->status);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Applied revisions and leaders, before they are joined to the agents. */
+struct group_rec {
+	char group[CLUSTER_NAME_MAX + 1];
+	char leader[CLUSTER_NAME_MAX + 1];
+	int64_t applied, applied_ms;
+};
+
+static struct group_rec *group_get(struct group_rec *g, size_t *n, const char *name)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp(g[i].group, name))
+			return &g[i];
+	snprintf(g[*n].group, sizeof(g[*n].group), "%s", name);
+	return &g[(*n)++];
+}
+
+int cluster_sm_state_read(struct etcd_client *etcd, const char *prefix,
+			  struct cluster_sm_state *out, char *err, size_t errlen)
+{
+	struct etcd_range_result r = {0};
+	struct group_rec *g = NULL;
+	char key[512], end[512], name[CLUSTER_NAME_MAX + 8];
+	size_t ng = 0;
+	int kl, el, ret;
+
+	memset(out, 0, sizeof(*out));
+	kl = snprintf(key, sizeof(key), "%ssmd/", prefix);
+	if (kl < 0 || (size_t)kl >= sizeof(key))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "etcd prefix too long");
+	el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
+	if (el < 0)
+		return ibvf_errf(err, errlen, el, "etcd prefix too long");
+	ret = etcd_range(etcd, key, (size_t)kl, end, (size_t)el, 0, false, &r, err, errlen);
+	if (ret)
+		return ret;
+	out->agents = calloc(r.n_kvs + 1, sizeof(*out->agents));
+	out->status = calloc(r.n_kvs + 1, sizeof(*out->status));
+	g = calloc(r.n_kvs + 1, sizeof(*g));
+	if (!out->agents || !out->status || !g) {
+		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	out->revision = r.revision;
+	for (size_t i = 0; i < r.n_kvs; i++) {
+		const char *k = r.kvs[i].key + kl, *slash;
+		json_t *o = json_loadb(r.kvs[i].value, r.kvs[i].value_len, 0, NULL);
+
+		if (!json_is_object(o)) {
+			json_decref(o);
+			continue;
+		}
+		if (!strncmp(k, "agents/", 7)) {
+			struct cluster_agent *a = &out->agents[out->n_agents];
+
+			snprintf(a->id, sizeof(a->id), "%s", k + 7);
+			snprintf(a->group, sizeof(a->group), "%s", jstr(o, "group"));
+			snprintf(a->mode, sizeof(a->mode), "%s", jstr(o, "mode"));
+			a->since_ms = jint(o, "since_ms");
+			if (cluster_name_ok(a->id) && cluster_name_ok(a->group))
+				out->n_agents++;
+		} else if (!strncmp(k, "leader/", 7) && cluster_name_ok(k + 7)) {
+			snprintf(group_get(g, &ng, k + 7)->leader, sizeof(g->leader), "%s",
+				 jstr(o, "id"));
+		} else if (!strncmp(k, "applied/", 8) && cluster_name_ok(k + 8)) {
+			struct group_rec *gr = group_get(g, &ng, k + 8);
+
+			gr->applied = jint(o, "revision");
+			gr->applied_ms = jint(o, "ms");
+		} else if (!strncmp(k, "status/", 7) && (slash = strrchr(k + 7, '/')) &&
+			   (size_t)(slash - (k + 7)) < sizeof(name)) {
+			struct cluster_pkey_status *st = &out->status[out->n_status];
+			uint64_t pk;
+
+			memcpy(name, k + 7, (size_t)(slash - (k + 7)));
+			name[slash - (k + 7)] = 0;
+			if (strlen(slash + 1) == 4 && hex_exact(slash + 1, 4, &pk) &&
+			    cluster_name_ok(name)) {
+				snprintf(st->group, sizeof(st->group), "%.253s", name);
+				st->pkey = (uint16_t)pk;
+				st->desired = (uint32_t)jint(o, "desired");
+				st->applied = (uint32_t)jint(o, "applied");
+				st->revision = jint(o, "revision");
+				st->ms = jint(o, "ms");
+				snprintf(st->error, sizeof(st->error), "%s", jstr(o, "error"));
+				out->n_status++;
+			}
+		}
+		json_decref(o);
+	}
+	for (size_t i = 0; i < out->n_agents; i++) {
+		struct cluster_agent *a = &out->agents[i];
+
+		for (size_t j = 0; j < ng; j++) {
+			if (strcmp(g[j].group, a->group))
+				continue;
+			a->applied_revision = g[j].applied;
+			a->applied_ms = g[j].applied_ms;
+			a->leader = !strcmp(g[j].leader, a->id);
+		}
+	}
+out:
+	free(g);
+	etcd_range_result_free(&r);
+	if (ret)
+		cluster_sm_state_free(out);
+	return ret;
+}
+
+bool cluster_sm_applied(const struct cluster_sm_state *s, int64_t rev, char *why, size_t whylen)
+{
+	if (!s->n_agents) {
+		if (why)
+			snprintf(why, whylen, "no SM agent is live (no key under smd/agents/)");
+		return false;
+	}
+	for (size_t i = 0; i < s->n_agents; i++) {
+		const struct cluster_agent *a = &s->agents[i];
+
+		if (a->applied_revision < rev) {
+			if (why)
+				snprintf(why, whylen,
+					 "SM group %.64s (agent %.64s) has applied revision %lld, "
+					 "not yet %lld",
+					 a->group, a->id, (long long)a->applied_revision,
+					 (long long)rev);
+			return false;
+		}
+	}
+	return true;
+}
