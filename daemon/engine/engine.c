@@ -423,6 +423,7 @@ void eng_op_finish(void *arg)
 
 	if (eng_op_arrived(op))
 		ibvf_sm_batch_expect(e->batch, -1);
+	ibvf_timing_mark(&op->timing, "reply_queue"); /* worker -> loop thread */
 	if (op->kind != OP_UNDO) {
 		if (!op->have_result && !op->code)
 			eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, EIO, "internal", "no result");

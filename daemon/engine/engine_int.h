@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "attach.h"
+#include "attach_timing.h"
 #include "err.h"
 #include "reconcile.h"
 #include "sm_batch.h"
@@ -186,6 +187,8 @@ struct op {
 	char sm_msg[IBVF_ERR_LEN + 96];
 	struct ibvf_sm_members *listed; /* a shared SM listing for PH_SM_CHECK/VERIFY */
 	int check_tries;		/* prepare: GUIDs skipped for foreign PKeys */
+	/* prepare, commit, release: the reply's "timing" (attach_timing.h) */
+	struct ibvf_attach_timing timing;
 
 	/* typed results (code == 0), turned into JSON by api_methods.c */
 	bool have_result;

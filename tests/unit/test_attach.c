@@ -53,6 +53,8 @@ struct fake_vfs {
 	char fail_program_pci[32];
 	int fail_program; /* next N program calls fail */
 	int fail_port;	  /* next N port waits fail */
+	/* every port wait takes this long */
+	unsigned port_delay_ms;
 	unsigned program_calls;
 	unsigned lookup_calls;
 };
@@ -173,6 +175,8 @@ static int f_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port
 	if (fail)
 		fv.fail_port--;
 	pthread_mutex_unlock(&fv.lock);
+	if (fv.port_delay_ms)
+		usleep(fv.port_delay_ms * 1000u);
 	snprintf(out->state, sizeof(out->state), fail ? "INIT" : "ACTIVE");
 	if (fail) {
 		snprintf(err, errlen, "port INIT, LID 0 (injected)");
@@ -1895,6 +1899,69 @@ static void test_handed_in_host(void **state)
 	json_decref(fnd);
 }
 
+/*
+ * Every step named in @want is in @r's "timing", in this order, none
+ * negative; their sum is at most "total" (issue 17: per-step timestamps).
+ */
+static void assert_timing(json_t *r, const char *const *want)
+{
+	json_t *t = json_object_get(r, "timing"), *v;
+	double sum = 0, total;
+	const char *k;
+	size_t i = 0;
+
+	assert_non_null(t);
+	total = json_real_value(json_object_get(t, "total"));
+	json_object_foreach(t, k, v)
+	{
+		assert_true(json_is_real(v));
+		assert_true(json_real_value(v) >= 0);
+		if (!strcmp(k, "total"))
+			continue;
+		sum += json_real_value(v);
+		if (want[i] && !strcmp(k, want[i]))
+			i++;
+	}
+	if (want[i])
+		fail_msg("timing %s: step %s missing or out of order", json_dumps(t, JSON_COMPACT),
+			 want[i]);
+	assert_true(sum <= total + 0.01);
+}
+
+static void test_timing(void **state)
+{
+	static const char *const prep[] = {
+		"queue",     "vf_lookup",	 "store_read",	       "store_allocate",
+		"sm_check",  "vf_program",	 "store_sm_requested", "sm_add",
+		"port_wait", "store_port_ready", "reply_queue",	       NULL};
+	static const char *const commit[] = {"queue", "store_read", "store_handed",
+					     "store_checkpoint", NULL};
+	static const char *const release[] = {"queue",	       "store_read", "store_releasing",
+					      "sm_remove",     "sm_verify",  "vf_reset",
+					      "store_release", NULL};
+	struct fx *f = *state;
+	json_t *r;
+
+	fv.port_delay_ms = 30;
+	r = call(f, "prepare", prep_params("c1", pci_of(0), "0x0012"));
+	fv.port_delay_ms = 0;
+	assert_int_equal(f->code[0], 0);
+	assert_timing(r, prep);
+	/* the port wait's time is the port wait's, not another step's */
+	assert_true(json_real_value(json_object_get(json_object_get(r, "timing"), "port_wait")) >=
+		    30);
+	r = call(f, "commit", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_timing(r, commit);
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_timing(r, release);
+	/* nothing held: still timed */
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_non_null(json_object_get(json_object_get(r, "timing"), "total"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1931,6 +1998,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_spool, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_handed_in_host, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_cni_cache_in_use, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timing, setup, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
