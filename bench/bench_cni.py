@@ -18,12 +18,19 @@ same run: `ip link set netns` into the namespace and back (two process
 starts and the two moves, which a plugin cannot avoid). Each iteration runs
 one ADD+DEL pair of each, in turn, timed from process start to exit, as a
 runtime sees it. Prints per-pair medians, p90s, the load average, and the
-ratios to host-device and to the floor. Needs root; prints "SKIP: ..." and
-exits 77 without it. Numbers, not assertions.
+ratios to host-device and to the floor. After the timed runs, --steps N more
+pairs per real ibvfd run with ib-sriov at debug level into a log file (not
+timed with the others: the logging costs a little), and the medians of
+ibvfd's per-step "timing" of prepare, commit and release are printed
+(docs/api.md "Per-step timing"). --sync full|normal is the real ibvfd's
+pool.sync (default "full", ibvfd's default). Needs root; prints "SKIP: ..."
+and exits 77 without it. Numbers, not assertions.
 """
 import argparse
+import collections
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -100,6 +107,32 @@ def opensm_ibvfd(lab, binary, moddir, vf):
     return d
 
 
+TIMING_RE = re.compile(r"ibvfd (prepare|commit|release) timing \(ms\): (\{.*\})")
+
+
+def step_breakdown(lab, label, conf, ns, n):
+    """@n ADD+DEL pairs with ib-sriov logging ibvfd's per-step timing; print the medians."""
+    log = os.path.join(lab.tmp, "steps-%d.log" % abs(hash(label)))
+    c = dict(conf, logLevel="debug", logFile=log)
+    for i in range(n):
+        pair(lab, c, f"s{abs(hash(label)) % 1000}-{i}", ns)
+    steps = collections.defaultdict(lambda: collections.defaultdict(list))
+    with open(log) as f:
+        for line in f:
+            m = TIMING_RE.search(line)
+            if m:
+                for k, v in json.loads(m.group(2)).items():
+                    steps[m.group(1)][k].append(v)
+    print(f"# {label}: ibvfd per-step medians over {n} pairs, ms (docs/api.md)")
+    for method in ("prepare", "commit", "release"):
+        st = steps.get(method)
+        if not st:
+            print(f"  {method}: no timing in {log}")
+            continue
+        parts = " ".join(f"{k} {statistics.median(v):.3f}" for k, v in st.items() if k != "total")
+        print(f"  {method:8s} total {statistics.median(st['total']):7.3f}: {parts}")
+
+
 def loadavg():
     return open("/proc/loadavg").read().split()[0]
 
@@ -123,6 +156,10 @@ def main():
     ap.add_argument("--ibvfd")
     ap.add_argument("--sm-module-dir")
     ap.add_argument("--ibvfd-b", help="another ibvfd binary (noop backend), e.g. main's")
+    ap.add_argument("--sync", choices=("full", "normal"), default="full",
+                    help="the real ibvfd's pool.sync")
+    ap.add_argument("--steps", type=int, default=int(os.environ.get("IBVF_BENCH_STEPS", 20)),
+                    help="pairs per real ibvfd for the per-step breakdown (0: none)")
     args = ap.parse_args()
     need_lab()
     lab = Lab(os.path.abspath(args.plugin), os.path.abspath(args.fakesysfs), Tap())
@@ -152,6 +189,11 @@ def main():
             shim, os.path.abspath(args.ibvfd_b), os.path.abspath(args.sm_module_dir), [vf])
     confs = {}
     for k, d in daemons.items():
+        with open(d.cfg) as f:
+            cfg = json.load(f)
+        cfg["pool"]["sync"] = args.sync
+        with open(d.cfg, "w") as f:
+            json.dump(cfg, f)
         if not d.start():
             print(f"{k}: ibvfd did not start (see {d.dir}/ibvfd.log)", file=sys.stderr)
             return 1
@@ -174,7 +216,8 @@ def main():
                                                      binary="/usr/lib/cni/host-device"))
         runs["kernel floor (ip link set netns, there and back)"].append(floor_pair(lab, vf, ns))
     print(f"# {args.iterations} ADD+DEL pairs each, same veth, same netns, interleaved; "
-          f"load average (1 min) {load0} before, {loadavg()} after")
+          f"load average (1 min) {load0} before, {loadavg()} after; real ibvfd pool.sync "
+          f"\"{args.sync}\"")
     med = {k: summary(k, v) for k, v in runs.items()}
     base = med["host-device (Go, Debian)"]
     floor = med["kernel floor (ip link set netns, there and back)"]
@@ -183,6 +226,9 @@ def main():
         target = "<= 0.86" if "compatibility" in k else "<= 0.9"
         print(f"ratio {k} / host-device: wall {med[k][0] / base[0]:.3f} (target {target}), "
               f"CPU {med[k][1] / base[1]:.3f}; / kernel floor: wall {med[k][0] / floor[0]:.3f}")
+    for k, c in confs.items():
+        if args.steps > 0:
+            step_breakdown(lab, k, c, ns, args.steps)
     for d in daemons.values():
         d.stop()
         if getattr(d, "stand_in", None):

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include <ibvf/api.h>
 
@@ -376,6 +377,9 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 	return 0;
 }
 
+/* ibvf_engine_opts.checkpoint_ms of the next open_engine() (0: the default). */
+static uint32_t checkpoint_ms;
+
 /* Open the pool and an engine over f->cfg, f->loop and f->sm (fake VFs kept). */
 static void open_engine(struct fx *f)
 {
@@ -402,6 +406,7 @@ static void open_engine(struct fx *f)
 	o.seed = 7;
 	o.sm_retry_base_ms = 10;
 	o.sm_max_attempts = f->sm_attempts;
+	o.checkpoint_ms = checkpoint_ms;
 	assert_int_equal(ibvf_engine_new(&o, &f->e, err, sizeof(err)), 0);
 }
 
@@ -1934,8 +1939,7 @@ static void test_timing(void **state)
 		"queue",     "vf_lookup",	 "store_read",	       "store_allocate",
 		"sm_check",  "vf_program",	 "store_sm_requested", "sm_add",
 		"port_wait", "store_port_ready", "reply_queue",	       NULL};
-	static const char *const commit[] = {"queue", "store_read", "store_handed",
-					     "store_checkpoint", NULL};
+	static const char *const commit[] = {"queue", "store_read", "store_handed", NULL};
 	static const char *const release[] = {"queue",	       "store_read", "store_releasing",
 					      "sm_remove",     "sm_verify",  "vf_reset",
 					      "store_release", NULL};
@@ -1960,6 +1964,81 @@ static void test_timing(void **state)
 	r = call(f, "release", json_pack("{s:o}", "owner", owner("c1", "net1")));
 	assert_int_equal(f->code[0], 0);
 	assert_non_null(json_object_get(json_object_get(r, "timing"), "total"));
+}
+
+/*
+ * Records in state @st that pool.db alone holds (a copy without its WAL,
+ * opened immutable): what survives a destroyed WAL.
+ */
+static int in_db_without_wal(struct fx *f, enum ibvf_alloc_state st)
+{
+	char src[300], dst[300], uri[320], cmd[700];
+	sqlite3 *db;
+	sqlite3_stmt *q;
+	int n = -1;
+
+	snprintf(src, sizeof(src), "%s/pool.db", f->cfg.state_dir);
+	snprintf(dst, sizeof(dst), "%s/copy.db", f->dir);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", src, dst);
+	assert_int_equal(system(cmd), 0);
+	snprintf(uri, sizeof(uri), "file:%s?immutable=1", dst);
+	assert_int_equal(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL),
+			 SQLITE_OK);
+	assert_int_equal(
+		sqlite3_prepare_v2(db, "SELECT count(*) FROM alloc WHERE state = ?", -1, &q, NULL),
+		SQLITE_OK);
+	sqlite3_bind_int(q, 1, (int)st);
+	if (sqlite3_step(q) == SQLITE_ROW)
+		n = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	unlink(dst);
+	return n;
+}
+
+static int setup_checkpoint(void **state)
+{
+	checkpoint_ms = 300;
+	return setup(state);
+}
+
+static int teardown_checkpoint(void **state)
+{
+	checkpoint_ms = 0;
+	return teardown(state);
+}
+
+/*
+ * Issue 17: hand-overs do not each pay a WAL checkpoint under the pool's
+ * mutex; one checkpoint at the end of a window (300 ms here) puts all of
+ * the window's handed records into pool.db (issue 14's bound).
+ */
+static void test_checkpoint_window(void **state)
+{
+	struct fx *f = *state;
+	int n = 0;
+
+	for (int i = 0; i < 3; i++) {
+		char cid[8];
+
+		snprintf(cid, sizeof(cid), "k%d", i);
+		call(f, "prepare", prep_params(cid, pci_of(i), "0x0012"));
+		assert_int_equal(f->code[0], 0);
+		call(f, "commit", json_pack("{s:o}", "owner", owner(cid, "net1")));
+		assert_int_equal(f->code[0], 0);
+	}
+	/* the three commits were answered without a checkpoint each */
+	assert_int_equal(in_db_without_wal(f, IBVF_ALLOC_HANDED), 0);
+	for (int i = 0; i < 100 && n < 3; i++) {
+		struct ibvf_timer *t = ibvf_loop_timer(
+			f->loop, 50, 0, (ibvf_timer_cb)(void (*)(void))ibvf_loop_quit, NULL);
+
+		ibvf_loop_run(f->loop);
+		ibvf_timer_free(t);
+		n = in_db_without_wal(f, IBVF_ALLOC_HANDED);
+	}
+	/* one deferred checkpoint took all three into pool.db */
+	assert_int_equal(n, 3);
 }
 
 int main(void)
@@ -1999,6 +2078,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_handed_in_host, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_cni_cache_in_use, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_window, setup_checkpoint,
+						teardown_checkpoint),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
