@@ -20,8 +20,9 @@ one ADD+DEL pair of each, in turn, timed from process start to exit, as a
 runtime sees it. Prints per-pair medians, p90s, the load average, and the
 ratios to host-device and to the floor. After the timed runs, --steps N more
 pairs per real ibvfd run with ib-sriov at debug level into a log file (not
-timed with the others: the logging costs a little), and the medians of
-ibvfd's per-step "timing" of prepare, commit and release are printed
+timed with the others: the logging costs a little), also for the fake ibvfd
+and compatibility mode: the medians of the kernel's netns moves (ib-sriov's
+debug line) and of ibvfd's per-step "timing" of prepare, commit and release
 (docs/api.md "Per-step timing"). --sync full|normal is the real ibvfd's
 pool.sync (default "full", ibvfd's default). Needs root; prints "SKIP: ..."
 and exits 77 without it. Numbers, not assertions.
@@ -108,21 +109,36 @@ def opensm_ibvfd(lab, binary, moddir, vf):
 
 
 TIMING_RE = re.compile(r"ibvfd (prepare|commit|release) timing \(ms\): (\{.*\})")
+MOVE_RE = re.compile(r"netns move .* took ([0-9.]+) ms \(kernel\)")
 
 
-def step_breakdown(lab, label, conf, ns, n):
-    """@n ADD+DEL pairs with ib-sriov logging ibvfd's per-step timing; print the medians."""
+def step_breakdown(lab, label, conf, ns, n, extra=None):
+    """@n ADD+DEL pairs with ib-sriov at debug level: the kernel's netns moves and
+    ibvfd's per-step timing (when it is a real ibvfd); print the medians."""
     log = os.path.join(lab.tmp, "steps-%d.log" % abs(hash(label)))
     c = dict(conf, logLevel="debug", logFile=log)
-    for i in range(n):
-        pair(lab, c, f"s{abs(hash(label)) % 1000}-{i}", ns)
+    walls = [pair(lab, c, f"s{abs(hash(label)) % 1000}-{i}", ns, extra=extra) for i in range(n)]
     steps = collections.defaultdict(lambda: collections.defaultdict(list))
+    moves = []
     with open(log) as f:
         for line in f:
             m = TIMING_RE.search(line)
             if m:
                 for k, v in json.loads(m.group(2)).items():
                     steps[m.group(1)][k].append(v)
+            m = MOVE_RE.search(line)
+            if m:
+                moves.append(float(m.group(1)))
+    if len(moves) == 2 * n:
+        add, dl = moves[0::2], moves[1::2]
+        print(f"# {label}: over {n} pairs at debug level: ADD {statistics.median(w[2] for w in walls):.2f}"
+              f" ms of which the kernel's netns move {statistics.median(add):.2f}; DEL "
+              f"{statistics.median(w[3] for w in walls):.2f} ms of which the move back "
+              f"{statistics.median(dl):.2f}")
+    else:
+        print(f"# {label}: {len(moves)} netns move lines for {n} pairs: moves not broken down")
+    if not steps:
+        return
     print(f"# {label}: ibvfd per-step medians over {n} pairs, ms (docs/api.md)")
     for method in ("prepare", "commit", "release"):
         st = steps.get(method)
@@ -226,9 +242,11 @@ def main():
         target = "<= 0.86" if "compatibility" in k else "<= 0.9"
         print(f"ratio {k} / host-device: wall {med[k][0] / base[0]:.3f} (target {target}), "
               f"CPU {med[k][1] / base[1]:.3f}; / kernel floor: wall {med[k][0] / floor[0]:.3f}")
-    for k, c in confs.items():
-        if args.steps > 0:
+    if args.steps > 0:
+        for k, c in confs.items():
             step_breakdown(lab, k, c, ns, args.steps)
+        step_breakdown(lab, "ib-sriov (daemon, fake ibvfd)", ib, ns, args.steps)
+        step_breakdown(lab, "ib-sriov (compatibility mode)", ib, ns, args.steps, extra=compat)
     for d in daemons.values():
         d.stop()
         if getattr(d, "stand_in", None):
