@@ -131,10 +131,10 @@ def step_breakdown(lab, label, conf, ns, n, extra=None):
                 moves.append(float(m.group(1)))
     if len(moves) == 2 * n:
         add, dl = moves[0::2], moves[1::2]
-        print(f"# {label}: over {n} pairs at debug level: ADD {statistics.median(w[2] for w in walls):.2f}"
-              f" ms of which the kernel's netns move {statistics.median(add):.2f}; DEL "
-              f"{statistics.median(w[3] for w in walls):.2f} ms of which the move back "
-              f"{statistics.median(dl):.2f}")
+        print(f"# {label}: over {n} pairs at debug level: ADD "
+              f"{statistics.median(w[2] for w in walls):.2f} ms of which the kernel's netns "
+              f"move {statistics.median(add):.2f}; DEL {statistics.median(w[3] for w in walls):.2f}"
+              f" ms of which the move back {statistics.median(dl):.2f}")
     else:
         print(f"# {label}: {len(moves)} netns move lines for {n} pairs: moves not broken down")
     if not steps:
@@ -169,13 +169,13 @@ def main():
     ap.add_argument("plugin")
     ap.add_argument("fakesysfs")
     ap.add_argument("--iterations", type=int, default=int(os.environ.get("IBVF_BENCH_N", 200)))
-    ap.add_argument("--ibvfd")
-    ap.add_argument("--sm-module-dir")
-    ap.add_argument("--ibvfd-b", help="another ibvfd binary (noop backend), e.g. main's")
     ap.add_argument("--sync", choices=("full", "normal"), default="full",
                     help="the real ibvfd's pool.sync")
     ap.add_argument("--steps", type=int, default=int(os.environ.get("IBVF_BENCH_STEPS", 20)),
-                    help="pairs per real ibvfd for the per-step breakdown (0: none)")
+                    help="pairs per variant for the per-step breakdown (0: none)")
+    ap.add_argument("--ibvfd")
+    ap.add_argument("--sm-module-dir")
+    ap.add_argument("--ibvfd-b", help="another ibvfd binary (noop backend), e.g. main's")
     args = ap.parse_args()
     need_lab()
     lab = Lab(os.path.abspath(args.plugin), os.path.abspath(args.fakesysfs), Tap())
@@ -232,8 +232,8 @@ def main():
                                                      binary="/usr/lib/cni/host-device"))
         runs["kernel floor (ip link set netns, there and back)"].append(floor_pair(lab, vf, ns))
     print(f"# {args.iterations} ADD+DEL pairs each, same veth, same netns, interleaved; "
-          f"load average (1 min) {load0} before, {loadavg()} after; real ibvfd pool.sync "
-          f"\"{args.sync}\"")
+          f"load average (1 min) {load0} before, {loadavg()} after")
+    print(f"# real ibvfd: pool.sync \"{args.sync}\"")
     med = {k: summary(k, v) for k, v in runs.items()}
     base = med["host-device (Go, Debian)"]
     floor = med["kernel floor (ip link set netns, there and back)"]
