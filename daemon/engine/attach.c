@@ -421,8 +421,11 @@ static void sm_done(void *arg, int status, const char *msg)
 	}
 	last = --op->sm_pending == 0;
 	pthread_mutex_unlock(&e->lock);
-	if (last) /* SM batch wait + call; the op is ours until eng_submit() */
-		ibvf_timing_mark(&op->timing, op->kind == OP_PREPARE ? "sm_add" : "sm_remove");
+	if (last) /* SM batch wait, then its call; the op is ours until eng_submit() */
+		ibvf_timing_mark_split(&op->timing,
+				       op->kind == OP_PREPARE ? "sm_add_wait" : "sm_remove_wait",
+				       op->kind == OP_PREPARE ? "sm_add" : "sm_remove",
+				       ibvf_sm_batch_last_call_ns());
 	if (last && eng_submit(op)) {
 		/* no worker can take it: finish with an error on the loop thread */
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ENOMEM, "sm_add", "cannot queue");

@@ -39,6 +39,22 @@ void ibvf_timing_mark(struct ibvf_attach_timing *t, const char *name)
 	t->last_ns = now;
 }
 
+void ibvf_timing_mark_split(struct ibvf_attach_timing *t, const char *head, const char *tail,
+			    uint64_t tail_ns)
+{
+	uint64_t now, all;
+
+	if (!t || !t->t0_ns)
+		return;
+	now = ibvf_mono_ns();
+	all = now > t->last_ns ? now - t->last_ns : 0;
+	if (tail_ns > all)
+		tail_ns = all;
+	slot(t, head)->ns += all - tail_ns;
+	slot(t, tail)->ns += tail_ns;
+	t->last_ns = now;
+}
+
 struct ibvf_attach_timing *ibvf_timing_set_current(struct ibvf_attach_timing *t)
 {
 	struct ibvf_attach_timing *was = current;

@@ -43,6 +43,14 @@ void ibvf_timing_start(struct ibvf_attach_timing *t);
 void ibvf_timing_mark(struct ibvf_attach_timing *t, const char *name);
 
 /**
+ * ibvf_timing_mark_split() - like ibvf_timing_mark(), the time since the
+ * previous mark split in two steps: its last @tail_ns (at most all of it)
+ * was @tail, the rest @head (e.g. the SM batch's wait, then its call).
+ */
+void ibvf_timing_mark_split(struct ibvf_attach_timing *t, const char *head, const char *tail,
+			    uint64_t tail_ns);
+
+/**
  * ibvf_timing_set_current() - make @t (NULL: none) the calling thread's
  * current timing, for ibvf_timing_mark_current(). Return: the previous one.
  */

@@ -105,10 +105,19 @@ static bool same_call(const struct req *a, const struct req *b)
 	return a->member.membership == b->member.membership && flags_rank(a) == flags_rank(b);
 }
 
+/* How long the calling thread's last backend call took (ibvf_sm_batch_last_call_ns()). */
+static _Thread_local uint64_t last_call_ns;
+
+uint64_t ibvf_sm_batch_last_call_ns(void)
+{
+	return last_call_ns;
+}
+
 /* One backend call for @n requests of one kind and PKey. */
 static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *err, size_t errlen)
 {
 	int64_t t0 = ibvf_mono_ms();
+	uint64_t t0_ns = ibvf_mono_ns();
 	int ret;
 
 	pthread_mutex_lock(&b->be_lock);
@@ -137,6 +146,7 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 		free(g);
 	}
 	pthread_mutex_unlock(&b->be_lock);
+	last_call_ns = ibvf_mono_ns() - t0_ns;
 	pthread_mutex_lock(&b->lock);
 	b->st.call_ms_total += (uint64_t)(ibvf_mono_ms() - t0);
 	if (r[0].kind == IBVF_SM_REQ_ADD)

@@ -1936,13 +1936,14 @@ static void assert_timing(json_t *r, const char *const *want)
 static void test_timing(void **state)
 {
 	static const char *const prep[] = {
-		"queue",     "vf_lookup",	 "store_read",	       "store_allocate",
-		"sm_check",  "vf_program",	 "store_sm_requested", "sm_add",
-		"port_wait", "store_port_ready", "reply_queue",	       NULL};
+		"queue",    "vf_lookup",  "store_read",		"store_allocate",
+		"sm_check", "vf_program", "store_sm_requested", "sm_add_wait",
+		"sm_add",   "port_wait",  "store_port_ready",	"reply_queue",
+		NULL};
 	static const char *const commit[] = {"queue", "store_read", "store_handed", NULL};
-	static const char *const release[] = {"queue",	       "store_read", "store_releasing",
-					      "sm_remove",     "sm_verify",  "vf_reset",
-					      "store_release", NULL};
+	static const char *const release[] = {"queue",		"store_read",	 "store_releasing",
+					      "sm_remove_wait", "sm_remove",	 "sm_verify",
+					      "vf_reset",	"store_release", NULL};
 	struct fx *f = *state;
 	json_t *r;
 
@@ -1954,6 +1955,11 @@ static void test_timing(void **state)
 	/* the port wait's time is the port wait's, not another step's */
 	assert_true(json_real_value(json_object_get(json_object_get(r, "timing"), "port_wait")) >=
 		    30);
+	/* the batch's 20 ms minimum window (sm.batch_window_ms here) is the wait, not the call */
+	assert_true(json_real_value(json_object_get(json_object_get(r, "timing"), "sm_add_wait")) >=
+		    15);
+	assert_true(json_real_value(json_object_get(json_object_get(r, "timing"), "sm_add")) <
+		    json_real_value(json_object_get(json_object_get(r, "timing"), "sm_add_wait")));
 	r = call(f, "commit", json_pack("{s:o}", "owner", owner("c1", "net1")));
 	assert_int_equal(f->code[0], 0);
 	assert_timing(r, commit);
