@@ -18,12 +18,20 @@ same run: `ip link set netns` into the namespace and back (two process
 starts and the two moves, which a plugin cannot avoid). Each iteration runs
 one ADD+DEL pair of each, in turn, timed from process start to exit, as a
 runtime sees it. Prints per-pair medians, p90s, the load average, and the
-ratios to host-device and to the floor. Needs root; prints "SKIP: ..." and
-exits 77 without it. Numbers, not assertions.
+ratios to host-device and to the floor. After the timed runs, --steps N more
+pairs per real ibvfd run with ib-sriov at debug level into a log file (not
+timed with the others: the logging costs a little), also for the fake ibvfd
+and compatibility mode: the medians of the kernel's netns moves (ib-sriov's
+debug line) and of ibvfd's per-step "timing" of prepare, commit and release
+(docs/api.md "Per-step timing"). --sync full|normal is the real ibvfd's
+pool.sync (default "full", ibvfd's default). Needs root; prints "SKIP: ..."
+and exits 77 without it. Numbers, not assertions.
 """
 import argparse
+import collections
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -100,6 +108,47 @@ def opensm_ibvfd(lab, binary, moddir, vf):
     return d
 
 
+TIMING_RE = re.compile(r"ibvfd (prepare|commit|release) timing \(ms\): (\{.*\})")
+MOVE_RE = re.compile(r"netns move .* took ([0-9.]+) ms \(kernel\)")
+
+
+def step_breakdown(lab, label, conf, ns, n, extra=None):
+    """@n ADD+DEL pairs with ib-sriov at debug level: the kernel's netns moves and
+    ibvfd's per-step timing (when it is a real ibvfd); print the medians."""
+    log = os.path.join(lab.tmp, "steps-%d.log" % abs(hash(label)))
+    c = dict(conf, logLevel="debug", logFile=log)
+    walls = [pair(lab, c, f"s{abs(hash(label)) % 1000}-{i}", ns, extra=extra) for i in range(n)]
+    steps = collections.defaultdict(lambda: collections.defaultdict(list))
+    moves = []
+    with open(log) as f:
+        for line in f:
+            m = TIMING_RE.search(line)
+            if m:
+                for k, v in json.loads(m.group(2)).items():
+                    steps[m.group(1)][k].append(v)
+            m = MOVE_RE.search(line)
+            if m:
+                moves.append(float(m.group(1)))
+    if len(moves) == 2 * n:
+        add, dl = moves[0::2], moves[1::2]
+        print(f"# {label}: over {n} pairs at debug level: ADD "
+              f"{statistics.median(w[2] for w in walls):.2f} ms of which the kernel's netns "
+              f"move {statistics.median(add):.2f}; DEL {statistics.median(w[3] for w in walls):.2f}"
+              f" ms of which the move back {statistics.median(dl):.2f}")
+    else:
+        print(f"# {label}: {len(moves)} netns move lines for {n} pairs: moves not broken down")
+    if not steps:
+        return
+    print(f"# {label}: ibvfd per-step medians over {n} pairs, ms (docs/api.md)")
+    for method in ("prepare", "commit", "release"):
+        st = steps.get(method)
+        if not st:
+            print(f"  {method}: no timing in {log}")
+            continue
+        parts = " ".join(f"{k} {statistics.median(v):.3f}" for k, v in st.items() if k != "total")
+        print(f"  {method:8s} total {statistics.median(st['total']):7.3f}: {parts}")
+
+
 def loadavg():
     return open("/proc/loadavg").read().split()[0]
 
@@ -120,6 +169,10 @@ def main():
     ap.add_argument("plugin")
     ap.add_argument("fakesysfs")
     ap.add_argument("--iterations", type=int, default=int(os.environ.get("IBVF_BENCH_N", 200)))
+    ap.add_argument("--sync", choices=("full", "normal"), default="full",
+                    help="the real ibvfd's pool.sync")
+    ap.add_argument("--steps", type=int, default=int(os.environ.get("IBVF_BENCH_STEPS", 20)),
+                    help="pairs per variant for the per-step breakdown (0: none)")
     ap.add_argument("--ibvfd")
     ap.add_argument("--sm-module-dir")
     ap.add_argument("--ibvfd-b", help="another ibvfd binary (noop backend), e.g. main's")
@@ -152,6 +205,11 @@ def main():
             shim, os.path.abspath(args.ibvfd_b), os.path.abspath(args.sm_module_dir), [vf])
     confs = {}
     for k, d in daemons.items():
+        with open(d.cfg) as f:
+            cfg = json.load(f)
+        cfg["pool"]["sync"] = args.sync
+        with open(d.cfg, "w") as f:
+            json.dump(cfg, f)
         if not d.start():
             print(f"{k}: ibvfd did not start (see {d.dir}/ibvfd.log)", file=sys.stderr)
             return 1
@@ -175,6 +233,7 @@ def main():
         runs["kernel floor (ip link set netns, there and back)"].append(floor_pair(lab, vf, ns))
     print(f"# {args.iterations} ADD+DEL pairs each, same veth, same netns, interleaved; "
           f"load average (1 min) {load0} before, {loadavg()} after")
+    print(f"# real ibvfd: pool.sync \"{args.sync}\"")
     med = {k: summary(k, v) for k, v in runs.items()}
     base = med["host-device (Go, Debian)"]
     floor = med["kernel floor (ip link set netns, there and back)"]
@@ -183,6 +242,11 @@ def main():
         target = "<= 0.86" if "compatibility" in k else "<= 0.9"
         print(f"ratio {k} / host-device: wall {med[k][0] / base[0]:.3f} (target {target}), "
               f"CPU {med[k][1] / base[1]:.3f}; / kernel floor: wall {med[k][0] / floor[0]:.3f}")
+    if args.steps > 0:
+        for k, c in confs.items():
+            step_breakdown(lab, k, c, ns, args.steps)
+        step_breakdown(lab, "ib-sriov (daemon, fake ibvfd)", ib, ns, args.steps)
+        step_breakdown(lab, "ib-sriov (compatibility mode)", ib, ns, args.steps, extra=compat)
     for d in daemons.values():
         d.stop()
         if getattr(d, "stand_in", None):

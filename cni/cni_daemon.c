@@ -87,6 +87,13 @@ static int call(const char *socket, const char *method, json_t *params, unsigned
 		de->ret = ret;
 		de->cni_code = cni_code_for(ret, &de->rpc);
 		log_debug("ibvfd %s: %s", method, err);
+	} else if (json_object_get(*result, "timing") && ibvf_log_level() >= LOG_DEBUG) {
+		/* ibvfd's per-step ms (docs/api.md "Per-step timing") */
+		char *t = json_dumps(json_object_get(*result, "timing"),
+				     JSON_COMPACT | JSON_REAL_PRECISION(9));
+
+		log_debug("ibvfd %s timing (ms): %s", method, t ? t : "?");
+		free(t);
 	}
 	return ret;
 }

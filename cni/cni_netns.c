@@ -20,6 +20,7 @@
 #include <netlink/msg.h>
 #include <netlink/route/link.h>
 
+#include "clock.h"
 #include "cni_nl.h"
 #include "err.h"
 #include "file_read.h"
@@ -191,13 +192,18 @@ static int link_move(struct cni_ns *ns, int ifindex, const struct cni_ns *to, ch
 		     size_t errlen)
 {
 	struct rtnl_link *chg = rtnl_link_alloc();
+	uint64_t t0;
 	int ret;
 
 	if (!chg)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	rtnl_link_set_ns_fd(chg, to->fd);
+	t0 = ibvf_mono_ns();
 	ret = link_change(ns, ifindex, chg, false);
 	rtnl_link_put(chg);
+	/* the kernel's part of an ADD/DEL (rcu_barrier() in the move): docs/benchmarks.md */
+	log_debug("netdev %d: netns move %s -> %s took %.3f ms (kernel)", ifindex, ns->path,
+		  to->path, (double)(ibvf_mono_ns() - t0) / 1e6);
 	if (ret)
 		return ibvf_errf(err, errlen, ret, "moving netdev %d from netns %s to %s: %s",
 				 ifindex, ns->path, to->path, strerror(-ret));

@@ -586,6 +586,9 @@ static bool api_done(struct op *op)
 
 	if (!op->code) {
 		result = m->result(op);
+		if (result &&
+		    (op->kind == OP_PREPARE || op->kind == OP_COMMIT || op->kind == OP_RELEASE))
+			json_object_set_new(result, "timing", ibvf_timing_json(&op->timing));
 		if (!result) {
 			op->code = IBVF_RPC_INTERNAL_ERROR;
 			op->err_no = ENOMEM;
@@ -629,6 +632,7 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 		reply(ctx, NULL, IBVF_RPC_INTERNAL_ERROR, "out of memory", ENOMEM, "");
 		return;
 	}
+	ibvf_timing_start(&op->timing);
 	op->e = e;
 	op->arrived_ns = ibvf_mono_ns();
 	op->kind = m->kind;

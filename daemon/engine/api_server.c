@@ -157,10 +157,13 @@ static void flush_out(struct conn *c)
 	}
 }
 
-/* Send one JSON-RPC response object (stolen). */
+/*
+ * Send one JSON-RPC response object (stolen). Reals (the replies' "timing"
+ * in ms, microsecond resolution) get 9 significant digits, not 17.
+ */
 static void send_msg(struct conn *c, json_t *msg)
 {
-	char *text = json_dumps(msg, JSON_COMPACT);
+	char *text = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	size_t len;
 
 	json_decref(msg);

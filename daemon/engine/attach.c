@@ -121,6 +121,7 @@ static void listed_done(void *arg, struct ibvf_sm_members *m)
 	struct op *op = arg;
 
 	op->listed = m;
+	ibvf_timing_mark(&op->timing, op->phase == PH_SM_CHECK ? "sm_check" : "sm_verify");
 	if (eng_submit(op)) {
 		/* no worker can take it: finish with an error on the loop thread */
 		ibvf_sm_batch_members_put(op->e->batch, m);
@@ -260,6 +261,7 @@ static int undo_begin(struct ibvf_engine *e, struct ibvf_alloc *a, char *err, si
 	if (a->state != IBVF_ALLOC_RELEASING) {
 		a->state = IBVF_ALLOC_RELEASING;
 		ret = ibvf_pool_update(e->pool, a, err, errlen);
+		ibvf_timing_mark_current("store_releasing");
 	}
 	return ret;
 }
@@ -273,6 +275,7 @@ static int undo_finish(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_fail
 
 	*sm_pending = false;
 	ret = reset_vf(e, a, err, errlen);
+	ibvf_timing_mark_current("vf_reset");
 	if (ret) {
 		log_err("%s", err);
 		return ret;
@@ -287,6 +290,7 @@ static int undo_finish(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_fail
 		return ret;
 	}
 	ret = ibvf_pool_release(e->pool, a->guid, err, errlen);
+	ibvf_timing_mark_current("store_release");
 	if (ret < 0)
 		return ret;
 	log_info("GUID %s released (container %.12s ifname %s)", ibvf_guid_format(a->guid, s),
@@ -330,6 +334,8 @@ int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool 
 	/* quarantine only what the SM is seen without (issue 14: faked removals) */
 	if (sm_touched && !sm_failed && a->n_pkeys && !sm_removal_verified(e, a))
 		sm_failed = true;
+	if (sm_touched)
+		ibvf_timing_mark_current("sm_remove");
 	return undo_finish(e, a, sm_failed, sm_pending, err, errlen);
 }
 
@@ -369,6 +375,21 @@ static int alloc_code(int ret)
 	}
 }
 
+/* The "timing" step of a store write of state @st (attach_timing.h). */
+static const char *store_step(enum ibvf_alloc_state st)
+{
+	switch (st) {
+	case IBVF_ALLOC_SM_REQUESTED:
+		return "store_sm_requested";
+	case IBVF_ALLOC_PORT_READY:
+		return "store_port_ready";
+	case IBVF_ALLOC_HANDED:
+		return "store_handed";
+	default:
+		return "store";
+	}
+}
+
 static int store_state(struct op *op, enum ibvf_alloc_state st)
 {
 	char err[IBVF_ERR_LEN];
@@ -376,6 +397,7 @@ static int store_state(struct op *op, enum ibvf_alloc_state st)
 
 	op->a.state = st;
 	ret = ibvf_pool_update(op->e->pool, &op->a, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, store_step(st));
 	if (ret)
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ret, ibvf_alloc_state_name(st), "%s",
 			      err);
@@ -401,6 +423,11 @@ static void sm_done(void *arg, int status, const char *msg)
 	}
 	last = --op->sm_pending == 0;
 	pthread_mutex_unlock(&e->lock);
+	if (last) /* SM batch wait, then its call; the op is ours until eng_submit() */
+		ibvf_timing_mark_split(&op->timing,
+				       op->kind == OP_PREPARE ? "sm_add_wait" : "sm_remove_wait",
+				       op->kind == OP_PREPARE ? "sm_add" : "sm_remove",
+				       ibvf_sm_batch_last_call_ns());
 	if (last && eng_submit(op)) {
 		/* no worker can take it: finish with an error on the loop thread */
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ENOMEM, "sm_add", "cannot queue");
@@ -476,6 +503,7 @@ static int wait_port(struct op *op)
 
 	ret = e->port.wait(e->port.ctx, &op->vf, op->a.guid, op->a.pkeys, op->a.n_pkeys, dl,
 			   &op->port, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, "port_wait");
 	eng_metrics_port_wait((double)(ibvf_mono_ns() - t0) / 1e9, ret);
 	/*
 	 * Asked for index 0 (CNI "pkeyIndex0"): verbs' default pkey_index 0
@@ -546,12 +574,14 @@ static bool prepare_check(struct op *op)
 	int ret;
 
 	ret = e->vf.lookup(e->vf.ctx, op->req.pci, &op->vf, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, "vf_lookup");
 	if (ret) {
 		eng_set_error(op, IBVF_RPC_VF_ERROR, ret, "lookup", "VF %s: %s", op->req.pci, err);
 		return false;
 	}
 	ret = ibvf_pool_find_attach(e->pool, o->container_id, o->ifname, op->req.pci, &op->a,
 				    &other, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, "store_read");
 	if (ret == 1) {
 		if (op->a.state >= IBVF_ALLOC_PORT_READY && op->a.state <= IBVF_ALLOC_HANDED) {
 			prepare_existing(op);
@@ -612,6 +642,7 @@ static int prepare_allocate(struct op *op)
 	/* a GUID the SM check just skipped is not given back to this owner again */
 	req.no_owner_return = op->check_tries > 0;
 	ret = ibvf_pool_allocate(op->e->pool, &req, &op->a, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, "store_allocate");
 	if (ret == -ENOSPC && !req.guid) {
 		/* cluster mode: the blocks are used up; the claimer thread (cluster_pool.c)
 		 * claims the next in the background: not ready (and why), not a pool error */
@@ -658,6 +689,7 @@ static int prepare_program(struct op *op)
 
 	ret = e->vf.program(e->vf.ctx, &op->vf, op->a.guid, op->a.guid,
 			    op->req.link_state[0] ? op->req.link_state : NULL, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, "vf_program"); /* GUIDs, link state, rebind */
 	if (ret) {
 		eng_set_error(op, IBVF_RPC_VF_ERROR, ret, "program", "PF %s VF %d (%s) GUID %s: %s",
 			      op->vf.pf, op->vf.vf_index, op->req.pci,
@@ -757,6 +789,7 @@ static bool prepare_checked(struct op *op)
 	int ret;
 
 	ret = take_listed(op, &f, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, "sm_check");
 	if (ret) {
 		eng_set_error(op, IBVF_RPC_SM_ERROR, ret, "sm_check",
 			      "GUID %s: reading its SM membership back failed: %s",
@@ -857,6 +890,7 @@ static void do_commit(struct op *op)
 
 	ret = ibvf_pool_find_owner(e->pool, op->req.owner.container_id, op->req.owner.ifname,
 				   &op->a, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, "store_read");
 	if (ret) {
 		eng_set_error(op,
 			      ret == -ENOENT ? IBVF_RPC_INVALID_PARAMS : IBVF_RPC_INTERNAL_ERROR,
@@ -872,8 +906,12 @@ static void do_commit(struct op *op)
 	}
 	if (op->a.state != IBVF_ALLOC_HANDED && store_state(op, IBVF_ALLOC_HANDED))
 		return;
-	/* a handed record lives in pool.db now, not only in the WAL (issue 14) */
-	ibvf_pool_checkpoint(e->pool, NULL, 0);
+	/*
+	 * a handed record lives in pool.db within a second, not only in the WAL
+	 * (issue 14): one deferred checkpoint per window serves every hand-over
+	 * in it, off the commit's path and the pool's mutex (issue 17)
+	 */
+	eng_checkpoint_soon(e);
 	op->have_result = true; /* op->a: handed */
 }
 
@@ -953,6 +991,7 @@ static bool release_begin(struct op *op)
 				   &op->a, err, sizeof(err));
 	if (ret == -ENOENT)
 		ret = find_adopted(op, err, sizeof(err));
+	ibvf_timing_mark(&op->timing, "store_read");
 	if (ret == -ENOENT) {
 		op->have_result = true; /* released: false */
 		return false;
@@ -985,6 +1024,8 @@ static void release_finish(struct op *op)
 	if (!failed && op->a.n_pkeys) {
 		struct sm_seen f;
 		bool left = take_listed(op, &f, err, sizeof(err)) != 0;
+
+		ibvf_timing_mark(&op->timing, "sm_verify");
 
 		for (size_t i = 0; !left && i < op->a.n_pkeys; i++)
 			left = seen_has(&f, op->a.pkeys[i]);
@@ -1165,10 +1206,22 @@ static void do_audit(struct op *op)
 
 /* ---------------------------------------------------------- dispatch -- */
 
+static void op_step(struct op *op);
+
 void eng_op_run(void *arg)
 {
 	struct op *op = arg;
+	struct ibvf_attach_timing *was = ibvf_timing_set_current(&op->timing);
 
+	ibvf_timing_mark(&op->timing, "queue"); /* keys and a free worker */
+	/* may hand @op on (SM batcher, listing): not touched after it */
+	op_step(op);
+	ibvf_timing_set_current(was);
+}
+
+/* One turn of @op on a worker (eng_op_run). */
+static void op_step(struct op *op)
+{
 	switch (op->kind) {
 	case OP_PREPARE:
 		if (op->phase == PH_BEGIN) {

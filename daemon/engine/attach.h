@@ -46,6 +46,8 @@ struct ibvf_engine_opts {
 	unsigned int seed;	       /* SM retry jitter */
 	uint32_t sm_retry_base_ms;     /* 0: default 100 */
 	uint32_t sm_max_attempts;      /* 0: default 8 */
+	/* hand-overs' WAL checkpoint: at most one per this many ms (0: default 1000) */
+	uint32_t checkpoint_ms;
 };
 
 struct ibvf_engine;

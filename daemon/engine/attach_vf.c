@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attach_timing.h"
 #include "err.h"
 #include "vf_driver.h"
 #include "vf_inventory.h"
@@ -64,10 +65,14 @@ static int a_program(void *p, struct ibvf_attach_vf *vf, uint64_t node, uint64_t
 		ret = ibvf_vf_reset_link(c->m, vf->pci, req.link_state, &now, err, errlen);
 	else
 		ret = ibvf_vf_program(c->m, vf->pci, &req, &now, err, errlen);
+	/* the op's timing (attach_timing.h): GUIDs, link state, rebind and its wait */
+	ibvf_timing_mark_current("vf_set");
 	if (ret)
 		return ret;
 	/* names after the rebind (found again by PCI address), GUIDs as set */
-	if (ibvf_vf_query(c->m, vf->pci, &now, &st, NULL, 0) == 0) {
+	ret = ibvf_vf_query(c->m, vf->pci, &now, &st, NULL, 0);
+	ibvf_timing_mark_current("vf_readback");
+	if (ret == 0) {
 		fill(vf, &now, &st);
 	} else {
 		fill(vf, &now, NULL);

@@ -424,6 +424,7 @@ void eng_op_finish(void *arg)
 
 	if (eng_op_arrived(op))
 		ibvf_sm_batch_expect(e->batch, -1);
+	ibvf_timing_mark(&op->timing, "reply_queue"); /* worker -> loop thread */
 	if (op->kind != OP_UNDO) {
 		if (!op->have_result && !op->code)
 			eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, EIO, "internal", "no result");
@@ -689,6 +690,51 @@ static void reconcile_job(void *arg)
 		log_warn("GUID pool store checkpoint: %s", err);
 }
 
+/* Worker: the deferred checkpoint of the window's hand-overs. */
+static void checkpoint_job(void *arg)
+{
+	struct ibvf_engine *e = arg;
+	char err[IBVF_ERR_LEN];
+
+	pthread_mutex_lock(&e->lock);
+	e->ckpt_armed = false; /* a hand-over from now on opens the next window */
+	pthread_mutex_unlock(&e->lock);
+	if (ibvf_pool_checkpoint(e->pool, err, sizeof(err)) < 0)
+		log_warn("GUID pool store checkpoint: %s", err);
+}
+
+/* Loop thread: the window is over. */
+static void checkpoint_due(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	struct ibvf_engine *e = arg;
+
+	(void)l;
+	if (ibvf_workq_submit(e->wq, checkpoint_job, NULL, e))
+		ibvf_timer_set(t, 100, 0); /* no room on the workers: soon again */
+}
+
+void eng_checkpoint_soon(struct ibvf_engine *e)
+{
+	bool arm;
+
+	pthread_mutex_lock(&e->lock);
+	arm = !e->ckpt_armed && e->ckpt_timer;
+	if (arm)
+		e->ckpt_armed = true;
+	pthread_mutex_unlock(&e->lock);
+	/* timerfd_settime(2) is thread-safe; the loop thread runs the expiry */
+	if (arm && ibvf_timer_set(e->ckpt_timer, e->ckpt_ms, 0)) {
+		char err[IBVF_ERR_LEN];
+
+		/* cannot defer it: do it now, as before issue 17 */
+		pthread_mutex_lock(&e->lock);
+		e->ckpt_armed = false;
+		pthread_mutex_unlock(&e->lock);
+		if (ibvf_pool_checkpoint(e->pool, err, sizeof(err)) < 0)
+			log_warn("GUID pool store checkpoint: %s", err);
+	}
+}
+
 void ibvf_engine_reconcile_async(struct ibvf_engine *e)
 {
 	ibvf_workq_submit(e->wq, reconcile_job, NULL, e);
@@ -736,9 +782,12 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 	else
 		e->spool_dir[0] = 0;
 	ibvf_engine_reload(e, o->cfg);
+	e->ckpt_ms = o->checkpoint_ms ? o->checkpoint_ms : 1000;
 	ret = ibvf_sm_batch_new(&bo, &e->batch, err, errlen);
 	if (!ret)
 		ret = ibvf_workq_new(o->loop, o->cfg->daemon.workers, &e->wq, err, errlen);
+	if (!ret && !(e->ckpt_timer = ibvf_loop_timer(o->loop, 0, 0, checkpoint_due, e)))
+		ret = ibvf_errf(err, errlen, -errno, "checkpoint timer: %s", strerror(errno));
 	if (ret) {
 		ibvf_engine_free(e);
 		return ret;
@@ -899,6 +948,8 @@ void ibvf_engine_free(struct ibvf_engine *e)
 	if (!e)
 		return;
 	ibvf_workq_free(e->wq);
+	/* after the workers (a commit arms it); a window still open: pool close checkpoints */
+	ibvf_timer_free(e->ckpt_timer);
 	ibvf_sm_batch_free(e->batch);
 	ibvf_pool_close(e->pool);
 	while (e->waiting) {

@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "attach.h"
+#include "attach_timing.h"
 #include "err.h"
 #include "reconcile.h"
 #include "sm_batch.h"
@@ -65,6 +66,10 @@ struct ibvf_engine {
 	char socket[4096];    /* the API socket the spool is next to */
 	bool stopping, cancel;
 	size_t inflight;
+	/* eng_checkpoint_soon(): one WAL checkpoint per window after hand-overs */
+	struct ibvf_timer *ckpt_timer; /* loop thread; armed from workers (timerfd) */
+	uint32_t ckpt_ms;
+	bool ckpt_armed;
 };
 
 enum op_kind {
@@ -187,6 +192,8 @@ struct op {
 	char sm_msg[IBVF_ERR_LEN + 96];
 	struct ibvf_sm_members *listed; /* a shared SM listing for PH_SM_CHECK/VERIFY */
 	int check_tries;		/* prepare: GUIDs skipped for foreign PKeys */
+	/* prepare, commit, release: the reply's "timing" (attach_timing.h) */
+	struct ibvf_attach_timing timing;
 
 	/* typed results (code == 0), turned into JSON by api_methods.c */
 	bool have_result;
@@ -223,6 +230,17 @@ void eng_start(struct op *op);
 void eng_op_finish(void *arg);
 void eng_op_free(struct op *op);
 bool eng_cancelled(struct ibvf_engine *e);
+/**
+ * eng_checkpoint_soon() - a hand-over (commit) was written: have the GUID
+ * pool's WAL checkpointed into pool.db (ibvf_pool_checkpoint(), issue 14)
+ * at the end of the current window of ckpt_ms (default 1000 ms), on a
+ * worker, off the commit's path. One checkpoint serves every hand-over of
+ * its window, so a burst of commits pays for one, not one each (issue 17).
+ * Durability is not affected: with pool.sync "full" the WAL is synced before
+ * a write returns; the checkpoint only bounds what a damaged WAL can lose.
+ * Any thread.
+ */
+void eng_checkpoint_soon(struct ibvf_engine *e);
 /**
  * eng_reconcile() - one reconciliation pass (blocking, not on the loop
  * thread); @cb (optional) gets each finding. Return: problems left, or -errno.

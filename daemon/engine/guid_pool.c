@@ -1030,7 +1030,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		 * Checkpoint every 1000 WAL pages (SQLite's default; 10000 before
 		 * issue 14): what lives only in the WAL is what a damaged WAL loses
 		 * (SQLite takes a bad frame for the end of the log). The engine
-		 * also checkpoints after each hand-over and each periodic pass
+		 * also checkpoints after hand-overs (one per 1 s window) and each periodic pass
 		 * (ibvf_pool_checkpoint()); a loss is detected by the generation
 		 * check (pool.id) either way.
 		 */

@@ -106,6 +106,14 @@ static bool same_call(const struct req *a, const struct req *b)
 	return a->member.membership == b->member.membership && flags_rank(a) == flags_rank(b);
 }
 
+/* How long the calling thread's last backend call took (ibvf_sm_batch_last_call_ns()). */
+static _Thread_local uint64_t last_call_ns;
+
+uint64_t ibvf_sm_batch_last_call_ns(void)
+{
+	return last_call_ns;
+}
+
 /* One backend call for @n requests of one kind and PKey. */
 static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *err, size_t errlen)
 {
@@ -139,8 +147,9 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 		free(g);
 	}
 	pthread_mutex_unlock(&b->be_lock);
+	last_call_ns = ibvf_mono_ns() - t0_ns;
 	eng_metrics_sm_call(r[0].kind == IBVF_SM_REQ_ADD ? "add" : "remove", n,
-			    (double)(ibvf_mono_ns() - t0_ns) / 1e9, ret);
+			    (double)last_call_ns / 1e9, ret);
 	pthread_mutex_lock(&b->lock);
 	b->st.call_ms_total += (uint64_t)(ibvf_mono_ms() - t0);
 	if (r[0].kind == IBVF_SM_REQ_ADD)

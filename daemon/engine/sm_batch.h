@@ -99,6 +99,15 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
 		      size_t errlen);
 
 /**
+ * ibvf_sm_batch_last_call_ns() - how long the calling thread's last backend
+ * call (add_members/remove_members, CLOCK_MONOTONIC ns) took; 0 before any.
+ * A submit's completion runs on the SM thread right after the call that
+ * answered it, so there it is that call's duration (the per-step timing
+ * splits the SM step with it, attach_timing.h).
+ */
+uint64_t ibvf_sm_batch_last_call_ns(void);
+
+/**
  * ibvf_sm_batch_submit() - queue one membership change. @member->guid is a
  * port GUID (host order), @pkey the 15-bit key. @flags is used when the
  * batch creates the partition (adds only; NULL: the backend's configured

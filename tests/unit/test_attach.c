@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include <ibvf/api.h>
 
@@ -53,6 +54,8 @@ struct fake_vfs {
 	char fail_program_pci[32];
 	int fail_program; /* next N program calls fail */
 	int fail_port;	  /* next N port waits fail */
+	/* every port wait takes this long */
+	unsigned port_delay_ms;
 	unsigned program_calls;
 	unsigned lookup_calls;
 };
@@ -173,6 +176,8 @@ static int f_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port
 	if (fail)
 		fv.fail_port--;
 	pthread_mutex_unlock(&fv.lock);
+	if (fv.port_delay_ms)
+		usleep(fv.port_delay_ms * 1000u);
 	snprintf(out->state, sizeof(out->state), fail ? "INIT" : "ACTIVE");
 	if (fail) {
 		snprintf(err, errlen, "port INIT, LID 0 (injected)");
@@ -372,6 +377,9 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 	return 0;
 }
 
+/* ibvf_engine_opts.checkpoint_ms of the next open_engine() (0: the default). */
+static uint32_t checkpoint_ms;
+
 /* Open the pool and an engine over f->cfg, f->loop and f->sm (fake VFs kept). */
 static void open_engine(struct fx *f)
 {
@@ -398,6 +406,7 @@ static void open_engine(struct fx *f)
 	o.seed = 7;
 	o.sm_retry_base_ms = 10;
 	o.sm_max_attempts = f->sm_attempts;
+	o.checkpoint_ms = checkpoint_ms;
 	assert_int_equal(ibvf_engine_new(&o, &f->e, err, sizeof(err)), 0);
 }
 
@@ -1895,6 +1904,149 @@ static void test_handed_in_host(void **state)
 	json_decref(fnd);
 }
 
+/*
+ * Every step named in @want is in @r's "timing", in this order, none
+ * negative; their sum is at most "total" (issue 17: per-step timestamps).
+ */
+static void assert_timing(json_t *r, const char *const *want)
+{
+	json_t *t = json_object_get(r, "timing"), *v;
+	double sum = 0, total;
+	const char *k;
+	size_t i = 0;
+
+	assert_non_null(t);
+	total = json_real_value(json_object_get(t, "total"));
+	json_object_foreach(t, k, v)
+	{
+		assert_true(json_is_real(v));
+		assert_true(json_real_value(v) >= 0);
+		if (!strcmp(k, "total"))
+			continue;
+		sum += json_real_value(v);
+		if (want[i] && !strcmp(k, want[i]))
+			i++;
+	}
+	if (want[i])
+		fail_msg("timing %s: step %s missing or out of order", json_dumps(t, JSON_COMPACT),
+			 want[i]);
+	assert_true(sum <= total + 0.01);
+}
+
+static void test_timing(void **state)
+{
+	static const char *const prep[] = {
+		"queue",    "vf_lookup",  "store_read",		"store_allocate",
+		"sm_check", "vf_program", "store_sm_requested", "sm_add_wait",
+		"sm_add",   "port_wait",  "store_port_ready",	"reply_queue",
+		NULL};
+	static const char *const commit[] = {"queue", "store_read", "store_handed", NULL};
+	static const char *const release[] = {"queue",		"store_read",	 "store_releasing",
+					      "sm_remove_wait", "sm_remove",	 "sm_verify",
+					      "vf_reset",	"store_release", NULL};
+	struct fx *f = *state;
+	json_t *r;
+
+	fv.port_delay_ms = 30;
+	r = call(f, "prepare", prep_params("c1", pci_of(0), "0x0012"));
+	fv.port_delay_ms = 0;
+	assert_int_equal(f->code[0], 0);
+	assert_timing(r, prep);
+	/* the port wait's time is the port wait's, not another step's */
+	assert_true(json_real_value(json_object_get(json_object_get(r, "timing"), "port_wait")) >=
+		    30);
+	/* the batch's 20 ms minimum window (sm.batch_window_ms here) is the wait, not the call */
+	assert_true(json_real_value(json_object_get(json_object_get(r, "timing"), "sm_add_wait")) >=
+		    15);
+	assert_true(json_real_value(json_object_get(json_object_get(r, "timing"), "sm_add")) <
+		    json_real_value(json_object_get(json_object_get(r, "timing"), "sm_add_wait")));
+	r = call(f, "commit", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_timing(r, commit);
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_timing(r, release);
+	/* nothing held: still timed */
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_non_null(json_object_get(json_object_get(r, "timing"), "total"));
+}
+
+/*
+ * Records in state @st that pool.db alone holds (a copy without its WAL,
+ * opened immutable): what survives a destroyed WAL.
+ */
+static int in_db_without_wal(struct fx *f, enum ibvf_alloc_state st)
+{
+	char src[300], dst[300], uri[320], cmd[700];
+	sqlite3 *db;
+	sqlite3_stmt *q;
+	int n = -1;
+
+	snprintf(src, sizeof(src), "%s/pool.db", f->cfg.state_dir);
+	snprintf(dst, sizeof(dst), "%s/copy.db", f->dir);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", src, dst);
+	assert_int_equal(system(cmd), 0);
+	snprintf(uri, sizeof(uri), "file:%s?immutable=1", dst);
+	assert_int_equal(sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL),
+			 SQLITE_OK);
+	assert_int_equal(
+		sqlite3_prepare_v2(db, "SELECT count(*) FROM alloc WHERE state = ?", -1, &q, NULL),
+		SQLITE_OK);
+	sqlite3_bind_int(q, 1, (int)st);
+	if (sqlite3_step(q) == SQLITE_ROW)
+		n = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	unlink(dst);
+	return n;
+}
+
+static int setup_checkpoint(void **state)
+{
+	checkpoint_ms = 1500; /* the three attaches fit in it even on a loaded machine */
+	return setup(state);
+}
+
+static int teardown_checkpoint(void **state)
+{
+	checkpoint_ms = 0;
+	return teardown(state);
+}
+
+/*
+ * Issue 17: hand-overs do not each pay a WAL checkpoint under the pool's
+ * mutex; one checkpoint at the end of a window (1.5 s here) puts all of
+ * the window's handed records into pool.db (issue 14's bound).
+ */
+static void test_checkpoint_window(void **state)
+{
+	struct fx *f = *state;
+	int n = 0;
+
+	for (int i = 0; i < 3; i++) {
+		char cid[8];
+
+		snprintf(cid, sizeof(cid), "k%d", i);
+		call(f, "prepare", prep_params(cid, pci_of(i), "0x0012"));
+		assert_int_equal(f->code[0], 0);
+		call(f, "commit", json_pack("{s:o}", "owner", owner(cid, "net1")));
+		assert_int_equal(f->code[0], 0);
+	}
+	/* the three commits were answered without a checkpoint each */
+	assert_int_equal(in_db_without_wal(f, IBVF_ALLOC_HANDED), 0);
+	for (int i = 0; i < 200 && n < 3; i++) {
+		struct ibvf_timer *t = ibvf_loop_timer(
+			f->loop, 50, 0, (ibvf_timer_cb)(void (*)(void))ibvf_loop_quit, NULL);
+
+		ibvf_loop_run(f->loop);
+		ibvf_timer_free(t);
+		n = in_db_without_wal(f, IBVF_ALLOC_HANDED);
+	}
+	/* one deferred checkpoint took all three into pool.db */
+	assert_int_equal(n, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1931,6 +2083,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_spool, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_handed_in_host, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_cni_cache_in_use, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoint_window, setup_checkpoint,
+						teardown_checkpoint),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
