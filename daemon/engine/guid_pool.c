@@ -2838,6 +2838,74 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 	return pool_unlock(p, ret, err, errlen);
 }
 
+static int pool_take_over(struct ibvf_pool *p, uint64_t guid, const struct ibvf_owner *from,
+			  enum ibvf_alloc_state from_state, const struct ibvf_owner *to,
+			  const uint16_t *pkeys, size_t n_pkeys, enum ibvf_alloc_state state,
+			  char *err, size_t errlen)
+{
+	char pk[128], s[IBVF_GUID_STR_LEN];
+	struct ibvf_alloc cur;
+	sqlite3_stmt *st;
+	int ret;
+
+	if ((unsigned)state >= ST_Q || n_pkeys > IBVF_POOL_MAX_PKEYS)
+		return ibvf_errf(err, errlen, -EINVAL, "bad state or too many PKeys");
+	ret = check_owner(to, err, errlen);
+	if (ret)
+		return ret;
+	ret = begin(p, err, errlen);
+	if (ret)
+		return ret;
+	ret = pool_find_owner(p, to->container_id, to->ifname, &cur, err, errlen);
+	if (!ret)
+		return finish(p,
+			      ibvf_errf(err, errlen, -EEXIST,
+					"container %.64s ifname %s holds GUID %s already",
+					to->container_id, to->ifname,
+					ibvf_guid_format(cur.guid, s)),
+			      err, errlen);
+	if (ret != -ENOENT)
+		return finish(p, ret, err, errlen);
+	if (prep(p, &st,
+		 "UPDATE alloc SET state = ?, container_id = ?, ifname = ?, pod_namespace = ?, "
+		 "pod_name = ?, pod_uid = ?, network = ?, pkeys = ?, updated_ms = ? "
+		 "WHERE guid = ?10 AND state = ?11 AND container_id = ?12 AND ifname = ?13",
+		 err, errlen))
+		return finish(p, -EIO, err, errlen);
+	format_pkeys(pkeys, n_pkeys, pk, sizeof(pk));
+	sqlite3_bind_int(st, 1, (int)state);
+	sqlite3_bind_text(st, 2, to->container_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, to->ifname, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, to->pod_namespace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, to->pod_name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, to->pod_uid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, to->network, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, pk, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 9, now_ms(p));
+	sqlite3_bind_int64(st, 10, enc(guid));
+	sqlite3_bind_int(st, 11, (int)from_state);
+	sqlite3_bind_text(st, 12, from->container_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 13, from->ifname, -1, SQLITE_STATIC);
+	ret = run(p, st, err, errlen);
+	if (!ret && sqlite3_changes(p->db) == 0)
+		ret = ibvf_errf(err, errlen, -ENOENT, "GUID %s is not held by %.64s/%s as %s",
+				ibvf_guid_format(guid, s), from->container_id, from->ifname,
+				ibvf_alloc_state_name(from_state));
+	return finish(p, ret, err, errlen);
+}
+
+int ibvf_pool_take_over(struct ibvf_pool *p, uint64_t guid, const struct ibvf_owner *from,
+			enum ibvf_alloc_state from_state, const struct ibvf_owner *to,
+			const uint16_t *pkeys, size_t n_pkeys, enum ibvf_alloc_state state,
+			char *err, size_t errlen)
+{
+	int ret;
+
+	pool_lock(p);
+	ret = pool_take_over(p, guid, from, from_state, to, pkeys, n_pkeys, state, err, errlen);
+	return pool_unlock(p, ret, err, errlen);
+}
+
 /* -------------------------------------------------------- list/stats -- */
 
 static bool match_filter(const struct ibvf_pool_filter *f, const struct ibvf_alloc *a)

@@ -334,6 +334,9 @@ static const char *pci_of(int i)
 
 static void open_engine(struct fx *f);
 
+/* vf.warm for the next setup (off unless a warm test asks: the others count programs) */
+static bool warm_on;
+
 static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 {
 	struct fx *f = calloc(1, sizeof(*f));
@@ -347,8 +350,8 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 		cfgtext, sizeof(cfgtext),
 		"{\"state_dir\": \"%s/state\", \"pool\": {\"ranges\": [{\"start\": "
 		"\"0x%016llx\", \"end\": \"0x%016llx\"}], \"quarantine_s\": 60, \"sync\": \"normal\"},"
-		" \"sm\": {\"batch_window_ms\": 20}%s}",
-		f->dir, RANGE_START, RANGE_END, extra ? extra : "");
+		" \"sm\": {\"batch_window_ms\": 20}, \"vf\": {\"warm\": %s}%s}",
+		f->dir, RANGE_START, RANGE_END, warm_on ? "true" : "false", extra ? extra : "");
 	fp = fopen(path, "w");
 	fputs(cfgtext, fp);
 	fclose(fp);
