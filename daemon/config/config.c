@@ -447,8 +447,8 @@ static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 
 static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = {"driver",   "rebind_timeout_ms", "module_dir", "ibsim",
-					   "fake_dir", "warm",		    NULL};
+	static const char *const keys[] = {
+		"driver", "rebind_timeout_ms", "module_dir", "ibsim", "fake_dir", "warm", NULL};
 	uint64_t t = cfg->vf.rebind_timeout_ms;
 	json_t *ib;
 	int ret;
@@ -1143,8 +1143,8 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 		(int)cfg->sm.periodic_update_s, "batch_window_ms", (int)cfg->sm.batch_window_ms,
 		"batch_max", (int)cfg->sm.batch_max, "vf", "driver", cfg->vf.driver,
 		"rebind_timeout_ms", (int)cfg->vf.rebind_timeout_ms, "module_dir",
-		cfg->vf.module_dir, "ibsim", opt_json(cfg->vf.ibsim_json), "warm", cfg->vf.warm, "api", "socket",
-		cfg->api.socket, "allowed_uids", uids, "idle_timeout_s",
+		cfg->vf.module_dir, "ibsim", opt_json(cfg->vf.ibsim_json), "warm", cfg->vf.warm,
+		"api", "socket", cfg->api.socket, "allowed_uids", uids, "idle_timeout_s",
 		(int)cfg->api.idle_timeout_s, "line_timeout_s", (int)cfg->api.line_timeout_s);
 	if (!root)
 		return -ENOMEM;

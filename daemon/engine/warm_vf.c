@@ -188,9 +188,9 @@ static bool warm_one(struct ibvf_engine *e, const char *pci)
 		if (!eng_warm_record(&a) ||
 		    (a.state != IBVF_ALLOC_ALLOCATED && a.state != IBVF_ALLOC_PORT_READY))
 			return false; /* a Pod's, or being released */
+		/* warm already; else recorded by a release (or left by a crash): set it up */
 		if (a.state == IBVF_ALLOC_PORT_READY && vf.guids_known && vf.port_guid == a.guid)
-			return true; /* warm already */
-				     /* recorded by a release (or left by a crash): set it up now */
+			return true;
 	} else if (ret == -ENOENT) {
 		/* no netdev and no RDMA device: a VF not ours to rebind (vfio, in a netns) */
 		if (!vf.netdev[0] && !vf.rdma_dev[0])
