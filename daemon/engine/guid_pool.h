@@ -43,9 +43,9 @@
 #define IBVF_POOL_ADOPTED_PREFIX "ibvf-adopted-"
 /* container_id prefix of a warm VF's record (engine/warm_vf.c): "ibvf-warm-<pci>",
  * ifname "warm"; no PKeys; "allocated" while it is set up, "port_ready" when warm */
-#define IBVF_POOL_WARM_PREFIX	 "ibvf-warm-"
-#define IBVF_POOL_WARM_IFNAME	 "warm"
-#define IBVF_POOL_MAX_PKEYS	 8
+#define IBVF_POOL_WARM_PREFIX "ibvf-warm-"
+#define IBVF_POOL_WARM_IFNAME "warm"
+#define IBVF_POOL_MAX_PKEYS   8
 
 /** Who holds a GUID: the CNI attachment (container ID + ifname) and its Pod. */
 struct ibvf_owner {
