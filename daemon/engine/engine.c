@@ -395,6 +395,8 @@ void eng_start(struct op *op)
 		snprintf(op->keys.pci, sizeof(op->keys.pci), "%s", op->req.pci);
 	}
 	e->inflight++;
+	if (op->kind == OP_PREPARE || op->kind == OP_RELEASE || op->kind == OP_GC)
+		e->vf_inflight++;
 	start = take_or_wait(op);
 	pthread_mutex_unlock(&e->lock);
 	if (start && eng_submit(op)) {
@@ -446,10 +448,13 @@ void eng_op_finish(void *arg)
 	if (op->holds_keys)
 		unlink_keys(e, &op->keys);
 	e->inflight--;
-	/* the last VF-changing op is done: free VFs can be warmed now (warm_vf.c) */
-	warm = !e->inflight && e->warm &&
-	       (op->kind == OP_PREPARE || op->kind == OP_RELEASE || op->kind == OP_GC ||
-		op->kind == OP_UNDO);
+	/* the last VF-changing op is done: free VFs can be warmed now (warm_vf.c);
+	 * an undo is a prepare whose answer was not delivered */
+	warm = op->kind == OP_PREPARE || op->kind == OP_RELEASE || op->kind == OP_GC ||
+	       op->kind == OP_UNDO;
+	if (warm && e->vf_inflight)
+		e->vf_inflight--;
+	warm = warm && !e->vf_inflight && e->warm;
 	pthread_mutex_unlock(&e->lock);
 	eng_op_free(op);
 	kick_waiting(e);

@@ -65,6 +65,7 @@ struct ibvf_engine {
 	char socket[4096];    /* the API socket the spool is next to */
 	bool stopping, cancel;
 	size_t inflight;
+	size_t vf_inflight;  /* prepare, release, gc, undo not yet answered (warm_vf.c waits) */
 	bool warm;	     /* vf.warm: keep free VFs warm (warm_vf.c) */
 	struct eng_warm *wm; /* warm_vf.c's state, under lock */
 };

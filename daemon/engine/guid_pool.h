@@ -41,7 +41,7 @@
 #define IBVF_POOL_ID_NAME "pool.id" /* the store's identity, outside it (issue 14) */
 /* container_id prefix of the records ibvfctl pool rebuild adopts */
 #define IBVF_POOL_ADOPTED_PREFIX "ibvf-adopted-"
-/* container_id prefix of a warm VF's record (engine/warm_vf.c): "ibvf-warm-<pci>",
+/* container_id prefix of a warm VF's record (engine/warm_vf.c): "ibvf-warm-<pci, ':' as '-'>",
  * ifname "warm"; no PKeys; "allocated" while it is set up, "port_ready" when warm */
 #define IBVF_POOL_WARM_PREFIX "ibvf-warm-"
 #define IBVF_POOL_WARM_IFNAME "warm"

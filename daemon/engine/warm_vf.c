@@ -75,6 +75,10 @@ static void warm_owner(const char *pci, struct ibvf_owner *o)
 {
 	memset(o, 0, sizeof(*o));
 	snprintf(o->container_id, sizeof(o->container_id), "%s%s", IBVF_POOL_WARM_PREFIX, pci);
+	/* a CNI container ID has no ':' (guid_pool.c): 0000:03:00.2 -> 0000-03-00.2 */
+	for (char *c = o->container_id; *c; c++)
+		if (*c == ':')
+			*c = '-';
 	snprintf(o->ifname, sizeof(o->ifname), "%s", IBVF_POOL_WARM_IFNAME);
 }
 
@@ -86,10 +90,10 @@ void eng_warm_counts(struct ibvf_engine *e, uint64_t *ready, uint64_t *warming)
 	pthread_mutex_unlock(&e->lock);
 }
 
-/* Under e->lock: no operation runs or waits (a warm-up never delays a Pod). */
+/* Under e->lock: no prepare, release or gc runs or waits (a warm-up never delays a Pod). */
 static bool idle_locked(const struct ibvf_engine *e)
 {
-	return !e->inflight && !e->waiting && !e->stopping;
+	return !e->vf_inflight && !e->waiting && !e->stopping;
 }
 
 static bool idle(struct ibvf_engine *e)

@@ -1898,6 +1898,215 @@ static void test_handed_in_host(void **state)
 	json_decref(fnd);
 }
 
+/* ------------------------------------------------------------ warm VFs -- */
+
+static int setup_warm(void **state)
+{
+	int ret;
+
+	warm_on = true;
+	ret = setup(state);
+	warm_on = false;
+	return ret;
+}
+
+/* Run the loop for @ms (workers and the SM thread go on meanwhile). */
+static void spin(struct fx *f, int ms)
+{
+	struct ibvf_timer *t = ibvf_loop_timer(
+		f->loop, (uint64_t)ms, 0, (ibvf_timer_cb)(void (*)(void))ibvf_loop_quit, NULL);
+
+	ibvf_loop_run(f->loop);
+	ibvf_timer_free(t);
+}
+
+/* Until status says @n VFs are warm and none is being warmed (10 s at most). */
+static void wait_warm(struct fx *f, uint64_t n)
+{
+	uint64_t ready = 0, warming = 1;
+
+	for (int i = 0; i < 500; i++) {
+		json_t *r = call(f, "status", json_object());
+		json_t *w = json_object_get(r, "warm");
+
+		assert_true(json_is_true(json_object_get(w, "enabled")));
+		ready = (uint64_t)json_integer_value(json_object_get(w, "ready"));
+		warming = (uint64_t)json_integer_value(json_object_get(w, "warming"));
+		if (ready == n && !warming)
+			return;
+		spin(f, 20);
+	}
+	fail_msg("warm VFs: %llu ready, %llu warming, expected %llu", (unsigned long long)ready,
+		 (unsigned long long)warming, (unsigned long long)n);
+}
+
+static json_t *prep_nolink(const char *cid, const char *pci, const char *pkey)
+{
+	return json_pack("{s:o,s:s,s:[{s:s,s:s}]}", "owner", owner(cid, "net1"), "pci", pci,
+			 "pkeys", "pkey", pkey, "membership", "full");
+}
+
+/* Every fake VF carries a distinct GUID, and no warm GUID is in a tenant PKey. */
+static void assert_warm_sane(struct fx *f)
+{
+	for (int i = 0; i < N_VFS; i++) {
+		struct ibvf_alloc a;
+
+		for (int j = 0; j < i; j++)
+			if (fv.vf[i].port && fv.vf[i].port == fv.vf[j].port)
+				fail_msg("GUID %016llx on VF %d and VF %d",
+					 (unsigned long long)fv.vf[i].port, j, i);
+		if (ibvf_pool_find_pci(f->pool, pci_of(i), &a, NULL, 0) == 0 &&
+		    !strncmp(a.owner.container_id, IBVF_POOL_WARM_PREFIX,
+			     strlen(IBVF_POOL_WARM_PREFIX)))
+			for (uint16_t pk = 1; pk < 0x40; pk++)
+				assert_int_equal(fake_sm_has(f->sm, pk, a.guid), -1);
+	}
+}
+
+/*
+ * vf.warm (issue 17 item 3): after start-up every free VF carries a fresh
+ * pool GUID, port ACTIVE, recorded as warm. ADD takes it: no program call
+ * (no GUID set, no rebind), only the SM push and the port wait. DEL removes
+ * the membership, quarantines the GUID and answers before the VF is
+ * touched; the next warm pass gives the VF a NEW GUID.
+ */
+static void test_warm_add_del(void **state)
+{
+	struct fx *f = *state;
+	unsigned programs;
+	uint64_t warm_g, g, next;
+	struct ibvf_alloc a;
+	json_t *r;
+
+	wait_warm(f, N_VFS);
+	assert_int_equal(fv.program_calls, N_VFS);
+	warm_g = fv.vf[1].port;
+	assert_true(warm_g >= RANGE_START && warm_g <= RANGE_END);
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(1), &a, NULL, 0), 0);
+	assert_int_equal(a.guid, warm_g);
+	assert_int_equal(a.state, IBVF_ALLOC_PORT_READY);
+	assert_int_equal(a.n_pkeys, 0);
+	/* VF 0's pre-warm GUID is kept for a cold release */
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(0), &a, NULL, 0), 0);
+	assert_int_equal(a.prev_port_guid, 0x1122334455667700ull);
+	assert_warm_sane(f);
+
+	programs = fv.program_calls;
+	r = call(f, "prepare", prep_nolink("w1", pci_of(1), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	assert_int_equal(g, warm_g);
+	assert_int_equal(fv.program_calls, programs); /* no unbind/bind, no GUID set */
+	assert_string_equal(json_string_value(json_object_get(r, "state")), "port_ready");
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_FULL);
+	assert_int_equal(ibvf_pool_find_owner(f->pool, "w1", "net1", &a, NULL, 0), 0);
+	assert_int_equal(a.guid, g);
+	assert_string_equal(a.owner.pod_name, "pod");
+	r = call(f, "commit", json_pack("{s:o}", "owner", owner("w1", "net1")));
+	assert_int_equal(f->code[0], 0);
+
+	/* DEL: membership gone, GUID quarantined, the VF not touched on the way */
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("w1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	/* ... then re-GUIDed off the DEL's path */
+	wait_warm(f, N_VFS);
+	assert_int_equal(fv.program_calls, programs + 1);
+	next = fv.vf[1].port;
+	assert_true(next != g && next >= RANGE_START && next <= RANGE_END);
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(1), &a, NULL, 0), 0);
+	assert_int_equal(a.guid, next);
+	assert_int_equal(a.state, IBVF_ALLOC_PORT_READY);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_warm_sane(f);
+
+	/* a second tenant on that VF never gets the first one's GUID */
+	programs = fv.program_calls;
+	r = call(f, "prepare", prep_nolink("w2", pci_of(1), "0x0013"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), next);
+	assert_int_equal(fv.program_calls, programs);
+}
+
+/*
+ * The cold path stays for what a warm VF cannot give: a requested GUID and
+ * another link state (the VF is programmed, the warm GUID is quarantined and
+ * never handed to the tenant).
+ */
+static void test_warm_cold_paths(void **state)
+{
+	struct fx *f = *state;
+	unsigned programs;
+	uint64_t warm_g;
+	json_t *r;
+
+	wait_warm(f, N_VFS);
+	warm_g = fv.vf[2].port;
+	programs = fv.program_calls;
+	r = call(f, "prepare",
+		 json_pack("{s:o,s:s,s:[{s:s,s:s}],s:s}", "owner", owner("c2", "net1"), "pci",
+			   pci_of(2), "pkeys", "pkey", "0x0013", "membership", "limited", "guid",
+			   "0x0002c90300a0f100"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), 0x0002c90300a0f100ull);
+	assert_int_equal(fv.program_calls, programs + 1);
+	assert_int_equal(store_state(f, warm_g), IBVF_ALLOC_QUARANTINED);
+
+	warm_g = fv.vf[3].port;
+	r = call(f, "prepare", prep_params("c3", pci_of(3), "0x0012")); /* link "enable" */
+	assert_int_equal(f->code[0], 0);
+	assert_true(guid_of(r) != warm_g);
+	assert_int_equal(fv.program_calls, programs + 2);
+	assert_string_equal(fv.vf[3].link, "enable");
+	assert_int_equal(store_state(f, warm_g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, warm_g), -1);
+	/* gc never releases a warm VF: it is no runtime's */
+	r = call(f, "gc", json_pack("{s:[]}", "valid"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, fv.vf[4].port), IBVF_ALLOC_PORT_READY);
+	assert_warm_sane(f);
+}
+
+/*
+ * Crash during warm-up (kill -9 between "allocated" and "port_ready"): the
+ * next start rolls the half-warm record back like any attach (the VF reset
+ * when it carries the GUID, the GUID quarantined), then warms the VF anew.
+ */
+static void test_warm_crash(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_alloc_request req = {.vf_index = 5};
+	struct ibvf_alloc half, a;
+
+	wait_warm(f, N_VFS);
+	ibvf_engine_free(f->e);
+	/* the store and VF 5 as a kill -9 after the GUID set leaves them */
+	open_engine(f);
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(5), &a, NULL, 0), 0);
+	assert_int_equal(ibvf_pool_release(f->pool, a.guid, NULL, 0), 0);
+	snprintf(req.owner.container_id, sizeof(req.owner.container_id), "%s%s",
+		 IBVF_POOL_WARM_PREFIX, "0000-03-01.5");
+	snprintf(req.owner.ifname, sizeof(req.owner.ifname), "%s", IBVF_POOL_WARM_IFNAME);
+	req.pci = pci_of(5);
+	req.pf = "ib0";
+	assert_int_equal(ibvf_pool_allocate(f->pool, &req, &half, NULL, 0), 0);
+	fv.vf[5].port = fv.vf[5].node = half.guid;
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_int_equal(store_state(f, half.guid), IBVF_ALLOC_QUARANTINED);
+	wait_warm(f, N_VFS);
+	assert_true(fv.vf[5].port != half.guid && fv.vf[5].port != a.guid);
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(5), &a, NULL, 0), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_PORT_READY);
+	assert_int_equal(a.guid, fv.vf[5].port);
+	assert_warm_sane(f);
+	/* and a pass finds nothing left to do */
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1934,6 +2143,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_spool, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_handed_in_host, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_cni_cache_in_use, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_warm_add_del, setup_warm, teardown),
+		cmocka_unit_test_setup_teardown(test_warm_cold_paths, setup_warm, teardown),
+		cmocka_unit_test_setup_teardown(test_warm_crash, setup_warm, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
