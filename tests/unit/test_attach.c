@@ -1913,8 +1913,8 @@ static int setup_warm(void **state)
 /* Run the loop for @ms (workers and the SM thread go on meanwhile). */
 static void spin(struct fx *f, int ms)
 {
-	struct ibvf_timer *t = ibvf_loop_timer(
-		f->loop, (uint64_t)ms, 0, (ibvf_timer_cb)(void (*)(void))ibvf_loop_quit, NULL);
+	struct ibvf_timer *t = ibvf_loop_timer(f->loop, (uint64_t)ms, 0,
+					       (ibvf_timer_cb)(void (*)(void))ibvf_loop_quit, NULL);
 
 	ibvf_loop_run(f->loop);
 	ibvf_timer_free(t);
