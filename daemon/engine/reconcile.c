@@ -6,7 +6,9 @@
  * sm.periodic_update_s seconds; `ibvfctl pool audit` asks for a pass too.
  *
  *  - store records in a transient state (allocated .. sm_confirmed) with no
- *    running operation were cut short by a crash or kill: rolled back;
+ *    running operation were cut short by a crash or kill: rolled back; a
+ *    warm VF's record at "allocated" (vf.warm) is left to the warm pass,
+ *    which finishes it (and the VF meanwhile carries no tenant's PKey);
  *  - records in "releasing" are finished (SM removal, VF reset, pool release);
  *  - port_ready / handed records whose membership the SM lost are re-pushed;
  *    a VF whose GUID differs from the record is reported (drift);
@@ -322,6 +324,14 @@ static void release_in_host(struct rec_ctx *r, struct ibvf_alloc *a,
 		ret ? err : (pending ? " (SM removal still pending)" : ""));
 }
 
+/* A warm VF's record (engine/warm_vf.c; owner IBVF_POOL_WARM_PREFIX...). */
+static bool warm_record(const struct ibvf_alloc *a)
+{
+	return !strncmp(a->owner.container_id, IBVF_POOL_WARM_PREFIX,
+			strlen(IBVF_POOL_WARM_PREFIX)) &&
+	       !strcmp(a->owner.ifname, IBVF_POOL_WARM_IFNAME);
+}
+
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
@@ -367,6 +377,18 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	if (ret || a.state == IBVF_ALLOC_QUARANTINED)
 		goto out;
 	ibvf_guid_format(a.guid, s);
+	/*
+	 * A warm VF's record still being set up (engine/warm_vf.c: a warm-up
+	 * or a release's new GUID, cut short or not yet done) is the warm
+	 * pass's to finish (or roll back, vf.warm off), as long as its VF is
+	 * there: not a mid-flight attach, nothing of a tenant's in it.
+	 */
+	if (a.state == IBVF_ALLOC_ALLOCATED && warm_record(&a) &&
+	    (!r->vfs_listed || vf_by_pci(r, a.pci, NULL))) {
+		finding(r, "warm-pending", false, a.guid, -1, a.pci, "the warm pass sets it up",
+			false, "warm GUID %s of VF %s is not set up yet", s, a.pci);
+		goto out;
+	}
 	if (a.state < IBVF_ALLOC_PORT_READY || a.state == IBVF_ALLOC_RELEASING) {
 		bool mid = a.state != IBVF_ALLOC_RELEASING;
 		const char *st = ibvf_alloc_state_name(a.state);
@@ -655,6 +677,11 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 		}
 		ret = ibvf_pool_find_pci(env->pool, vf->pci, &a, err, sizeof(err));
 		if (ret == 0 && a.guid == vf->port_guid && a.state != IBVF_ALLOC_RELEASING) {
+			env->ops->drop(env->ctx, hold);
+			continue;
+		}
+		/* the released tenant's GUID, until the warm pass sets the VF's new one */
+		if (ret == 0 && a.state == IBVF_ALLOC_ALLOCATED && warm_record(&a)) {
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}
