@@ -370,7 +370,10 @@ bool ibvf_pool_lost(struct ibvf_pool *p, char *why, size_t len);
  * ibvf_pool_adopt() - record a GUID that is in use (on a VF, in the SM) but
  * that no live record holds, as state "handed" for @a's owner (by convention
  * IBVF_POOL_ADOPTED_PREFIX + GUID, ifname "adopted"), PF/VF/PCI and PKeys; a
- * quarantined record of it is replaced. Works while the store is lost.
+ * quarantined record of it is replaced, and so is a warm VF's record
+ * (IBVF_POOL_WARM_PREFIX) when @a has PKeys: a warm GUID is in no tenant
+ * PKey, so one the SM shows in a PKey is a Pod's whose take-over the store
+ * lost (issue 17 item 3). Works while the store is lost.
  * Return: 0 adopted, 1 a live record holds it already (nothing done),
  * -ERANGE (not an assignable GUID of the ranges), -EINVAL (owner), -EIO.
  */

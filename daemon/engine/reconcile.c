@@ -512,6 +512,54 @@ static bool asked_for(const struct ibvf_alloc *a, uint16_t pkey)
 	return false;
 }
 
+/*
+ * The SM lists a warm VF's GUID (engine/warm_vf.c; in no tenant PKey by
+ * construction) in a PKey: the store lost the take-over of a Pod that holds
+ * it (a rolled-back store). Removing the membership would cut the Pod off,
+ * and the warm record could hand the GUID to a second tenant: adopt it, with
+ * every PKey the SM shows, as `ibvfctl pool rebuild` would, so the Pod's DEL
+ * releases it. Return: true when handled (adopted, or reported in a dry run).
+ */
+static bool adopt_warm_in_sm(struct rec_ctx *r, const struct ibvf_alloc *a, uint16_t pkey)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	struct ibvf_alloc ad;
+	char s[IBVF_GUID_STR_LEN], err[IBVF_ERR_LEN];
+	void *hold;
+	int ret;
+
+	if (!a || !warm_record(a))
+		return false;
+	ibvf_guid_format(a->guid, s);
+	if (r->mode == IBVF_PASS_DRY_RUN) {
+		finding(r, "warm-in-sm", true, a->guid, pkey, a->pci, "adopt it for the Pod", false,
+			"warm GUID %s of VF %s is a member of PKey 0x%04x", s, a->pci, pkey);
+		return true;
+	}
+	if (!env->ops->try_hold(env->ctx, &a->owner, a->pci, &hold))
+		return true; /* being taken or warmed right now: the next pass looks again */
+	ad = *a;
+	memset(&ad.owner, 0, sizeof(ad.owner));
+	snprintf(ad.owner.container_id, sizeof(ad.owner.container_id),
+		 IBVF_POOL_ADOPTED_PREFIX "%016llx", (unsigned long long)a->guid);
+	snprintf(ad.owner.ifname, sizeof(ad.owner.ifname), "adopted");
+	ad.n_pkeys = 0;
+	for (size_t k = 0; k < r->n_sm && ad.n_pkeys < IBVF_POOL_MAX_PKEYS; k++)
+		if (r->sm[k].guid == a->guid && r->sm[k].pkey != IBVF_PKEY_DEFAULT)
+			ad.pkeys[ad.n_pkeys++] =
+				(uint16_t)(r->sm[k].pkey |
+					   (r->sm[k].membership == IBVF_MEMBER_FULL ? 0x8000 : 0));
+	ret = ibvf_pool_adopt(env->pool, &ad, err, sizeof(err));
+	env->ops->drop(env->ctx, hold);
+	if (ret == 1)
+		return true; /* adopted for an earlier PKey of this pass, or taken meanwhile */
+	finding(r, "warm-in-sm", true, a->guid, pkey, a->pci, "adopt it for the Pod", ret == 0,
+		"warm GUID %s of VF %s is a member of PKey 0x%04x: a Pod holds it (the store "
+		"lost its attach)%s%s",
+		s, a->pci, pkey, ret ? ": " : "; adopted as ", ret ? err : ad.owner.container_id);
+	return true;
+}
+
 static void check_sm_orphans(struct rec_ctx *r, bool fix)
 {
 	char s[IBVF_GUID_STR_LEN], e2[IBVF_ERR_LEN + 96];
@@ -524,6 +572,8 @@ static void check_sm_orphans(struct rec_ctx *r, bool fix)
 		const struct ibvf_alloc *a = store_find(r, m->guid);
 
 		if (asked_for(a, m->pkey))
+			continue;
+		if (adopt_warm_in_sm(r, a, m->pkey))
 			continue;
 		if (fix)
 			ret = ibvf_sm_batch_call(r->env->batch, IBVF_SM_REQ_REMOVE, m->pkey, &mem,

@@ -11,7 +11,8 @@
  * PKey, the VF is programmed (node + port GUID, rebind) and its port is
  * waited for (ACTIVE with a LID), then the record goes to "port_ready": the
  * VF is warm. A failure rolls the record back (VF reset, GUID quarantined)
- * and the VF is tried again after a back-off.
+ * and the VF is tried again after a back-off (2 s, doubled per failure in a
+ * row, at most 5 min; the periodic reconciliation pass kicks a warm pass).
  *
  * prepare (attach.c) takes a warm VF with eng_warm_take(): the record
  * changes hands at "sm_requested" in one write, and only the PKey push and
@@ -36,12 +37,14 @@
 #include "log.h"
 
 #define WARM_MAX_VFS	 65536
-#define WARM_BACKOFF_MS	 30000 /* a VF whose warm-up failed waits this long */
-#define WARM_MAX_BACKOFF 1024  /* VFs remembered as failed */
+#define WARM_BACKOFF_MS	 2000	/* a VF whose warm-up failed waits this long, doubled */
+#define WARM_BACKOFF_MAX 300000 /* ... per failure in a row, up to this */
+#define WARM_MAX_BACKOFF 1024	/* VFs remembered as failed */
 
 struct warm_fail {
 	char pci[32];
 	int64_t until_ms; /* CLOCK_MONOTONIC */
+	unsigned fails;	  /* in a row */
 };
 
 struct eng_warm {
@@ -118,7 +121,7 @@ static bool backing_off(struct eng_warm *w, const char *pci, int64_t now)
 static void note_failure(struct ibvf_engine *e, const char *pci)
 {
 	struct eng_warm *w = e->wm;
-	int64_t until = ibvf_mono_ms() + WARM_BACKOFF_MS;
+	int64_t wait = WARM_BACKOFF_MS;
 	size_t i;
 
 	pthread_mutex_lock(&e->lock);
@@ -129,9 +132,29 @@ static void note_failure(struct ibvf_engine *e, const char *pci)
 			i = 0; /* forget the oldest slot: it is only a back-off */
 		else
 			w->n_fail++;
+		w->fail[i].fails = 0;
 	}
+	for (unsigned k = 0; k < w->fail[i].fails && wait < WARM_BACKOFF_MAX; k++)
+		wait *= 2;
+	if (wait > WARM_BACKOFF_MAX)
+		wait = WARM_BACKOFF_MAX;
+	w->fail[i].fails++;
 	snprintf(w->fail[i].pci, sizeof(w->fail[i].pci), "%s", pci);
-	w->fail[i].until_ms = until;
+	w->fail[i].until_ms = ibvf_mono_ms() + wait;
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* A warm-up of @pci worked: its back-off starts again from the shortest. */
+static void note_success(struct ibvf_engine *e, const char *pci)
+{
+	struct eng_warm *w = e->wm;
+
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < w->n_fail; i++)
+		if (!strcmp(w->fail[i].pci, pci)) {
+			w->fail[i] = w->fail[--w->n_fail];
+			break;
+		}
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -264,6 +287,7 @@ static bool warm_one(struct ibvf_engine *e, const char *pci)
 	pthread_mutex_lock(&e->lock);
 	e->wm->warming--;
 	pthread_mutex_unlock(&e->lock);
+	note_success(e, pci);
 	return true;
 fail:
 	pthread_mutex_lock(&e->lock);

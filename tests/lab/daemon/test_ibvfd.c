@@ -1647,6 +1647,16 @@ static bool camp_check(struct camp *c, int cycle)
 		return camp_fail(c, "cycle %d: audit pass failed", cycle);
 	camp_release_strays(c);
 	camp_gc(c);
+	if (c->l.warm) {
+		/* vf.warm: the free VFs are warm again (the gc above kicked a warm pass) */
+		int held = 0;
+
+		for (int k = 0; k < CAMP_VFS; k++)
+			held += c->slot[k].held;
+		if (!warm_settled(&c->l, CAMP_VFS - held))
+			return camp_fail(c, "cycle %d: the %d free VFs are not warm again", cycle,
+					 CAMP_VFS - held);
+	}
 	n = camp_list(c, rec, 256);
 	if (c->why[0])
 		return false;
@@ -1673,6 +1683,16 @@ static bool camp_check(struct camp *c, int cycle)
 		if (strcmp(x->state, "port_ready") && strcmp(x->state, "handed"))
 			return camp_fail(c, "cycle %d: GUID %s (%s) left %s", cycle,
 					 ibvf_guid_format(x->guid, g), x->cid, x->state);
+		/* a warm VF's record: on a free slot's VF, which carries it */
+		for (int k = 0; c->l.warm && k < CAMP_VFS; k++) {
+			char pci[16];
+
+			if (!strncmp(x->cid, IBVF_POOL_WARM_PREFIX,
+				     strlen(IBVF_POOL_WARM_PREFIX)) &&
+			    !c->slot[k].held && !strcmp(x->pci, lab_pci(k, pci)) &&
+			    vfg[k] == x->guid)
+				found = true;
+		}
 		for (int k = 0; k < CAMP_VFS; k++) {
 			char pci[16];
 			const struct camp_slot *sl = &c->slot[k];
@@ -1681,9 +1701,19 @@ static bool camp_check(struct camp *c, int cycle)
 			    (!strcmp(x->cid, sl->cid) || is_adopted(x->cid)))
 				found = true;
 		}
-		if (!found)
-			return camp_fail(c, "cycle %d: leaked record: GUID %s held by %s on '%s'",
-					 cycle, ibvf_guid_format(x->guid, g), x->cid, x->pci);
+		if (!found) {
+			int k = 0;
+			char pci[16];
+
+			while (k < CAMP_VFS - 1 && strcmp(x->pci, lab_pci(k, pci)))
+				k++;
+			return camp_fail(c,
+					 "cycle %d: leaked record: GUID %s held by %s on '%s' (%s, "
+					 "slot %d %s, its VF carries %016llx)",
+					 cycle, ibvf_guid_format(x->guid, g), x->cid, x->pci,
+					 x->state, k, c->slot[k].held ? "held" : "free",
+					 (unsigned long long)vfg[k]);
+		}
 	}
 	for (int k = 0; k < CAMP_VFS; k++) {
 		const struct camp_slot *sl = &c->slot[k];
@@ -1696,7 +1726,12 @@ static bool camp_check(struct camp *c, int cycle)
 					 "cycle %d: %s's GUID %s on VF %d: %s, the VF carries %s",
 					 cycle, sl->cid, ibvf_guid_format(sl->guid, g), k,
 					 found ? "held" : "no record", vfg[k] ? "another" : "none");
-		if (!sl->held && vfg[k] >= RANGE_START && vfg[k] <= RANGE_END)
+		for (i = 0; c->l.warm && !sl->held && i < n; i++)
+			if (rec[i].guid == vfg[k] && !strncmp(rec[i].cid, IBVF_POOL_WARM_PREFIX,
+							      strlen(IBVF_POOL_WARM_PREFIX)))
+				break; /* warm: its own fresh GUID */
+		if (!sl->held && vfg[k] >= RANGE_START && vfg[k] <= RANGE_END &&
+		    !(c->l.warm && i < n))
 			return camp_fail(c, "cycle %d: free VF %d still carries GUID %s", cycle, k,
 					 ibvf_guid_format(vfg[k], g));
 	}
@@ -1851,7 +1886,7 @@ static bool camp_id_removed_live(struct camp *c)
 }
 
 static int cmd_campaign(const char *ibvfd, const char *moddir, const char *ibvfctl, int cycles,
-			unsigned seed)
+			unsigned seed, bool warm)
 {
 	struct ufm_sim_opts so = {.user = "admin", .password = "lab-secret"};
 	static struct camp c;
@@ -1880,11 +1915,12 @@ static int cmd_campaign(const char *ibvfd, const char *moddir, const char *ibvfc
 		return 1;
 	}
 	c.l.delay_ms = "2"; /* a window inside the VF step for the killer */
+	c.l.warm = warm;
 	/* change_wait_ms 0: the simulator serialises changes itself (docs/ufm.md) */
 	lab_write_config(&c.l);
 	chmod(c.l.cfg, 0600);
-	printf("# campaign: %d cycles, seed %u, lab %s, UFM simulator port %d\n", cycles, seed,
-	       c.l.dir, c.sim.port);
+	printf("# campaign: %d cycles, seed %u, warm %s, lab %s, UFM simulator port %d\n", cycles,
+	       seed, warm ? "on" : "off", c.l.dir, c.sim.port);
 	if (!camp_start(&c)) {
 		lab_result(false, "ibvfd starts with the ufm backend: %s", c.why);
 		goto out;
@@ -1994,7 +2030,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 4) {
 		fprintf(stderr,
-			"usage: test_ibvfd smoke|ctl-pool|crash|crash-warm|ufm-batch|ufm-leaks|adopted|campaign IBVFD "
+			"usage: test_ibvfd smoke|ctl-pool|crash|crash-warm|ufm-batch|ufm-leaks|adopted|campaign|campaign-warm IBVFD "
 			"SM_MODULE_DIR [IBVFCTL|CYCLES] [SEED]\n");
 		return 2;
 	}
@@ -2006,14 +2042,15 @@ int main(int argc, char **argv)
 		cmd_ctl_pool(argv[2], argv[3], argv[4]);
 	else if (!strcmp(argv[1], "adopted") && argc > 4)
 		cmd_adopted(argv[2], argv[3], argv[4]);
-	else if (!strcmp(argv[1], "campaign") && argc > 4) {
+	else if ((!strcmp(argv[1], "campaign") || !strcmp(argv[1], "campaign-warm")) && argc > 4) {
 		/* IBVF_CAMPAIGN_CYCLES: a longer soak (bench-style runs) */
 		const char *env = getenv("IBVF_CAMPAIGN_CYCLES");
 		int r = cmd_campaign(argv[2], argv[3], argv[4],
 				     env	? atoi(env)
 				     : argc > 5 ? atoi(argv[5])
 						: 1000,
-				     argc > 6 ? (unsigned)strtoul(argv[6], NULL, 0) : 20261201u);
+				     argc > 6 ? (unsigned)strtoul(argv[6], NULL, 0) : 20261201u,
+				     argv[1][8] == '-');
 
 		if (r == 77 || (r && !lab_n_ok && !lab_n_fail))
 			return r;
