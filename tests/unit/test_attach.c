@@ -2121,6 +2121,35 @@ static void test_warm_crash(void **state)
 	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0), 0);
 }
 
+/*
+ * A rolled-back store brings back the warm record of a VF a Pod took (the SM
+ * lists the GUID in the Pod's PKey): reconciliation adopts it for the Pod,
+ * keeps the membership, and no other Pod's prepare gets that GUID.
+ */
+static void test_warm_in_sm_adopted(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_alloc a;
+	uint64_t g;
+	json_t *r;
+
+	wait_warm(f, N_VFS);
+	g = fv.vf[6].port;
+	fake_sm_put(f->sm, 0x12, g, true);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_FULL);
+	assert_int_equal(ibvf_pool_get(f->pool, g, &a, NULL, 0), 0);
+	assert_int_equal(strncmp(a.owner.container_id, IBVF_POOL_ADOPTED_PREFIX,
+				 strlen(IBVF_POOL_ADOPTED_PREFIX)),
+			 0);
+	assert_int_equal(a.n_pkeys, 1);
+	assert_string_equal(a.pci, pci_of(6));
+	/* another Pod does not get that VF's GUID */
+	r = call(f, "prepare", prep_nolink("other", pci_of(6), "0x0034"));
+	assert_null(r);
+	assert_int_equal(f->code[0], IBVF_RPC_VF_IN_USE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2160,6 +2189,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_warm_add_del, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_cold_paths, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_crash, setup_warm, teardown),
+		cmocka_unit_test_setup_teardown(test_warm_in_sm_adopted, setup_warm, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
