@@ -2150,6 +2150,40 @@ static void test_warm_in_sm_adopted(void **state)
 	assert_int_equal(f->code[0], IBVF_RPC_VF_IN_USE);
 }
 
+/*
+ * vf.warm turned off (SIGHUP): the warm VFs are reset to their pre-warm
+ * GUIDs and their GUIDs quarantined; prepare and release are then as before
+ * (the ADD programs the VF, the DEL resets it).
+ */
+static void test_warm_off(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_pool_stats st = {0};
+	unsigned programs;
+	json_t *r;
+
+	wait_warm(f, N_VFS);
+	f->cfg.vf.warm = false;
+	ibvf_engine_reload(f->e, &f->cfg);
+	for (int i = 0; i < 500; i++) {
+		assert_int_equal(ibvf_pool_stats(f->pool, &st, NULL, 0), 0);
+		if (!st.allocated)
+			break;
+		spin(f, 20);
+	}
+	assert_int_equal(st.allocated, 0);
+	assert_int_equal(fv.vf[0].port, 0x1122334455667700ull);
+	assert_int_equal(fv.vf[1].port, 0);
+	programs = fv.program_calls;
+	r = call(f, "prepare", prep_nolink("c-off", pci_of(1), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(fv.program_calls, programs + 1);
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("c-off", "net1")));
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_int_equal(fv.program_calls, programs + 2);
+	assert_int_equal(fv.vf[1].port, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2190,6 +2224,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_warm_cold_paths, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_crash, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_in_sm_adopted, setup_warm, teardown),
+		cmocka_unit_test_setup_teardown(test_warm_off, setup_warm, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
