@@ -222,6 +222,13 @@ static bool warm_one(struct ibvf_engine *e, const char *pci)
 		/* no netdev and no RDMA device: a VF not ours to rebind (vfio, in a netns) */
 		if (!vf.netdev[0] && !vf.rdma_dev[0])
 			return false;
+		/*
+		 * A pool GUID on a VF no record holds is an orphan (a lost or
+		 * rolled-back store: maybe a running Pod's): reconciliation reports
+		 * it, and resets it in "fix" mode; only then is the VF warmed.
+		 */
+		if (vf.guids_known && eng_in_ranges(e, vf.port_guid))
+			return false;
 		warm_owner(pci, &req.owner);
 		req.pf = vf.pf;
 		req.vf_index = vf.vf_index;
@@ -366,6 +373,8 @@ static void cool_pass(struct ibvf_engine *e)
 	struct rec_list l = {0};
 	char err[IBVF_ERR_LEN];
 
+	if (ibvf_pool_lost(e->pool, NULL, 0))
+		return; /* its warm records may be stale: a Pod's VF is not reset */
 	if (ibvf_pool_list(e->pool, &f, warm_rec_cb, &l, err, sizeof(err)) < 0)
 		log_warn("warm VFs: listing the store failed: %s", err);
 	for (size_t i = 0; i < l.n && idle(e); i++) {
@@ -392,6 +401,10 @@ static void warm_pass(struct ibvf_engine *e)
 	uint64_t ready = 0;
 	bool complete = true;
 	int ret;
+
+	/* a store that lost records cannot tell a free VF from a Pod's: nothing until rebuilt */
+	if (ibvf_pool_lost(e->pool, NULL, 0))
+		return;
 
 	ret = e->vf.list ? e->vf.list(e->vf.ctx, list_cb, &l, err, sizeof(err)) : -ENOTSUP;
 	if (ret < 0) {
