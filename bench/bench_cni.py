@@ -13,7 +13,12 @@ and signalling a stand-in "opensm" process: no fabric, verify "off", so
 OpenSM's own re-read and the SMP check are not in the figure) and in
 compatibility mode, with the RC check off and no IPAM; host-device gets
 {"device": <veth>}. --ibvfd-b OTHER adds the real ibvfd OTHER (noop), e.g.
-main's, for an A/B in the same run. The kernel floor is measured in the
+main's, for an A/B in the same run. With --ibvfd the noop daemon runs twice,
+cold (vf.warm off: every ADD programs and rebinds the VF, every DEL resets
+it) and warm (vf.warm on: ADD takes the VF programmed ahead, DEL's re-GUID
+is off its path; issue 17 item 3); --rebind-ms N makes the fake VF driver's
+program step (GUID set + rebind) take N ms in both (IBVF_FAKE_VF_DELAY_MS),
+as a real mlx5 VF rebind does (~500 ms). The kernel floor is measured in the
 same run: `ip link set netns` into the namespace and back (two process
 starts and the two moves, which a plugin cannot avoid). Each iteration runs
 one ADD+DEL pair of each, in turn, timed from process start to exit, as a
@@ -176,7 +181,11 @@ def main():
     ap.add_argument("--ibvfd")
     ap.add_argument("--sm-module-dir")
     ap.add_argument("--ibvfd-b", help="another ibvfd binary (noop backend), e.g. main's")
+    ap.add_argument("--rebind-ms", type=int, default=0,
+                    help="the fake VF driver's program step takes this long (real ibvfd)")
     args = ap.parse_args()
+    if args.rebind_ms:
+        os.environ["IBVF_FAKE_VF_DELAY_MS"] = str(args.rebind_ms)
     need_lab()
     lab = Lab(os.path.abspath(args.plugin), os.path.abspath(args.fakesysfs), Tap())
     lab.start_daemon()
@@ -192,6 +201,15 @@ def main():
     if args.ibvfd:
         real = Ibvfd(lab, os.path.abspath(args.ibvfd), os.path.abspath(args.sm_module_dir), [vf])
         daemons["ib-sriov (daemon, ibvfd noop)"] = real
+        shim = types.SimpleNamespace(tmp=os.path.join(lab.tmp, "warm"), rpc=lab.rpc, sock=lab.sock)
+        os.makedirs(shim.tmp)
+        warm = Ibvfd(shim, os.path.abspath(args.ibvfd), os.path.abspath(args.sm_module_dir), [vf])
+        with open(warm.cfg) as f:
+            cfg = json.load(f)
+        cfg["vf"]["warm"] = True
+        with open(warm.cfg, "w") as f:
+            json.dump(cfg, f)
+        daemons["ib-sriov (daemon, ibvfd noop, warm)"] = warm
         osm = os.path.join(os.path.dirname(os.path.abspath(args.sm_module_dir)), "opensm")
         if os.path.exists(os.path.join(osm, "opensm.so")):
             daemons["ib-sriov (daemon, ibvfd opensm)"] = opensm_ibvfd(
@@ -232,7 +250,8 @@ def main():
                                                      binary="/usr/lib/cni/host-device"))
         runs["kernel floor (ip link set netns, there and back)"].append(floor_pair(lab, vf, ns))
     print(f"# {args.iterations} ADD+DEL pairs each, same veth, same netns, interleaved; "
-          f"load average (1 min) {load0} before, {loadavg()} after")
+          f"load average (1 min) {load0} before, {loadavg()} after; fake VF program step "
+          f"{args.rebind_ms} ms")
     print(f"# real ibvfd: pool.sync \"{args.sync}\"")
     med = {k: summary(k, v) for k, v in runs.items()}
     base = med["host-device (Go, Debian)"]

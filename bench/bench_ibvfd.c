@@ -11,6 +11,8 @@
  *   3. cost growth: N = 1 .. 1024 concurrent prepares (noop, UFM 50/200 ms):
  *      wall, prepares/s, SM calls, round trips;
  *   4. multi-rail: 8 sequential prepares of one Pod vs one prepare;
+ *   4b. warm VFs (vf.warm off/on): ADD, DEL and 8 sequential ADDs with the
+ *      fake VF program step at 0/50/500 ms (--warm-only runs just this);
  *   5. restart-to-ready: start to READY=1 (start-up reconciliation done)
  *      with 8k .. 64k owners, each on its own fake VF, with RSS; env
  *      BENCH_IBVFD_B=<another ibvfd> times that binary on the same state;
@@ -19,7 +21,7 @@
  * The load average (1 min) is printed next to each figure.
  *
  *   bench_ibvfd IBVFD SM_MODULE_DIR TEST_MODULE_DIR UFM_MODULE_DIR
- *               [--quick] [--attach-only | --store-only | --scale-only]
+ *               [--quick] [--attach-only | --store-only | --scale-only | --warm-only]
  *
  * Prints numbers and ratios; asserts nothing (timings are not tests).
  */
@@ -32,6 +34,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -45,7 +48,7 @@
 #include "vf_fake.h"
 
 static const char *ibvfd, *sm_dir, *test_dir, *ufm_dir;
-static bool quick, only_attach, only_store, only_scale;
+static bool quick, only_attach, only_store, only_scale, only_warm;
 
 struct worker {
 	struct lab *l;
@@ -589,6 +592,116 @@ static void bench_multirail(void)
 	printf("target: 8 ADDs <= 3x one cold ADD (needs warm VFs, item 3, on real hardware)\n");
 }
 
+/* CLOCK_MONOTONIC in ms with a fraction (the warm rows are below 1 ms). */
+static double now_ms_f(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1000 + (double)ts.tv_nsec / 1e6;
+}
+
+/* vf.warm: until status shows @want VFs warm and none being warmed (30 s at most). */
+static void warm_wait(struct lab *l, long long want)
+{
+	for (int i = 0; i < 600; i++) {
+		json_t *r = NULL, *w;
+		long long ready = -1, warming = -1;
+
+		if (!lab_api(l, "status", json_object(), &r, NULL, 5000)) {
+			w = json_object_get(r, "warm");
+			ready = json_integer_value(json_object_get(w, "ready"));
+			warming = json_integer_value(json_object_get(w, "warming"));
+		}
+		json_decref(r);
+		if (ready >= want && !warming)
+			return;
+		usleep(50000);
+	}
+}
+
+/*
+ * Warm VFs (issue 17 item 3): one ADD (prepare), its DEL (release), and 8
+ * sequential ADDs of one Pod (multi-rail), with vf.warm off and on, the fake
+ * VF driver's program step (GUID set + rebind) made to take @rebind ms, as a
+ * real VF rebind does. Between rounds the warm daemon is let settle (its
+ * re-GUIDs run off the DEL's path, as between Pods). Noop SM. Medians.
+ */
+static void bench_warm(void)
+{
+	static const int rebind[] = {0, 50, 500};
+	enum { ROUNDS = 7 };
+	double cold_add = 0;
+
+	printf("\n== warm VFs (vf.warm): ADD, DEL, 8 sequential ADDs of one Pod; noop SM, "
+	       "fake VF program step of N ms (median of %d)\n",
+	       ROUNDS);
+	printf("%-6s %-5s %8s %8s %9s %12s %6s\n", "N ms", "warm", "ADD ms", "DEL ms", "8 ADDs ms",
+	       "8/cold ADD", "load1");
+	for (size_t d = 0; d < sizeof(rebind) / sizeof(rebind[0]); d++) {
+		if (quick && rebind[d] > 50)
+			continue;
+		for (int warm = 0; warm < 2; warm++) {
+			const char *dir = NULL, *name = noop_backend(&dir);
+			double one[ROUNDS], del[ROUNDS], eight[ROUNDS];
+			char delay[16];
+			struct lab l;
+
+			if (lab_init(&l, ibvfd, 16, name, dir, strcmp(name, "noop") ? NULL : "{}"))
+				continue;
+			snprintf(delay, sizeof(delay), "%d", rebind[d]);
+			l.delay_ms = delay;
+			l.window_ms = 0;
+			l.periodic_s = 3600;
+			l.warm = warm;
+			lab_write_config(&l);
+			if (lab_start(&l, 60000) <= 0) {
+				lab_fini(&l);
+				continue;
+			}
+			for (int r = 0; r < ROUNDS; r++) {
+				char cid[32], ifn[16];
+				double t0;
+
+				if (warm)
+					warm_wait(&l, 16);
+				snprintf(cid, sizeof(cid), "one%d", r);
+				t0 = now_ms_f();
+				rail_prepare(&l, cid, "net1", 8);
+				one[r] = now_ms_f() - t0;
+				t0 = now_ms_f();
+				rail_release(&l, cid, "net1");
+				del[r] = now_ms_f() - t0;
+				if (warm)
+					warm_wait(&l, 16);
+				snprintf(cid, sizeof(cid), "rail%d", r);
+				t0 = now_ms_f();
+				for (int k = 0; k < 8; k++) {
+					snprintf(ifn, sizeof(ifn), "net%d", k + 1);
+					rail_prepare(&l, cid, ifn, k);
+				}
+				eight[r] = now_ms_f() - t0;
+				for (int k = 0; k < 8; k++) {
+					snprintf(ifn, sizeof(ifn), "net%d", k + 1);
+					rail_release(&l, cid, ifn);
+				}
+			}
+			qsort(one, ROUNDS, sizeof(double), cmp_d);
+			qsort(del, ROUNDS, sizeof(double), cmp_d);
+			qsort(eight, ROUNDS, sizeof(double), cmp_d);
+			if (!warm)
+				cold_add = one[ROUNDS / 2];
+			printf("%-6d %-5s %8.2f %8.2f %9.2f %12.2f %6s\n", rebind[d],
+			       warm ? "on" : "off", one[ROUNDS / 2], del[ROUNDS / 2],
+			       eight[ROUNDS / 2], eight[ROUNDS / 2] / cold_add, loadavg());
+			fflush(stdout);
+			lab_fini(&l);
+		}
+	}
+	printf("target: 8 ADDs <= 3x one cold ADD (8/cold ADD: over the 'off' row's ADD of the "
+	       "same N)\n");
+}
+
 /* The PCI address of the bench's fake VF @vf (lab_pci() stops at 2,048). */
 static const char *bench_pci(int vf, char buf[16])
 {
@@ -819,6 +932,7 @@ int main(int argc, char **argv)
 		only_attach |= !strcmp(argv[i], "--attach-only");
 		only_store |= !strcmp(argv[i], "--store-only");
 		only_scale |= !strcmp(argv[i], "--scale-only");
+		only_warm |= !strcmp(argv[i], "--warm-only");
 	}
 	signal(SIGPIPE, SIG_IGN);
 	{
@@ -842,6 +956,10 @@ int main(int argc, char **argv)
 		if (f)
 			fclose(f);
 	}
+	if (only_warm) {
+		bench_warm();
+		return 0;
+	}
 	if (only_scale) {
 		bench_scale();
 		bench_multirail();
@@ -852,6 +970,7 @@ int main(int argc, char **argv)
 		bench_burst();
 		bench_scale();
 		bench_multirail();
+		bench_warm();
 	}
 	if (!only_attach)
 		bench_rss_restart();

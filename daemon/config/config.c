@@ -454,8 +454,8 @@ static int parse_sm(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 
 static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cfg)
 {
-	static const char *const keys[] = {"driver", "rebind_timeout_ms", "module_dir",
-					   "ibsim",  "fake_dir",	  NULL};
+	static const char *const keys[] = {
+		"driver", "rebind_timeout_ms", "module_dir", "ibsim", "fake_dir", "warm", NULL};
 	uint64_t t = cfg->vf.rebind_timeout_ms;
 	json_t *ib;
 	int ret;
@@ -473,6 +473,10 @@ static int parse_vf(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *cf
 		ret = ibvf_json_object(c, o, "vf", "ibsim", &ib);
 	if (!ret)
 		ret = ibvf_json_string(c, o, "vf", "fake_dir", &cfg->vf.fake_dir);
+	if (!ret && json_object_get(o, "warm")) {
+		ret = ibvf_json_bool(c, o, "vf", "warm", &cfg->vf.warm);
+		cfg->vf.warm_set = true;
+	}
 	if (ret)
 		return ret;
 	if (strcmp(cfg->vf.driver, "netlink") && strcmp(cfg->vf.driver, "ibsim") &&
@@ -1143,6 +1147,9 @@ int ibvf_config_load(struct ibvf_config *cfg, const char *path, bool must_exist,
 		goto fail;
 	}
 	ret = apply_env(cfg, envp, err, errlen);
+	/* vf.warm defaults to on for the production driver only (docs/config.md) */
+	if (!cfg->vf.warm_set)
+		cfg->vf.warm = !strcmp(cfg->vf.driver, "netlink");
 	if (!ret)
 		ret = cluster_finish(&cfg->pool.cluster, envp, err, errlen);
 	if (!ret)
@@ -1293,7 +1300,7 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 	mask_secrets(backend, NULL);
 	root = json_pack(
 		"{s:s?,s:s,s:s,s:s,s:s,s:b,s:{s:o,s:i,s:s},s:{s:s,s:s,s:o,s:i,s:i,s:i},"
-		"s:{s:s,s:i,s:s,s:o},s:{s:s,s:o,s:i,s:i}}",
+		"s:{s:s,s:i,s:s,s:o,s:b},s:{s:s,s:o,s:i,s:i}}",
 		"config_file", cfg->path, "state_dir", cfg->state_dir, "run_dir", cfg->run_dir,
 		"sysfs_root", cfg->sysfs_root, "log_level", ibvf_log_level_name(cfg->log_level),
 		"allow_default_pkey", cfg->allow_default_pkey, "pool", "ranges",
@@ -1303,8 +1310,8 @@ int ibvf_config_print(const struct ibvf_config *cfg, FILE *f)
 		(int)cfg->sm.periodic_update_s, "batch_window_ms", (int)cfg->sm.batch_window_ms,
 		"batch_max", (int)cfg->sm.batch_max, "vf", "driver", cfg->vf.driver,
 		"rebind_timeout_ms", (int)cfg->vf.rebind_timeout_ms, "module_dir",
-		cfg->vf.module_dir, "ibsim", opt_json(cfg->vf.ibsim_json), "api", "socket",
-		cfg->api.socket, "allowed_uids", uids, "idle_timeout_s",
+		cfg->vf.module_dir, "ibsim", opt_json(cfg->vf.ibsim_json), "warm", cfg->vf.warm,
+		"api", "socket", cfg->api.socket, "allowed_uids", uids, "idle_timeout_s",
 		(int)cfg->api.idle_timeout_s, "line_timeout_s", (int)cfg->api.line_timeout_s);
 	if (!root)
 		return -ENOMEM;

@@ -94,6 +94,10 @@ struct ibvf_vf_config {
 	uint32_t rebind_timeout_ms; /* wait for netdev/RDMA device after rebind; 5000 */
 	char *ibsim_json;	    /* text of the "ibsim" lab driver object, or NULL */
 	char *fake_dir;		    /* "fake" driver (tests, benchmarks): VF files */
+	/* warm VFs (issue 17 item 3, engine/warm_vf.c): free VFs programmed ahead
+	 * of time; default on for the netlink driver, off for the lab drivers */
+	bool warm;
+	bool warm_set; /* "warm" was in the file (else the driver's default) */
 };
 
 struct ibvf_api_config {

@@ -86,6 +86,19 @@ static json_t *not_ready_text(json_t *list)
 	return json_string(o ? buf : "-");
 }
 
+/* status's "warm" object as one line: "off", or "N ready, M warming". */
+static json_t *warm_text(json_t *w)
+{
+	char buf[96];
+
+	if (!json_is_true(json_object_get(w, "enabled")))
+		return json_string("off");
+	snprintf(buf, sizeof(buf), "%lld ready, %lld warming",
+		 (long long)json_integer_value(json_object_get(w, "ready")),
+		 (long long)json_integer_value(json_object_get(w, "warming")));
+	return json_string(buf);
+}
+
 static int daemon_status(struct ctl_ctx *ctx, int argc, char **argv)
 {
 	static const struct ctl_col cols[] = {
@@ -101,6 +114,7 @@ static int daemon_status(struct ctl_ctx *ctx, int argc, char **argv)
 		{"quarantined", "Quarantined:"},
 		{"free", "Free:"},
 		{"inflight", "Requests in flight:"},
+		{"warm", "Warm VFs:"},
 		{"sm_calls", "SM calls:"},
 		{0},
 	};
@@ -133,6 +147,7 @@ static int daemon_status(struct ctl_ctx *ctx, int argc, char **argv)
 		      (json_int_t)(json_integer_value(json_object_get(sm, "add_calls")) +
 				   json_integer_value(json_object_get(sm, "remove_calls"))));
 	json_object_set_new(o, "not_ready", not_ready_text(json_object_get(r, "not_ready")));
+	json_object_set_new(o, "warm", warm_text(json_object_get(r, "warm")));
 	json_decref(r);
 	ctl_emit_object(ctx, o, cols);
 	return CTL_OK;

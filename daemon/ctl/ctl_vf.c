@@ -83,11 +83,32 @@ static const struct ibvf_alloc *owner_of(const struct owners *o, const struct ib
 	return NULL;
 }
 
+static bool warm_record(const struct ibvf_alloc *a)
+{
+	return a && !strncmp(a->owner.container_id, IBVF_POOL_WARM_PREFIX,
+			     strlen(IBVF_POOL_WARM_PREFIX));
+}
+
+/*
+ * What the VF is to ibvf: "free" (no record), "warm" (vf.warm: a pool GUID
+ * set ahead, port seen ACTIVE; the next Pod takes it without a rebind),
+ * "warming" (being set up, or re-GUIDed after a release), else the attach
+ * state of the Pod's record.
+ */
+static json_t *state_json(const struct ibvf_alloc *a)
+{
+	if (!a)
+		return json_string("free");
+	if (warm_record(a))
+		return json_string(a->state == IBVF_ALLOC_PORT_READY ? "warm" : "warming");
+	return json_string(ibvf_alloc_state_name(a->state));
+}
+
 static json_t *owner_json(const struct ibvf_alloc *a)
 {
 	char s[400];
 
-	if (!a)
+	if (!a || warm_record(a))
 		return json_string("-");
 	if (a->owner.pod_name[0])
 		snprintf(s, sizeof(s), "%s%s%s", a->owner.pod_namespace,
@@ -112,15 +133,16 @@ static json_t *str_or_null(const char *s)
 static json_t *vf_json(const struct ibvf_vf_info *vf, const struct ibvf_vf_state *st,
 		       const struct ibvf_alloc *owner)
 {
-	return json_pack(
-		"{s:o,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "pf", str_or_null(vf->pf_netdev),
-		"pf_pci", ctl_json_text(vf->pf_pci), "vf", vf->index, "pci", ctl_json_text(vf->pci),
-		"netdev", str_or_null(vf->netdev), "rdma_dev", str_or_null(vf->rdma_dev), "driver",
-		str_or_null(vf->driver), "node_guid", guid_json(st->node_guid_known, st->node_guid),
-		"port_guid", guid_json(st->port_guid_known, st->port_guid), "link_state",
-		st->link_state_known ? json_string(ibvf_vf_link_state_name(st->link_state))
-				     : json_null(),
-		"owner", owner_json(owner));
+	return json_pack("{s:o,s:o,s:i,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "pf",
+			 str_or_null(vf->pf_netdev), "pf_pci", ctl_json_text(vf->pf_pci), "vf",
+			 vf->index, "pci", ctl_json_text(vf->pci), "netdev",
+			 str_or_null(vf->netdev), "rdma_dev", str_or_null(vf->rdma_dev), "driver",
+			 str_or_null(vf->driver), "node_guid",
+			 guid_json(st->node_guid_known, st->node_guid), "port_guid",
+			 guid_json(st->port_guid_known, st->port_guid), "link_state",
+			 st->link_state_known ? json_string(ibvf_vf_link_state_name(st->link_state))
+					      : json_null(),
+			 "state", state_json(owner), "owner", owner_json(owner));
 }
 
 /* -------------------------------------------------------------- list -- */
@@ -137,6 +159,7 @@ static int vf_list(struct ctl_ctx *ctx, int argc, char **argv)
 		{"node_guid", "NODE GUID"},
 		{"port_guid", "PORT GUID"},
 		{"link_state", "LINK"},
+		{"state", "STATE"},
 		{"owner", "OWNER"},
 		{0},
 	};

@@ -491,6 +491,11 @@ static json_t *status_json(struct op *op)
 		      st->reconciled, "stopping", st->stopping);
 	if (r)
 		json_object_set_new(r, "sm", sm_stats_json(&st->sm));
+	if (r)
+		json_object_set_new(r, "warm",
+				    json_pack("{s:b,s:I,s:I}", "enabled", st->warm_on, "ready",
+					      (json_int_t)st->warm_ready, "warming",
+					      (json_int_t)st->warm_warming));
 	return r;
 }
 

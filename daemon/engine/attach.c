@@ -599,6 +599,13 @@ static bool prepare_check(struct op *op)
 		}
 		ret = ibvf_pool_find_pci(e->pool, op->req.pci, &other, err, sizeof(err));
 	}
+	if (ret == 0 && eng_warm_record(&other)) {
+		/* a warm VF (warm_vf.c): take its GUID, or drop it for the cold path */
+		ret = eng_warm_take(op, &other);
+		if (ret < 0)
+			return false;
+		ret = ret ? 1 : -ENOENT;
+	}
 	if (ret == 0) {
 		eng_set_error(
 			op, IBVF_RPC_VF_IN_USE, EBUSY, "allocate",
@@ -607,7 +614,7 @@ static bool prepare_check(struct op *op)
 			other.owner.ifname, ibvf_guid_format(other.guid, s));
 		return false;
 	}
-	if (ret != -ENOENT) {
+	if (ret != -ENOENT && !op->warm) {
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ret, "allocate", "%s", err);
 		return false;
 	}
@@ -615,6 +622,8 @@ static bool prepare_check(struct op *op)
 		eng_set_error(op, eng_cancelled(e) ? IBVF_RPC_BUSY : IBVF_RPC_DEADLINE, ETIMEDOUT,
 			      "allocate", "%s before allocation",
 			      eng_cancelled(e) ? "daemon stopping" : "deadline passed");
+		if (op->warm)
+			rollback(op);
 		return false;
 	}
 	return true;
@@ -766,10 +775,32 @@ static int prepare_sm_check(struct op *op)
 
 static bool prepare_checked(struct op *op);
 
+static void prepare_sm_done(struct op *op);
+
+/*
+ * A warm VF's GUID, now the owner's at sm_requested (warm_vf.c): the VF is
+ * programmed and its port ACTIVE already, and the GUID is in no tenant
+ * PKey; only the SM push and the P_Key wait are left. True when handed on.
+ */
+static bool prepare_warm(struct op *op)
+{
+	if (!op->a.n_pkeys) {
+		op->sm_status = 0;
+		prepare_sm_done(op);
+		return false;
+	}
+	submit_sm(op, IBVF_SM_REQ_ADD);
+	return true;
+}
+
 /* Return: true when the op was handed on (SM listing or batcher): hands off. */
 static bool prepare_begin(struct op *op)
 {
-	if (!prepare_check(op) || prepare_allocate(op))
+	if (!prepare_check(op))
+		return false;
+	if (op->warm)
+		return prepare_warm(op);
+	if (prepare_allocate(op))
 		return false;
 	return request_listing(op, PH_SM_CHECK) || prepare_checked(op);
 }
@@ -779,8 +810,6 @@ static bool prepare_begin(struct op *op)
  * a PKey the owner did not ask for, then program the VF and ask the SM.
  * Return: true when the op was handed on.
  */
-static void prepare_sm_done(struct op *op);
-
 static bool prepare_checked(struct op *op)
 {
 	char err[IBVF_ERR_LEN + 96] = "", s[IBVF_GUID_STR_LEN];
@@ -1032,6 +1061,11 @@ static void release_finish(struct op *op)
 		/* still listed (or unknown): remove again and read back, else pending */
 		failed = left && !sm_removal_verified(op->e, &op->a);
 	}
+	/* vf.warm: the VF's new GUID is set by the next warm pass, off the DEL's path */
+	if (!failed && eng_warm_release(op->e, &op->a)) {
+		op->have_result = op->released = true;
+		return;
+	}
 	ret = undo_finish(op->e, &op->a, failed, &pending, err, sizeof(err));
 	if (ret) {
 		eng_set_error(op, IBVF_RPC_VF_ERROR, ret, "release", "%s", err);
@@ -1061,6 +1095,9 @@ static int gc_collect(void *arg, const struct ibvf_alloc *a)
 	 */
 	if (!strncmp(a->owner.container_id, IBVF_POOL_ADOPTED_PREFIX,
 		     strlen(IBVF_POOL_ADOPTED_PREFIX)))
+		return 0;
+	/* a warm VF's GUID is ibvfd's own, no runtime's (warm_vf.c) */
+	if (eng_warm_record(a))
 		return 0;
 	for (size_t i = 0; i < req->n_valid; i++) {
 		if (!strcmp(req->valid[i].container_id, a->owner.container_id) &&

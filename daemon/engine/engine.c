@@ -396,6 +396,8 @@ void eng_start(struct op *op)
 		snprintf(op->keys.pci, sizeof(op->keys.pci), "%s", op->req.pci);
 	}
 	e->inflight++;
+	if (op->kind == OP_PREPARE || op->kind == OP_RELEASE || op->kind == OP_GC)
+		e->vf_inflight++;
 	start = take_or_wait(op);
 	pthread_mutex_unlock(&e->lock);
 	if (start && eng_submit(op)) {
@@ -420,7 +422,7 @@ void eng_op_finish(void *arg)
 {
 	struct op *op = arg;
 	struct ibvf_engine *e = op->e;
-	bool delivered = true;
+	bool delivered = true, warm;
 
 	if (eng_op_arrived(op))
 		ibvf_sm_batch_expect(e->batch, -1);
@@ -448,9 +450,18 @@ void eng_op_finish(void *arg)
 	if (op->holds_keys)
 		unlink_keys(e, &op->keys);
 	e->inflight--;
+	/* the last VF-changing op is done: free VFs can be warmed now (warm_vf.c);
+	 * an undo is a prepare whose answer was not delivered */
+	warm = op->kind == OP_PREPARE || op->kind == OP_RELEASE || op->kind == OP_GC ||
+	       op->kind == OP_UNDO;
+	if (warm && e->vf_inflight)
+		e->vf_inflight--;
+	warm = warm && !e->vf_inflight && e->warm;
 	pthread_mutex_unlock(&e->lock);
 	eng_op_free(op);
 	kick_waiting(e);
+	if (warm)
+		eng_warm_kick(e);
 }
 
 /* ---------------------------------------------------------- reconcile -- */
@@ -567,6 +578,9 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	if (ret >= 0)
 		e->reconciled = true;
 	pthread_mutex_unlock(&e->lock);
+	/* what the pass rolled back or reset may be warmed again (warm_vf.c) */
+	if (ret >= 0 && mode != IBVF_PASS_DRY_RUN)
+		eng_warm_kick(e);
 	return ret;
 }
 
@@ -784,6 +798,8 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 	ibvf_engine_reload(e, o->cfg);
 	e->ckpt_ms = o->checkpoint_ms ? o->checkpoint_ms : 1000;
 	ret = ibvf_sm_batch_new(&bo, &e->batch, err, errlen);
+	if (!ret && eng_warm_new(e))
+		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	if (!ret)
 		ret = ibvf_workq_new(o->loop, o->cfg->daemon.workers, &e->wq, err, errlen);
 	if (!ret && !(e->ckpt_timer = ibvf_loop_timer(o->loop, 0, 0, checkpoint_due, e)))
@@ -810,6 +826,7 @@ void ibvf_engine_reload(struct ibvf_engine *e, const struct ibvf_config *cfg)
 	e->allow_default_pkey = cfg->allow_default_pkey;
 	e->reconcile = cfg->daemon.reconcile;
 	e->parked_guid = cfg->daemon.parked_guid;
+	e->warm = cfg->vf.warm;
 	snprintf(e->cni_cache_dir, sizeof(e->cni_cache_dir), "%s", cfg->daemon.cni_cache_dir);
 	if (e->parked_guid && eng_in_ranges(e, e->parked_guid)) {
 		log_err("daemon.parked_guid %s is inside the pool ranges: ignored (a released VF "
@@ -820,6 +837,8 @@ void ibvf_engine_reload(struct ibvf_engine *e, const struct ibvf_config *cfg)
 	pthread_mutex_unlock(&e->lock);
 	if (e->batch)
 		ibvf_sm_batch_set_window(e->batch, cfg->sm.batch_window_ms, cfg->sm.batch_max);
+	if (e->wm && e->wq)
+		eng_warm_kick(e); /* vf.warm may have changed: warm or reset the VFs */
 }
 
 int ibvf_engine_validate_sm(struct ibvf_engine *e)
@@ -938,7 +957,9 @@ void eng_status_snapshot(struct ibvf_engine *e, struct eng_status *st)
 	st->inflight = e->inflight;
 	st->reconciled = e->reconciled;
 	st->stopping = e->stopping;
+	st->warm_on = e->warm;
 	pthread_mutex_unlock(&e->lock);
+	eng_warm_counts(e, &st->warm_ready, &st->warm_warming);
 	st->sm = in.bs;
 	st->store = in.ph;
 }
@@ -952,6 +973,7 @@ void ibvf_engine_free(struct ibvf_engine *e)
 	ibvf_timer_free(e->ckpt_timer);
 	ibvf_sm_batch_free(e->batch);
 	ibvf_pool_close(e->pool);
+	eng_warm_free(e);
 	while (e->waiting) {
 		struct op *op = e->waiting;
 

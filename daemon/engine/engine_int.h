@@ -70,6 +70,9 @@ struct ibvf_engine {
 	struct ibvf_timer *ckpt_timer; /* loop thread; armed from workers (timerfd) */
 	uint32_t ckpt_ms;
 	bool ckpt_armed;
+	size_t vf_inflight;  /* prepare, release, gc, undo not yet answered (warm_vf.c waits) */
+	bool warm;	     /* vf.warm: keep free VFs warm (warm_vf.c) */
+	struct eng_warm *wm; /* warm_vf.c's state, under lock */
 };
 
 enum op_kind {
@@ -156,6 +159,8 @@ struct eng_status {
 	char sm_err[IBVF_ERR_LEN];
 	int64_t sm_checked_ms;
 	size_t inflight;
+	bool warm_on;			   /* vf.warm */
+	uint64_t warm_ready, warm_warming; /* eng_warm_counts() */
 	struct ibvf_sm_batch_stats sm;
 	struct eng_readiness rd;
 };
@@ -184,6 +189,7 @@ struct op {
 	int64_t deadline;
 	struct ibvf_alloc a;
 	bool created; /* this op allocated the record */
+	bool warm;    /* prepare: took a warm VF's GUID (no program step; warm_vf.c) */
 	struct ibvf_attach_vf vf;
 	struct ibvf_port_result port;
 	bool expecting; /* counted in the batcher's expected requests */
@@ -271,6 +277,46 @@ void eng_set_error(struct op *op, int code, int err_no, const char *step, const 
  */
 int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool *sm_pending,
 	     char *err, size_t errlen);
+
+/* ---- warm_vf.c (issue 17 item 3) ---- */
+
+/** eng_warm_record() - is @a a warm VF's record (IBVF_POOL_WARM_PREFIX owner)? */
+bool eng_warm_record(const struct ibvf_alloc *a);
+
+/** eng_warm_new() - the warm VF state of @e (lock, counters). Return: 0 or -ENOMEM. */
+int eng_warm_new(struct ibvf_engine *e);
+void eng_warm_free(struct ibvf_engine *e);
+
+/**
+ * eng_warm_kick() - a warm pass soon, on a worker (any thread): when
+ * vf.warm is on, every free VF gets a fresh pool GUID, is rebound and its
+ * port seen ACTIVE, one VF at a time and only while no operation runs or
+ * waits; when it is off, warm VFs left from before are reset.
+ */
+void eng_warm_kick(struct ibvf_engine *e);
+
+/**
+ * eng_warm_take() - prepare (worker, under the op's keys) found @w, a warm
+ * record, on its VF. When the request can use it (vf.warm on, no requested
+ * GUID, the link state unchanged, @w ready and the VF carrying its GUID),
+ * the record becomes the owner's at sm_requested (persisted before the SM
+ * sees it in a tenant PKey): op->a, op->created, op->warm are set. Otherwise
+ * @w is quarantined (never given to a tenant later) and the cold path runs.
+ * Return: 1 taken, 0 cold path, <0 error set on @op.
+ */
+int eng_warm_take(struct op *op, const struct ibvf_alloc *w);
+
+/**
+ * eng_warm_release() - release (worker): instead of resetting the VF of @a
+ * (SM removal verified) on the DEL's path, record a NEW warm GUID for it at
+ * "allocated" and quarantine @a's GUID; the next warm pass programs it.
+ * Return: true done, false when warm is off or it could not (the caller
+ * resets the VF as before).
+ */
+bool eng_warm_release(struct ibvf_engine *e, const struct ibvf_alloc *a);
+
+/** eng_warm_counts() - warm VFs ready, and VFs being warmed, as of the last pass. */
+void eng_warm_counts(struct ibvf_engine *e, uint64_t *ready, uint64_t *warming);
 
 /* ---- api_methods.c ---- */
 

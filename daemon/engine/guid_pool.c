@@ -2472,7 +2472,11 @@ static int pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *in, char *er
 	if (ret)
 		return ret;
 	ret = get_one(p, "guid = ?1", NULL, NULL, enc(a.guid), &cur, err, errlen);
-	if (ret == 0 && cur.state != ST_Q)
+	/* a warm VF's record is ibvfd's own: a GUID the SM shows in a tenant PKey
+	 * is a Pod's whose take-over the store lost (engine/warm_vf.c) */
+	if (ret == 0 && cur.state != ST_Q &&
+	    !(a.n_pkeys && !strncmp(cur.owner.container_id, IBVF_POOL_WARM_PREFIX,
+				    strlen(IBVF_POOL_WARM_PREFIX))))
 		return finish(p, 1, err, errlen); /* held: nothing to adopt */
 	if (ret == 0)
 		ret = delete_row(p, a.guid, err, errlen); /* in use again: out of quarantine */
@@ -2893,6 +2897,74 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 
 	pool_lock(p);
 	ret = pool_update(p, a, err, errlen);
+	return pool_unlock(p, ret, err, errlen);
+}
+
+static int pool_take_over(struct ibvf_pool *p, uint64_t guid, const struct ibvf_owner *from,
+			  enum ibvf_alloc_state from_state, const struct ibvf_owner *to,
+			  const uint16_t *pkeys, size_t n_pkeys, enum ibvf_alloc_state state,
+			  char *err, size_t errlen)
+{
+	char pk[128], s[IBVF_GUID_STR_LEN];
+	struct ibvf_alloc cur;
+	sqlite3_stmt *st;
+	int ret;
+
+	if ((unsigned)state >= ST_Q || n_pkeys > IBVF_POOL_MAX_PKEYS)
+		return ibvf_errf(err, errlen, -EINVAL, "bad state or too many PKeys");
+	ret = check_owner(to, err, errlen);
+	if (ret)
+		return ret;
+	ret = begin(p, err, errlen);
+	if (ret)
+		return ret;
+	ret = pool_find_owner(p, to->container_id, to->ifname, &cur, err, errlen);
+	if (!ret)
+		return finish(p,
+			      ibvf_errf(err, errlen, -EEXIST,
+					"container %.64s ifname %s holds GUID %s already",
+					to->container_id, to->ifname,
+					ibvf_guid_format(cur.guid, s)),
+			      err, errlen);
+	if (ret != -ENOENT)
+		return finish(p, ret, err, errlen);
+	if (prep(p, &st,
+		 "UPDATE alloc SET state = ?, container_id = ?, ifname = ?, pod_namespace = ?, "
+		 "pod_name = ?, pod_uid = ?, network = ?, pkeys = ?, updated_ms = ? "
+		 "WHERE guid = ?10 AND state = ?11 AND container_id = ?12 AND ifname = ?13",
+		 err, errlen))
+		return finish(p, -EIO, err, errlen);
+	format_pkeys(pkeys, n_pkeys, pk, sizeof(pk));
+	sqlite3_bind_int(st, 1, (int)state);
+	sqlite3_bind_text(st, 2, to->container_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, to->ifname, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, to->pod_namespace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, to->pod_name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, to->pod_uid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, to->network, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, pk, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 9, now_ms(p));
+	sqlite3_bind_int64(st, 10, enc(guid));
+	sqlite3_bind_int(st, 11, (int)from_state);
+	sqlite3_bind_text(st, 12, from->container_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 13, from->ifname, -1, SQLITE_STATIC);
+	ret = run(p, st, err, errlen);
+	if (!ret && sqlite3_changes(p->db) == 0)
+		ret = ibvf_errf(err, errlen, -ENOENT, "GUID %s is not held by %.64s/%s as %s",
+				ibvf_guid_format(guid, s), from->container_id, from->ifname,
+				ibvf_alloc_state_name(from_state));
+	return finish(p, ret, err, errlen);
+}
+
+int ibvf_pool_take_over(struct ibvf_pool *p, uint64_t guid, const struct ibvf_owner *from,
+			enum ibvf_alloc_state from_state, const struct ibvf_owner *to,
+			const uint16_t *pkeys, size_t n_pkeys, enum ibvf_alloc_state state,
+			char *err, size_t errlen)
+{
+	int ret;
+
+	pool_lock(p);
+	ret = pool_take_over(p, guid, from, from_state, to, pkeys, n_pkeys, state, err, errlen);
 	return pool_unlock(p, ret, err, errlen);
 }
 

@@ -41,7 +41,11 @@
 #define IBVF_POOL_ID_NAME "pool.id" /* the store's identity, outside it (issue 14) */
 /* container_id prefix of the records ibvfctl pool rebuild adopts */
 #define IBVF_POOL_ADOPTED_PREFIX "ibvf-adopted-"
-#define IBVF_POOL_MAX_PKEYS	 8
+/* container_id prefix of a warm VF's record (engine/warm_vf.c): "ibvf-warm-<pci, ':' as '-'>",
+ * ifname "warm"; no PKeys; "allocated" while it is set up, "port_ready" when warm */
+#define IBVF_POOL_WARM_PREFIX "ibvf-warm-"
+#define IBVF_POOL_WARM_IFNAME "warm"
+#define IBVF_POOL_MAX_PKEYS   8
 
 /** Who holds a GUID: the CNI attachment (container ID + ifname) and its Pod. */
 struct ibvf_owner {
@@ -223,6 +227,21 @@ int ibvf_pool_quarantine_seen(struct ibvf_pool *p, uint64_t guid, bool listed, i
  */
 int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen);
 
+/**
+ * ibvf_pool_take_over() - hand the live record of @guid that @from
+ * (container_id, ifname) holds at @from_state to the owner @to, with @pkeys
+ * (membership bit set for full, host order) and the new @state, in one write
+ * transaction; GUID, VF binding and pre-attach GUIDs stay. A warm VF's GUID
+ * (engine/warm_vf.c, issue 17 item 3) becomes a Pod's this way, so the
+ * change of hands is persisted before the SM sees the GUID in a tenant PKey.
+ * Return: 0, -ENOENT (no such record of @from at @from_state any more),
+ * -EEXIST (@to holds a live record), -EINVAL (owner, state, PKeys), -EIO.
+ */
+int ibvf_pool_take_over(struct ibvf_pool *p, uint64_t guid, const struct ibvf_owner *from,
+			enum ibvf_alloc_state from_state, const struct ibvf_owner *to,
+			const uint16_t *pkeys, size_t n_pkeys, enum ibvf_alloc_state state,
+			char *err, size_t errlen);
+
 /** ibvf_pool_get() - the record of @guid; -ENOENT when there is none. */
 int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, char *err,
 		  size_t errlen);
@@ -369,7 +388,10 @@ bool ibvf_pool_lost(struct ibvf_pool *p, char *why, size_t len);
  * ibvf_pool_adopt() - record a GUID that is in use (on a VF, in the SM) but
  * that no live record holds, as state "handed" for @a's owner (by convention
  * IBVF_POOL_ADOPTED_PREFIX + GUID, ifname "adopted"), PF/VF/PCI and PKeys; a
- * quarantined record of it is replaced. Works while the store is lost.
+ * quarantined record of it is replaced, and so is a warm VF's record
+ * (IBVF_POOL_WARM_PREFIX) when @a has PKeys: a warm GUID is in no tenant
+ * PKey, so one the SM shows in a PKey is a Pod's whose take-over the store
+ * lost (issue 17 item 3). Works while the store is lost.
  * Return: 0 adopted, 1 a live record holds it already (nothing done),
  * -ERANGE (not an assignable GUID of the ranges), -EINVAL (owner), -EIO.
  */

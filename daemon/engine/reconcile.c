@@ -6,7 +6,9 @@
  * sm.periodic_update_s seconds; `ibvfctl pool audit` asks for a pass too.
  *
  *  - store records in a transient state (allocated .. sm_confirmed) with no
- *    running operation were cut short by a crash or kill: rolled back;
+ *    running operation were cut short by a crash or kill: rolled back; a
+ *    warm VF's record at "allocated" (vf.warm) is left to the warm pass,
+ *    which finishes it (and the VF meanwhile carries no tenant's PKey);
  *  - records in "releasing" are finished (SM removal, VF reset, pool release);
  *  - port_ready / handed records whose membership the SM lost are re-pushed;
  *    a VF whose GUID differs from the record is reported (drift);
@@ -324,6 +326,14 @@ static void release_in_host(struct rec_ctx *r, struct ibvf_alloc *a,
 		ret ? err : (pending ? " (SM removal still pending)" : ""));
 }
 
+/* A warm VF's record (engine/warm_vf.c; owner IBVF_POOL_WARM_PREFIX...). */
+static bool warm_record(const struct ibvf_alloc *a)
+{
+	return !strncmp(a->owner.container_id, IBVF_POOL_WARM_PREFIX,
+			strlen(IBVF_POOL_WARM_PREFIX)) &&
+	       !strcmp(a->owner.ifname, IBVF_POOL_WARM_IFNAME);
+}
+
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
@@ -369,6 +379,18 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	if (ret || a.state == IBVF_ALLOC_QUARANTINED)
 		goto out;
 	ibvf_guid_format(a.guid, s);
+	/*
+	 * A warm VF's record still being set up (engine/warm_vf.c: a warm-up
+	 * or a release's new GUID, cut short or not yet done) is the warm
+	 * pass's to finish (or roll back, vf.warm off), as long as its VF is
+	 * there: not a mid-flight attach, nothing of a tenant's in it.
+	 */
+	if (a.state == IBVF_ALLOC_ALLOCATED && warm_record(&a) &&
+	    (!r->vfs_listed || vf_by_pci(r, a.pci, NULL))) {
+		finding(r, "warm-pending", false, a.guid, -1, a.pci, "the warm pass sets it up",
+			false, "warm GUID %s of VF %s is not set up yet", s, a.pci);
+		goto out;
+	}
 	if (a.state < IBVF_ALLOC_PORT_READY || a.state == IBVF_ALLOC_RELEASING) {
 		bool mid = a.state != IBVF_ALLOC_RELEASING;
 		const char *st = ibvf_alloc_state_name(a.state);
@@ -492,6 +514,54 @@ static bool asked_for(const struct ibvf_alloc *a, uint16_t pkey)
 	return false;
 }
 
+/*
+ * The SM lists a warm VF's GUID (engine/warm_vf.c; in no tenant PKey by
+ * construction) in a PKey: the store lost the take-over of a Pod that holds
+ * it (a rolled-back store). Removing the membership would cut the Pod off,
+ * and the warm record could hand the GUID to a second tenant: adopt it, with
+ * every PKey the SM shows, as `ibvfctl pool rebuild` would, so the Pod's DEL
+ * releases it. Return: true when handled (adopted, or reported in a dry run).
+ */
+static bool adopt_warm_in_sm(struct rec_ctx *r, const struct ibvf_alloc *a, uint16_t pkey)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	struct ibvf_alloc ad;
+	char s[IBVF_GUID_STR_LEN], err[IBVF_ERR_LEN];
+	void *hold;
+	int ret;
+
+	if (!a || !warm_record(a))
+		return false;
+	ibvf_guid_format(a->guid, s);
+	if (r->mode == IBVF_PASS_DRY_RUN) {
+		finding(r, "warm-in-sm", true, a->guid, pkey, a->pci, "adopt it for the Pod", false,
+			"warm GUID %s of VF %s is a member of PKey 0x%04x", s, a->pci, pkey);
+		return true;
+	}
+	if (!env->ops->try_hold(env->ctx, &a->owner, a->pci, &hold))
+		return true; /* being taken or warmed right now: the next pass looks again */
+	ad = *a;
+	memset(&ad.owner, 0, sizeof(ad.owner));
+	snprintf(ad.owner.container_id, sizeof(ad.owner.container_id),
+		 IBVF_POOL_ADOPTED_PREFIX "%016llx", (unsigned long long)a->guid);
+	snprintf(ad.owner.ifname, sizeof(ad.owner.ifname), "adopted");
+	ad.n_pkeys = 0;
+	for (size_t k = 0; k < r->n_sm && ad.n_pkeys < IBVF_POOL_MAX_PKEYS; k++)
+		if (r->sm[k].guid == a->guid && r->sm[k].pkey != IBVF_PKEY_DEFAULT)
+			ad.pkeys[ad.n_pkeys++] =
+				(uint16_t)(r->sm[k].pkey |
+					   (r->sm[k].membership == IBVF_MEMBER_FULL ? 0x8000 : 0));
+	ret = ibvf_pool_adopt(env->pool, &ad, err, sizeof(err));
+	env->ops->drop(env->ctx, hold);
+	if (ret == 1)
+		return true; /* adopted for an earlier PKey of this pass, or taken meanwhile */
+	finding(r, "warm-in-sm", true, a->guid, pkey, a->pci, "adopt it for the Pod", ret == 0,
+		"warm GUID %s of VF %s is a member of PKey 0x%04x: a Pod holds it (the store "
+		"lost its attach)%s%s",
+		s, a->pci, pkey, ret ? ": " : "; adopted as ", ret ? err : ad.owner.container_id);
+	return true;
+}
+
 static void check_sm_orphans(struct rec_ctx *r, bool fix)
 {
 	char s[IBVF_GUID_STR_LEN], e2[IBVF_ERR_LEN + 96];
@@ -504,6 +574,8 @@ static void check_sm_orphans(struct rec_ctx *r, bool fix)
 		const struct ibvf_alloc *a = store_find(r, m->guid);
 
 		if (asked_for(a, m->pkey))
+			continue;
+		if (adopt_warm_in_sm(r, a, m->pkey))
 			continue;
 		if (fix)
 			ret = ibvf_sm_batch_call(r->env->batch, IBVF_SM_REQ_REMOVE, m->pkey, &mem,
@@ -657,6 +729,11 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 		}
 		ret = ibvf_pool_find_pci(env->pool, vf->pci, &a, err, sizeof(err));
 		if (ret == 0 && a.guid == vf->port_guid && a.state != IBVF_ALLOC_RELEASING) {
+			env->ops->drop(env->ctx, hold);
+			continue;
+		}
+		/* the released tenant's GUID, until the warm pass sets the VF's new one */
+		if (ret == 0 && a.state == IBVF_ALLOC_ALLOCATED && warm_record(&a)) {
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}

@@ -44,12 +44,14 @@ void lab_write_config(struct lab *l)
 		" \"pool\": {\"ranges\": [{\"start\": \"0x%016llx\", \"end\": \"0x%016llx\"}],"
 		" \"quarantine_s\": 1, \"sync\": \"%s\"},\n"
 		" \"sm\": %s,\n"
-		" \"vf\": {\"driver\": \"fake\", \"fake_dir\": \"%s\", \"module_dir\": \"%s\"},\n"
+		" \"vf\": {\"driver\": \"fake\", \"fake_dir\": \"%s\", \"module_dir\": \"%s\","
+		" \"warm\": %s},\n"
 		" \"api\": {\"socket\": \"%s\"},\n"
 		" \"daemon\": {\"stop_timeout_s\": 5, \"reconcile\": \"%s\"%s}}\n",
 		l->state, l->dir, LAB_RANGE_START, LAB_RANGE_END,
 		l->pool_sync[0] ? l->pool_sync : "normal", sm, l->vfdir, IBVF_LAB_VF_MODULE_DIR,
-		l->sock, l->reconcile ? l->reconcile : "fix", l->daemon_extra);
+		l->warm ? "true" : "false", l->sock, l->reconcile ? l->reconcile : "fix",
+		l->daemon_extra);
 	fclose(f);
 }
 

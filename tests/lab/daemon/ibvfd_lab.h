@@ -33,6 +33,7 @@ struct lab {
 	int nfd; /* our NOTIFY_SOCKET */
 	pid_t pid;
 	const char *delay_ms; /* IBVF_FAKE_VF_DELAY_MS for the daemon */
+	bool warm;	      /* vf.warm (issue 17 item 3); default off for the fake driver */
 };
 
 /**

@@ -51,7 +51,7 @@ cat >"$D/ibvfd.json" <<JSON
   "sm": { "backend": "opensm", "module_dir": "$IBVF_SM_MODULE_DIR/opensm", "periodic_update_s": 2,
           "config": { "partition_file": "$PARTITIONS_FILE", "pid_file": "$OPENSM_PIDFILE",
                       "verify": "off" } },
-  "vf": { "driver": "ibsim", "rebind_timeout_ms": 3000,
+  "vf": { "driver": "ibsim", "rebind_timeout_ms": 3000, "warm": ${IBVF_LAB_WARM:-false},
           "ibsim": { "console": "$IBSIM_CONSOLE", "output": "$IBSIM_OUT", "node_prefix": "vf",
                      "real_netdevs": true, "relink_delay_ms": 100 } },
   "port_watch": { "source": "fabric", "poll_min_ms": 5, "poll_max_ms": 100 },
@@ -66,7 +66,20 @@ ready() { "${C[@]}" --json daemon status 2>/dev/null | grep -q '"ready": true'; 
 check "ibvfd starts and is ready (SM backend validated, reconciled)" wait_for 30 ready
 state() { "$FL" run "$D/lab" "$1" ibstat 2>/dev/null | sed -n 's/^[[:space:]]*State: //p' | head -1; }
 not_active() { [ -n "$(state "$1")" ] && [ "$(state "$1")" != Active ]; }
-check "zero-GUID vf0 is not Active before the attach" not_active vf0
+active() { [ "$(state "$1")" = Active ]; }
+if [ "${IBVF_LAB_WARM:-false}" = true ]; then
+	# vf.warm (issue 17 item 3): the free VFs get a pool GUID, rebind, ACTIVE before any Pod
+	warm2() { "${C[@]}" --json daemon status 2>/dev/null | grep -qE '"ready": 2,'; }
+	check "warm: both VFs warm (status)" wait_for 30 warm2
+	check "warm: vf0 is Active before the attach" active vf0
+	WG=$("${C[@]}" --json vf list 2>/dev/null | python3 -c '
+import json,sys; print([r["port_guid"] for r in json.load(sys.stdin) if r["pci"]=="0000:03:00.2"][0])')
+	check "warm: vf list shows vf0 warm with a pool GUID ($WG)" \
+		grep -qE "^${V}pf +0 +0000:03:00.2 .*02:00:00:00:00:07:00:.. +auto +warm +-$" \
+		<<<"$("${C[@]}" vf list 2>/dev/null)"
+else
+	check "zero-GUID vf0 is not Active before the attach" not_active vf0
+fi
 
 out=$("${C[@]}" daemon prepare --owner lab-c1 --pod lab/pod1 --pci 0000:03:00.2 --pkey 0x0012 2>"$D/err")
 rc=$?
@@ -74,6 +87,11 @@ check "daemon prepare exits 0 ($(tr '\n' ' ' <"$D/err"))" test "$rc" = 0
 G=$(sed -nE 's/^GUID: +//p' <<<"$out")
 GH=0x$(tr -d : <<<"$G")
 check "a GUID of the pool was allocated ($G)" grep -q "^02:00:00:00:00:07:00:" <<<"$G"
+if [ "${IBVF_LAB_WARM:-false}" = true ]; then
+	check "warm: the ADD took vf0's warm GUID" test "$G" = "$WG"
+	check "warm: no GUID set, no rebind on the ADD (ibvfd log)" \
+		grep -q "warm GUID $G taken by container lab-c1.*no rebind" "$D/ibvfd.log"
+fi
 check "prepare reports the port ACTIVE" grep -qE "^Port: +ACTIVE" <<<"$out"
 check "prepare reports PKey 0x0012 full with its P_Key index" \
 	grep -qE "^PKeys \(index\): +0x0012 full \([0-9]+\)" <<<"$out"
@@ -101,9 +119,18 @@ out=$("${C[@]}" daemon release --owner lab-c1 2>&1); rc=$?
 check "daemon release exits 0" test "$rc" = 0
 [ "$rc" = 0 ] || sed "s/^/# /" <<<"$out"
 check "the partition file no longer lists $G" bash -c "! grep -qi '$(tr -d : <<<"$G")' '$PARTITIONS_FILE'"
-check "vf0 is back to port GUID 0: not Active" wait_for 10 not_active vf0
-check "ibsim says vf0's node GUID is all-ones (port GUID 0)" \
-	grep -q 'nodeguid ffffffffffffffff' <<<"$("$FL" ibsim "$D/lab" 'Dump "vf0"')"
+if [ "${IBVF_LAB_WARM:-false}" = true ]; then
+	newg() {
+		"${C[@]}" vf list 2>/dev/null |
+			grep -E "^${V}pf +0 +0000:03:00.2 .* +warm +-$" | grep -qv "$G"
+	}
+	check "warm: after the DEL vf0 gets a NEW warm GUID (not $G)" wait_for 20 newg
+	check "warm: ... and is Active again" wait_for 20 active vf0
+else
+	check "vf0 is back to port GUID 0: not Active" wait_for 10 not_active vf0
+	check "ibsim says vf0's node GUID is all-ones (port GUID 0)" \
+		grep -q 'nodeguid ffffffffffffffff' <<<"$("$FL" ibsim "$D/lab" 'Dump "vf0"')"
+fi
 check "the GUID is in quarantine" grep -q '"quarantined": 1' <<<"$("${C[@]}" --json daemon status 2>/dev/null)"
 check "release again: nothing held, still exit 0" "${C[@]}" daemon release --owner lab-c1
 

@@ -120,7 +120,40 @@ static int audit_cb(void *arg, const struct ibvf_audit_finding *f)
 	return 0;
 }
 
-/* The three views agree; @why gets the first disagreement. */
+static bool warm_rec(const struct ibvf_alloc *a)
+{
+	return !strncmp(a->owner.container_id, IBVF_POOL_WARM_PREFIX,
+			strlen(IBVF_POOL_WARM_PREFIX));
+}
+
+/*
+ * vf.warm: wait (10 s at most) until ibvfd's status shows no VF being
+ * warmed and at least @want VFs warm. Return: true when it got there.
+ */
+static bool warm_settled(struct lab *l, long long want)
+{
+	for (int i = 0; i < 200; i++) {
+		json_t *r = NULL, *w;
+		long long ready = -1, warming = -1;
+
+		if (!lab_api(l, "status", json_object(), &r, NULL, 5000)) {
+			w = json_object_get(r, "warm");
+			ready = json_integer_value(json_object_get(w, "ready"));
+			warming = json_integer_value(json_object_get(w, "warming"));
+		}
+		json_decref(r);
+		if (ready >= want && warming == 0)
+			return true;
+		usleep(50000);
+	}
+	return false;
+}
+
+/*
+ * The three views agree; @why gets the first disagreement. A warm VF's
+ * record (vf.warm) is port_ready, its VF carries the GUID, and the SM lists
+ * it in no PKey.
+ */
 static bool consistent(struct lab *l, char *why, size_t len)
 {
 	struct ibvf_guid_range r = {RANGE_START, RANGE_END};
@@ -176,8 +209,13 @@ static bool consistent(struct lab *l, char *why, size_t len)
 				return false;
 			}
 		for (size_t k = 0; k < nsm; k++)
-			in_sm |= sm[k].guid == a->guid && sm[k].pkey == 0x12;
-		if (!in_sm) {
+			in_sm |= sm[k].guid == a->guid && (sm[k].pkey == 0x12 || warm_rec(a));
+		if (warm_rec(a) && in_sm) {
+			snprintf(why, len, "warm GUID %016llx of VF %s is in the SM",
+				 (unsigned long long)a->guid, a->pci);
+			return false;
+		}
+		if (!in_sm && !warm_rec(a)) {
 			snprintf(why, len, "GUID %016llx (%s) not in the SM",
 				 (unsigned long long)a->guid, a->owner.container_id);
 			return false;
@@ -246,11 +284,16 @@ static void *killer_run(void *arg)
 	return NULL;
 }
 
-static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned seed)
+/*
+ * kill -9 at random points of prepare and release; @warm: with vf.warm on,
+ * prepares take warm VFs, releases re-GUID them, and a third kind of kill
+ * lands in the warm-up that follows a release (kill -9 during warm-up).
+ */
+static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned seed, bool warm)
 {
 	struct lab l;
 	unsigned rnd = seed;
-	int kills = 0, prepared = 0, failed_checks = 0;
+	int kills = 0, prepared = 0, failed_checks = 0, warm_kills = 0;
 	int64_t t0 = ibvf_mono_ms();
 	char why[512];
 
@@ -259,7 +302,10 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 		return 1;
 	}
 	l.delay_ms = "3"; /* a window inside the VF step for the killer */
-	printf("# crash test: %d cycles, seed %u, lab %s\n", cycles, seed, l.dir);
+	l.warm = warm;
+	lab_write_config(&l);
+	printf("# crash test: %d cycles, seed %u, warm %s, lab %s\n", cycles, seed,
+	       warm ? "on" : "off", l.dir);
 	if (lab_start(&l, 15000) < 0) {
 		lab_result(false, "ibvfd starts and reports READY=1");
 		lab_fini(&l);
@@ -269,6 +315,7 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 		char cid[32];
 		int vf = rand_r(&rnd) % N_VFS;
 		bool kill_prep = rand_r(&rnd) % 4 == 0, kill_rel = rand_r(&rnd) % 5 == 0;
+		bool kill_warm = warm && !kill_prep && !kill_rel && rand_r(&rnd) % 4 == 0;
 		struct killer k = {.pid = l.pid};
 		json_t *res = NULL;
 		int ret;
@@ -288,7 +335,13 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 		}
 		if (!ret || kill_prep)
 			lab_release(&l, cid);
-		if (kill_prep || kill_rel) {
+		if (kill_warm) {
+			/* the release re-GUIDs the VF in the background: kill inside that */
+			k.delay_us = (unsigned)(rand_r(&rnd) % 8000);
+			pthread_create(&k.th, NULL, killer_run, &k);
+			warm_kills++;
+		}
+		if (kill_prep || kill_rel || kill_warm) {
 			int st;
 
 			pthread_join(k.th, NULL);
@@ -300,7 +353,13 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 				lab_fini(&l);
 				return 1;
 			}
-			/* READY=1 comes after the start-up reconciliation pass */
+			/* READY=1 comes after the start-up reconciliation pass; warm-up
+			 * follows it (the interrupted owner may hold one VF) */
+			if (warm && !warm_settled(&l, N_VFS - 1)) {
+				lab_result(false, "cycle %d: VFs warm again after kill -9", c);
+				failed_checks++;
+				break;
+			}
 			if (!consistent(&l, why, sizeof(why))) {
 				lab_result(false,
 					   "cycle %d: consistent after kill -9 + restart: %s", c,
@@ -317,9 +376,25 @@ static int cmd_crash(const char *ibvfd, const char *moddir, int cycles, unsigned
 		}
 	}
 	lab_result(failed_checks == 0,
-		   "%d cycles, %d kill -9 + restarts: store, VFs and SM agree after "
-		   "every restart (%d prepares succeeded, %.1f s)",
-		   cycles, kills, prepared, (double)(ibvf_mono_ms() - t0) / 1000);
+		   "%d cycles, %d kill -9 + restarts (%d during warm-up): store, VFs and SM agree "
+		   "after every restart (%d prepares succeeded, %.1f s)",
+		   cycles, kills, warm_kills, prepared, (double)(ibvf_mono_ms() - t0) / 1000);
+	if (warm) {
+		/* ibvfd's log says each time a prepare took a warm VF (warm_vf.c) */
+		FILE *f = fopen(l.log, "r");
+		char line[1024];
+		int taken = 0;
+
+		while (f && fgets(line, sizeof(line), f))
+			taken += strstr(line, "warm GUID") && strstr(line, "no rebind");
+		if (f)
+			fclose(f);
+		lab_result(warm_kills > 0 && warm_settled(&l, N_VFS),
+			   "warm: kill -9 during warm-up exercised, every VF warm at the end");
+		lab_result(taken > prepared / 2,
+			   "warm: %d warm takes (no rebind) for %d prepares that succeeded", taken,
+			   prepared);
+	}
 	lab_result(consistent(&l, why, sizeof(why)), "consistent at the end%s%s",
 		   lab_n_fail ? ": " : "", lab_n_fail ? why : "");
 	{
@@ -1572,6 +1647,16 @@ static bool camp_check(struct camp *c, int cycle)
 		return camp_fail(c, "cycle %d: audit pass failed", cycle);
 	camp_release_strays(c);
 	camp_gc(c);
+	if (c->l.warm) {
+		/* vf.warm: the free VFs are warm again (the gc above kicked a warm pass) */
+		int held = 0;
+
+		for (int k = 0; k < CAMP_VFS; k++)
+			held += c->slot[k].held;
+		if (!warm_settled(&c->l, CAMP_VFS - held))
+			return camp_fail(c, "cycle %d: the %d free VFs are not warm again", cycle,
+					 CAMP_VFS - held);
+	}
 	n = camp_list(c, rec, 256);
 	if (c->why[0])
 		return false;
@@ -1598,6 +1683,16 @@ static bool camp_check(struct camp *c, int cycle)
 		if (strcmp(x->state, "port_ready") && strcmp(x->state, "handed"))
 			return camp_fail(c, "cycle %d: GUID %s (%s) left %s", cycle,
 					 ibvf_guid_format(x->guid, g), x->cid, x->state);
+		/* a warm VF's record: on a free slot's VF, which carries it */
+		for (int k = 0; c->l.warm && k < CAMP_VFS; k++) {
+			char pci[16];
+
+			if (!strncmp(x->cid, IBVF_POOL_WARM_PREFIX,
+				     strlen(IBVF_POOL_WARM_PREFIX)) &&
+			    !c->slot[k].held && !strcmp(x->pci, lab_pci(k, pci)) &&
+			    vfg[k] == x->guid)
+				found = true;
+		}
 		for (int k = 0; k < CAMP_VFS; k++) {
 			char pci[16];
 			const struct camp_slot *sl = &c->slot[k];
@@ -1606,9 +1701,19 @@ static bool camp_check(struct camp *c, int cycle)
 			    (!strcmp(x->cid, sl->cid) || is_adopted(x->cid)))
 				found = true;
 		}
-		if (!found)
-			return camp_fail(c, "cycle %d: leaked record: GUID %s held by %s on '%s'",
-					 cycle, ibvf_guid_format(x->guid, g), x->cid, x->pci);
+		if (!found) {
+			int k = 0;
+			char pci[16];
+
+			while (k < CAMP_VFS - 1 && strcmp(x->pci, lab_pci(k, pci)))
+				k++;
+			return camp_fail(c,
+					 "cycle %d: leaked record: GUID %s held by %s on '%s' (%s, "
+					 "slot %d %s, its VF carries %016llx)",
+					 cycle, ibvf_guid_format(x->guid, g), x->cid, x->pci,
+					 x->state, k, c->slot[k].held ? "held" : "free",
+					 (unsigned long long)vfg[k]);
+		}
 	}
 	for (int k = 0; k < CAMP_VFS; k++) {
 		const struct camp_slot *sl = &c->slot[k];
@@ -1621,7 +1726,12 @@ static bool camp_check(struct camp *c, int cycle)
 					 "cycle %d: %s's GUID %s on VF %d: %s, the VF carries %s",
 					 cycle, sl->cid, ibvf_guid_format(sl->guid, g), k,
 					 found ? "held" : "no record", vfg[k] ? "another" : "none");
-		if (!sl->held && vfg[k] >= RANGE_START && vfg[k] <= RANGE_END)
+		for (i = 0; c->l.warm && !sl->held && i < n; i++)
+			if (rec[i].guid == vfg[k] && !strncmp(rec[i].cid, IBVF_POOL_WARM_PREFIX,
+							      strlen(IBVF_POOL_WARM_PREFIX)))
+				break; /* warm: its own fresh GUID */
+		if (!sl->held && vfg[k] >= RANGE_START && vfg[k] <= RANGE_END &&
+		    !(c->l.warm && i < n))
 			return camp_fail(c, "cycle %d: free VF %d still carries GUID %s", cycle, k,
 					 ibvf_guid_format(vfg[k], g));
 	}
@@ -1776,7 +1886,7 @@ static bool camp_id_removed_live(struct camp *c)
 }
 
 static int cmd_campaign(const char *ibvfd, const char *moddir, const char *ibvfctl, int cycles,
-			unsigned seed)
+			unsigned seed, bool warm)
 {
 	struct ufm_sim_opts so = {.user = "admin", .password = "lab-secret"};
 	static struct camp c;
@@ -1805,11 +1915,12 @@ static int cmd_campaign(const char *ibvfd, const char *moddir, const char *ibvfc
 		return 1;
 	}
 	c.l.delay_ms = "2"; /* a window inside the VF step for the killer */
+	c.l.warm = warm;
 	/* change_wait_ms 0: the simulator serialises changes itself (docs/ufm.md) */
 	lab_write_config(&c.l);
 	chmod(c.l.cfg, 0600);
-	printf("# campaign: %d cycles, seed %u, lab %s, UFM simulator port %d\n", cycles, seed,
-	       c.l.dir, c.sim.port);
+	printf("# campaign: %d cycles, seed %u, warm %s, lab %s, UFM simulator port %d\n", cycles,
+	       seed, warm ? "on" : "off", c.l.dir, c.sim.port);
 	if (!camp_start(&c)) {
 		lab_result(false, "ibvfd starts with the ufm backend: %s", c.why);
 		goto out;
@@ -1919,7 +2030,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 4) {
 		fprintf(stderr,
-			"usage: test_ibvfd smoke|ctl-pool|crash|ufm-batch|ufm-leaks|adopted|campaign IBVFD "
+			"usage: test_ibvfd smoke|ctl-pool|crash|crash-warm|ufm-batch|ufm-leaks|adopted|campaign|campaign-warm IBVFD "
 			"SM_MODULE_DIR [IBVFCTL|CYCLES] [SEED]\n");
 		return 2;
 	}
@@ -1931,14 +2042,15 @@ int main(int argc, char **argv)
 		cmd_ctl_pool(argv[2], argv[3], argv[4]);
 	else if (!strcmp(argv[1], "adopted") && argc > 4)
 		cmd_adopted(argv[2], argv[3], argv[4]);
-	else if (!strcmp(argv[1], "campaign") && argc > 4) {
+	else if ((!strcmp(argv[1], "campaign") || !strcmp(argv[1], "campaign-warm")) && argc > 4) {
 		/* IBVF_CAMPAIGN_CYCLES: a longer soak (bench-style runs) */
 		const char *env = getenv("IBVF_CAMPAIGN_CYCLES");
 		int r = cmd_campaign(argv[2], argv[3], argv[4],
 				     env	? atoi(env)
 				     : argc > 5 ? atoi(argv[5])
 						: 1000,
-				     argc > 6 ? (unsigned)strtoul(argv[6], NULL, 0) : 20261201u);
+				     argc > 6 ? (unsigned)strtoul(argv[6], NULL, 0) : 20261201u,
+				     argv[1][8] == '-');
 
 		if (r == 77 || (r && !lab_n_ok && !lab_n_fail))
 			return r;
@@ -1948,9 +2060,10 @@ int main(int argc, char **argv)
 
 		if (r == 77 || (r && !lab_n_ok && !lab_n_fail))
 			return r;
-	} else if (!strcmp(argv[1], "crash"))
+	} else if (!strcmp(argv[1], "crash") || !strcmp(argv[1], "crash-warm"))
 		cmd_crash(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 200,
-			  argc > 5 ? (unsigned)strtoul(argv[5], NULL, 0) : 20261130u);
+			  argc > 5 ? (unsigned)strtoul(argv[5], NULL, 0) : 20261130u,
+			  argv[1][5] == '-');
 	else
 		return 2;
 	printf("1..%d\n%d passed, %d failed\n", lab_n_ok + lab_n_fail, lab_n_ok, lab_n_fail);

@@ -31,8 +31,8 @@ G1=02:00:00:00:00:00:10:01
 out=$("${C[@]}" vf list 2>"$D/err"); rc=$?
 check "vf list exits 0" test "$rc" = 0
 check "vf list shows 4 VFs" test "$(grep -c '^ib0 ' <<<"$out")" = 4
-check "VF 0 row: PCI, netdev, RDMA device, zero GUIDs, link auto, no owner" \
-	grep -qE '^ib0 +0 +0000:03:00.2 +ib0v0 +mlx5_2 +00:00:00:00:00:00:00:00 +00:00:00:00:00:00:00:00 +auto +-$' <<<"$out"
+check "VF 0 row: PCI, netdev, RDMA device, zero GUIDs, link auto, free, no owner" \
+	grep -qE '^ib0 +0 +0000:03:00.2 +ib0v0 +mlx5_2 +00:00:00:00:00:00:00:00 +00:00:00:00:00:00:00:00 +auto +free +-$' <<<"$out"
 check "the ibsim driver is announced loudly on stderr" grep -q "LAB ONLY" "$D/err"
 json=$("${C[@]}" --json vf list 2>/dev/null)
 check "--json gives the same rows" python3 -c '
@@ -78,7 +78,17 @@ check "... and shows who holds that GUID" grep -qE '^Owner: +ns1/pod-a$' <<<"$ou
 check "link state disable: port down, not relinked on rebind" \
 	grep -qzF $'Guid "vf3" 0x0200000000001004\nUnlink "vf3"[1]\nUnlink "vf3"[1]\n' "$D/got"
 check "vf list shows link disable" \
-	grep -qE '^ib0 +3 .* +disable +-$' <<<"$("${C[@]}" vf list 2>/dev/null)"
+	grep -qE '^ib0 +3 .* +disable +free +-$' <<<"$("${C[@]}" vf list 2>/dev/null)"
+# a warm VF's record (vf.warm, engine/warm_vf.c): no owner, state warming until port_ready
+"${C[@]}" pool allocate --owner ibvf-warm-0000-03-00.5 --ifname warm \
+	--guid 02:00:00:00:00:00:10:05 >/dev/null 2>&1
+check "vf list shows a warm VF's record as warming, no owner" \
+	grep -qE '^ib0 +3 .* +disable +warming +-$' <<<"$("${C[@]}" vf list 2>/dev/null)"
+check "vf list --json: state of VF 3" python3 -c '
+import json,sys
+r=json.load(sys.stdin)
+assert r[3]["state"]=="warming" and r[3]["owner"]=="-" and r[0]["state"]=="free", r' \
+	<<<"$("${C[@]}" --json vf list 2>/dev/null)"
 
 # ibsim gone: the port GUID step fails, the node GUID is rolled back, exit 3
 kill "$reader"; wait "$reader" 2>/dev/null; reader=
