@@ -262,6 +262,9 @@ static int mod_engine(struct daemon *d, char *err, size_t errlen)
 	if (!ret && d->cluster_hb) {
 		/* cluster mode: blocks claimed while running, not-ready when out of them */
 		ibvf_engine_set_ready_hook(d->eng, "cluster", ibvf_cluster_ready, d->cluster_hb);
+		/* requested GUIDs outside the blocks reserved in etcd; conflicts in status */
+		ibvf_engine_set_reserve_hook(d->eng, ibvf_cluster_reserve, d->cluster_hb);
+		ibvf_engine_set_status_hook(d->eng, "cluster", ibvf_cluster_status, d->cluster_hb);
 		ibvf_cluster_hb_attach(d->cluster_hb, d->pool, engine_add_range, d->eng);
 	}
 	if (!ret)
@@ -272,8 +275,11 @@ static int mod_engine(struct daemon *d, char *err, size_t errlen)
 static void mod_engine_fini(struct daemon *d)
 {
 	ibvf_cluster_hb_attach(d->cluster_hb, NULL, NULL, NULL);
-	if (d->eng)
+	if (d->eng) {
 		ibvf_engine_set_ready_hook(d->eng, NULL, NULL, NULL);
+		ibvf_engine_set_reserve_hook(d->eng, NULL, NULL);
+		ibvf_engine_set_status_hook(d->eng, NULL, NULL, NULL);
+	}
 	ibvf_engine_free(d->eng);
 	d->eng = NULL;
 }

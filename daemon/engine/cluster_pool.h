@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "config.h"
 #include "guid_pool.h"
 
@@ -71,6 +73,15 @@ int ibvf_cluster_etcd_new(const struct ibvf_cluster_config *k, struct etcd_clien
 int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_range **out,
 			      size_t *n, char *err, size_t errlen);
 
+/**
+ * ibvf_cluster_local_conflicts() - the conflicts the node's ibvfd last
+ * recorded in <state_dir>/cluster-blocks.json (ibvf_cluster_status()'s list;
+ * empty when there is no file), for ibvfctl cluster status. *@out is a new
+ * array. Return: 0, -EINVAL (a file of another node or prefix), -ENOMEM.
+ */
+int ibvf_cluster_local_conflicts(const struct ibvf_config *cfg, json_t **out, char *err,
+				 size_t errlen);
+
 /** The node's heartbeat in etcd: a lease-bound nodes/<node> key, renewed by one thread. */
 #define IBVF_CLUSTER_HEARTBEAT_TTL_S 30
 
@@ -103,5 +114,28 @@ void ibvf_cluster_hb_attach(struct ibvf_cluster_hb *hb, struct ibvf_pool *pool,
  * have no free GUID and the last claim failed. Reads the thread's state only.
  */
 bool ibvf_cluster_ready(void *arg, char *why, size_t len);
+
+/**
+ * ibvf_cluster_reserve() - an ibvf_engine_reserve_fn for @arg, the node's
+ * struct ibvf_cluster_hb: a requested GUID (runtimeConfig, args.cni) outside
+ * the node's blocks is reserved in etcd (cluster_guid_reserve(): one txn,
+ * create-if-absent, never another node's GUID) before the pool may take it.
+ * The thread deletes the reservation once the GUID has no record left (the
+ * DEL's removal verified and its quarantine over: the pool deletes the
+ * record only then), never while a prepare of it is in flight. Return: 0,
+ * -ERANGE (outside pool.ranges), -EEXIST (another node's: @err names it),
+ * -EBUSY (its block in quarantine), -EAGAIN or the etcd client's errors
+ * (etcd did not answer: not ready).
+ */
+int ibvf_cluster_reserve(void *arg, uint64_t guid, bool done, char *err, size_t errlen);
+
+/**
+ * ibvf_cluster_status() - the node's cluster view for ibvfd's status, @arg the
+ * struct ibvf_cluster_hb: {"node","prefix","blocks":N,"reserved":N,
+ * "conflicts":[{"guid","block","owner","reason","container","ifname","pci"}]}
+ * (live attachments in blocks reclaimed or owned elsewhere, GUIDs adoption
+ * could not claim). A new reference, or NULL (out of memory).
+ */
+json_t *ibvf_cluster_status(void *arg);
 
 #endif /* IBVF_CLUSTER_POOL_H */

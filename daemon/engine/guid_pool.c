@@ -1555,8 +1555,8 @@ static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
 	return ret;
 }
 
-static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o, char *err,
-			  size_t errlen)
+static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o,
+			  bool reserved, char *err, size_t errlen)
 {
 	enum ibvf_pool_view view;
 	char s[IBVF_GUID_STR_LEN];
@@ -1567,7 +1567,7 @@ static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_own
 	if (!ibvf_guid_is_assignable(g))
 		return ibvf_errf(err, errlen, -EINVAL, "GUID %s is not assignable (0 or all-ones)",
 				 s);
-	if (!in_ranges(p, g))
+	if (!in_ranges(p, g) && !reserved)
 		return ibvf_errf(err, errlen, -ERANGE,
 				 "requested GUID %s is outside the configured pool ranges", s);
 	ret = get_one(p, "guid = ?1", NULL, NULL, enc(g), &cur, err, errlen);
@@ -1598,6 +1598,8 @@ static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_own
 				 "is not allocatable until reconciled (ibvfctl pool audit, ibvfctl "
 				 "pool rebuild)",
 				 s, view_name(view));
+	if (!in_ranges(p, g))
+		return 0; /* reserved cluster-wide, outside the node's blocks: no free list */
 	ret = extent_take(p, g, err, errlen);
 	if (ret == 1)
 		return ibvf_errf(err, errlen, -EIO,
@@ -1638,7 +1640,7 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 		return ret;
 	if (req->guid) {
 		g = req->guid;
-		ret = take_requested(p, g, &req->owner, err, errlen);
+		ret = take_requested(p, g, &req->owner, req->reserved, err, errlen);
 	} else {
 		ret = req->no_owner_return
 			      ? 1

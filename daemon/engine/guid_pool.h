@@ -99,6 +99,10 @@ struct ibvf_alloc_request {
 	uint64_t prev_port_guid;
 	const char *prev_link_state; /* optional */
 	bool no_owner_return;	     /* never the owner key's quarantined GUID (issue 15 item 8) */
+	/* cluster mode: @guid lies outside the node's blocks and the caller reserved it
+	 * cluster-wide in etcd (cluster_pool.h): allowed outside the ranges, never on
+	 * the free list, its record deleted (not freed) when its quarantine ends */
+	bool reserved;
 };
 
 struct ibvf_pool_stats {
@@ -165,7 +169,7 @@ int ibvf_pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, char
 /**
  * ibvf_pool_allocate() - allocate a GUID for @req->owner, committed before
  * return. The same owner asking again gets its existing record (idempotent).
- * An explicit @req->guid must be inside the ranges, assignable, and not held
+ * An explicit @req->guid must be inside the ranges (or @req->reserved), assignable, and not held
  * by another owner (never taken away) nor in quarantine (except the owner
  * key's own, within the quarantine).
  * An owner with a key (pod namespace, pod name, network, ifname; not the
