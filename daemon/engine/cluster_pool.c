@@ -126,8 +126,10 @@ struct ibvf_cluster_hb {
 	/* ibvf_cluster_hb_attach(): under attach_mu (held while they are used) */
 	pthread_mutex_t attach_mu;
 	struct ibvf_pool *pool;
-	ibvf_cluster_add_range_fn add_range;
+	ibvf_cluster_add_range_fn add_range, remove_range;
 	void *add_arg;
+	uint64_t high_watermark; /* return an idle block above this many free GUIDs */
+	int64_t next_return_ms;	 /* the thread's: next look for an idle block (monotonic) */
 	/* under mu: the claimer's view for ibvf_cluster_ready() */
 	bool claim_failing;	     /* the thread's own: the last claim failed */
 	bool out;		     /* no free GUID and the last claim failed */
@@ -355,6 +357,124 @@ static void hb_sweep(struct ibvf_cluster_hb *h)
 	pthread_mutex_unlock(&h->attach_mu);
 }
 
+/* Drop [first, ...] from the node's blocks and rewrite the file. Under mu. */
+static int held_drop(struct ibvf_cluster_hb *h, uint64_t first, char *err, size_t errlen)
+{
+	struct ibvf_cluster_config k = {.node = h->node, .prefix = h->prefix};
+	struct held hd;
+
+	for (size_t i = 0; i < h->n_held; i++)
+		if (h->held[i].start == first) {
+			memmove(&h->held[i], &h->held[i + 1],
+				(h->n_held - i - 1) * sizeof(*h->held));
+			h->n_held--;
+			break;
+		}
+	hd = (struct held){.v = h->held, .n = h->n_held, .cap = h->cap_held};
+	return file_write(h->path, &k, &hd, h->conflicts, err, errlen);
+}
+
+/*
+ * Above high_watermark free GUIDs, return one idle block (docs/cluster.md),
+ * the highest first: taken out of the pool first (one store transaction that
+ * refuses a block with a held GUID), then out of the engine's pool GUIDs and
+ * the file, then returned in etcd with its released/ marker (quarantine
+ * holds across nodes). An etcd failure puts it back everywhere. A crash in
+ * between leaves it in etcd and not in the file: the next start adopts it.
+ */
+static void hb_return(struct ibvf_cluster_hb *h)
+{
+	struct ibvf_pool_stats st = {0};
+	char err[IBVF_ERR_LEN];
+	struct cluster_range *v = NULL;
+	size_t n = 0;
+
+	if (mono_ms() < h->next_return_ms)
+		return;
+	h->next_return_ms = mono_ms() + 2000;
+	pthread_mutex_lock(&h->attach_mu);
+	if (!h->pool || !h->b || h->claim_failing ||
+	    ibvf_pool_stats(h->pool, &st, err, sizeof(err)) ||
+	    st.free + st.quarantined <= h->high_watermark)
+		goto out; /* quarantined GUIDs come back: they count as idle */
+	pthread_mutex_lock(&h->mu);
+	if (h->n_held > 1 && (v = calloc(h->n_held, sizeof(*v)))) {
+		n = h->n_held;
+		memcpy(v, h->held, n * sizeof(*v));
+	}
+	pthread_mutex_unlock(&h->mu);
+	for (size_t i = n; i-- > 0;) {
+		uint64_t first = v[i].start, last = v[i].end, size = last - first + 1;
+		int ret;
+
+		if (st.free + st.quarantined < size ||
+		    st.free + st.quarantined - size < h->low_watermark)
+			continue;
+		/* the pool checks, in one transaction, that it is idle and that at least
+		 * low_watermark GUIDs stay free */
+		ret = ibvf_pool_remove_range(h->pool, first, last, h->low_watermark, err,
+					     sizeof(err));
+		if (ret == -EBUSY || ret == -ENOSPC)
+			continue; /* not idle, or needed */
+		if (ret) {
+			log_warn("cluster: node %s: block %016" PRIx64 " not returned: %s", h->node,
+				 first, err);
+			break;
+		}
+		if (h->remove_range)
+			h->remove_range(h->add_arg, first, last);
+		pthread_mutex_lock(&h->mu);
+		ret = held_drop(h, first, err, sizeof(err));
+		pthread_mutex_unlock(&h->mu);
+		if (!ret)
+			ret = cluster_block_return(h->b, first, err, sizeof(err));
+		if (!ret || ret == -ENOENT || ret == -EPERM) {
+			if (ret)
+				log_err("cluster: node %s: block %016" PRIx64 " was not its own in "
+					"etcd: %s",
+					h->node, first, err);
+			else
+				log_notice("cluster: node %s returned idle block %016" PRIx64
+					   "-%016" PRIx64 " (%" PRIu64 " GUIDs were free, %" PRIu64
+					   " quarantined, high watermark %" PRIu64 ")",
+					   h->node, first, last, st.free, st.quarantined,
+					   h->high_watermark);
+			break;
+		}
+		/* etcd did not take it back: it stays this node's */
+		log_warn("cluster: node %s: block %016" PRIx64 " not returned (kept): %s", h->node,
+			 first, err);
+		pthread_mutex_lock(&h->mu);
+		{
+			struct ibvf_cluster_config k = {.node = h->node, .prefix = h->prefix};
+			struct held hd = {.v = h->held, .n = h->n_held, .cap = h->cap_held};
+
+			ret = held_add(&hd, first, last);
+			if (!ret)
+				qsort(hd.v, hd.n, sizeof(*hd.v), cmp_range);
+			h->held = hd.v;
+			h->n_held = hd.n;
+			h->cap_held = hd.cap;
+			if (!ret)
+				ret = file_write(h->path, &k, &hd, h->conflicts, err, sizeof(err));
+		}
+		pthread_mutex_unlock(&h->mu);
+		if (!ret && h->add_range)
+			ret = h->add_range(h->add_arg, first, last);
+		if (!ret)
+			ret = ibvf_pool_add_range(h->pool, first, last, err, sizeof(err));
+		if (ret)
+			log_err("cluster: node %s: block %016" PRIx64 " not put back (the next "
+				"start does): %s",
+				h->node, first, err);
+		h->next_return_ms = mono_ms() + 10000;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&h->attach_mu);
+	free(v);
+}
+
 static bool in_cfg_ranges(const struct ibvf_cluster_hb *h, uint64_t g)
 {
 	for (size_t i = 0; i < h->bo.n_ranges; i++)
@@ -438,6 +558,8 @@ static void *hb_main(void *arg)
 		hb_beat(h, &failing);
 		again = hb_claim(h);
 		hb_sweep(h);
+		if (!again)
+			hb_return(h);
 		/* the claimer looks at the free count every 500 ms (2 s while claims fail) */
 		wait = again ? 0 : h->claim_failing ? 2000 : 500;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -459,13 +581,15 @@ static void *hb_main(void *arg)
 }
 
 void ibvf_cluster_hb_attach(struct ibvf_cluster_hb *h, struct ibvf_pool *pool,
-			    ibvf_cluster_add_range_fn add_range, void *arg)
+			    ibvf_cluster_add_range_fn add_range,
+			    ibvf_cluster_add_range_fn remove_range, void *arg)
 {
 	if (!h)
 		return;
 	pthread_mutex_lock(&h->attach_mu);
 	h->pool = pool;
 	h->add_range = add_range;
+	h->remove_range = remove_range;
 	h->add_arg = arg;
 	pthread_mutex_unlock(&h->attach_mu);
 	pthread_mutex_lock(&h->mu);
@@ -538,6 +662,8 @@ static int hb_start(struct etcd_client *etcd, struct cluster_blocks *b,
 	h->bo.prefix = h->prefix;
 	snprintf(h->path, sizeof(h->path), "%s", path);
 	h->low_watermark = k->low_watermark;
+	h->high_watermark = k->high_watermark ? k->high_watermark
+					      : (uint64_t)k->low_watermark + 2ull * k->block_size;
 	for (size_t i = 0; i < k->n_endpoints && o < sizeof(h->endpoints); i++) {
 		int n = snprintf(h->endpoints + o, sizeof(h->endpoints) - o, "%s%s", i ? ", " : "",
 				 k->endpoints[i]);

@@ -100,12 +100,18 @@ typedef int (*ibvf_cluster_add_range_fn)(void *arg, uint64_t first, uint64_t las
  * runs (docs/cluster.md): every 500 ms (at once when ibvf_cluster_ready() is
  * asked) it reads @pool's free count, and below pool.cluster.low_watermark
  * claims one block in etcd, records it in cluster-blocks.json, then hands it
- * to @add_range (the engine) and ibvf_pool_add_range(). Never on a
- * prepare's path. @pool NULL detaches (before the pool or engine is freed;
+ * to @add_range (the engine) and ibvf_pool_add_range(). Above
+ * pool.cluster.high_watermark free GUIDs it returns one idle block (every 2
+ * s at most): ibvf_pool_remove_range(), @remove_range (the engine), the
+ * file, then cluster_block_return() (put back everywhere when etcd fails).
+ * It also deletes requested-GUID reservations whose GUID has no record left
+ * and drops conflicts whose attachment is released. Never on a prepare's
+ * path. @pool NULL detaches (before the pool or engine is freed;
  * waits for a hand-over in progress).
  */
 void ibvf_cluster_hb_attach(struct ibvf_cluster_hb *hb, struct ibvf_pool *pool,
-			    ibvf_cluster_add_range_fn add_range, void *arg);
+			    ibvf_cluster_add_range_fn add_range,
+			    ibvf_cluster_add_range_fn remove_range, void *arg);
 
 /**
  * ibvf_cluster_ready() - an ibvf_engine_ready_fn for @arg, the node's
