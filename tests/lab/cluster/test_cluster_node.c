@@ -107,7 +107,7 @@ struct view {
 	struct cluster_blocks *b;
 };
 
-static int view_open(struct view *v)
+static int view_open_q(struct view *v, uint32_t quarantine_s)
 {
 	struct etcd_client_opts eo = {.endpoints = elab.urls, .n_endpoints = 3, .timeout_ms = 1500};
 	static struct cluster_range r = {LAB_RANGE_START, LAB_RANGE_END};
@@ -115,7 +115,8 @@ static int view_open(struct view *v)
 					 .node = "checker",
 					 .ranges = &r,
 					 .n_ranges = 1,
-					 .block_size = BLOCK};
+					 .block_size = BLOCK,
+					 .quarantine_s = quarantine_s};
 	char err[IBVF_ERR_LEN];
 
 	memset(v, 0, sizeof(*v));
@@ -123,6 +124,11 @@ static int view_open(struct view *v)
 		return -1;
 	bo.etcd = v->c;
 	return cluster_blocks_open(&bo, &v->b, err, sizeof(err)) ? -1 : 0;
+}
+
+static int view_open(struct view *v)
+{
+	return view_open_q(v, 0);
 }
 
 static void view_close(struct view *v)
@@ -467,6 +473,122 @@ static void reclaimed(struct lab *a, struct view *v)
 	json_decref(conf);
 }
 
+/* the first GUIDs of @node's blocks, sorted; count in *n */
+static size_t blocks_of(struct view *v, const char *node, uint64_t *firsts, size_t max)
+{
+	struct cluster_block *all = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0, k = 0;
+
+	if (!cluster_blocks_list(v->b, node, &all, &n, err, sizeof(err)))
+		for (size_t i = 0; i < n && k < max; i++)
+			firsts[k++] = all[i].first;
+	free(all);
+	return k;
+}
+
+/* idle blocks go back to etcd above the high watermark; a block in use stays */
+static void idle_return(const char *ibvfd, const char *moddir, struct view *v)
+{
+	enum { PODS = 40 };
+	struct ibvf_rpc_error re;
+	uint64_t g[PODS], before[16], after[16], top = 0; /* top: the live pod's GUID */
+	size_t nb = 0, na = 0;
+	struct lab d;
+	json_t *j;
+	int ok = 0, keep = -1, busy = 0;
+	char owner[CLUSTER_NODE_MAX + 1] = "", err[IBVF_ERR_LEN];
+
+	if (lab_init(&d, ibvfd, PODS, "file", moddir, NULL) || write_config(&d, "node-d", true, 30))
+		goto out;
+	/* high_watermark = low_watermark (4) + block_size (16): the least allowed */
+	j = json_load_file(d.cfg, 0, NULL);
+	json_object_set_new(json_object_get(json_object_get(j, "pool"), "cluster"),
+			    "high_watermark", json_integer(20));
+	json_dump_file(j, d.cfg, JSON_INDENT(1));
+	json_decref(j);
+	if (lab_start(&d, 20000) < 0) {
+		lab_result(false, "node-d starts (high_watermark 20)");
+		log_tail(&d);
+		goto out;
+	}
+	for (int i = 0; i < PODS; i++) {
+		char cid[16];
+
+		snprintf(cid, sizeof(cid), "d-%d", i);
+		g[i] = prepare_at(&d, cid, i, 0, &re);
+		for (int t = 0; !g[i] && re.code == IBVF_RPC_NOT_READY && t < 50; t++) {
+			usleep(100000); /* the claimer is one block behind */
+			g[i] = prepare_at(&d, cid, i, 0, &re);
+		}
+		ok += g[i] != 0;
+		if (g[i] && (!top || g[i] < top)) {
+			top = g[i];
+			keep = i;
+		}
+	}
+	nb = blocks_of(v, "node-d", before, 16);
+	/* everything released but the pod in the lowest block (returned last) */
+	for (int i = 0; i < PODS; i++) {
+		char cid[16];
+
+		snprintf(cid, sizeof(cid), "d-%d", i);
+		if (i != keep)
+			lab_release(&d, cid);
+	}
+	for (int t = 0; t < 150; t++) {
+		na = blocks_of(v, "node-d", after, 16);
+		if (na < nb)
+			break;
+		usleep(100000);
+	}
+	usleep(2500000); /* and no further return below the high watermark */
+	na = blocks_of(v, "node-d", after, 16);
+	{
+		bool top_kept = false;
+		uint64_t gone = 0;
+
+		for (size_t i = 0; i < na; i++)
+			top_kept = top_kept || (top >= after[i] && top < after[i] + BLOCK);
+		for (size_t i = 0; i < nb; i++) {
+			bool still = false;
+
+			for (size_t k = 0; k < na; k++)
+				still = still || after[k] == before[i];
+			if (!still)
+				gone = before[i];
+		}
+		for (size_t i = 0; i < nb; i++)
+			printf("# node-d block %016" PRIx64 " before\n", before[i]);
+		for (size_t i = 0; i < na; i++)
+			printf("# node-d block %016" PRIx64 " after\n", after[i]);
+		printf("# live pod's GUID %016" PRIx64 "\n", top);
+		lab_result(ok == PODS && nb >= 3 && na < nb && top_kept,
+			   "idle blocks are returned above the high watermark (%zu blocks held "
+			   "for %d pods, %zu after the releases), the block of the live pod stays",
+			   nb, ok, na);
+		/* quarantine travels with the block: nobody may use it for quarantine_s */
+		{
+			struct view q; /* a node with node-d's quarantine (30 s) */
+
+			if (gone && !view_open_q(&q, 30)) {
+				busy = cluster_guid_reserve(q.b, gone + 1, owner, sizeof(owner),
+							    err, sizeof(err));
+				if (!busy)
+					cluster_guid_unreserve(q.b, gone + 1, err, sizeof(err));
+			}
+			view_close(&q);
+		}
+		lab_result(gone && busy == -EBUSY,
+			   "a returned block (its GUIDs quarantined 30 s on node-d) is in "
+			   "quarantine for every node (%d: %s)",
+			   busy, err);
+	}
+out:
+	lab_stop(&d, SIGTERM);
+	lab_fini(&d);
+}
+
 int main(int argc, char **argv)
 {
 	const char *missing = etcd_lab_missing();
@@ -505,6 +627,7 @@ int main(int argc, char **argv)
 	requested(&a, &b, &v);
 	adoption(argv[1], argv[2], &b, &v);
 	reclaimed(&a, &v);
+	idle_return(argv[1], argv[2], &v);
 	etcd_down_request(&b, &v);
 	view_close(&v);
 out:
