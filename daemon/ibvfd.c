@@ -272,6 +272,10 @@ static int mod_engine(struct daemon *d, char *err, size_t errlen)
 		ibvf_engine_set_status_hook(d->eng, "cluster", ibvf_cluster_status, d->cluster_hb);
 		ibvf_cluster_hb_attach(d->cluster_hb, d->pool, engine_add_range,
 				       engine_remove_range, d->eng);
+		/* before the API serves prepare: the GUIDs VFs carry become this node's (or
+		 * conflicts); a failure leaves them outside the node's ranges, never handed out */
+		if (ibvf_cluster_adopt_vfs(d->cluster_hb, &d->vf, err, errlen))
+			log_err("cluster: the GUIDs the VFs carry were not adopted: %s", err);
 	}
 	if (!ret)
 		d->pool = NULL; /* the engine owns it now */

@@ -15,6 +15,7 @@
 
 #include "err.h"
 #include "etcd_client.h"
+#include "attach_seams.h"
 #include "guid_blocks.h"
 #include "json_util.h"
 #include "log.h"
@@ -333,6 +334,10 @@ static void hb_sweep(struct ibvf_cluster_hb *h)
 		const char *cid = json_string_value(json_object_get(c, "container"));
 		uint64_t guid = 0;
 
+		if (json_is_true(json_object_get(c, "vf"))) {
+			i++; /* a VF carrying it, no record: looked at again at each start */
+			continue;
+		}
 		if (ibvf_guid_parse(json_string_value(json_object_get(c, "guid")), &guid, NULL,
 				    0) ||
 		    ibvf_pool_get(h->pool, guid, &a, err, sizeof(err)) ||
@@ -923,6 +928,10 @@ static void adopt_one(struct adopt *ad, const struct ibvf_alloc *a, const char *
 		"it is never handed out here, and may be live on another node too",
 		g, source, err);
 	conflict_add(ad->conflicts, a, first, owner, err);
+	if (!a->owner.container_id[0]) /* a VF's, no record: not dropped by the sweep */
+		json_object_set_new(
+			json_array_get(ad->conflicts, json_array_size(ad->conflicts) - 1), "vf",
+			json_true());
 }
 
 static int adopt_cb(void *arg, const struct ibvf_alloc *a)
@@ -991,6 +1000,146 @@ int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_ra
 			ret = ibvf_errf(err, errlen, ret, "out of memory");
 	}
 	free(h.v);
+	return ret;
+}
+
+struct vf_list {
+	struct ibvf_attach_vf *v;
+	size_t n, cap;
+};
+
+static int vf_list_cb(void *arg, const struct ibvf_attach_vf *vf)
+{
+	struct vf_list *l = arg;
+
+	if (!vf->guids_known)
+		return 0;
+	if (l->n == l->cap) {
+		size_t c = l->cap ? l->cap * 2 : 32;
+		struct ibvf_attach_vf *nv = realloc(l->v, c * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+		l->cap = c;
+	}
+	l->v[l->n++] = *vf;
+	return 0;
+}
+
+int ibvf_cluster_adopt_vfs(struct ibvf_cluster_hb *h, const struct ibvf_vf_ops *vf, char *err,
+			   size_t errlen)
+{
+	struct ibvf_cluster_config k = {.node = h->node, .prefix = h->prefix};
+	struct vf_list l = {0};
+	struct held hd = {0};
+	struct u64v resv = {0};
+	json_t *conflicts = json_array();
+	struct adopt ad = {0};
+	int ret;
+
+	if (!conflicts)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = vf->list(vf->ctx, vf_list_cb, &l, err, errlen);
+	pthread_mutex_lock(&h->attach_mu);
+	if (ret || !h->pool || !h->b) {
+		if (!ret && l.n)
+			log_warn("cluster: node %s: the GUIDs its VFs carry are not adopted (etcd "
+				 "has not answered since start-up)",
+				 h->node);
+		goto out;
+	}
+	/* work on copies: the etcd calls run without the thread's locks */
+	pthread_mutex_lock(&h->mu);
+	ret = -ENOMEM;
+	hd.v = calloc(h->n_held + 1, sizeof(*hd.v));
+	if (hd.v) {
+		memcpy(hd.v, h->held, h->n_held * sizeof(*hd.v));
+		hd.n = hd.cap = h->n_held;
+		ret = 0;
+	}
+	/* the VF conflicts of the last start are looked at again */
+	for (size_t i = 0; !ret && i < json_array_size(h->conflicts);)
+		if (json_is_true(json_object_get(json_array_get(h->conflicts, i), "vf")))
+			json_array_remove(h->conflicts, i);
+		else
+			i++;
+	pthread_mutex_unlock(&h->mu);
+	pthread_mutex_lock(&h->resv_mu);
+	for (size_t i = 0; !ret && i < h->resv.n; i++)
+		ret = u64v_add(&resv, h->resv.v[i], false);
+	pthread_mutex_unlock(&h->resv_mu);
+	if (ret) {
+		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	ad = (struct adopt){.b = h->b,
+			    .ranges = h->ranges,
+			    .n_ranges = h->bo.n_ranges,
+			    .held = &hd,
+			    .resv = &resv,
+			    .conflicts = conflicts,
+			    .node = h->node};
+	for (size_t i = 0; i < l.n; i++) {
+		uint64_t gs[2] = {l.v[i].port_guid, l.v[i].node_guid};
+		char src[128];
+
+		for (int k2 = 0; k2 < 2; k2++) {
+			struct ibvf_alloc a = {.guid = gs[k2], .state = IBVF_ALLOC_HANDED}, rec;
+
+			if (!gs[k2] || (k2 && gs[1] == gs[0]) || !ibvf_guid_is_assignable(gs[k2]) ||
+			    !ibvf_pool_get(h->pool, gs[k2], &rec, err, errlen))
+				continue; /* a record holds it: the store's adoption decided */
+			snprintf(a.pci, sizeof(a.pci), "%s", l.v[i].pci);
+			snprintf(src, sizeof(src),
+				 "carried by VF %s (PF %s VF %d) without a record", l.v[i].pci,
+				 l.v[i].pf, l.v[i].vf_index);
+			adopt_one(&ad, &a, src);
+		}
+	}
+	ret = 0;
+	/* hand the adopted blocks over as a claim would: file, engine, pool */
+	pthread_mutex_lock(&h->mu);
+	for (size_t i = 0; !ret && i < ad.added.n; i++) {
+		struct held cur = {.v = h->held, .n = h->n_held, .cap = h->cap_held};
+
+		ret = held_add(&cur, ad.added.v[i].start, ad.added.v[i].end);
+		if (!ret)
+			qsort(cur.v, cur.n, sizeof(*cur.v), cmp_range);
+		h->held = cur.v;
+		h->n_held = cur.n;
+		h->cap_held = cur.cap;
+	}
+	json_array_extend(h->conflicts, conflicts);
+	if (!ret && (ad.added.n || json_array_size(conflicts))) {
+		struct held cur = {.v = h->held, .n = h->n_held, .cap = h->cap_held};
+
+		ret = file_write(h->path, &k, &cur, h->conflicts, err, errlen);
+	}
+	pthread_mutex_unlock(&h->mu);
+	for (size_t i = 0; !ret && i < ad.added.n; i++) {
+		ret = h->add_range
+			      ? h->add_range(h->add_arg, ad.added.v[i].start, ad.added.v[i].end)
+			      : 0;
+		if (!ret)
+			ret = ibvf_pool_add_range(h->pool, ad.added.v[i].start, ad.added.v[i].end,
+						  err, errlen);
+	}
+	pthread_mutex_lock(&h->resv_mu);
+	for (size_t i = 0; !ret && i < resv.n; i++)
+		ret = u64v_add(&h->resv, resv.v[i], false);
+	pthread_mutex_unlock(&h->resv_mu);
+	if (ad.n_blocks || ad.n_reserved || ad.n_conflicts)
+		log_notice("cluster: node %s adoption of its VFs' GUIDs: %zu blocks claimed, %zu "
+			   "GUIDs reserved, %zu conflicts",
+			   h->node, ad.n_blocks, ad.n_reserved, ad.n_conflicts);
+out:
+	pthread_mutex_unlock(&h->attach_mu);
+	free(l.v);
+	free(hd.v);
+	free(ad.added.v);
+	free(resv.v);
+	json_decref(conflicts);
 	return ret;
 }
 

@@ -73,6 +73,22 @@ int ibvf_cluster_etcd_new(const struct ibvf_cluster_config *k, struct etcd_clien
 int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_range **out,
 			      size_t *n, char *err, size_t errlen);
 
+struct ibvf_vf_ops;
+
+/**
+ * ibvf_cluster_adopt_vfs() - adoption of the GUIDs the node's VFs carry
+ * without a store record (ib-kubernetes style, docs/cluster.md), after
+ * ibvf_cluster_hb_attach() and before ibvfd serves prepare: a GUID of the
+ * ranges outside the node's blocks and reservations gets its block claimed
+ * (never claimed nor freed before) or is reserved alone; one another node
+ * owns is a conflict (status, ibvfctl cluster status), looked at again at
+ * the next start. Adopted blocks go to the file, the engine and the pool as
+ * a claim's do. Return: 0 (also when etcd has not answered: logged), the
+ * errors of @vf's list(), -ENOMEM, a file or store error.
+ */
+int ibvf_cluster_adopt_vfs(struct ibvf_cluster_hb *h, const struct ibvf_vf_ops *vf, char *err,
+			   size_t errlen);
+
 /**
  * ibvf_cluster_local_conflicts() - the conflicts the node's ibvfd last
  * recorded in <state_dir>/cluster-blocks.json (ibvf_cluster_status()'s list;
