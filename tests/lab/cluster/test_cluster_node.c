@@ -360,11 +360,32 @@ static void etcd_down_request(struct lab *a, struct view *v)
 	etcd_lab_wait_writable(&elab, 20000);
 }
 
+/* give fake VF @vf of @l the GUID @g with no store record (as ib-kubernetes left it) */
+static int vf_set_guid(struct lab *l, int vf, uint64_t g)
+{
+	char path[256], pci[16], pf[16], link[8];
+	unsigned gen;
+	int idx, n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", l->vfdir, lab_pci(vf, pci));
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fscanf(f, "pf=%15s vf=%d node=%*x port=%*x link=%7s gen=%u", pf, &idx, link, &gen);
+	fclose(f);
+	if (n != 4 || !(f = fopen(path, "w")))
+		return -1;
+	fprintf(f, "pf=%s vf=%d node=%016" PRIx64 " port=%016" PRIx64 " link=%s gen=%u\n", pf, idx,
+		g, g, link, gen + 1);
+	return fclose(f);
+}
+
 /* adoption: node-c ran single-node, node-b holds one of its GUIDs */
 static void adoption(const char *ibvfd, const char *moddir, struct lab *b, struct view *v)
 {
 	struct ibvf_rpc_error re;
-	uint64_t g[3];
+	uint64_t g[3], vx = 0, vy = 0;
 	char who[CLUSTER_NODE_MAX + 1];
 	struct lab c;
 	json_t *conf = NULL, *res = NULL;
@@ -390,6 +411,13 @@ static void adoption(const char *ibvfd, const char *moddir, struct lab *b, struc
 			   re.message);
 		goto out;
 	}
+	/* and two VFs carry GUIDs with no record: one of a free block, one of node-b's */
+	vx = free_guid(v, LAB_RANGE_START + 5000 * BLOCK) + 3;
+	vy = prepare_at(b, "b-live", 0, 0, &re);
+	if (!vy || vf_set_guid(&c, 4, vx) || vf_set_guid(&c, 5, vy)) {
+		lab_result(false, "set-up: VFs carrying GUIDs (%s)", re.message);
+		goto out;
+	}
 	if (write_config(&c, "node-c", true, 2) || lab_start(&c, 20000) < 0) {
 		lab_result(false, "node-c restarts in cluster mode");
 		log_tail(&c);
@@ -411,6 +439,11 @@ static void adoption(const char *ibvfd, const char *moddir, struct lab *b, struc
 			   "node-b holds is a conflict naming node-b, all %zu attachments kept",
 			   w0, w2, owners);
 	}
+	block_owner(v, vx, who, sizeof(who));
+	lab_result(!strcmp(who, "node-c") && has_conflict(conf, vy, "node-b"),
+		   "adoption of VFs' GUIDs: the free block of one is claimed for node-c (%s), "
+		   "the one in node-b's block is a conflict naming node-b",
+		   who);
 	lab_result(ctl_status_has(&c, "Conflicts") && ctl_status_has(&c, "node-b"),
 		   "ibvfctl cluster status shows node-c's conflict");
 	{
@@ -422,6 +455,7 @@ static void adoption(const char *ibvfd, const char *moddir, struct lab *b, struc
 			   "node-b cannot take an adopted GUID (%s)", re.message);
 	}
 	lab_release(b, "b-takes");
+	lab_release(b, "b-live");
 out:
 	json_decref(conf);
 	json_decref(res);
