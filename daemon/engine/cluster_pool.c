@@ -1042,7 +1042,10 @@ int ibvf_cluster_adopt_vfs(struct ibvf_cluster_hb *h, const struct ibvf_vf_ops *
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	ret = vf->list(vf->ctx, vf_list_cb, &l, err, errlen);
 	pthread_mutex_lock(&h->attach_mu);
-	if (ret || !h->pool || !h->b) {
+	pthread_mutex_lock(&h->mu);
+	ad.b = h->b; /* set by the thread under mu */
+	pthread_mutex_unlock(&h->mu);
+	if (ret || !h->pool || !ad.b) {
 		if (!ret && l.n)
 			log_warn("cluster: node %s: the GUIDs its VFs carry are not adopted (etcd "
 				 "has not answered since start-up)",
@@ -1073,7 +1076,7 @@ int ibvf_cluster_adopt_vfs(struct ibvf_cluster_hb *h, const struct ibvf_vf_ops *
 		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out;
 	}
-	ad = (struct adopt){.b = h->b,
+	ad = (struct adopt){.b = ad.b,
 			    .ranges = h->ranges,
 			    .n_ranges = h->bo.n_ranges,
 			    .held = &hd,
