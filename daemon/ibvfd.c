@@ -145,6 +145,11 @@ static int engine_add_range(void *arg, uint64_t first, uint64_t last)
 	return ibvf_engine_add_range(arg, first, last);
 }
 
+static int engine_remove_range(void *arg, uint64_t first, uint64_t last)
+{
+	return ibvf_engine_remove_range(arg, first, last);
+}
+
 static int mod_sm(struct daemon *d, char *err, size_t errlen)
 {
 	int ret = ibvf_sm_open(d->cfg.sm.module_dir, d->cfg.sm.backend, d->cfg.sm.backend_json,
@@ -271,7 +276,15 @@ static int mod_engine(struct daemon *d, char *err, size_t errlen)
 	if (!ret && d->cluster_hb) {
 		/* cluster mode: blocks claimed while running, not-ready when out of them */
 		ibvf_engine_set_ready_hook(d->eng, "cluster", ibvf_cluster_ready, d->cluster_hb);
-		ibvf_cluster_hb_attach(d->cluster_hb, d->pool, engine_add_range, d->eng);
+		/* requested GUIDs outside the blocks reserved in etcd; conflicts in status */
+		ibvf_engine_set_reserve_hook(d->eng, ibvf_cluster_reserve, d->cluster_hb);
+		ibvf_engine_set_status_hook(d->eng, "cluster", ibvf_cluster_status, d->cluster_hb);
+		ibvf_cluster_hb_attach(d->cluster_hb, d->pool, engine_add_range,
+				       engine_remove_range, d->eng);
+		/* before the API serves prepare: the GUIDs VFs carry become this node's (or
+		 * conflicts); a failure leaves them outside the node's ranges, never handed out */
+		if (ibvf_cluster_adopt_vfs(d->cluster_hb, &d->vf, err, errlen))
+			log_err("cluster: the GUIDs the VFs carry were not adopted: %s", err);
 	}
 	if (!ret)
 		d->pool = NULL; /* the engine owns it now */
@@ -280,9 +293,12 @@ static int mod_engine(struct daemon *d, char *err, size_t errlen)
 
 static void mod_engine_fini(struct daemon *d)
 {
-	ibvf_cluster_hb_attach(d->cluster_hb, NULL, NULL, NULL);
-	if (d->eng)
+	ibvf_cluster_hb_attach(d->cluster_hb, NULL, NULL, NULL, NULL);
+	if (d->eng) {
 		ibvf_engine_set_ready_hook(d->eng, NULL, NULL, NULL);
+		ibvf_engine_set_reserve_hook(d->eng, NULL, NULL);
+		ibvf_engine_set_status_hook(d->eng, NULL, NULL, NULL);
+	}
 	ibvf_engine_free(d->eng);
 	d->eng = NULL;
 }

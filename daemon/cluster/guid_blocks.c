@@ -521,6 +521,64 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
 			 CLAIM_TRIES * CLAIM_RELISTS);
 }
 
+int cluster_block_claim_at(struct cluster_blocks *b, uint64_t guid, struct cluster_block *out,
+			   char *owner, size_t owner_len, char *err, size_t errlen)
+{
+	char bkey[KEY_MAX], rkey[KEY_MAX], who[CLUSTER_NODE_MAX + 1] = "";
+	struct etcd_range_result r;
+	uint64_t first, last, idx;
+	int ret;
+
+	if (cluster_block_of(b, guid, &first, &last) || index_of(b, first, &idx))
+		return ibvf_errf(err, errlen, -ERANGE, "GUID %016" PRIx64 " is in no pool range",
+				 guid);
+	/* only a block never freed: a released/ marker means it was returned or
+	 * reclaimed, and taking it back is not adoption (docs/cluster.md) */
+	ret = try_claim(b, idx, 0, out, err, errlen);
+	if (ret < 0)
+		return ret;
+	if (ret == 1) {
+		log_info("cluster: node %s adopted GUID block %016" PRIx64 "..%016" PRIx64, b->node,
+			 first, last);
+		return 0;
+	}
+	key_of(b, bkey, "blocks/", first);
+	ret = etcd_range(b->etcd, bkey, 0, NULL, 0, 0, false, &r, err, errlen);
+	if (ret)
+		return ret;
+	if (value_node(&r, who, sizeof(who))) {
+		etcd_range_result_free(&r);
+		if (owner)
+			snprintf(owner, owner_len, "%s", who);
+		if (!strcmp(who, b->node)) {
+			memset(out, 0, sizeof(*out));
+			out->first = first;
+			out->last = last;
+			snprintf(out->node, sizeof(out->node), "%s", who);
+			return 0;
+		}
+		return ibvf_errf(err, errlen, -EEXIST,
+				 "GUID %016" PRIx64 ": its block %016" PRIx64 " belongs to node %s",
+				 guid, first, who);
+	}
+	etcd_range_result_free(&r);
+	key_of(b, rkey, "released/", first);
+	ret = etcd_range(b->etcd, rkey, 0, NULL, 0, 0, false, &r, err, errlen);
+	if (ret)
+		return ret;
+	ret = r.n_kvs ? -EBUSY : -ENOTEMPTY;
+	etcd_range_result_free(&r);
+	if (ret == -EBUSY)
+		return ibvf_errf(err, errlen, ret,
+				 "GUID %016" PRIx64 ": its block %016" PRIx64
+				 " was returned or reclaimed (released/ marker)",
+				 guid, first);
+	return ibvf_errf(err, errlen, ret,
+			 "GUID %016" PRIx64 ": its block %016" PRIx64 " holds GUIDs reserved by "
+			 "other nodes",
+			 guid, first);
+}
+
 /* The "node" of a JSON value written by ibvf, into @out; false if none. */
 static bool value_node(const struct etcd_range_result *r, char *out, size_t len)
 {
@@ -543,7 +601,7 @@ int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, s
 	char bkey[KEY_MAX], gkey[KEY_MAX], rkey[KEY_MAX], who[CLUSTER_NODE_MAX + 1] = "", *val;
 	struct etcd_txn_result t;
 	uint64_t first, last;
-	bool in_block = !cluster_block_of(b, guid, &first, &last);
+	bool in_block = !cluster_block_of(b, guid, &first, &last), owned;
 	struct etcd_cmp cmp[3];
 	size_t n_cmp = 0;
 	int ret;
@@ -608,7 +666,8 @@ int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, s
 		return 0;
 	}
 	/* who has it: a block owner, or a reservation */
-	if (!(in_block && t.n_responses > 1 && value_node(&t.responses[1], who, sizeof(who))))
+	owned = in_block && t.n_responses > 1 && value_node(&t.responses[1], who, sizeof(who));
+	if (!owned)
 		value_node(t.n_responses ? &t.responses[0] : NULL, who, sizeof(who));
 	etcd_txn_result_free(&t);
 	if (!strcmp(who, b->node))
@@ -619,7 +678,7 @@ int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, s
 			 "GUID %016" PRIx64 " belongs to node %s (cluster %s%s): never taken from "
 			 "a live owner",
 			 guid, *who ? who : "(unknown)", b->prefix,
-			 in_block ? ", inside its block" : ", reserved");
+			 owned ? ", inside its block" : ", reserved");
 }
 
 int cluster_guid_unreserve(struct cluster_blocks *b, uint64_t guid, char *err, size_t errlen)
@@ -946,6 +1005,42 @@ static int scan_prefix(struct cluster_blocks *b, const char *kind, struct etcd_r
 	snprintf(key, sizeof(key), "%s%s", b->prefix, kind);
 	el = etcd_prefix_end(key, strlen(key), end, sizeof(end));
 	return etcd_range(b->etcd, key, 0, end, (size_t)el, 0, false, r, err, errlen);
+}
+
+int cluster_guid_reservations(struct cluster_blocks *b, const char *node, uint64_t **out, size_t *n,
+			      char *err, size_t errlen)
+{
+	size_t plen = strlen(b->prefix) + strlen("guids/");
+	char who[CLUSTER_NODE_MAX + 1];
+	struct etcd_range_result r;
+	int ret;
+
+	*out = NULL;
+	*n = 0;
+	ret = scan_prefix(b, "guids/", &r, err, errlen);
+	if (ret)
+		return ret;
+	*out = calloc(r.n_kvs + 1, sizeof(**out));
+	if (!*out) {
+		etcd_range_result_free(&r);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < r.n_kvs; i++) {
+		struct etcd_range_result one = {.kvs = &r.kvs[i], .n_kvs = 1};
+		const char *hex = r.kvs[i].key + plen;
+		char *end;
+		uint64_t g;
+
+		if (r.kvs[i].key_len != plen + 16 || !value_node(&one, who, sizeof(who)) ||
+		    strcmp(who, node))
+			continue;
+		g = strtoull(hex, &end, 16);
+		if (*end)
+			continue;
+		(*out)[(*n)++] = g;
+	}
+	etcd_range_result_free(&r);
+	return 0;
 }
 
 int cluster_nodes_list(struct cluster_blocks *b, struct cluster_node **out, size_t *n, char *err,

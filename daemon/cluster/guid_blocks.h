@@ -125,6 +125,19 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
 			 size_t errlen);
 
 /**
+ * cluster_block_claim_at() - adoption (docs/cluster.md): claim the block that
+ * holds @guid (a GUID this node already uses) with the claim txn, only if it
+ * was never claimed nor freed (no blocks/ key, no released/ marker, no
+ * reserved GUID in it). *@out gets the block; *@owner (may be NULL) the
+ * owning node on -EEXIST. Return: 0 (claimed, or already this node's),
+ * -EEXIST (another node's: @err names it), -EBUSY (returned or reclaimed
+ * earlier: not adopted), -ENOTEMPTY (other nodes reserved GUIDs in it:
+ * reserve @guid alone), -ERANGE (in no range), the errors of etcd_txn().
+ */
+int cluster_block_claim_at(struct cluster_blocks *b, uint64_t guid, struct cluster_block *out,
+			   char *owner, size_t owner_len, char *err, size_t errlen);
+
+/**
  * cluster_guid_reserve() - make a requested GUID (runtimeConfig's
  * infinibandGUID, args.cni.guid) this node's, cluster-wide: inside this
  * node's block it is the local pool's to decide (0, nothing written);
@@ -144,6 +157,14 @@ int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, s
  * Return: 0 (also when there was none), the errors of etcd_txn().
  */
 int cluster_guid_unreserve(struct cluster_blocks *b, uint64_t guid, char *err, size_t errlen);
+
+/**
+ * cluster_guid_reservations() - the GUIDs @node has reserved (guids/ keys
+ * naming it; one range request over guids/), sorted (key order). *@out is
+ * malloc'd (also when *@n is 0). Return: 0, -ENOMEM, the errors of etcd_range().
+ */
+int cluster_guid_reservations(struct cluster_blocks *b, const char *node, uint64_t **out, size_t *n,
+			      char *err, size_t errlen);
 
 /**
  * cluster_blocks_verify() - the start-up check: compare the blocks the

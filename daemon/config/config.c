@@ -235,12 +235,13 @@ static void cluster_free(struct ibvf_cluster_config *k)
 
 static int parse_cluster(const struct ibvf_jctx *c, json_t *o, struct ibvf_cluster_config *k)
 {
-	static const char *const keys[] = {"endpoints", "ca_file",    "cert_file",     "key_file",
-					   "user",	"user_file",  "password_file", "prefix",
-					   "node",	"block_size", "low_watermark", "timeout_ms",
-					   NULL};
+	static const char *const keys[] = {
+		"endpoints",	 "ca_file",	  "cert_file",	    "key_file", "user",
+		"user_file",	 "password_file", "prefix",	    "node",	"block_size",
+		"low_watermark", "timeout_ms",	  "high_watermark", NULL};
 	static const char *const P = "pool.cluster";
-	uint64_t bs = k->block_size, lw = k->low_watermark, to = k->timeout_ms;
+	uint64_t bs = k->block_size, lw = k->low_watermark, to = k->timeout_ms,
+		 hw = k->high_watermark;
 	json_t *eps = json_object_get(o, "endpoints");
 	int ret = ibvf_json_check_keys(c, o, P, keys);
 	size_t i;
@@ -298,6 +299,8 @@ static int parse_cluster(const struct ibvf_jctx *c, json_t *o, struct ibvf_clust
 		ret = ibvf_json_uint(c, o, P, "low_watermark", 0, 65535, &lw);
 	if (!ret)
 		ret = ibvf_json_uint(c, o, P, "timeout_ms", 100, 600000, &to);
+	if (!ret)
+		ret = ibvf_json_uint(c, o, P, "high_watermark", 0, UINT32_MAX, &hw);
 	if (ret)
 		return ret;
 	if (!ret)
@@ -331,8 +334,16 @@ static int parse_cluster(const struct ibvf_jctx *c, json_t *o, struct ibvf_clust
 	if (lw >= bs)
 		return ibvf_json_err(c, P, "low_watermark", "%llu must be below block_size %llu",
 				     (unsigned long long)lw, (unsigned long long)bs);
+	/* a returned block must not bring the node below low_watermark (no claim/return
+	 * flapping) */
+	if (hw && hw < lw + bs)
+		return ibvf_json_err(c, P, "high_watermark",
+				     "%llu must be 0 (low_watermark + 2 blocks) or at least "
+				     "low_watermark + block_size (%llu)",
+				     (unsigned long long)hw, (unsigned long long)(lw + bs));
 	k->block_size = (uint32_t)bs;
 	k->low_watermark = (uint32_t)lw;
+	k->high_watermark = (uint32_t)hw;
 	k->timeout_ms = (uint32_t)to;
 	k->enabled = true;
 	return 0;
@@ -1275,11 +1286,12 @@ static json_t *cluster_json(const struct ibvf_cluster_config *k)
 
 	for (size_t i = 0; eps && i < k->n_endpoints; i++)
 		json_array_append_new(eps, json_string(k->endpoints[i]));
-	o = json_pack("{s:o,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:s,s:s,s:i,s:i,s:i}", "endpoints", eps,
-		      "ca_file", k->ca_file, "cert_file", k->cert_file, "key_file", k->key_file,
-		      "user", k->user, "user_file", k->user_file, "password_file", k->password_file,
-		      "prefix", k->prefix, "node", k->node, "block_size", (int)k->block_size,
-		      "low_watermark", (int)k->low_watermark, "timeout_ms", (int)k->timeout_ms);
+	o = json_pack("{s:o,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:s,s:s,s:i,s:i,s:I,s:i}", "endpoints",
+		      eps, "ca_file", k->ca_file, "cert_file", k->cert_file, "key_file",
+		      k->key_file, "user", k->user, "user_file", k->user_file, "password_file",
+		      k->password_file, "prefix", k->prefix, "node", k->node, "block_size",
+		      (int)k->block_size, "low_watermark", (int)k->low_watermark, "high_watermark",
+		      (json_int_t)k->high_watermark, "timeout_ms", (int)k->timeout_ms);
 	return o ? o : json_object();
 }
 

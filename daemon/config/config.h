@@ -51,9 +51,11 @@ struct ibvf_cluster_config {
 	char *password_file;
 	char *prefix; /* etcd key prefix, default "/ibvf/" (several fabrics may share etcd) */
 	char *node;   /* this node's name: config, else NODE_NAME, else the hostname */
-	uint32_t block_size;	/* GUIDs per block; default 256 */
-	uint32_t low_watermark; /* claim the next block when this few free GUIDs are left; 64 */
-	uint32_t timeout_ms;	/* one etcd call, every endpoint included; default 5000 */
+	uint32_t block_size;	 /* GUIDs per block; default 256 */
+	uint32_t low_watermark;	 /* claim the next block when this few free GUIDs are left; 64 */
+	uint32_t high_watermark; /* return an idle block above this many free GUIDs; 0 = low
+				  * + 2 blocks */
+	uint32_t timeout_ms;	 /* one etcd call, every endpoint included; default 5000 */
 };
 
 struct ibvf_pool_config {

@@ -126,11 +126,15 @@ static int cluster_status(struct ctl_ctx *ctx, int argc, char **argv)
 		{"node_alive", "Heartbeat"},
 		{"sm_agents", "SM agents"},
 		{"sm_applied", "Applied rev"},
+		{"conflicts", "Conflicts"},
+		{"conflicted", "Conflicted GUIDs"},
 		{0},
 	};
 	struct cluster_sm_state sm = {0};
 	struct cluster_block *blocks = NULL;
-	char err[IBVF_ERR_LEN];
+	json_t *conf = NULL, *obj;
+	char err[IBVF_ERR_LEN], text[1024] = "-";
+	size_t to = 0;
 	size_t n = 0, mine = 0;
 	bool alive = false;
 	struct cl c;
@@ -149,21 +153,40 @@ static int cluster_status(struct ctl_ctx *ctx, int argc, char **argv)
 	for (size_t i = 0; i < n; i++)
 		mine += !strcmp(blocks[i].node, ctx->cfg.pool.cluster.node);
 	free(blocks);
-	if (cluster_sm_state_read(c.etcd, ctx->cfg.pool.cluster.prefix, &sm, err, sizeof(err))) {
+	/* this node's conflicts as its ibvfd last recorded them (docs/cluster.md) */
+	if (ibvf_cluster_local_conflicts(&ctx->cfg, &conf, err, sizeof(err))) {
 		cl_close(&c);
 		return ctl_error(CTL_FAILED, "%s", err);
 	}
-	ctl_emit_object(ctx,
-			json_pack("{s:s,s:s,s:s,s:o,s:I,s:I,s:s,s:o,s:o}", "node",
-				  ctx->cfg.pool.cluster.node, "prefix",
-				  ctx->cfg.pool.cluster.prefix, "endpoint",
-				  etcd_client_endpoint(c.etcd), "blocks_total",
-				  ctl_count_json(cluster_blocks_total(c.b)), "blocks_claimed",
-				  (json_int_t)n, "node_blocks", (json_int_t)mine, "node_alive",
-				  alive ? "alive" : "none", "sm_agents", agents_text(&sm),
-				  "sm_applied", min_applied(&sm)),
-			cols);
+	for (size_t i = 0; i < json_array_size(conf) && to < sizeof(text); i++) {
+		json_t *x = json_array_get(conf, i);
+		int w = snprintf(text + to, sizeof(text) - to, "%s%s (%.12s %s: %s)", i ? "; " : "",
+				 json_string_value(json_object_get(x, "guid")),
+				 json_string_value(json_object_get(x, "container")),
+				 json_string_value(json_object_get(x, "ifname")),
+				 json_string_value(json_object_get(x, "reason")));
+
+		if (w < 0)
+			break;
+		to += (size_t)w;
+	}
+	if (cluster_sm_state_read(c.etcd, ctx->cfg.pool.cluster.prefix, &sm, err, sizeof(err))) {
+		json_decref(conf);
+		cl_close(&c);
+		return ctl_error(CTL_FAILED, "%s", err);
+	}
+	obj = json_pack("{s:s,s:s,s:s,s:o,s:I,s:I,s:s,s:I,s:s,s:o,s:o}", "node",
+			ctx->cfg.pool.cluster.node, "prefix", ctx->cfg.pool.cluster.prefix,
+			"endpoint", etcd_client_endpoint(c.etcd), "blocks_total",
+			ctl_count_json(cluster_blocks_total(c.b)), "blocks_claimed", (json_int_t)n,
+			"node_blocks", (json_int_t)mine, "node_alive", alive ? "alive" : "none",
+			"conflicts", (json_int_t)json_array_size(conf), "conflicted", text,
+			"sm_agents", agents_text(&sm), "sm_applied", min_applied(&sm));
 	cluster_sm_state_free(&sm);
+	if (obj && ctx->json)
+		json_object_set(obj, "conflict_list", conf);
+	json_decref(conf);
+	ctl_emit_object(ctx, obj, cols);
 	cl_close(&c);
 	return CTL_OK;
 }

@@ -496,6 +496,20 @@ static json_t *status_json(struct op *op)
 				    json_pack("{s:b,s:I,s:I}", "enabled", st->warm_on, "ready",
 					      (json_int_t)st->warm_ready, "warming",
 					      (json_int_t)st->warm_warming));
+	{
+		struct ibvf_engine *e = op->e;
+		json_t *(*fn)(void *arg);
+		const char *key;
+		void *arg;
+
+		pthread_mutex_lock(&e->lock);
+		fn = e->status_fn;
+		key = e->status_key;
+		arg = e->status_arg;
+		pthread_mutex_unlock(&e->lock);
+		if (r && fn && key)
+			json_object_set_new(r, key, fn(arg)); /* NULL: not set */
+	}
 	return r;
 }
 

@@ -629,10 +629,49 @@ static bool prepare_check(struct op *op)
 	return true;
 }
 
+/*
+ * Cluster mode: a requested GUID outside the node's pool GUIDs is reserved in
+ * etcd before the pool may take it (ibvf_engine_reserve_fn). *@fn gets the
+ * hook to call again once the allocation finished. 0 or error set.
+ */
+static int cluster_reserve(struct op *op, struct ibvf_alloc_request *req,
+			   ibvf_engine_reserve_fn *fn, void **arg)
+{
+	struct ibvf_engine *e = op->e;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	int ret;
+
+	pthread_mutex_lock(&e->lock);
+	*fn = e->reserve_fn;
+	*arg = e->reserve_arg;
+	pthread_mutex_unlock(&e->lock);
+	if (!*fn || !req->guid || eng_in_ranges(e, req->guid)) {
+		*fn = NULL;
+		return 0;
+	}
+	ret = (*fn)(*arg, req->guid, false, err, sizeof(err));
+	if (!ret) {
+		req->reserved = true;
+		return 0;
+	}
+	*fn = NULL; /* refused: the hook keeps nothing pending */
+	if (ret == -EEXIST || ret == -EBUSY || ret == -ERANGE || ret == -EINVAL)
+		eng_set_error(op, alloc_code(ret), ret, "allocate", "requested GUID %s: %s",
+			      ibvf_guid_format(req->guid, s), err);
+	else /* etcd did not answer: never an unchecked grant */
+		eng_set_error(op, IBVF_RPC_NOT_READY, EAGAIN, "allocate",
+			      "ibvfd is not ready: cluster: requested GUID %s is outside the "
+			      "node's GUID blocks and could not be reserved in etcd: %s",
+			      ibvf_guid_format(req->guid, s), err);
+	return ret;
+}
+
 /* allocated: persisted before the GUID touches the VF or the SM. 0 or error set. */
 static int prepare_allocate(struct op *op)
 {
 	struct ibvf_alloc_request req = {.vf_index = -1};
+	ibvf_engine_reserve_fn reserve = NULL;
+	void *reserve_arg = NULL;
 	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
 	int ret;
 
@@ -650,8 +689,13 @@ static int prepare_allocate(struct op *op)
 	req.prev_link_state = op->vf.link_state;
 	/* a GUID the SM check just skipped is not given back to this owner again */
 	req.no_owner_return = op->check_tries > 0;
+	ret = cluster_reserve(op, &req, &reserve, &reserve_arg);
+	if (ret)
+		return ret;
 	ret = ibvf_pool_allocate(op->e->pool, &req, &op->a, err, sizeof(err));
 	ibvf_timing_mark(&op->timing, "store_allocate");
+	if (reserve)
+		reserve(reserve_arg, req.guid, true, NULL, 0);
 	if (ret == -ENOSPC && !req.guid) {
 		/* cluster mode: the blocks are used up; the claimer thread (cluster_pool.c)
 		 * claims the next in the background: not ready (and why), not a pool error */

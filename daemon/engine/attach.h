@@ -136,6 +136,37 @@ typedef bool (*ibvf_engine_ready_fn)(void *arg, char *why, size_t len);
 void ibvf_engine_set_ready_hook(struct ibvf_engine *e, const char *check, ibvf_engine_ready_fn fn,
 				void *arg);
 
+/**
+ * ibvf_engine_reserve_fn - cluster mode's check of a requested GUID outside
+ * the node's pool GUIDs (cluster_pool.h), called from prepare before the
+ * allocation with @done false: 0 when @guid is now reserved for this node
+ * cluster-wide (the pool may take it outside its ranges), -EEXIST (another
+ * node owns it: @err names it), -EBUSY (quarantine), -ERANGE (outside the
+ * configured ranges), or another negative errno when etcd did not answer
+ * (the prepare answers IBVF_RPC_NOT_READY: never an unchecked grant). After
+ * a 0, called again with @done true (@err NULL) once the allocation finished
+ * either way (until then the reservation is never deleted).
+ */
+typedef int (*ibvf_engine_reserve_fn)(void *arg, uint64_t guid, bool done, char *err, size_t len);
+
+/** ibvf_engine_set_reserve_hook() - set (NULL: remove) the requested-GUID check. */
+void ibvf_engine_set_reserve_hook(struct ibvf_engine *e, ibvf_engine_reserve_fn fn, void *arg);
+
+/**
+ * ibvf_engine_remove_range() - remove [@first, @last] (host order, inclusive)
+ * from the engine's pool GUIDs (cluster mode: a block returned to etcd, a
+ * reservation deleted), splitting a range that holds it. 0 or -ENOMEM.
+ */
+int ibvf_engine_remove_range(struct ibvf_engine *e, uint64_t first, uint64_t last);
+
+/**
+ * ibvf_engine_set_status_hook() - add the object @fn returns (a new reference,
+ * or NULL) to status as member @key (e.g. "cluster"); NULL removes it. @fn
+ * runs on the loop thread and must only read its own state.
+ */
+void ibvf_engine_set_status_hook(struct ibvf_engine *e, const char *key, json_t *(*fn)(void *arg),
+				 void *arg);
+
 /** ibvf_engine_reconciled() - the first reconciliation pass has finished. */
 bool ibvf_engine_reconciled(struct ibvf_engine *e);
 

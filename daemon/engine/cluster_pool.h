@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "config.h"
 #include "guid_pool.h"
 
@@ -71,6 +73,31 @@ int ibvf_cluster_etcd_new(const struct ibvf_cluster_config *k, struct etcd_clien
 int ibvf_cluster_local_ranges(const struct ibvf_config *cfg, struct ibvf_guid_range **out,
 			      size_t *n, char *err, size_t errlen);
 
+struct ibvf_vf_ops;
+
+/**
+ * ibvf_cluster_adopt_vfs() - adoption of the GUIDs the node's VFs carry
+ * without a store record (ib-kubernetes style, docs/cluster.md), after
+ * ibvf_cluster_hb_attach() and before ibvfd serves prepare: a GUID of the
+ * ranges outside the node's blocks and reservations gets its block claimed
+ * (never claimed nor freed before) or is reserved alone; one another node
+ * owns is a conflict (status, ibvfctl cluster status), looked at again at
+ * the next start. Adopted blocks go to the file, the engine and the pool as
+ * a claim's do. Return: 0 (also when etcd has not answered: logged), the
+ * errors of @vf's list(), -ENOMEM, a file or store error.
+ */
+int ibvf_cluster_adopt_vfs(struct ibvf_cluster_hb *h, const struct ibvf_vf_ops *vf, char *err,
+			   size_t errlen);
+
+/**
+ * ibvf_cluster_local_conflicts() - the conflicts the node's ibvfd last
+ * recorded in <state_dir>/cluster-blocks.json (ibvf_cluster_status()'s list;
+ * empty when there is no file), for ibvfctl cluster status. *@out is a new
+ * array. Return: 0, -EINVAL (a file of another node or prefix), -ENOMEM.
+ */
+int ibvf_cluster_local_conflicts(const struct ibvf_config *cfg, json_t **out, char *err,
+				 size_t errlen);
+
 /** The node's heartbeat in etcd: a lease-bound nodes/<node> key, renewed by one thread. */
 #define IBVF_CLUSTER_HEARTBEAT_TTL_S 30
 
@@ -89,12 +116,18 @@ typedef int (*ibvf_cluster_add_range_fn)(void *arg, uint64_t first, uint64_t las
  * runs (docs/cluster.md): every 500 ms (at once when ibvf_cluster_ready() is
  * asked) it reads @pool's free count, and below pool.cluster.low_watermark
  * claims one block in etcd, records it in cluster-blocks.json, then hands it
- * to @add_range (the engine) and ibvf_pool_add_range(). Never on a
- * prepare's path. @pool NULL detaches (before the pool or engine is freed;
+ * to @add_range (the engine) and ibvf_pool_add_range(). Above
+ * pool.cluster.high_watermark free GUIDs it returns one idle block (every 2
+ * s at most): ibvf_pool_remove_range(), @remove_range (the engine), the
+ * file, then cluster_block_return() (put back everywhere when etcd fails).
+ * It also deletes requested-GUID reservations whose GUID has no record left
+ * and drops conflicts whose attachment is released. Never on a prepare's
+ * path. @pool NULL detaches (before the pool or engine is freed;
  * waits for a hand-over in progress).
  */
 void ibvf_cluster_hb_attach(struct ibvf_cluster_hb *hb, struct ibvf_pool *pool,
-			    ibvf_cluster_add_range_fn add_range, void *arg);
+			    ibvf_cluster_add_range_fn add_range,
+			    ibvf_cluster_add_range_fn remove_range, void *arg);
 
 /**
  * ibvf_cluster_ready() - an ibvf_engine_ready_fn for @arg, the node's
@@ -103,5 +136,28 @@ void ibvf_cluster_hb_attach(struct ibvf_cluster_hb *hb, struct ibvf_pool *pool,
  * have no free GUID and the last claim failed. Reads the thread's state only.
  */
 bool ibvf_cluster_ready(void *arg, char *why, size_t len);
+
+/**
+ * ibvf_cluster_reserve() - an ibvf_engine_reserve_fn for @arg, the node's
+ * struct ibvf_cluster_hb: a requested GUID (runtimeConfig, args.cni) outside
+ * the node's blocks is reserved in etcd (cluster_guid_reserve(): one txn,
+ * create-if-absent, never another node's GUID) before the pool may take it.
+ * The thread deletes the reservation once the GUID has no record left (the
+ * DEL's removal verified and its quarantine over: the pool deletes the
+ * record only then), never while a prepare of it is in flight. Return: 0,
+ * -ERANGE (outside pool.ranges), -EEXIST (another node's: @err names it),
+ * -EBUSY (its block in quarantine), -EAGAIN or the etcd client's errors
+ * (etcd did not answer: not ready).
+ */
+int ibvf_cluster_reserve(void *arg, uint64_t guid, bool done, char *err, size_t errlen);
+
+/**
+ * ibvf_cluster_status() - the node's cluster view for ibvfd's status, @arg the
+ * struct ibvf_cluster_hb: {"node","prefix","blocks":N,"reserved":N,
+ * "conflicts":[{"guid","block","owner","reason","container","ifname","pci"}]}
+ * (live attachments in blocks reclaimed or owned elsewhere, GUIDs adoption
+ * could not claim). A new reference, or NULL (out of memory).
+ */
+json_t *ibvf_cluster_status(void *arg);
 
 #endif /* IBVF_CLUSTER_POOL_H */

@@ -54,6 +54,58 @@ int ibvf_engine_add_range(struct ibvf_engine *e, uint64_t first, uint64_t last)
 	return r ? 0 : -ENOMEM;
 }
 
+int ibvf_engine_remove_range(struct ibvf_engine *e, uint64_t first, uint64_t last)
+{
+	struct ibvf_guid_range *r;
+	size_t k = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&e->ranges_lock);
+	/* the ranges are disjoint: only one can hold [first, last] strictly inside and
+	 * split in two, so at most one more range than before */
+	r = calloc(e->n_ranges + 1, sizeof(*r));
+	if (!r) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < e->n_ranges; i++) {
+		struct ibvf_guid_range x = e->ranges[i];
+
+		if (x.end < first || x.start > last) {
+			r[k++] = x;
+			continue;
+		}
+		if (x.start < first)
+			r[k++] = (struct ibvf_guid_range){x.start, first - 1};
+		if (x.end > last)
+			r[k++] = (struct ibvf_guid_range){last + 1, x.end};
+	}
+	free(e->ranges);
+	e->ranges = r;
+	e->n_ranges = k;
+out:
+	pthread_mutex_unlock(&e->ranges_lock);
+	return ret;
+}
+
+void ibvf_engine_set_status_hook(struct ibvf_engine *e, const char *key, json_t *(*fn)(void *arg),
+				 void *arg)
+{
+	pthread_mutex_lock(&e->lock);
+	e->status_key = key;
+	e->status_fn = fn;
+	e->status_arg = arg;
+	pthread_mutex_unlock(&e->lock);
+}
+
+void ibvf_engine_set_reserve_hook(struct ibvf_engine *e, ibvf_engine_reserve_fn fn, void *arg)
+{
+	pthread_mutex_lock(&e->lock);
+	e->reserve_fn = fn;
+	e->reserve_arg = arg;
+	pthread_mutex_unlock(&e->lock);
+}
+
 void ibvf_engine_set_ready_hook(struct ibvf_engine *e, const char *check, ibvf_engine_ready_fn fn,
 				void *arg)
 {

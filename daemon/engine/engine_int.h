@@ -44,6 +44,13 @@ struct ibvf_engine {
 	const char *ready_check;
 	ibvf_engine_ready_fn ready_fn;
 	void *ready_arg;
+	/* ibvf_engine_set_status_hook(), under lock */
+	const char *status_key;
+	json_t *(*status_fn)(void *arg);
+	void *status_arg;
+	/* ibvf_engine_set_reserve_hook(), under lock */
+	ibvf_engine_reserve_fn reserve_fn;
+	void *reserve_arg;
 
 	pthread_mutex_t lock; /* everything below */
 	uint32_t prepare_timeout_ms;

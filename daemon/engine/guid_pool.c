@@ -1561,8 +1561,8 @@ static int exhausted(struct ibvf_pool *p, char *err, size_t errlen)
 	return ret;
 }
 
-static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o, char *err,
-			  size_t errlen)
+static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_owner *o,
+			  bool reserved, char *err, size_t errlen)
 {
 	enum ibvf_pool_view view;
 	char s[IBVF_GUID_STR_LEN];
@@ -1573,7 +1573,7 @@ static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_own
 	if (!ibvf_guid_is_assignable(g))
 		return ibvf_errf(err, errlen, -EINVAL, "GUID %s is not assignable (0 or all-ones)",
 				 s);
-	if (!in_ranges(p, g))
+	if (!in_ranges(p, g) && !reserved)
 		return ibvf_errf(err, errlen, -ERANGE,
 				 "requested GUID %s is outside the configured pool ranges", s);
 	ret = get_one(p, "guid = ?1", NULL, NULL, enc(g), &cur, err, errlen);
@@ -1604,6 +1604,8 @@ static int take_requested(struct ibvf_pool *p, uint64_t g, const struct ibvf_own
 				 "is not allocatable until reconciled (ibvfctl pool audit, ibvfctl "
 				 "pool rebuild)",
 				 s, view_name(view));
+	if (!in_ranges(p, g))
+		return 0; /* reserved cluster-wide, outside the node's blocks: no free list */
 	ret = extent_take(p, g, err, errlen);
 	if (ret == 1)
 		return ibvf_errf(err, errlen, -EIO,
@@ -1644,7 +1646,7 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 		return ret;
 	if (req->guid) {
 		g = req->guid;
-		ret = take_requested(p, g, &req->owner, err, errlen);
+		ret = take_requested(p, g, &req->owner, req->reserved, err, errlen);
 	} else {
 		ret = req->no_owner_return
 			      ? 1
@@ -2670,6 +2672,125 @@ static int pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, ch
 			p->n_ranges--;
 	}
 	return ret;
+}
+
+static int pool_stats(struct ibvf_pool *p, struct ibvf_pool_stats *s, char *err, size_t errlen);
+
+static int pool_remove_range(struct ibvf_pool *p, uint64_t first, uint64_t last, uint64_t min_free,
+			     char *err, size_t errlen)
+{
+	struct ibvf_pool_stats ps = {0};
+	struct ibvf_guid_range *r, *old;
+	sqlite3_stmt *st;
+	size_t k = 0, n_old;
+	int64_t busy = 0, quarantined = 0;
+	uint64_t gone = 0;
+	int ret, rc;
+
+	if (p->read_only || first > last)
+		return ibvf_errf(err, errlen, -EINVAL, "cannot remove GUID range %016llx-%016llx",
+				 (unsigned long long)first, (unsigned long long)last);
+	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
+		for (size_t i = 0; i < p->n_in_use[v]; i++)
+			if (p->in_use[v][i] >= first && p->in_use[v][i] <= last)
+				return ibvf_errf(err, errlen, -EBUSY,
+						 "GUID %016llx of %016llx-%016llx is in use %s",
+						 (unsigned long long)p->in_use[v][i],
+						 (unsigned long long)first,
+						 (unsigned long long)last,
+						 view_name((enum ibvf_pool_view)v));
+	r = calloc(p->n_ranges + 1, sizeof(*r));
+	if (!r)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = begin(p, err, errlen);
+	if (ret) {
+		free(r);
+		return ret;
+	}
+	/* held, or quarantined with the SM not yet seen without it (released_ms < 0) */
+	if (prep(p, &st,
+		 "SELECT count(*), coalesce(sum(state != 7 OR released_ms <= 0), 0) FROM alloc "
+		 "WHERE guid BETWEEN ?1 AND ?2",
+		 err, errlen)) {
+		free(r);
+		return finish(p, -EIO, err, errlen);
+	}
+	sqlite3_bind_int64(st, 1, enc(first));
+	sqlite3_bind_int64(st, 2, enc(last));
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		quarantined = sqlite3_column_int64(st, 0) - sqlite3_column_int64(st, 1);
+		busy = sqlite3_column_int64(st, 1);
+	}
+	stmt_done(p, st);
+	if (rc != SQLITE_ROW) {
+		free(r);
+		return finish(p, db_err(p, err, errlen, "range scan"), err, errlen);
+	}
+	if (busy) {
+		free(r);
+		return finish(p,
+			      ibvf_errf(err, errlen, -EBUSY,
+					"%lld GUIDs of %016llx-%016llx are held (or their "
+					"removal from the SM is not yet seen)",
+					(long long)busy, (unsigned long long)first,
+					(unsigned long long)last),
+			      err, errlen);
+	}
+	/* the ranges are disjoint: only one splits in two */
+	for (size_t i = 0; i < p->n_ranges; i++) {
+		struct ibvf_guid_range x = p->ranges[i];
+		uint64_t a, b;
+
+		if (x.end < first || x.start > last) {
+			r[k++] = x;
+			continue;
+		}
+		if (clip(&x, &a, &b) && b >= first && a <= last)
+			gone += (b < last ? b : last) - (a > first ? a : first) + 1;
+		if (x.start < first)
+			r[k++] = (struct ibvf_guid_range){x.start, first - 1};
+		if (x.end > last)
+			r[k++] = (struct ibvf_guid_range){last + 1, x.end};
+	}
+	/* the free GUIDs that go with it: the rest must stay at least @min_free */
+	gone = gone > (uint64_t)quarantined ? gone - (uint64_t)quarantined : 0;
+	ret = pool_stats(p, &ps, err, errlen);
+	if (!ret && ps.free < gone + min_free)
+		ret = ibvf_errf(err, errlen, -ENOSPC,
+				"removing %016llx-%016llx would leave %llu free GUIDs, fewer than "
+				"%llu",
+				(unsigned long long)first, (unsigned long long)last,
+				(unsigned long long)(ps.free > gone ? ps.free - gone : 0),
+				(unsigned long long)min_free);
+	if (ret) {
+		free(r);
+		return finish(p, ret, err, errlen);
+	}
+	old = p->ranges;
+	n_old = p->n_ranges;
+	p->ranges = r;
+	p->n_ranges = k;
+	/* quarantined records stay, as records outside the ranges (deleted at expiry) */
+	ret = finish(p, ensure_free_list_locked(p, err, errlen), err, errlen);
+	if (ret) {
+		p->ranges = old; /* the free list stays the old ranges' */
+		p->n_ranges = n_old;
+		free(r);
+	} else {
+		free(old);
+	}
+	return ret;
+}
+
+int ibvf_pool_remove_range(struct ibvf_pool *p, uint64_t first, uint64_t last, uint64_t min_free,
+			   char *err, size_t errlen)
+{
+	int ret;
+
+	pool_lock(p);
+	ret = pool_remove_range(p, first, last, min_free, err, errlen);
+	return pool_unlock(p, ret, err, errlen);
 }
 
 int ibvf_pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, char *err,

@@ -103,6 +103,10 @@ struct ibvf_alloc_request {
 	uint64_t prev_port_guid;
 	const char *prev_link_state; /* optional */
 	bool no_owner_return;	     /* never the owner key's quarantined GUID (issue 15 item 8) */
+	/* cluster mode: @guid lies outside the node's blocks and the caller reserved it
+	 * cluster-wide in etcd (cluster_pool.h): allowed outside the ranges, never on
+	 * the free list, its record deleted (not freed) when its quarantine ends */
+	bool reserved;
 };
 
 struct ibvf_pool_stats {
@@ -167,9 +171,23 @@ int ibvf_pool_add_range(struct ibvf_pool *p, uint64_t first, uint64_t last, char
 			size_t errlen);
 
 /**
+ * ibvf_pool_remove_range() - remove the GUIDs [@first, @last] (host order,
+ * inclusive) from the ranges of an open read-write pool and its free list,
+ * in one write transaction, only if none of them is held, seen in use by
+ * another view, or quarantined with its removal from the SM not yet seen,
+ * and only if at least @min_free GUIDs stay free: cluster mode's idle block
+ * returned to etcd (cluster_pool.h). Quarantined records stay as records
+ * outside the ranges until they expire. Return: 0, -EBUSY (@err says what
+ * holds it), -ENOSPC (too few would stay free), -EINVAL, -ENOMEM, or a
+ * store error; on error the ranges are unchanged.
+ */
+int ibvf_pool_remove_range(struct ibvf_pool *p, uint64_t first, uint64_t last, uint64_t min_free,
+			   char *err, size_t errlen);
+
+/**
  * ibvf_pool_allocate() - allocate a GUID for @req->owner, committed before
  * return. The same owner asking again gets its existing record (idempotent).
- * An explicit @req->guid must be inside the ranges, assignable, and not held
+ * An explicit @req->guid must be inside the ranges (or @req->reserved), assignable, and not held
  * by another owner (never taken away) nor in quarantine (except the owner
  * key's own, within the quarantine).
  * An owner with a key (pod namespace, pod name, network, ifname; not the

@@ -105,15 +105,17 @@ static void test_defaults_and_node_name(void **state)
 	assert_string_equal(k->prefix, "/ibvf/");
 	assert_int_equal(k->block_size, 256);
 	assert_int_equal(k->low_watermark, 64);
+	assert_int_equal(k->high_watermark, 0); /* low_watermark + 2 blocks */
 	assert_int_equal(k->timeout_ms, 5000);
 
 	/* config wins over NODE_NAME; a prefix gets its trailing slash */
 	assert_int_equal(load(f,
 			      "{\"endpoints\": [\"http://e:2379\"], \"node\": \"n1\", "
 			      "\"prefix\": \"/ibvf/fabric-a\", \"block_size\": 16, "
-			      "\"low_watermark\": 4, \"timeout_ms\": 800}",
+			      "\"low_watermark\": 4, \"timeout_ms\": 800, \"high_watermark\": 20}",
 			      env),
 			 0);
+	assert_int_equal(k->high_watermark, 20);
 	assert_string_equal(k->node, "n1");
 	assert_string_equal(k->prefix, "/ibvf/fabric-a/");
 	assert_int_equal(k->block_size, 16);
@@ -141,6 +143,10 @@ static void test_bad_values(void **state)
 		{"{\"endpoints\": [\"http://e:2379\"], \"block_size\": 0}", "block_size"},
 		{"{\"endpoints\": [\"http://e:2379\"], \"block_size\": 8, \"low_watermark\": 8}",
 		 "low_watermark"},
+		/* a returned block must not bring the node below low_watermark */
+		{"{\"endpoints\": [\"http://e:2379\"], \"block_size\": 16, \"low_watermark\": 4, "
+		 "\"high_watermark\": 19}",
+		 "high_watermark"},
 		{"{\"endpoints\": [\"http://e:2379\"], \"cert_file\": \"/c.pem\"}", "key_file"},
 		{"{\"endpoints\": [\"http://e:2379\"], \"user\": \"root\"}", "password_file"},
 		{"{\"endpoints\": [\"http://e:2379\"], \"password_file\": \"/p\"}",

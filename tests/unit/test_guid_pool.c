@@ -306,6 +306,79 @@ static void test_add_range_adjacent(void **state)
 	assert_true(fx_alloc_ok(f, "m2") == 0x24);
 }
 
+/* cluster mode's idle block returned: ibvf_pool_remove_range() */
+static void test_remove_range(void **state)
+{
+	struct pool_fx *f = *state;
+	static const struct ibvf_guid_range r[] = {{0x10, 0x1f}};
+	struct ibvf_pool_stats st;
+	struct ibvf_alloc a;
+	uint64_t g, h;
+
+	assert_int_equal(fx_open(f, r, 1, 60), 0);
+	g = fx_alloc_ok(f, "a"); /* 0x10 */
+	h = fx_alloc_ok(f, "b"); /* 0x11 */
+	/* a held GUID keeps its block */
+	assert_int_equal(ibvf_pool_remove_range(f->p, 0x10, 0x17, 0, f->err, sizeof(f->err)),
+			 -EBUSY);
+	assert_contains(f->err, "held");
+	/* quarantined GUIDs go with it; too few would stay free: refused */
+	assert_int_equal(fx_release(f, g), 0);
+	assert_int_equal(fx_release(f, h), 0);
+	/* 14 free, 0x10-0x17 holds 6 of them: 8 stay free */
+	assert_int_equal(ibvf_pool_remove_range(f->p, 0x10, 0x17, 9, f->err, sizeof(f->err)),
+			 -ENOSPC);
+	assert_contains(f->err, "would leave 8 free GUIDs");
+	assert_int_equal(ibvf_pool_remove_range(f->p, 0x10, 0x17, 8, f->err, sizeof(f->err)), 0);
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_true(st.total == 8 && st.free == 8 && st.quarantined == 0 && st.outside == 2);
+	/* nothing comes from it any more; its quarantined records stay until expiry */
+	assert_true(fx_alloc_ok(f, "c") == 0x18);
+	assert_int_equal(fx_alloc(f, "d", 0x12, &g), -ERANGE);
+	assert_int_equal(ibvf_pool_get(f->p, 0x10, &a, f->err, sizeof(f->err)), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_QUARANTINED);
+	f->now += 61000;
+	assert_int_equal(ibvf_pool_expire(f->p, f->err, sizeof(f->err)), 2);
+	assert_int_equal(ibvf_pool_get(f->p, 0x10, &a, f->err, sizeof(f->err)), -ENOENT);
+	assert_int_equal(fx_alloc(f, "d", 0x10, &g), -ERANGE);
+	/* put back (etcd refused the return): allocatable again */
+	assert_int_equal(ibvf_pool_add_range(f->p, 0x10, 0x17, f->err, sizeof(f->err)), 0);
+	assert_true(fx_alloc_ok(f, "e") == 0x10);
+	assert_int_equal(ibvf_pool_remove_range(f->p, 3, 2, 0, f->err, sizeof(f->err)), -EINVAL);
+}
+
+/* cluster mode: a requested GUID reserved in etcd outside the node's blocks */
+static void test_reserved_outside_ranges(void **state)
+{
+	struct pool_fx *f = *state;
+	static const struct ibvf_guid_range r[] = {{0x10, 0x11}};
+	struct ibvf_alloc_request rq = {.guid = 0x50, .vf_index = -1};
+	struct ibvf_pool_stats st;
+	struct ibvf_alloc a;
+
+	assert_int_equal(fx_open(f, r, 1, 60), 0);
+	fx_owner(&rq.owner, "x", NULL);
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), -ERANGE);
+	rq.reserved = true;
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), 0);
+	assert_true(a.guid == 0x50);
+	/* never on the free list: the pool's own GUIDs are untouched */
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_true(st.total == 2 && st.free == 2 && st.outside == 1);
+	/* held: another owner is refused even when reserved */
+	fx_owner(&rq.owner, "y", NULL);
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), -EEXIST);
+	assert_int_equal(fx_release(f, 0x50), 0);
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), -EBUSY);
+	f->now += 61000;
+	assert_int_equal(ibvf_pool_expire(f->p, f->err, sizeof(f->err)), 1);
+	/* the record is deleted, not freed into the ranges */
+	assert_int_equal(ibvf_pool_get(f->p, 0x50, &a, f->err, sizeof(f->err)), -ENOENT);
+	assert_int_equal(ibvf_pool_stats(f->p, &st, f->err, sizeof(f->err)), 0);
+	assert_true(st.total == 2 && st.free == 2 && st.outside == 0);
+	assert_true(fx_alloc_ok(f, "z") == 0x10);
+}
+
 /* ------------------------------------------------------- quarantine -- */
 
 static void test_quarantine_order(void **state)
@@ -1371,6 +1444,8 @@ int main(void)
 		T(test_exhaustion_error),
 		T(test_add_range_while_open),
 		T(test_add_range_adjacent),
+		T(test_remove_range),
+		T(test_reserved_outside_ranges),
 		T(test_quarantine_order),
 		T(test_exhausted_reuse_stays_in_ranges),
 		T(test_quarantine_expiry),

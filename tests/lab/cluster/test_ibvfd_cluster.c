@@ -146,6 +146,21 @@ static int set_quarantine(struct lab *l, int s)
 	return ret;
 }
 
+/* pool.cluster.high_watermark of the lab's config (idle blocks go back above it) */
+static int set_high_watermark(struct lab *l, int n)
+{
+	json_t *j = json_load_file(l->cfg, 0, NULL);
+	int ret;
+
+	if (!j)
+		return -1;
+	json_object_set_new(json_object_get(json_object_get(j, "pool"), "cluster"),
+			    "high_watermark", json_integer(n));
+	ret = json_dump_file(j, l->cfg, JSON_INDENT(1));
+	json_decref(j);
+	return ret;
+}
+
 /* one prepare + release on VF 0 (the GUID stays quarantined): the GUID, 0 on error */
 static uint64_t cycle(struct lab *l, const char *cid, struct ibvf_rpc_error *re)
 {
@@ -223,8 +238,9 @@ static void running_claims(const char *ibvfd, const char *moddir)
 	char err[IBVF_ERR_LEN];
 	bool not_ready = false, named = false;
 
+	/* no idle block return here (its quarantined blocks would go back): claims only */
 	if (lab_init(&c, ibvfd, N_VFS, "file", moddir, NULL) || add_cluster(&c, "node-c", true) ||
-	    set_quarantine(&c, 600) || lab_start(&c, 20000) < 0) {
+	    set_quarantine(&c, 600) || set_high_watermark(&c, 100000) || lab_start(&c, 20000) < 0) {
 		lab_result(false, "node-c starts (quarantine 600 s)");
 		log_tail(&c);
 		goto out;
