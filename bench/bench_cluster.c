@@ -276,7 +276,7 @@ static double pool_rate(bool cluster, int run, int n, int split, int *waits, int
 		goto out_cfg;
 	}
 	if (hb)
-		ibvf_cluster_hb_attach(hb, p, NULL, NULL);
+		ibvf_cluster_hb_attach(hb, p, NULL, NULL, NULL);
 	t0 = (int64_t)ibvf_mono_ns();
 	c0 = cpu_s();
 	for (int i = 0; i < n; i++) {
@@ -306,7 +306,7 @@ static double pool_rate(bool cluster, int run, int n, int split, int *waits, int
 		}
 	}
 	if (hb) {
-		ibvf_cluster_hb_attach(hb, NULL, NULL, NULL);
+		ibvf_cluster_hb_attach(hb, NULL, NULL, NULL, NULL);
 		ibvf_cluster_hb_stop(hb);
 		*blocks = blocks_of(rate_prefix, node, &range, local_bs);
 	}

@@ -95,7 +95,7 @@ int main(void)
 		etcd_lab_stop(&elab);
 		return 1;
 	}
-	ibvf_cluster_hb_attach(hb, p, NULL, NULL);
+	ibvf_cluster_hb_attach(hb, p, NULL, NULL, NULL);
 	t0 = ibvf_mono_ms();
 	next = t0;
 	while (ibvf_mono_ms() - t0 < 3000) {
@@ -129,7 +129,7 @@ int main(void)
 		}
 		n++;
 	}
-	ibvf_cluster_hb_attach(hb, NULL, NULL, NULL);
+	ibvf_cluster_hb_attach(hb, NULL, NULL, NULL, NULL);
 	ibvf_cluster_hb_stop(hb);
 	ibvf_pool_close(p);
 	ibvf_config_free(&cfg);
