@@ -816,58 +816,84 @@ static void set_vf_in_use(struct rec_ctx *r)
  * only if regular; a missing directory is an empty view. An unreadable
  * directory keeps the previous set.
  */
-static void set_cni_in_use(struct rec_ctx *r)
+int ibvf_cni_cache_each(const char *dir, int (*cb)(void *arg, json_t *entry), void *arg)
 {
-	const struct ibvf_reconcile_env *env = r->env;
-	uint64_t *g = NULL;
-	size_t n = 0, cap = 0;
 	struct dirent *de;
+	int ret = 0;
 	DIR *d;
 
-	if (!env->cni_cache_dir || !env->cni_cache_dir[0])
-		return;
-	d = opendir(env->cni_cache_dir);
-	if (!d) {
-		if (errno == ENOENT)
-			ibvf_pool_set_in_use(env->pool, IBVF_VIEW_CNI, NULL, 0);
-		else
-			log_warn("reconcile: CNI cache %s not readable: %s", env->cni_cache_dir,
-				 strerror(errno));
-		return;
-	}
-	while ((de = readdir(d))) {
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	while (!ret && (de = readdir(d))) {
 		char path[PATH_MAX], err[IBVF_ERR_LEN], *buf = NULL;
-		const char *gs;
-		uint64_t v = 0;
 		size_t len;
 		json_t *j;
 
 		if (de->d_name[0] == '.' ||
-		    snprintf(path, sizeof(path), "%s/%s", env->cni_cache_dir, de->d_name) >=
-			    (int)sizeof(path) ||
+		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path) ||
 		    ibvf_file_read_regular(path, 1 << 20, 0, &buf, &len, NULL, err, sizeof(err)))
 			continue;
 		j = json_loadb(buf, len, 0, NULL);
 		free(buf);
-		gs = json_string_value(json_object_get(json_object_get(j, "ibvf"), "guid"));
-		if (gs && !ibvf_guid_parse(gs, &v, NULL, 0) && in_ranges(r, v)) {
-			if (n == cap) {
-				void *nv = realloc(g, (cap = cap ? 2 * cap : 64) * sizeof(*g));
-
-				if (!nv) {
-					json_decref(j);
-					goto out;
-				}
-				g = nv;
-			}
-			g[n++] = v;
-		}
+		if (j)
+			ret = cb(arg, j);
 		json_decref(j);
 	}
-	ibvf_pool_set_in_use(env->pool, IBVF_VIEW_CNI, g, n);
-out:
 	closedir(d);
-	free(g);
+	return ret;
+}
+
+struct cni_view {
+	struct rec_ctx *r;
+	uint64_t *g;
+	size_t n, cap;
+};
+
+static int cni_view_cb(void *arg, json_t *j)
+{
+	struct cni_view *v = arg;
+	const char *gs = json_string_value(json_object_get(json_object_get(j, "ibvf"), "guid"));
+	uint64_t g = 0;
+
+	if (!gs || ibvf_guid_parse(gs, &g, NULL, 0) || !in_ranges(v->r, g))
+		return 0;
+	if (v->n == v->cap) {
+		void *nv = realloc(v->g, (v->cap = v->cap ? 2 * v->cap : 64) * sizeof(*v->g));
+
+		if (!nv)
+			return -ENOMEM;
+		v->g = nv;
+	}
+	v->g[v->n++] = g;
+	return 0;
+}
+
+/*
+ * The GUIDs the ib-sriov CNI plugin's cache records (<dir>/<containerID>-
+ * <ifname>, "ibvf": {"guid"}; docs/cni.md, "Cache format") are in use on
+ * this node until the plugin's DEL or GC removes the entry, whatever the
+ * store says: not allocatable (issue 14, "a GUID of the ranges that any view
+ * shows in use ... in the CNI cache"). A missing directory is an empty view.
+ * An unreadable directory keeps the previous set.
+ */
+static void set_cni_in_use(struct rec_ctx *r)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	struct cni_view v = {.r = r};
+	int ret;
+
+	if (!env->cni_cache_dir || !env->cni_cache_dir[0])
+		return;
+	ret = ibvf_cni_cache_each(env->cni_cache_dir, cni_view_cb, &v);
+	if (ret == -ENOENT)
+		ibvf_pool_set_in_use(env->pool, IBVF_VIEW_CNI, NULL, 0);
+	else if (ret == 0)
+		ibvf_pool_set_in_use(env->pool, IBVF_VIEW_CNI, v.g, v.n);
+	else if (ret != -ENOMEM)
+		log_warn("reconcile: CNI cache %s not readable: %s", env->cni_cache_dir,
+			 strerror(-ret));
+	free(v.g);
 }
 
 static int store_audit_cb(void *arg, const struct ibvf_audit_finding *f)

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "attach_seams.h"
 #include "guid_pool.h"
 #include "sm_batch.h"
@@ -74,6 +76,17 @@ struct ibvf_reconcile_env {
 	const char
 		*cni_cache_dir; /* the CNI plugin's cache (one more in-use view); NULL/"": none */
 };
+
+/**
+ * ibvf_cni_cache_each() - call @cb with every entry of the ib-sriov CNI
+ * plugin's cache in @dir (<dir>/<containerID>-<ifname>, docs/cni.md "Cache
+ * format"; daemon and compatibility mode alike), parsed (borrowed). Files
+ * are read without blocking and only if regular; unreadable or unparsable
+ * ones are skipped. A non-zero return of @cb stops the walk.
+ * Return: @cb's non-zero value, 0, -ENOENT when @dir does not exist, or
+ * another -errno when it cannot be read.
+ */
+int ibvf_cni_cache_each(const char *dir, int (*cb)(void *arg, json_t *entry), void *arg);
 
 /**
  * ibvf_reconcile_run() - one pass (blocking; not on the loop thread). @cb

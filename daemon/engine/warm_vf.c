@@ -29,12 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <ibvf/api.h>
 #include <ibvf/types.h>
 
 #include "engine_int.h"
 #include "log.h"
+#include "reconcile.h"
 
 #define WARM_MAX_VFS	 65536
 #define WARM_BACKOFF_MS	 2000	/* a VF whose warm-up failed waits this long, doubled */
@@ -192,6 +194,34 @@ static void warm_undo(struct ibvf_engine *e, struct ibvf_alloc *a)
 			(unsigned long long)a->guid, err);
 }
 
+static int cache_names_pci(void *arg, json_t *entry)
+{
+	const char *dev = json_string_value(json_object_get(entry, "deviceID"));
+
+	return dev && !strcasecmp(dev, arg);
+}
+
+/*
+ * Is the VF @pci in a Pod that ibvfd does not hold? The ib-sriov cache names
+ * the VF of every attachment, daemon and compatibility mode alike (an
+ * ib-kubernetes network, `ibKubernetesEnabled`, is attached by the plugin
+ * alone while ibvfd runs): such a VF is never re-GUIDed or rebound, whatever
+ * its GUID and whether its RDMA device stayed in the host (shared RDMA netns
+ * mode). An unreadable cache counts as naming it.
+ */
+static bool in_cni_cache(struct ibvf_engine *e, const char *pci)
+{
+	int ret;
+
+	if (!e->cni_cache_dir[0])
+		return false;
+	ret = ibvf_cni_cache_each(e->cni_cache_dir, cache_names_pci, (void *)pci);
+	if (ret < 0 && ret != -ENOENT)
+		log_warn("warm VF %s: CNI cache %s not readable (%s): not warmed", pci,
+			 e->cni_cache_dir, strerror(-ret));
+	return ret == 1 || (ret < 0 && ret != -ENOENT);
+}
+
 /* Warm the VF @pci (the keys are held). Return: true when it is warm now. */
 static bool warm_one(struct ibvf_engine *e, const char *pci)
 {
@@ -211,6 +241,13 @@ static bool warm_one(struct ibvf_engine *e, const char *pci)
 		return false;
 	}
 	ret = ibvf_pool_find_pci(e->pool, pci, &a, err, sizeof(err));
+	if (ret != 0 && ret != -ENOENT) {
+		log_warn("warm VF %s: %s", pci, err);
+		return false;
+	}
+	/* a Pod the plugin attached without ibvfd (compatibility mode) holds it */
+	if ((ret == -ENOENT || eng_warm_record(&a)) && in_cni_cache(e, pci))
+		return false;
 	if (!ret) {
 		if (!eng_warm_record(&a) ||
 		    (a.state != IBVF_ALLOC_ALLOCATED && a.state != IBVF_ALLOC_PORT_READY))

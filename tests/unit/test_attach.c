@@ -2062,6 +2062,49 @@ static int setup_warm(void **state)
 	return ret;
 }
 
+/* a compatibility-mode Pod's CNI cache entry naming VF 2 (setup_warm_compat) */
+static char compat_cache[64];
+
+static int setup_warm_compat(void **state)
+{
+	char path[128], extra[160];
+	FILE *fp;
+	int ret;
+
+	snprintf(compat_cache, sizeof(compat_cache), "/tmp/ibvf-attach-cni-XXXXXX");
+	assert_non_null(mkdtemp(compat_cache));
+	snprintf(path, sizeof(path), "%s/0c5d-net1", compat_cache);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	/* ib-kubernetes' GUID, outside ibvf's ranges; the RDMA device stayed in the host */
+	fprintf(fp,
+		"{\"cniVersion\": \"1.0.0\", \"type\": \"ib-sriov\", \"deviceID\": \"%s\", "
+		"\"ibvf\": {\"version\": 1, \"mode\": \"compat\", \"guid\": "
+		"\"02:00:00:00:00:00:99:01\"}}",
+		pci_of(2));
+	fclose(fp);
+	snprintf(extra, sizeof(extra), ", \"daemon\": {\"cni_cache_dir\": \"%s\"}", compat_cache);
+	warm_on = true;
+	ret = setup_opts(state, extra, 3);
+	warm_on = false;
+	if (!ret) {
+		struct fx *f = *state;
+
+		assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+		assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	}
+	return ret;
+}
+
+static int teardown_warm_compat(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", compat_cache);
+	assert_int_equal(system(cmd), 0);
+	return teardown(state);
+}
+
 /* Run the loop for @ms (workers and the SM thread go on meanwhile). */
 static void spin(struct fx *f, int ms)
 {
@@ -2114,6 +2157,23 @@ static void assert_warm_sane(struct fx *f)
 			for (uint16_t pk = 1; pk < 0x40; pk++)
 				assert_int_equal(fake_sm_has(f->sm, pk, a.guid), -1);
 	}
+}
+
+/*
+ * A VF the CNI cache names is in a Pod ibvfd does not hold (compatibility
+ * mode: ib-kubernetes' networks while ibvfd runs): the warm pass never
+ * re-GUIDs or rebinds it, whatever its GUID (issue 17 item 3 x issue 15).
+ */
+static void test_warm_skips_compat_vf(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_alloc a;
+
+	wait_warm(f, N_VFS - 1);
+	assert_int_equal(fv.program_calls, N_VFS - 1);
+	assert_true(fv.vf[2].port == 0); /* untouched */
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(2), &a, NULL, 0), -ENOENT);
+	assert_true(fv.vf[1].port >= RANGE_START && fv.vf[1].port <= RANGE_END);
 }
 
 /*
@@ -2376,6 +2436,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_checkpoint_window, setup_checkpoint,
 						teardown_checkpoint),
 		cmocka_unit_test_setup_teardown(test_warm_add_del, setup_warm, teardown),
+		cmocka_unit_test_setup_teardown(test_warm_skips_compat_vf, setup_warm_compat,
+						teardown_warm_compat),
 		cmocka_unit_test_setup_teardown(test_warm_cold_paths, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_crash, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_in_sm_adopted, setup_warm, teardown),

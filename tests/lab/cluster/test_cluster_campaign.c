@@ -765,12 +765,27 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			if (in_etcd > in_file) {
+				int fc = -1, ec = -1;
+
+				/*
+				 * Adopted: every block etcd gives the node is in its file. The
+				 * node may return an idle block meanwhile (high_watermark): it
+				 * leaves the file first, then etcd, so poll past that window;
+				 * a block never adopted is never returned (not in the pool).
+				 */
+				for (int t = 0; t < 60; t++) {
+					fc = file_count(victim);
+					ec = etcd_count(victim);
+					if (fc >= 0 && ec >= 0 && fc >= ec)
+						break;
+					usleep(50000);
+				}
 				st.unlisted += in_etcd - in_file;
 				lab_result(
-					file_count(victim) >= in_etcd,
+					fc >= 0 && ec >= 0 && fc >= ec,
 					"%s: %d block(s) claimed in etcd but not recorded at the "
-					"kill; its restart adopts them (%d recorded now)",
-					nodes[victim].name, in_etcd - in_file, file_count(victim));
+					"kill; its restart adopts them (%d recorded, %d in etcd now)",
+					nodes[victim].name, in_etcd - in_file, fc, ec);
 			}
 			/* the CNI plugin's DEL of the ADDs the kill cut short */
 			for (int v = 0; v < N_VFS; v++)
