@@ -341,6 +341,39 @@ static void txn_buf_clear(struct txn_buf *t)
 	t->n = 0;
 }
 
+/*
+ * Queue a put of t->key[i] = t->val[i] guarded by @cmp (its key filled in),
+ * sending the txn when it is full. Return: 0 or write_txn()'s error.
+ */
+static int txn_buf_put(struct ibvf_sm_backend *b, struct txn_buf *t, struct etcd_cmp cmp,
+		       int64_t *rev, char *err, size_t errlen)
+{
+	size_t i = t->n;
+	int ret = 0;
+
+	cmp.key = t->key[i];
+	t->cmp[i] = cmp;
+	t->op[i] = (struct etcd_op){.type = ETCD_OP_PUT, .key = t->key[i], .value = t->val[i]};
+	t->n++;
+	if (t->n == CL_TXN_MEMBERS) {
+		ret = write_txn(b, t->cmp, t->op, t->n, rev, err, errlen);
+		txn_buf_clear(t);
+	}
+	return ret;
+}
+
+/* Send what is queued, then wait until the agents applied the last revision written. */
+static int txn_buf_finish(struct ibvf_sm_backend *b, struct txn_buf *t, int ret, int64_t rev,
+			  char *err, size_t errlen)
+{
+	if (!ret)
+		ret = write_txn(b, t->cmp, t->op, t->n, &rev, err, errlen);
+	txn_buf_clear(t);
+	if (!ret && rev)
+		ret = wait_applied(b, rev, err, errlen);
+	return ret;
+}
+
 static int cl_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
 		  size_t n, const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
 {
@@ -416,23 +449,13 @@ static int cl_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm
 			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 			break;
 		}
-		t->cmp[i] = (struct etcd_cmp){.key = t->key[i],
-					      .target = c ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
-					      .result = ETCD_CMP_EQUAL,
-					      .number = c ? c->mod_revision : 0};
-		t->op[i] =
-			(struct etcd_op){.type = ETCD_OP_PUT, .key = t->key[i], .value = t->val[i]};
-		t->n++;
-		if (t->n == CL_TXN_MEMBERS) {
-			ret = write_txn(b, t->cmp, t->op, t->n, &rev, err, errlen);
-			txn_buf_clear(t);
-		}
+		ret = txn_buf_put(b, t,
+				  (struct etcd_cmp){.target = c ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
+						    .result = ETCD_CMP_EQUAL,
+						    .number = c ? c->mod_revision : 0},
+				  &rev, err, errlen);
 	}
-	if (!ret)
-		ret = write_txn(b, t->cmp, t->op, t->n, &rev, err, errlen);
-	txn_buf_clear(t);
-	if (!ret && rev)
-		ret = wait_applied(b, rev, err, errlen);
+	ret = txn_buf_finish(b, t, ret, rev, err, errlen);
 out:
 	free(t);
 	free(cur);
@@ -489,24 +512,14 @@ static int cl_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g
 			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 			break;
 		}
-		t->cmp[i] = (struct etcd_cmp){.key = t->key[i],
-					      .target = ETCD_CMP_MOD,
-					      .result = ETCD_CMP_EQUAL,
-					      .number = c->mod_revision};
-		t->op[i] =
-			(struct etcd_op){.type = ETCD_OP_PUT, .key = t->key[i], .value = t->val[i]};
-		t->n++;
-		if (t->n == CL_TXN_MEMBERS) {
-			ret = write_txn(b, t->cmp, t->op, t->n, &rev, err, errlen);
-			txn_buf_clear(t);
-		}
+		ret = txn_buf_put(b, t,
+				  (struct etcd_cmp){.target = ETCD_CMP_MOD,
+						    .result = ETCD_CMP_EQUAL,
+						    .number = c->mod_revision},
+				  &rev, err, errlen);
 	}
-	if (!ret)
-		ret = write_txn(b, t->cmp, t->op, t->n, &rev, err, errlen);
-	txn_buf_clear(t);
 	/* the removal is verified (applied) before the node quarantines the GUID ([safety]) */
-	if (!ret && rev)
-		ret = wait_applied(b, rev, err, errlen);
+	ret = txn_buf_finish(b, t, ret, rev, err, errlen);
 	free(t);
 	free(cur);
 	return ret;
