@@ -576,6 +576,8 @@ static int parse_http(const struct ibvf_jctx *c, json_t *o, struct ibvf_config *
 	}
 	free(addr);
 	cfg->http.port = (uint16_t)port;
+	if (json_object_get(o, "port"))
+		cfg->http.port_set = true;
 	return ret;
 }
 
@@ -989,6 +991,7 @@ static int apply_env(struct ibvf_config *cfg, char *const *envp, char *err, size
 			return ibvf_json_err(&c, "", "IBVF_HTTP_PORT",
 					     "'%.32s' is not a TCP port (0..65535)", s);
 		cfg->http.port = (uint16_t)v;
+		cfg->http.port_set = true;
 	}
 	if ((s = env_get(envp, "DAEMON_PERIODIC_UPDATE")) && *s) {
 		char *end;

@@ -116,10 +116,13 @@ struct ibvf_api_config {
  * nothing off the node reaches it unless the admin says so.
  */
 #define IBVF_HTTP_DEFAULT_PORT 9479
+/* ibvf-smd's default when http.port is not set: it may share a host with ibvfd */
+#define IBVF_SMD_HTTP_DEFAULT_PORT 9480
 struct ibvf_http_config {
 	bool enabled;	  /* default true */
 	char address[64]; /* default "127.0.0.1" */
 	uint16_t port;	  /* default IBVF_HTTP_DEFAULT_PORT; 0: any free port (logged) */
+	bool port_set; /* http.port or IBVF_HTTP_PORT given (else ibvf-smd uses its own default) */
 };
 
 /** How reconciliation treats what nobody owns (docs/operations.md). */

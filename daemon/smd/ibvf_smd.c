@@ -24,6 +24,7 @@
 #include "sd_notify.h"
 #include "sm_loader.h"
 #include "smd_agent.h"
+#include "smd_http.h"
 
 #define SMD_DEFAULT_CONFIG "/etc/ibvf/ibvf-smd.json"
 #define SMD_WAIT_MS	   500 /* longest wait of one step: the stop latency */
@@ -72,6 +73,7 @@ static int run(struct ibvf_config *cfg)
 	struct etcd_client *etcd = NULL, *etcd_ka = NULL;
 	struct cluster_range *ranges = NULL;
 	struct smd_agent *a = NULL;
+	struct smd_http *http = NULL;
 	struct ibvf_sm sm = {0};
 	char err[IBVF_ERR_LEN] = "", last[IBVF_ERR_LEN] = "", desc[256] = "";
 	uint32_t backoff = SMD_BACKOFF_MIN_MS;
@@ -83,6 +85,12 @@ static int run(struct ibvf_config *cfg)
 		ret = ibvf_cluster_etcd_new(&cfg->pool.cluster, &etcd_ka, err, sizeof(err));
 	if (ret) {
 		ibvf_log_fatal("etcd: %s", err);
+		goto out;
+	}
+	if (cfg->http.enabled &&
+	    smd_http_new(cfg->http.address, cfg->http.port, cfg->sm.backend, &http)) {
+		ret = -ENOMEM;
+		ibvf_log_fatal("out of memory");
 		goto out;
 	}
 	ret = ibvf_sm_open(cfg->sm.module_dir, cfg->sm.backend, cfg->sm.backend_json, &sm, err,
@@ -132,6 +140,10 @@ static int run(struct ibvf_config *cfg)
 		log_warn("pool.ranges is empty: memberships nobody desires are only reported, "
 			 "never removed");
 	while (!stop_sig && (ret = smd_agent_start(a, err, sizeof(err)))) {
+		struct smd_agent_stats st0;
+
+		smd_agent_get_stats(a, &st0);
+		smd_http_tick(http, &st0, ret, false);
 		log_err("%s; retrying in %u ms", err, backoff);
 		sleep_ms(backoff);
 		backoff = backoff * 2 > SMD_BACKOFF_MAX_MS ? SMD_BACKOFF_MAX_MS : backoff * 2;
@@ -143,6 +155,7 @@ static int run(struct ibvf_config *cfg)
 		err[0] = 0;
 		ret = smd_agent_step(a, SMD_WAIT_MS, err, sizeof(err));
 		smd_agent_get_stats(a, &st);
+		smd_http_tick(http, &st, ret, true);
 		if (!ready) {
 			ibvf_sd_notify("READY=1");
 			ready = true;
@@ -166,6 +179,7 @@ static int run(struct ibvf_config *cfg)
 	ibvf_sd_notify("STOPPING=1");
 	log_notice("stopping on signal %d", (int)stop_sig);
 out:
+	smd_http_free(http);
 	smd_agent_free(a);
 	if (sm.mod)
 		ibvf_sm_close(&sm);
@@ -252,6 +266,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ibvf_log_set_level(verbose ? LOG_DEBUG : cfg.log_level);
+	/* the agent's own default port, so that it can share a host with ibvfd */
+	if (!cfg.http.port_set)
+		cfg.http.port = IBVF_SMD_HTTP_DEFAULT_PORT;
 	if (print) {
 		ret = ibvf_config_print(&cfg, stdout);
 		ibvf_config_free(&cfg);

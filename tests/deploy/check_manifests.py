@@ -154,6 +154,25 @@ if http_port is None:
             "port is not compared with a default")
 
 
+def agent_http_of(rel):
+    """The HTTP endpoint ibvf-smd serves with the agent ConfigMap of @rel:
+    {"address", "port"} from its --print-config (None: not built, no config)."""
+    if not smd_built:
+        return None
+    for d in product.get(rel, []):
+        if d.get("kind") != "ConfigMap" or "ibvf-smd.json" not in d.get("data", {}):
+            continue
+        p = os.path.join(tmp, "smd-http.json")
+        with open(p, "w") as f:
+            f.write(d["data"]["ibvf-smd.json"])
+        e = {k: v for k, v in os.environ.items() if k != "IBVF_HTTP_PORT"}
+        r = subprocess.run([smd_built[0], "--print-config", "--config", p], capture_output=True,
+                           text=True, env=dict(e, NODE_NAME="node-1"))
+        if r.returncode == 0:
+            return json.loads(r.stdout).get("http")
+    return None
+
+
 # ---------------------------------------------------------------- helpers ---
 def objects(kind=None, where=product):
     for rel, ds in where.items():
@@ -237,13 +256,26 @@ for rel, d in objects():
                 if spec.get("hostNetwork"):
                     ok(p["httpGet"].get("host") == "127.0.0.1",
                        f"{cname}: {k} on 127.0.0.1 (host network; the endpoint's default is loopback)")
-            if not spec.get("hostNetwork") and http_port is not None:
-                pending(f"{cname}: probes go to the Pod's IP; its HTTP endpoint must listen there "
-                        "(http.address in its config), not compared")
-            for pname, num in ports.items():
-                if http_port is not None:
-                    ok(num == http_port, f"{cname}: port {pname} {num} is ibvfd's default HTTP port "
-                       f"{http_port} (--print-config)")
+            if c["name"] == "ibvf-smd":
+                ah = agent_http_of(rel)
+                if ah is None:
+                    pending(f"{cname}: ibvf-smd is not built: its HTTP endpoint is not compared")
+                else:
+                    for pname, num in ports.items():
+                        ok(num == ah["port"], f"{cname}: port {pname} {num} is the agent's HTTP "
+                           f"port {ah['port']} (ibvf-smd --print-config of its ConfigMap)")
+                    if not spec.get("hostNetwork"):
+                        ok(ah["address"] not in ("127.0.0.1", "::1"),
+                           f"{cname}: probes go to the Pod's IP: its config's http.address "
+                           f"{ah['address']} is not loopback")
+                    else:
+                        ok(ah["address"] == "127.0.0.1",
+                           f"{cname}: host network: the agent's endpoint stays on loopback")
+            else:
+                for pname, num in ports.items():
+                    if http_port is not None:
+                        ok(num == http_port, f"{cname}: port {pname} {num} is ibvfd's default "
+                           f"HTTP port {http_port} (--print-config)")
         # the config file: --config names the mounted ConfigMap key
         if "--config" in cmd:
             path = cmd[cmd.index("--config") + 1]

@@ -23,6 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "clock.h"
 #include "err.h"
 #include "etcd_client.h"
@@ -56,21 +60,89 @@ static struct ufm_sim sim;
 static const char *smd_bin, *ufm_dir;
 static struct etcd_client *etcd;
 
+/* A free TCP port on loopback (bound once, then closed) for an agent's HTTP endpoint. */
+static int free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	    !getsockname(fd, (struct sockaddr *)&sa, &len))
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+struct body {
+	char buf[65536];
+	size_t n;
+};
+
+static size_t body_cb(char *p, size_t sz, size_t nm, void *arg)
+{
+	struct body *b = arg;
+	size_t len = sz * nm, room = sizeof(b->buf) - 1 - b->n;
+
+	memcpy(b->buf + b->n, p, len < room ? len : room);
+	b->n += len < room ? len : room;
+	b->buf[b->n] = 0;
+	return len;
+}
+
+/* GET http://127.0.0.1:@port@path: the HTTP status (0: no answer) and the body. */
+static long http_get(int port, const char *path, struct body *b)
+{
+	char url[128];
+	long code = 0;
+	CURL *c = curl_easy_init();
+
+	b->n = 0;
+	b->buf[0] = 0;
+	if (!c)
+		return 0;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	return code;
+}
+
+/* The value of the series @series (its exact text, labels included) in @text, or -1. */
+static double metric(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, series, n) && l[n] == ' ')
+			return strtod(l + n + 1, NULL);
+	return -1;
+}
+
+static int http_port_a, http_port_b;
+
 static pid_t smd_start(const char *id)
 {
 	char text[16384], path[PATH_MAX], log[PATH_MAX];
+	int port = !strcmp(id, "smd-a") ? http_port_a : http_port_b;
 	pid_t pid;
 
-	snprintf(text, sizeof(text),
-		 "{\"state_dir\": \"%s\", \"run_dir\": \"%s\", \"log_level\": \"info\", "
-		 "\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:19:01:00\", \"end\": "
-		 "\"02:00:00:00:00:19:01:ff\"}], \"cluster\": {\"endpoints\": [\"%s\", \"%s\", "
-		 "\"%s\"], \"prefix\": \"/u/\", \"node\": \"%s\"}}, \"sm\": {\"backend\": \"ufm\", "
-		 "\"module_dir\": \"%s\", \"config\": {\"address\": \"127.0.0.1\", \"port\": %d, "
-		 "\"scheme\": \"http\", \"username\": \"%s\", \"password_file\": \"%s\", "
-		 "\"change_wait_ms\": 0}}, \"smd\": {\"lease_ttl_s\": 2}}",
-		 lab.dir, lab.dir, lab.urls[0], lab.urls[1], lab.urls[2], id, ufm_dir, sim.port,
-		 USER, sim.password_file);
+	snprintf(
+		text, sizeof(text),
+		"{\"state_dir\": \"%s\", \"run_dir\": \"%s\", \"log_level\": \"info\", "
+		"\"pool\": {\"ranges\": [{\"start\": \"02:00:00:00:00:19:01:00\", \"end\": "
+		"\"02:00:00:00:00:19:01:ff\"}], \"cluster\": {\"endpoints\": [\"%s\", \"%s\", "
+		"\"%s\"], \"prefix\": \"/u/\", \"node\": \"%s\"}}, \"sm\": {\"backend\": \"ufm\", "
+		"\"module_dir\": \"%s\", \"config\": {\"address\": \"127.0.0.1\", \"port\": %d, "
+		"\"scheme\": \"http\", \"username\": \"%s\", \"password_file\": \"%s\", "
+		"\"change_wait_ms\": 0}}, \"smd\": {\"lease_ttl_s\": 2}, \"http\": {\"port\": %d}}",
+		lab.dir, lab.dir, lab.urls[0], lab.urls[1], lab.urls[2], id, ufm_dir, sim.port,
+		USER, sim.password_file, port);
 	snprintf(log, sizeof(log), "%s.json", id);
 	etcd_lab_write_file(&lab, log, text, 0600, path, sizeof(path));
 	snprintf(log, sizeof(log), "%s/%s.log", lab.dir, id);
@@ -79,6 +151,7 @@ static pid_t smd_start(const char *id)
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		unsetenv("IBVF_HTTP_PORT"); /* meson's test env: the config's port counts here */
 		dup2(fd, 1);
 		dup2(fd, 2);
 		execl(smd_bin, smd_bin, "-f", "-c", path, (char *)NULL);
@@ -208,6 +281,10 @@ int main(int argc, char **argv)
 		 lab.urls[0], lab.urls[1], lab.urls[2]);
 	CHECK(cluster_ops.init(cfg, &n1, err, sizeof(err)) == 0, "node n1's cluster backend (%s)",
 	      err);
+	http_port_a = free_port();
+	do
+		http_port_b = free_port();
+	while (http_port_b == http_port_a);
 	a = smd_start("smd-a");
 	CHECK(wait_leader("smd-a", 10000), "ibvf-smd smd-a leads group ufm");
 	b = smd_start("smd-b");
@@ -222,6 +299,29 @@ int main(int argc, char **argv)
 		leader(who, sizeof(who));
 		CHECK(!strcmp(who, "smd-a"), "the standby smd-b did not take over (leader %s)",
 		      who);
+	}
+	/* the agents' HTTP endpoint (issue 20): metrics, liveness, readiness */
+	{
+		static struct body ma, mb, r;
+		long ca = http_get(http_port_a, "/metrics", &ma),
+		     cb = http_get(http_port_b, "/metrics", &mb);
+		double adds = metric(ma.buf, "ibvf_smd_members_sent_total{op=\"add\"}");
+
+		CHECK(ca == 200 && metric(ma.buf, "ibvf_smd_leader") == 1 && adds >= 4 &&
+			      metric(ma.buf, "ibvf_smd_applied_revision") > 0 &&
+			      strstr(ma.buf, "ibvf_smd_build_info{version=\"") &&
+			      strstr(ma.buf, "sm_backend=\"ufm\"} 1"),
+		      "smd-a /metrics (port %d): leader 1, %g adds sent, an applied revision, build "
+		      "info (HTTP %ld)",
+		      http_port_a, adds, ca);
+		CHECK(cb == 200 && metric(mb.buf, "ibvf_smd_leader") == 0 &&
+			      metric(mb.buf, "ibvf_smd_members_sent_total{op=\"add\"}") <= 0,
+		      "smd-b /metrics (port %d): a standby, leader 0, nothing sent (HTTP %ld)",
+		      http_port_b, cb);
+		CHECK(http_get(http_port_a, "/healthz", &r) == 200 &&
+			      http_get(http_port_a, "/readyz", &r) == 200 &&
+			      http_get(http_port_b, "/readyz", &r) == 200,
+		      "both agents answer /healthz and /readyz with 200");
 	}
 
 	/* the leader dies with its UFM call of the next batch in flight */
