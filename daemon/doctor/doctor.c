@@ -51,7 +51,8 @@ void dr_add(struct dr *d, const char *id, enum ibvf_doctor_verdict v, const char
 		d->oom = 1;
 }
 
-static void vpath(const struct dr *d, char *out, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 3, 0)))
+vpath(const struct dr *d, char *out, const char *fmt, va_list ap)
 {
 	const char *root = d->o->root;
 	size_t n = strlen(root);
