@@ -251,8 +251,10 @@ def run_mode(b, warm, vfs, ns_pool):
     args = b.args
     ok, why = b.config(warm)
     if not ok:
-        if warm:
+        if warm and "warm" in why:
             print(f"# warm: SKIPPED: this ibvfd does not accept vf.warm ({why[:200]})")
+        elif warm:
+            print(f"# warm: ibvfd refused the config: {why[:400]}")
         else:
             print(f"# cold: ibvfd refused the config: {why[:400]}")
         return None
