@@ -157,9 +157,21 @@ def step_breakdown(lab, label, conf, ns, n, extra=None):
 def wait_warm(d, timeout=5.0):
     """Wait (untimed) until ibvfd @d's warm pass has the VF warm: status "warm" ready 1,
     warming 0 (a release's new warm GUID is set after the DEL answers). ms waited, or -1."""
+    import socket
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout:
-        w = d.rpc("status").get("result", {}).get("warm", {})
+        # d.sock itself: an Ibvfd made on a shim's rpc asks the lab's (fake) daemon
+        with socket.socket(socket.AF_UNIX) as c:
+            c.settimeout(5)
+            c.connect(d.sock)
+            c.sendall(b'{"jsonrpc":"2.0","id":1,"method":"status","params":{}}\n')
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        w = json.loads(buf).get("result", {}).get("warm", {})
         if w.get("ready", 0) >= 1 and not w.get("warming", 0):
             return (time.perf_counter() - t0) * 1000
         time.sleep(0.002)
