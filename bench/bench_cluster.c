@@ -668,6 +668,7 @@ struct scale_job {
 	uint64_t guid;
 	int fail;
 	int64_t lat_ms; /* the prepare's wall time */
+	char why[160];	/* a failed prepare's error */
 	pthread_barrier_t *bar;
 };
 
@@ -686,6 +687,7 @@ static void *scale_main(void *arg)
 	j->lat_ms = ibvf_mono_ms() - j->lat_ms;
 	if (ret) {
 		j->fail = 1;
+		snprintf(j->why, sizeof(j->why), "%d %.100s (step %.20s)", ret, re.message, re.step);
 	} else {
 		const char *s = json_string_value(json_object_get(res, "guid"));
 
@@ -896,6 +898,27 @@ static int sim_holds(struct ufm_sim *sim, const uint64_t *g, int n)
 }
 
 /*
+ * Node @l's config as a deployment has it, not the lab's fast-test values:
+ * sm.periodic_update_s 5 (the default; the lab's 1 makes 100 nodes list every
+ * desired membership of the cluster 100 times a second), pool.cluster's
+ * timeout_ms the default, no HTTP endpoint (100 nodes on one port).
+ */
+static int node_as_deployed(struct lab *l)
+{
+	json_t *j = json_load_file(l->cfg, 0, NULL);
+	int ret;
+
+	if (!j)
+		return -1;
+	json_object_set_new(json_object_get(j, "sm"), "periodic_update_s", json_integer(5));
+	json_object_del(json_object_get(json_object_get(j, "pool"), "cluster"), "timeout_ms");
+	json_object_set_new(j, "http", json_pack("{s:b}", "enabled", 0));
+	ret = json_dump_file(j, l->cfg, JSON_INDENT(1));
+	json_decref(j);
+	return ret;
+}
+
+/*
  * Issue 19's scale benchmark: BENCH_CLUSTER_NODES (default 100) ibvfd nodes,
  * fake VFs, sm.backend "cluster", 10 concurrent prepares each (all released
  * by one barrier), one ibvf-smd (ufm backend) in front of the UFM simulator
@@ -946,7 +969,16 @@ static void bench_smd(void)
 	ufm_sim_config(&sim, cfgtext);
 	smd = smd_launch(dir, &sim);
 	if (smd < 0 || !smd_wait_leader(30000)) {
-		fprintf(stderr, "bench_cluster: ibvf-smd does not lead (see %s/smd.log)\n", dir);
+		char log[PATH_MAX], line[1024];
+		FILE *f;
+
+		fprintf(stderr, "bench_cluster: ibvf-smd does not lead; its log:\n");
+		snprintf(log, sizeof(log), "%s/smd.log", dir);
+		f = fopen(log, "r");
+		while (f && fgets(line, sizeof(line), f))
+			fprintf(stderr, "  %s", line);
+		if (f)
+			fclose(f);
 		goto stop;
 	}
 	for (int i = 0; i < nn; i++) {
@@ -954,7 +986,8 @@ static void bench_smd(void)
 
 		snprintf(node, sizeof(node), "smd-node-%03d", i);
 		if (node_init_sm(&l[i], per, 60, cluster_cfg(SMD_PREFIX, BS, 64, node), "cluster",
-				 "{\"apply_timeout_ms\": 60000}")) {
+				 "{\"apply_timeout_ms\": 60000}") ||
+		    node_as_deployed(&l[i])) {
 			fprintf(stderr, "bench_cluster: node %d: lab_init failed\n", i);
 			break;
 		}
@@ -989,6 +1022,14 @@ static void bench_smd(void)
 	}
 	wall = ibvf_mono_ms() - t0;
 	s1 = sim_stats(&sim);
+	for (int k = 0, shown = 0; k < nj && shown < 5; k++)
+		if (jobs[k].fail) {
+			fprintf(stderr,
+				"bench_cluster: prepare %d (node %d, VF %d) failed after %" PRId64
+				" ms: %s\n",
+				k, k / per, jobs[k].vf, jobs[k].lat_ms, jobs[k].why);
+			shown++;
+		}
 	held = sim_holds(&sim, g, nj);
 	json_object_foreach(json_object_get(s1, "calls"), key, cv)
 	{
@@ -1029,7 +1070,10 @@ stop:
 out:
 	json_decref(s0);
 	json_decref(s1);
-	rm_tree(dir);
+	if (getenv("IBVF_KEEP_LAB"))
+		fprintf(stderr, "the agent's files kept in %s\n", dir);
+	else
+		rm_tree(dir);
 	free(l);
 	free(jobs);
 	free(th);
