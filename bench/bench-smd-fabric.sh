@@ -74,7 +74,7 @@ node_json() {	# NAME PCI VFNODE0 VFNODE1 local|cluster: writes $D/node-NAME-VARI
 	mkdir -p "$D/state-$1" "$D/run-$1" && chmod 700 "$D/state-$1" "$D/run-$1"
 	[ -d "$D/sys-$1" ] || "$IBVF_FAKESYSFS" "$D/sys-$1" add-pf --pci "$2" --vfs 2 --veth "$V$1" >/dev/null ||
 		{ echo "fake sysfs PF for node $1 failed" >&2; exit 1; }
-	local vf0=${2%.0}.2 vf1=${2%.0}.3 sm cl=
+	local vf0=${2%.0}.2 vf1=${2%.0}.3 sm
 	if [ "$5" = local ]; then
 		sm="\"backend\": \"opensm\", \"module_dir\": \"$SMD_MODULES/opensm\", \"config\": { $OSM_CFG }"
 	else
@@ -149,7 +149,7 @@ echo "bench-smd-fabric: ibsim + OpenSM $(opensm --version 2>/dev/null | grep -o 
 : >"$D/local.ms"
 : >"$D/cluster.ms"
 fails=0 k=0
-for r in $(seq "$ROUNDS"); do
+for _ in $(seq "$ROUNDS"); do
 	for v in local cluster; do
 		[ $v = cluster ] && start_smd
 		start_node a $v

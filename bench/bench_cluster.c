@@ -687,7 +687,8 @@ static void *scale_main(void *arg)
 	j->lat_ms = ibvf_mono_ms() - j->lat_ms;
 	if (ret) {
 		j->fail = 1;
-		snprintf(j->why, sizeof(j->why), "%d %.100s (step %.20s)", ret, re.message, re.step);
+		snprintf(j->why, sizeof(j->why), "%d %.100s (step %.20s)", ret, re.message,
+			 re.step);
 	} else {
 		const char *s = json_string_value(json_object_get(res, "guid"));
 
