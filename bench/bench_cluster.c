@@ -11,8 +11,11 @@
  * concurrent prepares each (BENCH_CLUSTER_NODES, default 100: wall,
  * duplicate GUIDs (must be 0), etcd requests per prepare counted by the
  * members themselves (grpc_server_started_total of /metrics; target <=
- * 0.05)). Prints numbers and the load average, asserts nothing.
- * Usage: bench_cluster [IBVFD SM_MODULE_DIR]
+ * 0.05)); with IBVF_SMD given, the same nodes with sm.backend "cluster" and
+ * one ibvf-smd (ufm backend) in front of the UFM simulator at 200 ms
+ * (issue 19: UFM requests per burst, wall in UFM round trips, p99 prepare).
+ * Prints numbers and the load average, asserts nothing.
+ * Usage: bench_cluster [IBVFD SM_MODULE_DIR [IBVF_SMD]]
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -27,6 +30,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ibvf/api.h>
@@ -42,6 +46,7 @@
 #include "guid_pool.h"
 #include "ibvfd_lab.h"
 #include "log.h"
+#include "ufm_sim_harness.h"
 
 #define BS    256
 #define ONE_N 200
@@ -370,15 +375,19 @@ static void bench_local_rate(void)
 
 /* ------------------------------------------------ ibvfd node helpers -- */
 
-/* a lab ibvfd with the noop SM backend; @cluster_json: pool.cluster, NULL for single-node */
-static int node_init(struct lab *l, int n_vfs, int quarantine_s, json_t *cluster_json)
+/*
+ * a lab ibvfd with SM backend @backend (its config object text @backend_json);
+ * @cluster_json: pool.cluster, NULL for single-node
+ */
+static int node_init_sm(struct lab *l, int n_vfs, int quarantine_s, json_t *cluster_json,
+			const char *backend, const char *backend_json)
 {
 	char mod[4096];
 	json_t *j;
 	int ret;
 
-	snprintf(mod, sizeof(mod), "%s/noop", sm_dir);
-	if (lab_init(l, ibvfd_path, n_vfs, "noop", mod, "{}")) {
+	snprintf(mod, sizeof(mod), "%s/%s", sm_dir, backend);
+	if (lab_init(l, ibvfd_path, n_vfs, backend, mod, backend_json)) {
 		json_decref(cluster_json);
 		return -1;
 	}
@@ -393,6 +402,12 @@ static int node_init(struct lab *l, int n_vfs, int quarantine_s, json_t *cluster
 	ret = json_dump_file(j, l->cfg, JSON_INDENT(1));
 	json_decref(j);
 	return ret;
+}
+
+/* a lab ibvfd with the noop SM backend; @cluster_json: pool.cluster, NULL for single-node */
+static int node_init(struct lab *l, int n_vfs, int quarantine_s, json_t *cluster_json)
+{
+	return node_init_sm(l, n_vfs, quarantine_s, cluster_json, "noop", "{}");
 }
 
 static json_t *cluster_cfg(const char *prefix, int block, int low, const char *node)
@@ -616,11 +631,44 @@ static double etcd_requests(void)
 	return sum;
 }
 
+/* as lab_start(), without waiting: all nodes start at once (NODE_NAME names each) */
+static void node_launch(struct lab *l, const char *node)
+{
+	pid_t pid;
+
+	lab_drain_notify(l);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(l->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		dup2(fd, 2);
+		dup2(fd, 1);
+		setenv("NOTIFY_SOCKET", l->notify, 1);
+		setenv("NODE_NAME", node, 1);
+		execl(l->ibvfd, "ibvfd", "-f", "-c", l->cfg, (char *)NULL);
+		_exit(127);
+	}
+	l->pid = pid;
+}
+
+/* wait for READY=1 from @n launched nodes (120 s each); -1 when one is not ready */
+static int nodes_wait_ready(struct lab *l, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!lab_wait_notify(&l[i], "READY=1", 120000)) {
+			fprintf(stderr, "bench_cluster: node %d not ready (see %s)\n", i, l[i].log);
+			return -1;
+		}
+	return 0;
+}
+
 struct scale_job {
 	struct lab *l;
 	int vf;
 	uint64_t guid;
 	int fail;
+	int64_t lat_ms; /* the prepare's wall time */
+	char why[160];	/* a failed prepare's error */
 	pthread_barrier_t *bar;
 };
 
@@ -630,11 +678,17 @@ static void *scale_main(void *arg)
 	struct ibvf_rpc_error re = {0};
 	json_t *res = NULL;
 	char cid[32];
+	int ret;
 
 	snprintf(cid, sizeof(cid), "s-%d", j->vf);
 	pthread_barrier_wait(j->bar);
-	if (lab_prepare(j->l, cid, j->vf, NULL, &res, &re)) {
+	j->lat_ms = ibvf_mono_ms();
+	ret = lab_prepare(j->l, cid, j->vf, NULL, &res, &re);
+	j->lat_ms = ibvf_mono_ms() - j->lat_ms;
+	if (ret) {
 		j->fail = 1;
+		snprintf(j->why, sizeof(j->why), "%d %.100s (step %.20s)", ret, re.message,
+			 re.step);
 	} else {
 		const char *s = json_string_value(json_object_get(res, "guid"));
 
@@ -671,7 +725,6 @@ static void bench_scale(void)
 	t_start = ibvf_mono_ms();
 	for (int i = 0; i < nn; i++) {
 		char node[32];
-		pid_t pid;
 
 		snprintf(node, sizeof(node), "scale-%03d", i);
 		if (node_init(&l[i], per, 60, cluster_cfg("/bench/scale/", BS, 64, NULL))) {
@@ -679,27 +732,10 @@ static void bench_scale(void)
 			break;
 		}
 		started++;
-		/* as lab_start(), without waiting: all nodes start at once (NODE_NAME names each)
-		 */
-		lab_drain_notify(&l[i]);
-		pid = fork();
-		if (pid == 0) {
-			int fd = open(l[i].log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-			dup2(fd, 2);
-			dup2(fd, 1);
-			setenv("NOTIFY_SOCKET", l[i].notify, 1);
-			setenv("NODE_NAME", node, 1);
-			execl(l[i].ibvfd, "ibvfd", "-f", "-c", l[i].cfg, (char *)NULL);
-			_exit(127);
-		}
-		l[i].pid = pid;
+		node_launch(&l[i], node);
 	}
-	for (int i = 0; i < started; i++)
-		if (!lab_wait_notify(&l[i], "READY=1", 120000)) {
-			fprintf(stderr, "bench_cluster: node %d not ready (see %s)\n", i, l[i].log);
-			goto stop;
-		}
+	if (nodes_wait_ready(l, started))
+		goto stop;
 	t_ready = ibvf_mono_ms();
 	r_ready = etcd_requests();
 	for (int i = 0; i < started; i++)
@@ -755,6 +791,297 @@ out:
 	free(g);
 }
 
+/* --------- 8. N nodes (sm.backend cluster) x 10 prepares, one ibvf-smd (ufm) -- */
+
+static const char *smd_path;
+
+#define SMD_USER     "ibvf-admin"
+#define SMD_PASSWORD "bench-Pw_19!"
+#define SMD_PREFIX   "/bench/smd/"
+
+/* the simulator's request counters: "total" and each endpoint's (caller decrefs) */
+static json_t *sim_stats(struct ufm_sim *sim)
+{
+	json_t *j = NULL;
+
+	if (ufm_sim_ctl(sim, "GET", "/_sim/stats", NULL, &j) != 200) {
+		json_decref(j);
+		return NULL;
+	}
+	return j;
+}
+
+static long stat_delta(json_t *a, json_t *b, const char *key)
+{
+	return (long)(json_integer_value(json_object_get(b, key)) -
+		      json_integer_value(json_object_get(a, key)));
+}
+
+/* ibvf-smd with the ufm backend in front of @sim, its files in @dir; the pid or -1 */
+static pid_t smd_launch(const char *dir, struct ufm_sim *sim)
+{
+	char cfg[PATH_MAX], log[PATH_MAX];
+	FILE *f;
+	pid_t pid;
+
+	snprintf(cfg, sizeof(cfg), "%s/smd.json", dir);
+	snprintf(log, sizeof(log), "%s/smd.log", dir);
+	f = fopen(cfg, "w");
+	if (!f)
+		return -1;
+	fprintf(f,
+		"{\"state_dir\": \"%s\", \"run_dir\": \"%s\", \"log_level\": \"info\", "
+		"\"pool\": {\"ranges\": [{\"start\": \"0x%016" PRIx64 "\", \"end\": \"0x%016" PRIx64
+		"\"}], \"cluster\": {\"endpoints\": [\"%s\", \"%s\", \"%s\"], \"prefix\": \"%s\", "
+		"\"node\": \"bench-smd\"}}, \"sm\": {\"backend\": \"ufm\", \"module_dir\": "
+		"\"%s/ufm\", \"config\": {\"address\": \"127.0.0.1\", \"port\": %d, \"scheme\": "
+		"\"http\", \"username\": \"%s\", \"password_file\": \"%s\"}}, \"http\": "
+		"{\"enabled\": false}}\n",
+		dir, dir, lab_range.start, lab_range.end, lab.urls[0], lab.urls[1], lab.urls[2],
+		SMD_PREFIX, sm_dir, sim->port, SMD_USER, sim->password_file);
+	fclose(f);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		unsetenv("NOTIFY_SOCKET");
+		execl(smd_path, "ibvf-smd", "-f", "-c", cfg, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* wait (@ms) until an agent holds the ufm group's leader key */
+static bool smd_wait_leader(int ms)
+{
+	struct etcd_client_opts eo = {.endpoints = lab.urls, .n_endpoints = 3, .timeout_ms = 5000};
+	struct etcd_client *c = NULL;
+	char err[IBVF_ERR_LEN];
+	bool led = false;
+
+	if (etcd_client_new(&eo, &c, err, sizeof(err)))
+		return false;
+	for (int64_t end = ibvf_mono_ms() + ms; !led && ibvf_mono_ms() < end; usleep(20000)) {
+		struct etcd_range_result r = {0};
+		const char *k = SMD_PREFIX "smd/leader/ufm";
+
+		if (!etcd_range(c, k, 0, NULL, 0, 0, false, &r, err, sizeof(err)))
+			led = r.n_kvs > 0;
+		etcd_range_result_free(&r);
+	}
+	etcd_client_free(c);
+	return led;
+}
+
+/* how many of @g[0..n) (0: none) UFM's state holds */
+static int sim_holds(struct ufm_sim *sim, const uint64_t *g, int n)
+{
+	json_t *j = NULL;
+	char *s, hex[32];
+	int found = 0;
+
+	if (ufm_sim_ctl(sim, "GET", "/_sim/state", NULL, &j) != 200) {
+		json_decref(j);
+		return -1;
+	}
+	s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	for (int i = 0; s && i < n; i++) {
+		if (!g[i])
+			continue;
+		snprintf(hex, sizeof(hex), "%016" PRIx64, g[i]);
+		found += strcasestr(s, hex) != NULL;
+	}
+	free(s);
+	return found;
+}
+
+/*
+ * Node @l's config as a deployment has it, not the lab's fast-test values:
+ * sm.periodic_update_s 5 (the default; the lab's 1 makes 100 nodes list every
+ * desired membership of the cluster 100 times a second), pool.cluster's
+ * timeout_ms the default, no HTTP endpoint (100 nodes on one port).
+ */
+static int node_as_deployed(struct lab *l)
+{
+	json_t *j = json_load_file(l->cfg, 0, NULL);
+	int ret;
+
+	if (!j)
+		return -1;
+	json_object_set_new(json_object_get(j, "sm"), "periodic_update_s", json_integer(5));
+	json_object_del(json_object_get(json_object_get(j, "pool"), "cluster"), "timeout_ms");
+	json_object_set_new(j, "http", json_pack("{s:b}", "enabled", 0));
+	ret = json_dump_file(j, l->cfg, JSON_INDENT(1));
+	json_decref(j);
+	return ret;
+}
+
+/*
+ * Issue 19's scale benchmark: BENCH_CLUSTER_NODES (default 100) ibvfd nodes,
+ * fake VFs, sm.backend "cluster", 10 concurrent prepares each (all released
+ * by one barrier), one ibvf-smd (ufm backend) in front of the UFM simulator
+ * at BENCH_SMD_LATENCY_MS (default 200) per request. Prints the UFM requests
+ * the burst cost (the simulator's own count; target <= 8), the wall time in
+ * UFM round trips (target <= 4), prepare latency p50/p99/max, failures, and
+ * how many of the GUIDs UFM holds when the prepares have returned.
+ */
+static void bench_smd(void)
+{
+	const char *env = getenv("BENCH_CLUSTER_NODES"), *lat_env = getenv("BENCH_SMD_LATENCY_MS");
+	int nn = env ? atoi(env) : 100, per = 10, latency = lat_env ? atoi(lat_env) : 200;
+	int started = 0, fails = 0, nj = 0, held = -1;
+	struct ufm_sim_opts so = {.user = SMD_USER, .password = SMD_PASSWORD};
+	struct ufm_sim sim = {0};
+	struct lab *l = NULL;
+	struct scale_job *jobs = NULL;
+	pthread_t *th = NULL;
+	uint64_t *g = NULL;
+	int64_t *lat = NULL, t0, wall;
+	json_t *s0 = NULL, *s1 = NULL;
+	pthread_barrier_t bar;
+	pthread_attr_t at;
+	char dir[] = "/tmp/bench-smd-XXXXXX", err[IBVF_ERR_LEN], cfgtext[64], calls[512] = "";
+	const char *missing = ufm_sim_missing(), *key;
+	json_t *cv;
+	pid_t smd = -1;
+	size_t off = 0;
+
+	if (missing) {
+		printf("SKIP: the SM agent benchmark: %s\n", missing);
+		return;
+	}
+	if (nn < 1 || latency < 0 || !mkdtemp(dir))
+		return;
+	l = calloc((size_t)nn, sizeof(*l));
+	jobs = calloc((size_t)nn * per, sizeof(*jobs));
+	th = calloc((size_t)nn * per, sizeof(*th));
+	g = calloc((size_t)nn * per, sizeof(*g));
+	lat = calloc((size_t)nn * per, sizeof(*lat));
+	if (!l || !jobs || !th || !g || !lat)
+		goto out;
+	if (ufm_sim_start(&so, &sim, err, sizeof(err))) {
+		fprintf(stderr, "bench_cluster: UFM simulator: %s\n", err);
+		goto out;
+	}
+	snprintf(cfgtext, sizeof(cfgtext), "{\"latency_ms\": %d}", latency);
+	ufm_sim_config(&sim, cfgtext);
+	smd = smd_launch(dir, &sim);
+	if (smd < 0 || !smd_wait_leader(30000)) {
+		char log[PATH_MAX], line[1024];
+		FILE *f;
+
+		fprintf(stderr, "bench_cluster: ibvf-smd does not lead; its log:\n");
+		snprintf(log, sizeof(log), "%s/smd.log", dir);
+		f = fopen(log, "r");
+		while (f && fgets(line, sizeof(line), f))
+			fprintf(stderr, "  %s", line);
+		if (f)
+			fclose(f);
+		goto stop;
+	}
+	for (int i = 0; i < nn; i++) {
+		char node[32];
+
+		snprintf(node, sizeof(node), "smd-node-%03d", i);
+		if (node_init_sm(&l[i], per, 60, cluster_cfg(SMD_PREFIX, BS, 64, node), "cluster",
+				 "{\"apply_timeout_ms\": 60000}") ||
+		    node_as_deployed(&l[i])) {
+			fprintf(stderr, "bench_cluster: node %d: lab_init failed\n", i);
+			break;
+		}
+		started++;
+		node_launch(&l[i], node);
+	}
+	if (nodes_wait_ready(l, started))
+		goto stop;
+	/* the agent's start-up pass (a list of UFM's PKeys) is over before the burst */
+	usleep(2 * 1000 * (useconds_t)latency + 500000);
+	pthread_barrier_init(&bar, NULL, (unsigned)(started * per + 1));
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	for (int i = 0; i < started; i++)
+		for (int v = 0; v < per; v++) {
+			jobs[nj] = (struct scale_job){.l = &l[i], .vf = v, .bar = &bar};
+			if (pthread_create(&th[nj], &at, scale_main, &jobs[nj])) {
+				fprintf(stderr, "bench_cluster: thread %d: no thread\n", nj);
+				/* the barrier counts it: nobody would start */
+				exit(1);
+			}
+			nj++;
+		}
+	s0 = sim_stats(&sim);
+	pthread_barrier_wait(&bar);
+	t0 = ibvf_mono_ms();
+	for (int k = 0; k < nj; k++) {
+		pthread_join(th[k], NULL);
+		fails += jobs[k].fail;
+		g[k] = jobs[k].fail ? 0 : jobs[k].guid;
+		lat[k] = jobs[k].lat_ms;
+	}
+	wall = ibvf_mono_ms() - t0;
+	s1 = sim_stats(&sim);
+	for (int k = 0, shown = 0; k < nj && shown < 5; k++)
+		if (jobs[k].fail) {
+			fprintf(stderr,
+				"bench_cluster: prepare %d (node %d, VF %d) failed after %" PRId64
+				" ms: %s\n",
+				k, k / per, jobs[k].vf, jobs[k].lat_ms, jobs[k].why);
+			shown++;
+		}
+	held = sim_holds(&sim, g, nj);
+	json_object_foreach(json_object_get(s1, "calls"), key, cv)
+	{
+		long d =
+			stat_delta(json_object_get(s0, "calls"), json_object_get(s1, "calls"), key);
+
+		if (d && off < sizeof(calls) - 64)
+			off += (size_t)snprintf(calls + off, sizeof(calls) - off, "%s%s %ld",
+						off ? ", " : "", key, d);
+	}
+	qsort(lat, (size_t)nj, sizeof(*lat), cmp_i64);
+	printf("%d node daemons (sm.backend cluster) x %d concurrent prepares (%d in all), one "
+	       "ibvf-smd (ufm backend) in front of the UFM simulator at %d ms a request: UFM "
+	       "requests during the burst %ld (%s; at most %ld at once) (target <= 8); wall %" PRId64
+	       " ms = %.1f UFM round trips (target <= 4); prepare latency p50 %" PRId64
+	       " ms, p99 %" PRId64 " ms, max %" PRId64 " ms; %d failed; UFM holds %d of the %d "
+	       "GUIDs when the prepares have returned\n",
+	       started, per, nj, latency, stat_delta(s0, s1, "total"), off ? calls : "none",
+	       (long)json_integer_value(json_object_get(s1, "max_concurrent")), wall,
+	       latency ? (double)wall / latency : 0, nj ? lat[(nj - 1) / 2] : 0,
+	       nj ? lat[((nj - 1) * 99) / 100] : 0, nj ? lat[nj - 1] : 0, fails, held, nj - fails);
+	pthread_attr_destroy(&at);
+	pthread_barrier_destroy(&bar);
+stop:
+	for (int i = 0; i < started; i++)
+		if (l[i].pid > 0)
+			kill(l[i].pid, SIGTERM);
+	for (int i = 0; i < started; i++) {
+		lab_stop(&l[i], SIGTERM);
+		lab_fini(&l[i]);
+	}
+	if (smd > 0) {
+		kill(smd, SIGTERM);
+		waitpid(smd, NULL, 0);
+	}
+	ufm_sim_stop(&sim);
+	print_load("after");
+out:
+	json_decref(s0);
+	json_decref(s1);
+	if (getenv("IBVF_KEEP_LAB"))
+		fprintf(stderr, "the agent's files kept in %s\n", dir);
+	else
+		rm_tree(dir);
+	free(l);
+	free(jobs);
+	free(th);
+	free(g);
+	free(lat);
+}
+
 int main(int argc, char **argv)
 {
 	const char *missing = etcd_lab_missing(), *only = getenv("BENCH_CLUSTER_ONLY");
@@ -762,11 +1089,12 @@ int main(int argc, char **argv)
 	double load[3] = {0};
 	FILE *la;
 
-	if (argc == 3) {
+	if (argc == 3 || argc == 4) {
 		ibvfd_path = argv[1];
 		sm_dir = argv[2];
+		smd_path = argc == 4 ? argv[3] : NULL;
 	} else if (argc != 1) {
-		fprintf(stderr, "usage: %s [IBVFD SM_MODULE_DIR]\n", argv[0]);
+		fprintf(stderr, "usage: %s [IBVFD SM_MODULE_DIR [IBVF_SMD]]\n", argv[0]);
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -789,7 +1117,7 @@ int main(int argc, char **argv)
 	       "%.2f %.2f\n",
 	       "3.4 (Debian etcd-server)", BS, load[0], load[1], load[2]);
 
-	/* BENCH_CLUSTER_ONLY=local|local-cluster|daemon|leader|scale: one part alone
+	/* BENCH_CLUSTER_ONLY=local|local-cluster|daemon|leader|scale|smd: one part alone
 	 * (e.g. under perf, or to repeat a noisy figure) */
 	if (only) {
 		if (!strncmp(only, "local", 5))
@@ -802,6 +1130,10 @@ int main(int argc, char **argv)
 			bench_leader_prepares();
 		else if (!strcmp(only, "scale"))
 			bench_scale();
+		else if (!strcmp(only, "smd") && smd_path)
+			bench_smd();
+		else if (!strcmp(only, "smd"))
+			fprintf(stderr, "bench_cluster: smd needs IBVFD SM_MODULE_DIR IBVF_SMD\n");
 		else
 			fprintf(stderr, "bench_cluster: BENCH_CLUSTER_ONLY=%s: unknown part\n",
 				only);
@@ -922,6 +1254,11 @@ int main(int argc, char **argv)
 	bench_daemon_rate();
 	bench_leader_prepares();
 	bench_scale();
+	/* 8. the same nodes with sm.backend cluster, one ibvf-smd (ufm) in front */
+	if (smd_path)
+		bench_smd();
+	else
+		printf("(no IBVF_SMD given: the SM agent benchmark is skipped)\n");
 out:
 	etcd_lab_stop(&lab);
 	return 0;
