@@ -76,6 +76,10 @@ struct rec_ctx {
 	uint32_t *vf_dup_of; /* per VF: index + 1 of an earlier VF with its GUID, 0 = none */
 	uint64_t *used;	     /* GUIDs of the ranges the SM lists (any PKey, managed or not) */
 	size_t n_used, cap_used;
+	struct if_nameindex *links; /* ibvfd's netns: one RTM_GETLINK dump per pass */
+	uint32_t *link_slot;	    /* hash of links by name: index + 1, 0 = empty */
+	size_t link_mask;
+	int links_read; /* 0 not yet, 1 read, -1 failed (then if_nametoindex(3) per name) */
 	const struct ibvf_reconcile_env *env;
 	enum ibvf_reconcile_pass mode;
 	ibvf_finding_fn cb;
@@ -290,6 +294,61 @@ static bool sm_member_ok(const struct rec_ctx *r, uint16_t pk, uint64_t guid)
 }
 
 /*
+ * Read ibvfd's netns's netdev names once per pass (if_nameindex(3): one
+ * RTM_GETLINK dump) and hash them by name, so the handed owners' netdev
+ * check costs no socket per VF (issue 17: if_nametoindex(3) opens one per
+ * call). Read on first use, which comes after the store listing: a record
+ * handed in that listing had its netdev moved into the Pod before its commit
+ * (attach.c), so a dump taken later shows it in the host only when the Pod
+ * is gone or a DEL moved it back. A name the dump shows is checked again
+ * with if_nametoindex(3) under the owner's hold before anything is done.
+ */
+static void read_links(struct rec_ctx *r)
+{
+	size_t n = 0, slots = 16;
+
+	r->links_read = -1;
+	r->links = if_nameindex();
+	if (!r->links)
+		return;
+	while (r->links[n].if_index)
+		n++;
+	while (slots < 2 * n)
+		slots *= 2;
+	r->link_slot = calloc(slots, sizeof(*r->link_slot));
+	if (!r->link_slot) {
+		if_freenameindex(r->links);
+		r->links = NULL;
+		return;
+	}
+	r->link_mask = slots - 1;
+	for (size_t i = 0; i < n; i++) {
+		size_t h = (size_t)hash_pci(r->links[i].if_name) & r->link_mask;
+
+		while (r->link_slot[h])
+			h = (h + 1) & r->link_mask;
+		r->link_slot[h] = (uint32_t)i + 1;
+	}
+	r->links_read = 1;
+}
+
+/* Does a netdev named @name exist in ibvfd's netns (per this pass's dump)? */
+static bool link_in_host(struct rec_ctx *r, const char *name)
+{
+	size_t h;
+
+	if (!r->links_read)
+		read_links(r);
+	if (r->links_read < 0)
+		return if_nametoindex(name) != 0;
+	h = (size_t)hash_pci(name) & r->link_mask;
+	for (; r->link_slot[h]; h = (h + 1) & r->link_mask)
+		if (!strcmp(r->links[r->link_slot[h] - 1].if_name, name))
+			return true;
+	return false;
+}
+
+/*
  * A handed VF whose netdev is back in the host netns (issue 15 item 7): the
  * Pod's netns is gone (the kernel returns the device) or a DEL moved it back
  * and its release never reached ibvfd (and left no request). The commit came
@@ -362,7 +421,7 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 		if (!missing &&
 		    (!snap->pci[0] || (lv && lv->guids_known && lv->port_guid == snap->guid &&
 				       !(snap->state == IBVF_ALLOC_HANDED && lv->netdev[0] &&
-					 if_nametoindex(lv->netdev)))))
+					 link_in_host(r, lv->netdev)))))
 			return;
 	}
 	if (!env->ops->try_hold(env->ctx, &snap->owner, snap->pci, &hold))
@@ -1000,6 +1059,9 @@ out:
 	free(r.vf_stale);
 	free(r.pci_slot);
 	free(r.vf_dup_of);
+	free(r.link_slot);
+	if (r.links)
+		if_freenameindex(r.links);
 	if (ret < 0)
 		return ret;
 	log_debug("reconciliation: %zu records, %zu SM members, %zu VFs, %d problem(s)", r.n_recs,

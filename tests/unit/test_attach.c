@@ -58,6 +58,9 @@ struct fake_vfs {
 	unsigned port_delay_ms;
 	unsigned program_calls;
 	unsigned lookup_calls;
+	/* VFs not in the host show a netdev name no netdev of this netns has (as the
+	 * lab drivers name a Pod's netdev), instead of none */
+	bool pod_netdev_names;
 };
 
 static struct fake_vfs fv;
@@ -96,7 +99,9 @@ static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char
 	if (v)
 		fill(v, out);
 	/* a handed VF's netdev is in the Pod; only program() sees it in the host */
-	if (v && !v->host_netdev)
+	if (v && !v->host_netdev && fv.pod_netdev_names)
+		snprintf(out->netdev, sizeof(out->netdev), "ibvfnone%d", (int)(v - fv.vf));
+	else if (v && !v->host_netdev)
 		out->netdev[0] = 0;
 	else if (v) /* a name that resolves in this netns, as a VF netdev back in the host */
 		snprintf(out->netdev, sizeof(out->netdev), "lo");
@@ -150,7 +155,9 @@ static int f_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *v
 	for (int i = 0; i < N_VFS; i++) {
 		fill(&fv.vf[i], &all[i]);
 		/* the listing shows netdevs as lookup() does */
-		if (!fv.vf[i].host_netdev)
+		if (!fv.vf[i].host_netdev && fv.pod_netdev_names)
+			snprintf(all[i].netdev, sizeof(all[i].netdev), "ibvfnone%d", i);
+		else if (!fv.vf[i].host_netdev)
 			all[i].netdev[0] = 0;
 		else
 			snprintf(all[i].netdev, sizeof(all[i].netdev), "lo");
@@ -1329,6 +1336,16 @@ static void test_reconcile_linear(void **state)
 	assert_int_equal(json_array_size(fnd), 0);
 	if (fv.lookup_calls)
 		fail_msg("a clean pass read %u VFs one by one", fv.lookup_calls);
+	json_decref(fnd);
+	/* ... also when the listing names each handed VF's netdev (in its Pod, not
+	 * here): one netdev dump per pass, no per-VF check or read */
+	fv.pod_netdev_names = true;
+	fnd = json_array();
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_FIX, fnd, NULL, 0), 0);
+	fv.pod_netdev_names = false;
+	assert_int_equal(json_array_size(fnd), 0);
+	if (fv.lookup_calls)
+		fail_msg("a clean pass with netdev names read %u VFs one by one", fv.lookup_calls);
 	json_decref(fnd);
 
 	/* three VFs with one stray pool GUID, one VF with an owner's GUID */
