@@ -18,48 +18,147 @@
 
 struct fake {
 	char dir[PATH_MAX];
+	int dfd; /* @dir, for openat(2) of the VF files */
 	unsigned delay_ms;
 	char fail_pci[32];
 };
 
-static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, unsigned *gen,
-		   char *err, size_t errlen)
+/* Copy one whitespace-free token of at most @max characters; NULL when longer or empty. */
+static const char *token(const char *p, const char *key, char *out, size_t max)
 {
-	char path[PATH_MAX + 40], pf[16], netdev[16] = "";
-	unsigned long long node, port;
-	char link[8];
-	int idx, n;
-	FILE *fp;
+	size_t n = 0, klen = strlen(key);
 
-	if (strchr(pci, '/') || pci[0] == '.')
-		return ibvf_errf(err, errlen, -EINVAL, "bad PCI address %s", pci);
-	snprintf(path, sizeof(path), "%s/%s", f->dir, pci);
-	fp = fopen(path, "re");
-	if (!fp)
-		return ibvf_errf(err, errlen, errno == ENOENT ? -ENODEV : -errno,
-				 "no VF at PCI address %s (%s)", pci, strerror(errno));
-	n = fscanf(fp, "pf=%15s vf=%d node=%llx port=%llx link=%7s gen=%u", pf, &idx, &node, &port,
-		   link, gen);
+	while (*p == ' ' || *p == '\t' || *p == '\n')
+		p++;
+	if (strncmp(p, key, klen))
+		return NULL;
+	p += klen;
+	while (p[n] && p[n] != ' ' && p[n] != '\t' && p[n] != '\n')
+		n++;
+	if (!n || n > max)
+		return NULL;
+	memcpy(out, p, n);
+	out[n] = 0;
+	return p + n;
+}
+
+/* Append the decimal @v to @p (no snprintf: a listing formats two names per VF). */
+static char *put_uint(char *p, unsigned v)
+{
+	char d[12];
+	int n = 0;
+
+	do
+		d[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (n)
+		*p++ = d[--n];
+	return p;
+}
+
+/*
+ * Parse the VF file's text @buf (NUL-terminated) for @pci: the format of
+ * vf_fake.h, as fscanf("pf=%15s vf=%d node=%llx port=%llx link=%7s gen=%u")
+ * read it, plus the optional " netdev=<name>". Return 0 or -EIO.
+ */
+static int parse_vf(const char *buf, const char *pci, struct ibvf_attach_vf *out, unsigned *gen)
+{
+	char pf[16], netdev[16] = "", link[8], num[24], *end;
+	unsigned long long node, port;
+	const char *p = buf;
+	long idx;
+	unsigned long g;
+
+	if (!(p = token(p, "pf=", pf, 15)) || !(p = token(p, "vf=", num, 11)))
+		return -EIO;
+	idx = strtol(num, &end, 10);
+	if (*end || !(p = token(p, "node=", num, 18)))
+		return -EIO;
+	node = strtoull(num, &end, 16);
+	if (*end || !(p = token(p, "port=", num, 18)))
+		return -EIO;
+	port = strtoull(num, &end, 16);
+	if (*end || !(p = token(p, "link=", link, 7)) || !(p = token(p, "gen=", num, 11)))
+		return -EIO;
+	g = strtoul(num, &end, 10);
+	if (*end)
+		return -EIO;
 	/* optional: the real netdev a lab gave this VF (a veth), reported as is */
-	if (n == 6 && fscanf(fp, " netdev=%15s", netdev) != 1)
+	if (!token(p, "netdev=", netdev, 15))
 		netdev[0] = 0;
-	fclose(fp);
-	if (n != 6)
-		return ibvf_errf(err, errlen, -EIO, "fake VF file %s is malformed", path);
+	*gen = (unsigned)g;
 	memset(out, 0, sizeof(*out));
 	snprintf(out->pci, sizeof(out->pci), "%s", pci);
 	memcpy(out->pf, pf, sizeof(pf));
-	out->vf_index = idx;
-	if (netdev[0])
-		snprintf(out->netdev, sizeof(out->netdev), "%s", netdev);
-	else
-		snprintf(out->netdev, sizeof(out->netdev), "%.12sv%ug%u", pf,
-			 (unsigned)idx & 0xffff, *gen % 100000);
-	snprintf(out->rdma_dev, sizeof(out->rdma_dev), "fake_%.8s_%d", pf, idx);
+	out->vf_index = (int)idx;
+	if (netdev[0]) {
+		memcpy(out->netdev, netdev, sizeof(netdev));
+	} else { /* "%.12sv%ug%u" of pf, index & 0xffff, gen % 100000: at most 24 characters */
+		size_t l = strnlen(pf, 12);
+		char *q = out->netdev;
+
+		memcpy(q, pf, l);
+		q += l;
+		*q++ = 'v';
+		q = put_uint(q, (unsigned)idx & 0xffff);
+		*q++ = 'g';
+		*put_uint(q, *gen % 100000) = 0;
+	}
+	{ /* "fake_%.8s_%d" of pf, index */
+		size_t l = strnlen(pf, 8);
+		char *q = out->rdma_dev;
+
+		memcpy(q, "fake_", 5);
+		memcpy(q + 5, pf, l);
+		q += 5 + l;
+		*q++ = '_';
+		if (idx < 0) {
+			*q++ = '-';
+			idx = -idx;
+		}
+		*put_uint(q, (unsigned)idx) = 0;
+	}
 	out->guids_known = true;
 	out->node_guid = node;
 	out->port_guid = port;
 	memcpy(out->link_state, link, sizeof(link));
+	return 0;
+}
+
+/* Read VF file @name of the directory @dfd into @buf: one open, one read, one close. */
+static int read_file_at(int dfd, const char *name, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	if (n < 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	close(fd);
+	buf[n] = 0;
+	return 0;
+}
+
+static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, unsigned *gen,
+		   char *err, size_t errlen)
+{
+	char buf[256];
+	int ret;
+
+	if (strchr(pci, '/') || pci[0] == '.')
+		return ibvf_errf(err, errlen, -EINVAL, "bad PCI address %s", pci);
+	ret = read_file_at(f->dfd, pci, buf, sizeof(buf));
+	if (ret)
+		return ibvf_errf(err, errlen, ret == -ENOENT ? -ENODEV : ret,
+				 "no VF at PCI address %s (%s)", pci, strerror(-ret));
+	if (parse_vf(buf, pci, out, gen))
+		return ibvf_errf(err, errlen, -EIO, "fake VF file %s/%s is malformed", f->dir, pci);
 	return 0;
 }
 
@@ -153,13 +252,17 @@ static int fake_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf
 
 	if (!d)
 		return ibvf_errf(err, errlen, -errno, "%s: %s", f->dir, strerror(errno));
+	/* one directory read, then one open+read+close per VF file (no stdio) */
 	while (!ret && (de = readdir(d))) {
 		struct ibvf_attach_vf vf;
 		unsigned gen;
+		char buf[256];
 
-		if (de->d_name[0] == '.')
+		if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(vf.pci) ||
+		    (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
 			continue;
-		if (read_vf(f, de->d_name, &vf, &gen, NULL, 0))
+		if (read_file_at(dirfd(d), de->d_name, buf, sizeof(buf)) ||
+		    parse_vf(buf, de->d_name, &vf, &gen))
 			continue;
 		ret = cb(arg, &vf);
 	}
@@ -205,6 +308,13 @@ int ibvf_vf_fake_init(const char *dir, struct ibvf_vf_ops *vf, struct ibvf_port_
 				 strerror(errno));
 	}
 	snprintf(f->dir, sizeof(f->dir), "%s", dir);
+	f->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (f->dfd < 0) {
+		int e = -errno;
+
+		free(f);
+		return ibvf_errf(err, errlen, e, "fake VF directory %s: %s", dir, strerror(-e));
+	}
 	if ((s = getenv("IBVF_FAKE_VF_DELAY_MS")))
 		f->delay_ms = (unsigned)strtoul(s, NULL, 10);
 	if ((s = getenv("IBVF_FAKE_VF_FAIL")))
@@ -216,7 +326,11 @@ int ibvf_vf_fake_init(const char *dir, struct ibvf_vf_ops *vf, struct ibvf_port_
 
 void ibvf_vf_fake_fini(struct ibvf_vf_ops *vf)
 {
-	free(vf->ctx);
+	struct fake *f = vf->ctx;
+
+	if (f)
+		close(f->dfd);
+	free(f);
 	vf->ctx = NULL;
 }
 
