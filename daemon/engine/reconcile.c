@@ -686,21 +686,24 @@ static int quarantine_cb(void *arg, const struct ibvf_alloc *a)
 	return 0;
 }
 
-/* What the SM listing (taken at @list_ms) showed for each quarantined GUID. */
+/*
+ * What the SM listing (taken at @list_ms) showed for each quarantined GUID
+ * of the pass's store snapshot (no second store listing; issue 17). The
+ * pool re-reads each record before changing it; a GUID quarantined after the
+ * snapshot is looked at by the next pass.
+ */
 static void check_quarantine(struct rec_ctx *r, int64_t list_ms)
 {
-	struct ibvf_pool_filter flt = {.include_quarantined = true, .pkey = -1};
 	struct q_ctx q = {.r = r, .list_ms = list_ms};
-	char err[IBVF_ERR_LEN];
 
 	q.guids = malloc((r->n_sm ? r->n_sm : 1) * sizeof(*q.guids));
 	if (!q.guids)
 		return; /* the next pass tries again */
 	for (size_t i = 0; i < r->n_sm; i++)
 		q.guids[i] = r->sm[i].guid;
-	qsort(q.guids, r->n_sm, sizeof(*q.guids), cmp_u64);
-	if (ibvf_pool_list(r->env->pool, &flt, quarantine_cb, &q, err, sizeof(err)) < 0)
-		log_warn("reconcile: listing quarantined GUIDs failed: %s", err);
+	ibvf_sort(q.guids, r->n_sm, sizeof(*q.guids), cmp_u64);
+	for (size_t i = 0; i < r->n_recs; i++)
+		quarantine_cb(&q, &r->recs[i]);
 	free(q.guids);
 }
 
@@ -972,6 +975,7 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 		       ibvf_finding_fn cb, void *arg, char *err, size_t errlen)
 {
 	struct rec_ctx r = {.env = env, .mode = mode, .cb = cb, .cb_arg = arg};
+	const struct ibvf_pool_filter all_recs = {.include_quarantined = true, .pkey = -1};
 	bool fix = mode == IBVF_PASS_FIX;
 	char e2[IBVF_ERR_LEN] = "";
 	bool sm_listed = false;
@@ -1024,12 +1028,16 @@ int ibvf_reconcile_run(const struct ibvf_reconcile_env *env, enum ibvf_reconcile
 		}
 	}
 
-	/* 3. the store: one listing, then each record against the SM and VF listings */
-	ret = ibvf_pool_list(env->pool, NULL, rec_cb, &r, err, errlen);
+	/*
+	 * 3. the store: one listing (quarantined records too, for
+	 * check_quarantine()), then each record against the SM and VF listings
+	 */
+	ret = ibvf_pool_list(env->pool, &all_recs, rec_cb, &r, err, errlen);
 	if (ret < 0)
 		goto out;
 	for (size_t i = 0; i < r.n_recs; i++)
-		check_record(&r, &r.recs[i], sm_listed);
+		if (r.recs[i].state != IBVF_ALLOC_QUARANTINED)
+			check_record(&r, &r.recs[i], sm_listed);
 	if (sm_listed) {
 		/* memberships of pool GUIDs are ibvf's: removed unless a dry run, or
 		 * the store lost records and cannot tell an orphan from a Pod's */
