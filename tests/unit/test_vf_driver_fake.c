@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -215,6 +216,168 @@ static void test_list(void **state)
 			assert_string_not_equal(s.pci[i], s.pci[j]);
 }
 
+static int count_cb(void *arg, const struct ibvf_attach_vf *v)
+{
+	int *seen = arg;
+
+	assert_true(v->vf_index >= 0 && v->vf_index < 600);
+	seen[v->vf_index]++;
+	assert_true(v->port_guid == 0x0200000000001000ull + (unsigned)v->vf_index);
+	return 0;
+}
+
+static int count_any(void *arg, const struct ibvf_attach_vf *v)
+{
+	(void)v;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static const char *tpci(int i, char buf[32])
+{
+	snprintf(buf, 32, "0001:%02x:%02x.%d", i >> 8, (i >> 3) & 0x1f, i & 7);
+	return buf;
+}
+
+/* Bus tables: created in batches that split a bus, listed once each, looked up. */
+static void test_table_list(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_vf_fake_entry e[600];
+	char pcis[600][32], err[IBVF_ERR_LEN], path[PATH_MAX + 32];
+	struct ibvf_attach_vf v;
+	int seen[600] = {0};
+
+	for (int i = 0; i < 600; i++)
+		e[i] = (struct ibvf_vf_fake_entry){tpci(i, pcis[i]), "ib0", i,
+						   0x0200000000001000ull + (unsigned)i};
+	/* 3 buses (256, 256, 88 VFs); batches of 200 and 400 split bus 0 */
+	assert_int_equal(ibvf_vf_fake_create_table(f->dir, e, 200, err, sizeof(err)), 0);
+	assert_int_equal(ibvf_vf_fake_create_table(f->dir, e + 200, 400, err, sizeof(err)), 0);
+	snprintf(path, sizeof(path), "%s/0001:00.vfs", f->dir);
+	assert_int_equal(access(path, R_OK), 0);
+	assert_int_equal(f->vf.list(f->vf.ctx, count_cb, seen, err, sizeof(err)), 0);
+	for (int i = 0; i < 600; i++)
+		assert_int_equal(seen[i], 1);
+	assert_int_equal(f->vf.lookup(f->vf.ctx, pcis[300], &v, err, sizeof(err)), 0);
+	assert_int_equal(v.vf_index, 300);
+	assert_string_equal(v.netdev, "ib0v300g0");
+	assert_true(v.port_guid == 0x0200000000001000ull + 300);
+	/* a PCI address of a table's bus that the table has not */
+	assert_int_equal(f->vf.lookup(f->vf.ctx, "0001:02:1f.7", &v, err, sizeof(err)), -ENODEV);
+	/* a VF file of its own next to the tables */
+	assert_int_equal(ibvf_vf_fake_create(f->dir, "0002:00:00.1", "ib1", 1, 7, err, sizeof(err)),
+			 0);
+	assert_int_equal(f->vf.lookup(f->vf.ctx, "0002:00:00.1", &v, err, sizeof(err)), 0);
+	assert_string_equal(v.pf, "ib1");
+}
+
+/* program() of a table's VF rewrites its line only; the lab's netdev= is kept. */
+static void test_table_program(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_vf_fake_entry e[3] = {{"0003:01:00.1", "ib2", 1, 0x11},
+					  {"0003:01:00.2", "ib2", 2, 0x12},
+					  {"0003:01:00.3", "ib2", 3, 0x13}};
+	struct ibvf_attach_vf v;
+	char err[IBVF_ERR_LEN], *nl;
+	int seen = 0;
+
+	assert_int_equal(ibvf_vf_fake_create_table(f->dir, e, 3, err, sizeof(err)), 0);
+	assert_int_equal(f->vf.lookup(f->vf.ctx, "0003:01:00.2", &v, err, sizeof(err)), 0);
+	assert_int_equal(f->vf.program(f->vf.ctx, &v, 0x0200000000000021ull, 0x0200000000000022ull,
+				       "disable", err, sizeof(err)),
+			 0);
+	assert_true(v.port_guid == 0x0200000000000022ull && v.node_guid == 0x0200000000000021ull);
+	assert_string_equal(v.link_state, "disable");
+	assert_string_equal(v.netdev, "ib2v2g1");
+	for (int i = 1; i <= 3; i += 2) {
+		char pci[16];
+
+		snprintf(pci, sizeof(pci), "0003:01:00.%d", i);
+		assert_int_equal(f->vf.lookup(f->vf.ctx, pci, &v, err, sizeof(err)), 0);
+		assert_true(v.port_guid == 0x10u + (unsigned)i);
+		assert_string_equal(v.netdev, i == 1 ? "ib2v1g0" : "ib2v3g0");
+	}
+	/* a table line with the lab's netdev= */
+	{
+		char path[PATH_MAX + 32], buf[1024];
+		FILE *fp;
+		size_t n;
+
+		snprintf(path, sizeof(path), "%s/0003:01.vfs", f->dir);
+		fp = fopen(path, "r");
+		assert_non_null(fp);
+		n = fread(buf, 1, sizeof(buf) - 1, fp);
+		fclose(fp);
+		buf[n] = 0;
+		nl = strstr(buf, "0003:01:00.3");
+		assert_non_null(nl);
+		nl = strchr(nl, '\n');
+		assert_non_null(nl);
+		memmove(nl + 13, nl, strlen(nl) + 1);
+		memcpy(nl, " netdev=veth3", 13);
+		fp = fopen(path, "w");
+		assert_non_null(fp);
+		fputs(buf, fp);
+		fclose(fp);
+	}
+	assert_int_equal(f->vf.lookup(f->vf.ctx, "0003:01:00.3", &v, err, sizeof(err)), 0);
+	assert_string_equal(v.netdev, "veth3");
+	assert_int_equal(f->vf.program(f->vf.ctx, &v, 5, 6, NULL, err, sizeof(err)), 0);
+	assert_string_equal(v.netdev, "veth3");
+	assert_true(v.port_guid == 6);
+	assert_int_equal(f->vf.list(f->vf.ctx, count_any, &seen, err, sizeof(err)), 0);
+	assert_int_equal(seen, 3);
+}
+
+struct prog_arg {
+	struct fx *f;
+	const char *pci;
+	int n, fails;
+};
+
+static void *prog_thread(void *arg)
+{
+	struct prog_arg *a = arg;
+	char err[IBVF_ERR_LEN];
+
+	for (int i = 0; i < a->n; i++) {
+		struct ibvf_attach_vf v;
+
+		if (a->f->vf.lookup(a->f->vf.ctx, a->pci, &v, err, sizeof(err)) ||
+		    a->f->vf.program(a->f->vf.ctx, &v, (uint64_t)i + 1, (uint64_t)i + 1, NULL, err,
+				     sizeof(err)))
+			a->fails++;
+	}
+	return NULL;
+}
+
+/* Two VFs of one table programmed at once from two threads: no update is lost. */
+static void test_table_concurrent(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_vf_fake_entry e[2] = {{"0004:01:00.1", "ib3", 1, 0},
+					  {"0004:01:00.2", "ib3", 2, 0}};
+	struct prog_arg a[2] = {{f, e[0].pci, 300, 0}, {f, e[1].pci, 300, 0}};
+	pthread_t t[2];
+	char err[IBVF_ERR_LEN];
+
+	assert_int_equal(ibvf_vf_fake_create_table(f->dir, e, 2, err, sizeof(err)), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, prog_thread, &a[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++) {
+		struct ibvf_attach_vf v;
+
+		assert_int_equal(a[i].fails, 0);
+		assert_int_equal(f->vf.lookup(f->vf.ctx, e[i].pci, &v, err, sizeof(err)), 0);
+		assert_true(v.port_guid == 300);
+		assert_string_equal(v.netdev, i ? "ib3v2g300" : "ib3v1g300");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +386,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_program, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_table_list, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_table_program, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_table_concurrent, setup, teardown),
 	};
 
 	ibvf_log_init("test_vf_driver_fake", IBVF_LOG_STDERR, LOG_ERR);

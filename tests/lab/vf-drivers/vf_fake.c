@@ -10,11 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "err.h"
 #include "log.h"
 #include "vf_manager.h"
+
+#define TABLE_SUFFIX ".vfs"
 
 struct fake {
 	char dir[PATH_MAX];
@@ -145,21 +149,218 @@ static int read_file_at(int dfd, const char *name, char *buf, size_t size)
 	return 0;
 }
 
-static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, unsigned *gen,
-		   char *err, size_t errlen)
+/* The table file of @pci: "<domain>:<bus>.vfs" (vf_fake.h). Return 0 or -EINVAL. */
+static int table_name(const char *pci, char *out, size_t len)
+{
+	const char *c = strrchr(pci, ':');
+	size_t n = c ? (size_t)(c - pci) : 0;
+
+	if (!n || n + sizeof(TABLE_SUFFIX) > len)
+		return -EINVAL;
+	memcpy(out, pci, n);
+	memcpy(out + n, TABLE_SUFFIX, sizeof(TABLE_SUFFIX));
+	return 0;
+}
+
+/* The whole file @dfd/@name in a malloc'ed NUL-terminated buffer. Return 0 or -errno. */
+static int slurp_at(int dfd, const char *name, char **out, size_t *len)
+{
+	struct stat st;
+	size_t n = 0, cap;
+	char *b;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	cap = (size_t)st.st_size + 1; /* replaced by rename only: the size of this inode is final */
+	b = malloc(cap);
+	if (!b) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (n + 1 < cap) {
+		ssize_t r = read(fd, b + n, cap - 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = -errno;
+
+			close(fd);
+			free(b);
+			return e;
+		}
+		if (!r)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	b[n] = 0;
+	*out = b;
+	*len = n;
+	return 0;
+}
+
+/*
+ * The line of VF @pci in the table text @t: *@start .. *@end (after its
+ * '\n'); return the text after "pci=<pci> ", or NULL when @pci has none.
+ */
+static char *table_find(char *t, const char *pci, char **start, char **end)
+{
+	size_t pl = strlen(pci);
+
+	for (char *p = t; *p;) {
+		char *nl = strchr(p, '\n'), *next = nl ? nl + 1 : p + strlen(p);
+
+		if (!strncmp(p, "pci=", 4) && !strncmp(p + 4, pci, pl) && p[4 + pl] == ' ') {
+			*start = p;
+			*end = next;
+			return p + 4 + pl;
+		}
+		p = next;
+	}
+	return NULL;
+}
+
+/* Parse the table line text @rest (up to '\n' or NUL) of @pci. */
+static int parse_line(const char *rest, const char *pci, struct ibvf_attach_vf *out, unsigned *gen)
 {
 	char buf[256];
+	size_t n = strcspn(rest, "\n");
+
+	if (n >= sizeof(buf))
+		return -EIO;
+	memcpy(buf, rest, n);
+	buf[n] = 0;
+	return parse_vf(buf, pci, out, gen);
+}
+
+/* Read VF @pci: its own file, else its line in its bus's table. *@in_table tells which. */
+static int read_vf_at(struct fake *f, const char *pci, struct ibvf_attach_vf *out, unsigned *gen,
+		      bool *in_table, char *err, size_t errlen)
+{
+	char buf[256], tname[40], *t, *a, *b, *rest;
+	size_t len;
 	int ret;
 
+	*in_table = false;
 	if (strchr(pci, '/') || pci[0] == '.')
 		return ibvf_errf(err, errlen, -EINVAL, "bad PCI address %s", pci);
 	ret = read_file_at(f->dfd, pci, buf, sizeof(buf));
-	if (ret)
-		return ibvf_errf(err, errlen, ret == -ENOENT ? -ENODEV : ret,
-				 "no VF at PCI address %s (%s)", pci, strerror(-ret));
-	if (parse_vf(buf, pci, out, gen))
-		return ibvf_errf(err, errlen, -EIO, "fake VF file %s/%s is malformed", f->dir, pci);
+	if (!ret) {
+		if (parse_vf(buf, pci, out, gen))
+			return ibvf_errf(err, errlen, -EIO, "fake VF file %s/%s is malformed",
+					 f->dir, pci);
+		return 0;
+	}
+	if (ret == -ENOENT && !table_name(pci, tname, sizeof(tname)) &&
+	    !slurp_at(f->dfd, tname, &t, &len)) {
+		rest = table_find(t, pci, &a, &b);
+		ret = rest ? parse_line(rest, pci, out, gen) : -ENOENT;
+		free(t);
+		if (ret == -EIO)
+			return ibvf_errf(err, errlen, -EIO,
+					 "fake VF %s: its line in %s/%s is malformed", pci, f->dir,
+					 tname);
+		if (!ret) {
+			*in_table = true;
+			return 0;
+		}
+	}
+	return ibvf_errf(err, errlen, ret == -ENOENT ? -ENODEV : ret,
+			 "no VF at PCI address %s (%s)", pci, strerror(-ret));
+}
+
+static int read_vf(struct fake *f, const char *pci, struct ibvf_attach_vf *out, unsigned *gen,
+		   char *err, size_t errlen)
+{
+	bool in_table;
+
+	return read_vf_at(f, pci, out, gen, &in_table, err, errlen);
+}
+
+/* Replace @dfd/@name by @n bytes of @text: temp file + rename (atomic for readers, kill -9). */
+static int replace_at(const char *dir, const char *name, const char *text, size_t n, char *err,
+		      size_t errlen)
+{
+	char path[PATH_MAX + 40], tmp[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, name, (int)gettid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return ibvf_errf(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
+	/* no fsync: a fake VF need not survive a power loss, and fsync would dominate benchmarks */
+	if (write(fd, text, n) != (ssize_t)n || close(fd) || rename(tmp, path)) {
+		int e = errno;
+
+		unlink(tmp);
+		return ibvf_errf(err, errlen, -e, "writing %s: %s", path, strerror(e));
+	}
 	return 0;
+}
+
+/*
+ * Rewrite VF @pci's line in its bus table, under an exclusive flock(2) of the
+ * directory (program() of two VFs of one table, from any thread or process).
+ */
+static int write_table_vf(struct fake *f, const char *pci, const char *pf, int idx, uint64_t node,
+			  uint64_t port, const char *link, unsigned gen, char *err, size_t errlen)
+{
+	char tname[40], line[256], *t = NULL, *a, *b, *rest, *nd, *out;
+	size_t len, n;
+	int lfd, ret;
+
+	if (table_name(pci, tname, sizeof(tname)))
+		return ibvf_errf(err, errlen, -EINVAL, "bad PCI address %s", pci);
+	lfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lfd < 0 || flock(lfd, LOCK_EX)) {
+		ret = -errno;
+		if (lfd >= 0)
+			close(lfd);
+		return ibvf_errf(err, errlen, ret, "locking %s: %s", f->dir, strerror(-ret));
+	}
+	ret = slurp_at(f->dfd, tname, &t, &len);
+	if (ret) {
+		ibvf_errf(err, errlen, ret, "%s/%s: %s", f->dir, tname, strerror(-ret));
+		goto out;
+	}
+	rest = table_find(t, pci, &a, &b);
+	if (!rest) {
+		ret = ibvf_errf(err, errlen, -ENODEV, "no VF at PCI address %s", pci);
+		goto out;
+	}
+	/* keep the optional netdev= of the lab's line */
+	nd = strstr(rest, " netdev=");
+	if (nd && nd >= b)
+		nd = NULL;
+	n = (size_t)snprintf(line, sizeof(line),
+			     "pci=%s pf=%s vf=%d node=%016llx port=%016llx link=%s gen=%u%.*s\n",
+			     pci, pf, idx, (unsigned long long)node, (unsigned long long)port, link,
+			     gen, nd ? (int)strcspn(nd, "\n") : 0, nd ? nd : "");
+	out = malloc(len - (size_t)(b - a) + n + 1);
+	if (!out || n >= sizeof(line)) {
+		free(out);
+		ret = ibvf_errf(err, errlen, -ENOMEM, "fake VF %s: line too long or no memory",
+				pci);
+		goto out;
+	}
+	memcpy(out, t, (size_t)(a - t));
+	memcpy(out + (a - t), line, n);
+	memcpy(out + (a - t) + n, b, len - (size_t)(b - t));
+	ret = replace_at(f->dir, tname, out, len - (size_t)(b - a) + n, err, errlen);
+	free(out);
+out:
+	free(t);
+	close(lfd); /* drops the lock */
+	return ret;
 }
 
 static int write_vf(const char *dir, const char *pci, const char *pf, int idx, uint64_t node,
@@ -213,7 +414,8 @@ static int fake_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uin
 	struct ibvf_attach_vf cur;
 	struct ibvf_vf_request req;
 	char pci[sizeof(vf->pci)];
-	bool reset;
+	const char *lstate;
+	bool reset, in_table;
 	unsigned gen;
 	int ret;
 
@@ -223,7 +425,7 @@ static int fake_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uin
 		return ret;
 	(void)reset; /* GUID 0 is a reset; the link state applies either way */
 	memcpy(pci, vf->pci, sizeof(pci)); /* read_vf() below rewrites *vf */
-	ret = read_vf(f, pci, &cur, &gen, err, errlen);
+	ret = read_vf_at(f, pci, &cur, &gen, &in_table, err, errlen);
 	if (ret)
 		return ret;
 	if (f->fail_pci[0] && !strcmp(f->fail_pci, vf->pci))
@@ -233,10 +435,13 @@ static int fake_program(void *ctx, struct ibvf_attach_vf *vf, uint64_t node, uin
 
 		nanosleep(&ts, NULL);
 	}
-	ret = write_vf(f->dir, pci, cur.pf, cur.vf_index, req.node_guid, req.port_guid,
-		       req.link_state >= 0 ? ibvf_vf_link_state_name(req.link_state)
-					   : cur.link_state,
-		       gen + 1, err, errlen);
+	lstate = req.link_state >= 0 ? ibvf_vf_link_state_name(req.link_state) : cur.link_state;
+	if (in_table)
+		ret = write_table_vf(f, pci, cur.pf, cur.vf_index, req.node_guid, req.port_guid,
+				     lstate, gen + 1, err, errlen);
+	else
+		ret = write_vf(f->dir, pci, cur.pf, cur.vf_index, req.node_guid, req.port_guid,
+			       lstate, gen + 1, err, errlen);
 	if (ret)
 		return ret;
 	return read_vf(f, pci, vf, &gen, err, errlen);
@@ -252,16 +457,41 @@ static int fake_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf
 
 	if (!d)
 		return ibvf_errf(err, errlen, -errno, "%s: %s", f->dir, strerror(errno));
-	/* one directory read, then one open+read+close per VF file (no stdio) */
+	/*
+	 * One directory read; then one read per bus table (the shape of the
+	 * netlink driver's one RTM_GETLINK dump per PF) and one open+read+close
+	 * per VF file of its own (no stdio).
+	 */
 	while (!ret && (de = readdir(d))) {
 		struct ibvf_attach_vf vf;
 		unsigned gen;
-		char buf[256];
+		char buf[256], *t;
+		size_t nl = strlen(de->d_name), len;
 
-		if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(vf.pci) ||
-		    (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
+		if (de->d_name[0] == '.' || (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
 			continue;
-		if (read_file_at(dirfd(d), de->d_name, buf, sizeof(buf)) ||
+		if (nl > strlen(TABLE_SUFFIX) &&
+		    !strcmp(de->d_name + nl - strlen(TABLE_SUFFIX), TABLE_SUFFIX)) {
+			if (slurp_at(dirfd(d), de->d_name, &t, &len))
+				continue;
+			for (char *p = t; !ret && *p;) {
+				char *next = p + strcspn(p, "\n"), pci[sizeof(vf.pci)];
+				size_t pl;
+
+				next += *next == '\n';
+				if (!strncmp(p, "pci=", 4) && (pl = strcspn(p + 4, " \n")) &&
+				    pl < sizeof(pci) && p[4 + pl] == ' ') {
+					memcpy(pci, p + 4, pl);
+					pci[pl] = 0;
+					if (!parse_line(p + 4 + pl, pci, &vf, &gen))
+						ret = cb(arg, &vf);
+				}
+				p = next;
+			}
+			free(t);
+			continue;
+		}
+		if (nl >= sizeof(vf.pci) || read_file_at(dirfd(d), de->d_name, buf, sizeof(buf)) ||
 		    parse_vf(buf, de->d_name, &vf, &gen))
 			continue;
 		ret = cb(arg, &vf);
@@ -332,6 +562,52 @@ void ibvf_vf_fake_fini(struct ibvf_vf_ops *vf)
 		close(f->dfd);
 	free(f);
 	vf->ctx = NULL;
+}
+
+int ibvf_vf_fake_create_table(const char *dir, const struct ibvf_vf_fake_entry *v, size_t n,
+			      char *err, size_t errlen)
+{
+	struct fake f = {.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+	int ret = 0;
+
+	if (f.dfd < 0)
+		return ibvf_errf(err, errlen, -errno, "%s: %s", dir, strerror(errno));
+	snprintf(f.dir, sizeof(f.dir), "%s", dir);
+	for (size_t i = 0; !ret && i < n;) {
+		char tname[40], t2[40], *old = NULL, *text;
+		size_t j = i, len = 0, cap, off;
+
+		if (table_name(v[i].pci, tname, sizeof(tname))) {
+			ret = ibvf_errf(err, errlen, -EINVAL, "bad PCI address %s", v[i].pci);
+			break;
+		}
+		while (j < n && !table_name(v[j].pci, t2, sizeof(t2)) && !strcmp(t2, tname))
+			j++;
+		if (slurp_at(f.dfd, tname, &old, &len))
+			len = 0; /* a new table */
+		cap = len + (j - i) * 160 + 1;
+		text = malloc(cap);
+		if (!text) {
+			free(old);
+			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+			break;
+		}
+		if (len)
+			memcpy(text, old, len);
+		off = len;
+		for (; i < j; i++)
+			off += (size_t)snprintf(text + off, cap - off,
+						"pci=%s pf=%s vf=%d node=%016llx port=%016llx "
+						"link=auto gen=0\n",
+						v[i].pci, v[i].pf, v[i].vf_index,
+						(unsigned long long)v[i].guid,
+						(unsigned long long)v[i].guid);
+		ret = replace_at(dir, tname, text, off, err, errlen);
+		free(text);
+		free(old);
+	}
+	close(f.dfd);
+	return ret;
 }
 
 int ibvf_vf_fake_create(const char *dir, const char *pci, const char *pf, int vf_index,

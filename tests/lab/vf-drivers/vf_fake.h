@@ -3,10 +3,17 @@
  * "fake" VF driver for tests and benchmarks of the whole daemon on machines
  * without SR-IOV hardware (vf.driver = "fake"; logged loudly at start-up).
  *
- * Each VF is one text file <dir>/<pci> holding
+ * A VF is one text file <dir>/<pci> holding
  *   "pf=<netdev> vf=<index> node=<16 hex> port=<16 hex> link=<state> gen=<n>\n"
- * and "program" rewrites it atomically (write temp + rename), bumping gen
- * (the "rebind" that renames the netdev to <pf>v<index>g<gen>). The port
+ * (optionally followed by " netdev=<name>": the lab's own netdev, reported
+ * as is), or one line "pci=<pci> pf=..." (the same fields) of its PCI bus's
+ * table <dir>/<domain>:<bus>.vfs, the shape of the netlink driver's one
+ * RTM_GETLINK dump per PF: a listing reads a table in one read, not one file
+ * per VF (issue 17). A PCI address is in one place only (lookup tries its
+ * own file first). "program"
+ * rewrites the file or the table atomically (write temp + rename; a table
+ * under flock(2) of <dir>), bumping gen (the "rebind" that renames the
+ * netdev to <pf>v<index>g<gen>). The port
  * seam of this driver reports ACTIVE at once, with LID = 0x100 + VF index and
  * pkey_index = position of the PKey + 1 (index 0 is the default PKey).
  *
@@ -37,5 +44,20 @@ void ibvf_vf_fake_fini(struct ibvf_vf_ops *vf);
  */
 int ibvf_vf_fake_create(const char *dir, const char *pci, const char *pf, int vf_index,
 			uint64_t guid, char *err, size_t errlen);
+
+/** One VF for ibvf_vf_fake_create_table(). */
+struct ibvf_vf_fake_entry {
+	const char *pci, *pf;
+	int vf_index;
+	uint64_t guid; /* node and port GUID */
+};
+
+/**
+ * ibvf_vf_fake_create_table() - add the @n VFs @v (those of one bus next to
+ * each other) to their bus tables in @dir, link "auto", gen 0 (benchmarks
+ * with tens of thousands of VFs). Return: 0 or -errno with @err.
+ */
+int ibvf_vf_fake_create_table(const char *dir, const struct ibvf_vf_fake_entry *v, size_t n,
+			      char *err, size_t errlen);
 
 #endif /* IBVF_VF_FAKE_H */
