@@ -726,6 +726,8 @@ static int populate(struct lab *l, int n)
 	struct ibvf_alloc_request *req = calloc(1000, sizeof(*req));
 	struct ibvf_alloc *out = calloc(1000, sizeof(*out));
 	char(*pci)[16] = calloc(1000, sizeof(*pci));
+	struct ibvf_vf_fake_entry *ent = calloc(1000, sizeof(*ent));
+	bool vf_files = getenv("BENCH_VF_FILES") && atoi(getenv("BENCH_VF_FILES"));
 	static const uint16_t pk = 0x8012;
 	struct ibvf_pool *p;
 	char err[512], path[256];
@@ -751,9 +753,15 @@ static int populate(struct lab *l, int n)
 		ret = ibvf_pool_allocate_batch(p, req, (size_t)k, out, err, sizeof(err));
 		for (int i = 0; !ret && i < k; i++) {
 			fprintf(sm, "0x0012 %016llx full\n", (unsigned long long)out[i].guid);
-			ret = ibvf_vf_fake_create(l->vfdir, pci[i], "ib0", done + i, out[i].guid,
-						  err, sizeof(err));
+			ent[i] = (struct ibvf_vf_fake_entry){pci[i], "ib0", done + i, out[i].guid};
+			/* BENCH_VF_FILES=1: one fake VF file per VF (the old shape) */
+			if (vf_files)
+				ret = ibvf_vf_fake_create(l->vfdir, pci[i], "ib0", done + i,
+							  out[i].guid, err, sizeof(err));
 		}
+		/* else the VFs of each PCI bus (256) in one table, read at once (vf_fake.h) */
+		if (!ret && !vf_files)
+			ret = ibvf_vf_fake_create_table(l->vfdir, ent, (size_t)k, err, sizeof(err));
 	}
 	if (!ret)
 		ibvf_pool_close(p);
@@ -761,6 +769,7 @@ static int populate(struct lab *l, int n)
 	free(req);
 	free(out);
 	free(pci);
+	free(ent);
 	if (ret) {
 		fprintf(stderr, "populate: %s\n", err);
 		return ret;
@@ -849,8 +858,11 @@ static void bench_rss_restart(void)
 	double prev = 0;
 	struct lab l;
 
-	printf("\n== restart to ready: N handed owners, each on its own fake VF, SM \"file\" "
-	       "backend holding every membership\n");
+	printf("\n== restart to ready: N handed owners, each on its own fake VF (%s), SM "
+	       "\"file\" backend holding every membership\n",
+	       getenv("BENCH_VF_FILES") && atoi(getenv("BENCH_VF_FILES"))
+		       ? "one file per VF, BENCH_VF_FILES=1"
+		       : "one table per PCI bus of 256 VFs");
 	printf("%-8s %10s %10s %12s %9s %8s %9s %9s %s\n", "owners", "RSS kB", "ready ms",
 	       "2nd start ms", "x prev", "load1", "VF list", "store list",
 	       other ? "  B: 2nd start ms (BENCH_IBVFD_B)" : "");
