@@ -14,7 +14,8 @@
  *   4b. warm VFs (vf.warm off/on): ADD, DEL and 8 sequential ADDs with the
  *      fake VF program step at 0/50/500 ms (--warm-only runs just this);
  *   5. restart-to-ready: start to READY=1 (start-up reconciliation done)
- *      with 8k .. 64k owners, each on its own fake VF, with RSS; env
+ *      with 8k .. 64k owners, each on its own fake VF (in bus tables of
+ *      256; BENCH_VF_FILES=1: one file per VF), with RSS; env
  *      BENCH_IBVFD_B=<another ibvfd> times that binary on the same state;
  *      BENCH_OWNERS=<n> runs one size, BENCH_NOOP_ONLY=1 skips the UFM rows.
  *
