@@ -25,11 +25,14 @@
  * With vf.warm off, a pass resets the VFs left warm (their pre-warm GUIDs)
  * and quarantines their GUIDs; prepare and release then behave as before.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include <ibvf/api.h>
 #include <ibvf/types.h>
@@ -37,6 +40,7 @@
 #include "engine_int.h"
 #include "log.h"
 #include "reconcile.h"
+#include "sort.h"
 
 #define WARM_MAX_VFS	 65536
 #define WARM_BACKOFF_MS	 2000	/* a VF whose warm-up failed waits this long, doubled */
@@ -194,11 +198,90 @@ static void warm_undo(struct ibvf_engine *e, struct ibvf_alloc *a)
 			(unsigned long long)a->guid, err);
 }
 
-static int cache_names_pci(void *arg, json_t *entry)
+/*
+ * The CNI cache as one warm pass read it (issue 17: once per pass, not once
+ * per VF): the deviceIDs its entries name, sorted, and the directory's mtime
+ * then. The plugin writes an entry by temp + rename and DEL unlinks it, so
+ * each change of the entries changes the directory's mtime.
+ */
+struct cni_snap {
+	bool read;	 /* a listing was taken */
+	int ret;	 /* of that listing: 0, -ENOENT (no directory), or another error */
+	char (*dev)[32]; /* deviceIDs, lower case, sorted */
+	size_t n, cap;
+	struct timespec mtime; /* of the directory, when read */
+	struct timespec start; /* CLOCK_REALTIME before the listing */
+};
+
+static int cmp_dev(const void *a, const void *b)
 {
+	return strcmp(a, b);
+}
+
+static int snap_add(void *arg, json_t *entry)
+{
+	struct cni_snap *c = arg;
 	const char *dev = json_string_value(json_object_get(entry, "deviceID"));
 
-	return dev && !strcasecmp(dev, arg);
+	if (!dev)
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 64;
+		void *p = realloc(c->dev, cap * sizeof(*c->dev));
+
+		if (!p)
+			return -ENOMEM;
+		c->dev = p;
+		c->cap = cap;
+	}
+	snprintf(c->dev[c->n], sizeof(c->dev[0]), "%s", dev);
+	for (char *q = c->dev[c->n]; *q; q++)
+		*q = (char)tolower((unsigned char)*q);
+	c->n++;
+	return 0;
+}
+
+/* (Re-)read the cache of @e into @c. */
+static void snap_read(struct ibvf_engine *e, struct cni_snap *c)
+{
+	struct stat st;
+
+	c->n = 0;
+	c->read = true;
+	clock_gettime(CLOCK_REALTIME, &c->start);
+	memset(&c->mtime, 0, sizeof(c->mtime));
+	if (!stat(e->cni_cache_dir, &st))
+		c->mtime = st.st_mtim;
+	c->ret = ibvf_cni_cache_each(e->cni_cache_dir, snap_add, c);
+	if (!c->ret)
+		ibvf_sort(c->dev, c->n, sizeof(*c->dev), cmp_dev);
+}
+
+/*
+ * Does the directory still hold what @c read? Its mtime is the same, and
+ * older than the listing by more than a file system timestamp's granularity
+ * (a change within the same tick as the listing leaves the mtime as it was).
+ */
+static bool snap_current(struct ibvf_engine *e, const struct cni_snap *c)
+{
+	struct stat st;
+
+	if (stat(e->cni_cache_dir, &st))
+		return errno == ENOENT && c->ret == -ENOENT;
+	if (c->ret || st.st_mtim.tv_sec != c->mtime.tv_sec ||
+	    st.st_mtim.tv_nsec != c->mtime.tv_nsec)
+		return false;
+	return st.st_mtim.tv_sec + 2 < c->start.tv_sec;
+}
+
+static bool snap_names(const struct cni_snap *c, const char *pci)
+{
+	char key[32];
+
+	snprintf(key, sizeof(key), "%s", pci);
+	for (char *q = key; *q; q++)
+		*q = (char)tolower((unsigned char)*q);
+	return c->n && bsearch(key, c->dev, c->n, sizeof(*c->dev), cmp_dev);
 }
 
 /*
@@ -207,23 +290,24 @@ static int cache_names_pci(void *arg, json_t *entry)
  * ib-kubernetes network, `ibKubernetesEnabled`, is attached by the plugin
  * alone while ibvfd runs): such a VF is never re-GUIDed or rebound, whatever
  * its GUID and whether its RDMA device stayed in the host (shared RDMA netns
- * mode). An unreadable cache counts as naming it.
+ * mode). An unreadable cache counts as naming it. The pass's listing @c
+ * answers when the directory has not changed since; else (an entry written
+ * after the pass started, right before this VF is acted on) it is read again.
  */
-static bool in_cni_cache(struct ibvf_engine *e, const char *pci)
+static bool in_cni_cache(struct ibvf_engine *e, struct cni_snap *c, const char *pci)
 {
-	int ret;
-
 	if (!e->cni_cache_dir[0])
 		return false;
-	ret = ibvf_cni_cache_each(e->cni_cache_dir, cache_names_pci, (void *)pci);
-	if (ret < 0 && ret != -ENOENT)
+	if (!c->read || !snap_current(e, c))
+		snap_read(e, c);
+	if (c->ret < 0 && c->ret != -ENOENT)
 		log_warn("warm VF %s: CNI cache %s not readable (%s): not warmed", pci,
-			 e->cni_cache_dir, strerror(-ret));
-	return ret == 1 || (ret < 0 && ret != -ENOENT);
+			 e->cni_cache_dir, strerror(-c->ret));
+	return (c->ret < 0 && c->ret != -ENOENT) || (!c->ret && snap_names(c, pci));
 }
 
 /* Warm the VF @pci (the keys are held). Return: true when it is warm now. */
-static bool warm_one(struct ibvf_engine *e, const char *pci)
+static bool warm_one(struct ibvf_engine *e, const char *pci, struct cni_snap *cache)
 {
 	struct ibvf_alloc_request req = {.vf_index = -1};
 	struct ibvf_port_result pr;
@@ -246,7 +330,7 @@ static bool warm_one(struct ibvf_engine *e, const char *pci)
 		return false;
 	}
 	/* a Pod the plugin attached without ibvfd (compatibility mode) holds it */
-	if ((ret == -ENOENT || eng_warm_record(&a)) && in_cni_cache(e, pci))
+	if ((ret == -ENOENT || eng_warm_record(&a)) && in_cni_cache(e, cache, pci))
 		return false;
 	if (!ret) {
 		if (!eng_warm_record(&a) ||
@@ -433,6 +517,7 @@ static void cool_pass(struct ibvf_engine *e)
 
 static void warm_pass(struct ibvf_engine *e)
 {
+	struct cni_snap cache = {0};
 	struct pci_list l = {0};
 	char err[IBVF_ERR_LEN];
 	uint64_t ready = 0;
@@ -462,10 +547,11 @@ static void warm_pass(struct ibvf_engine *e)
 			break; /* a Pod waits: the next kick goes on */
 		if (skip || !hold(e, l.pci[i], &k))
 			continue;
-		ready += warm_one(e, l.pci[i]);
+		ready += warm_one(e, l.pci[i], &cache);
 		eng_drop_keys(e, &k);
 	}
 	free(l.pci);
+	free(cache.dev);
 	if (complete) {
 		pthread_mutex_lock(&e->lock);
 		e->wm->ready = ready;

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -87,12 +89,40 @@ static void fill(const struct fvf *v, struct ibvf_attach_vf *out)
 	snprintf(out->link_state, sizeof(out->link_state), "%s", v->link);
 }
 
+/*
+ * test_warm_cache_race: the first lookup of VF race_vf at race_pci (the warm pass's,
+ * right before its CNI cache check) writes a cache entry naming it into
+ * race_dir, as the plugin does (temp + rename).
+ */
+static int race_vf = -1;
+static char race_dir[64], race_pci[32];
+
+static void race_hook(const char *pci)
+{
+	char tmp[128], path[128];
+	FILE *fp;
+
+	if (race_vf < 0 || strcmp(pci, race_pci))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s/.0c5e-net1.tmp.1", race_dir);
+	snprintf(path, sizeof(path), "%s/0c5e-net1", race_dir);
+	fp = fopen(tmp, "w");
+	if (!fp)
+		return;
+	fprintf(fp, "{\"cniVersion\": \"1.0.0\", \"type\": \"ib-sriov\", \"deviceID\": \"%s\"}",
+		pci);
+	fclose(fp);
+	if (!rename(tmp, path))
+		race_vf = -1;
+}
+
 static int f_lookup(void *ctx, const char *pci, struct ibvf_attach_vf *out, char *err,
 		    size_t errlen)
 {
 	struct fvf *v;
 
 	(void)ctx;
+	race_hook(pci);
 	pthread_mutex_lock(&fv.lock);
 	fv.lookup_calls++;
 	v = fv_find(pci);
@@ -2113,6 +2143,46 @@ static int setup_warm_compat(void **state)
 	return ret;
 }
 
+/*
+ * setup_warm_compat, with the cache directory's mtime a minute old (so the
+ * warm pass trusts the listing it takes at the first free VF) and an entry
+ * naming VF 3 written when the pass looks VF 3 up, after that listing.
+ */
+static int setup_warm_race(void **state)
+{
+	struct timespec old[2];
+	char path[128], extra[160];
+	FILE *fp;
+	int ret;
+
+	snprintf(compat_cache, sizeof(compat_cache), "/tmp/ibvf-attach-cni-XXXXXX");
+	assert_non_null(mkdtemp(compat_cache));
+	snprintf(path, sizeof(path), "%s/0c5d-net1", compat_cache);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fprintf(fp, "{\"cniVersion\": \"1.0.0\", \"type\": \"ib-sriov\", \"deviceID\": \"%s\"}",
+		pci_of(2));
+	fclose(fp);
+	clock_gettime(CLOCK_REALTIME, &old[0]);
+	old[0].tv_sec -= 60;
+	old[1] = old[0];
+	assert_int_equal(utimensat(AT_FDCWD, compat_cache, old, 0), 0);
+	snprintf(race_dir, sizeof(race_dir), "%s", compat_cache);
+	snprintf(race_pci, sizeof(race_pci), "%s", pci_of(3));
+	race_vf = 3;
+	snprintf(extra, sizeof(extra), ", \"daemon\": {\"cni_cache_dir\": \"%s\"}", compat_cache);
+	warm_on = true;
+	ret = setup_opts(state, extra, 3);
+	warm_on = false;
+	if (!ret) {
+		struct fx *f = *state;
+
+		assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+		assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	}
+	return ret;
+}
+
 static int teardown_warm_compat(void **state)
 {
 	char cmd[128];
@@ -2191,6 +2261,24 @@ static void test_warm_skips_compat_vf(void **state)
 	assert_true(fv.vf[2].port == 0); /* untouched */
 	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(2), &a, NULL, 0), -ENOENT);
 	assert_true(fv.vf[1].port >= RANGE_START && fv.vf[1].port <= RANGE_END);
+}
+
+/*
+ * The warm pass reads the CNI cache once, but an entry written after that
+ * (a compatibility-mode ADD of VF 3 while the pass runs) is seen before VF 3
+ * is touched: VF 3 is not warmed, like VF 2.
+ */
+static void test_warm_cache_race(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_alloc a;
+
+	wait_warm(f, N_VFS - 2);
+	assert_int_equal(race_vf, -1); /* the entry was written during the pass */
+	assert_int_equal(fv.program_calls, N_VFS - 2);
+	assert_true(fv.vf[2].port == 0 && fv.vf[3].port == 0); /* untouched */
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(3), &a, NULL, 0), -ENOENT);
+	assert_true(fv.vf[4].port >= RANGE_START && fv.vf[4].port <= RANGE_END);
 }
 
 /*
@@ -2454,6 +2542,8 @@ int main(void)
 						teardown_checkpoint),
 		cmocka_unit_test_setup_teardown(test_warm_add_del, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_skips_compat_vf, setup_warm_compat,
+						teardown_warm_compat),
+		cmocka_unit_test_setup_teardown(test_warm_cache_race, setup_warm_race,
 						teardown_warm_compat),
 		cmocka_unit_test_setup_teardown(test_warm_cold_paths, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_crash, setup_warm, teardown),
