@@ -561,6 +561,100 @@ static int backlog_overflows(struct lab *l, int n)
 	return full;
 }
 
+/* One thread of store_floor(): prepares @from..@to-1's store calls. */
+struct store_arg {
+	struct ibvf_pool *p;
+	int from, to, fails;
+	pthread_barrier_t *bar;
+};
+
+static void *store_one(void *arg)
+{
+	struct store_arg *a = arg;
+	static const uint16_t pk = 0x80a6;
+	char err[512], pci[16];
+
+	pthread_barrier_wait(a->bar);
+	for (int i = a->from; i < a->to; i++) {
+		struct ibvf_alloc_request rq = {0};
+		struct ibvf_alloc out, cur;
+
+		snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "floor%04d", i);
+		snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+		snprintf(rq.owner.network, sizeof(rq.owner.network), "lab-net");
+		rq.pf = "ib0";
+		rq.vf_index = i;
+		rq.pci = lab_pci(i, pci);
+		rq.pkeys = &pk;
+		rq.n_pkeys = 1;
+		/* store_read, store_allocate, store_sm_requested, store_port_ready */
+		if (ibvf_pool_find_owner(a->p, rq.owner.container_id, "net1", &cur, err,
+					 sizeof(err)) != -ENOENT ||
+		    ibvf_pool_allocate(a->p, &rq, &out, err, sizeof(err))) {
+			a->fails++;
+			continue;
+		}
+		out.state = IBVF_ALLOC_SM_REQUESTED;
+		a->fails += ibvf_pool_update(a->p, &out, err, sizeof(err)) != 0;
+		out.state = IBVF_ALLOC_PORT_READY;
+		a->fails += ibvf_pool_update(a->p, &out, err, sizeof(err)) != 0;
+	}
+	return NULL;
+}
+
+/*
+ * The store's own rate: the store calls of @n prepares (one read, the
+ * allocation, two state writes), from @threads threads (the daemon's worker
+ * count) on a fresh pool with the daemon's sync setting; no daemon. Prints
+ * prepares' store sets per second.
+ */
+static void store_floor(int n, int threads, bool sync_full)
+{
+	struct ibvf_guid_range r = {LAB_RANGE_START, LAB_RANGE_END};
+	char dir[] = "/tmp/ibvf-floor-XXXXXX", err[512], cmd[64];
+	struct ibvf_pool_opts o = {.state_dir = dir,
+				   .ranges = &r,
+				   .n_ranges = 1,
+				   .quarantine_s = 1,
+				   .sync_full = sync_full};
+	struct store_arg a[64];
+	pthread_t th[64];
+	pthread_barrier_t bar;
+	struct ibvf_pool *p;
+	int fails = 0;
+	double t0, c0;
+
+	if (!mkdtemp(dir) || ibvf_pool_open(&o, &p, err, sizeof(err))) {
+		printf("store floor: not run (%s)\n", err);
+		return;
+	}
+	threads = threads > 64 ? 64 : threads;
+	pthread_barrier_init(&bar, NULL, (unsigned)threads + 1);
+	for (int i = 0; i < threads; i++) {
+		a[i] = (struct store_arg){p, n * i / threads, n * (i + 1) / threads, 0, &bar};
+		pthread_create(&th[i], NULL, store_one, &a[i]);
+	}
+	pthread_barrier_wait(&bar);
+	t0 = now_ms_f();
+	c0 = self_cpu_ms();
+	for (int i = 0; i < threads; i++) {
+		pthread_join(th[i], NULL);
+		fails += a[i].fails;
+	}
+	t0 = now_ms_f() - t0;
+	c0 = self_cpu_ms() - c0;
+	printf("%-14s %6d %9.0f %11.0f %9s %9s %8s %10s %6d %6s   (floor: the store calls of "
+	       "%d prepares, %d threads, sync %s, no daemon; %.0f ms CPU)\n",
+	       "store floor", n, t0, n * 1000.0 / (t0 > 0 ? t0 : 1), "-", "-", "-", "-", fails,
+	       loadavg(), n, threads, sync_full ? "full" : "normal", c0);
+	fflush(stdout);
+	pthread_barrier_destroy(&bar);
+	ibvf_pool_close(p);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
 /*
  * The floor of a burst of @n, measured on the same daemon: @n clients at
  * once calling a method ibvfd answers on its loop thread with no work (an
@@ -685,8 +779,14 @@ static void bench_scale(void)
 					       sysconf(_SC_NPROCESSORS_ONLN));
 				fflush(stdout);
 			}
-			if (lat[b] < 0)
+			if (lat[b] < 0) {
+				const char *sy = getenv("BENCH_SYNC");
+
 				scale_floor(&l, quick ? 256 : 1024);
+				for (int r = 0; r < 2; r++)
+					store_floor(quick ? 256 : 1024, 16,
+						    sy && !strcmp(sy, "full"));
+			}
 		}
 		lab_fini(&l);
 	}
@@ -748,7 +848,7 @@ static void bench_multirail(void)
 		double one[ROUNDS], eight[ROUNDS];
 		struct lab l;
 
-		if (lat[b] >= 0 && !have_sim)
+		if (lat[b] >= 0 && (!have_sim || getenv("BENCH_NOOP_ONLY")))
 			continue;
 		if (lat[b] >= 0)
 			snprintf(bj, sizeof(bj),
