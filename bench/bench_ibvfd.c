@@ -16,7 +16,9 @@
  *   5. restart-to-ready: start to READY=1 (start-up reconciliation done)
  *      with 8k .. 64k owners, each on its own fake VF, with RSS; env
  *      BENCH_IBVFD_B=<another ibvfd> times that binary on the same state;
- *      BENCH_OWNERS=<n> runs one size, BENCH_NOOP_ONLY=1 skips the UFM rows.
+ *      BENCH_OWNERS=<n> runs one size, BENCH_NOOP_ONLY=1 skips the UFM rows;
+ *      BENCH_SYNC=full|normal and BENCH_WORKERS=<n> set pool.sync and
+ *      daemon.workers of the cost-growth part.
  *
  * The load average (1 min) is printed next to each figure.
  *
@@ -728,6 +730,9 @@ static void bench_scale(void)
 		l.periodic_s = 3600;
 		if (getenv("BENCH_SYNC"))
 			snprintf(l.pool_sync, sizeof(l.pool_sync), "%s", getenv("BENCH_SYNC"));
+		if (getenv("BENCH_WORKERS")) /* daemon.workers (default 16) */
+			snprintf(l.daemon_extra, sizeof(l.daemon_extra), ", \"workers\": %d",
+				 atoi(getenv("BENCH_WORKERS")));
 		lab_write_config(&l);
 		if (lat[b] >= 0)
 			ufm_sim_reset(&sim);
