@@ -78,6 +78,7 @@ struct ibvf_pool {
 	 * depth of public calls on the thread that holds @lock.
 	 */
 	bool sync_full;
+	bool grouped; /* group commit on (both syncs, after the open; not read-only) */
 	int depth;
 	bool tx_open;	   /* BEGIN IMMEDIATE done, not yet committed */
 	bool tx_dirty;	   /* a call changed rows in it: someone waits for it */
@@ -1044,6 +1045,7 @@ int ibvf_pool_open(const struct ibvf_pool_opts *o, struct ibvf_pool **out, char 
 		ret = start_group_commit(p, err, errlen);
 	if (ret)
 		goto fail;
+	p->grouped = !o->read_only;
 	/* the identity write of the open is no attach's write: health starts empty */
 	pthread_mutex_lock(&p->health_lock);
 	p->health.last_write_ms = p->health.last_ok_ms = 0;
@@ -1699,9 +1701,15 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
  * acts on it. A failed COMMIT or fdatasync() fails every call of the groups
  * it covered, and none of them is acknowledged.
  *
- * Without sync_full (NORMAL), nested calls (a list callback that writes) and
- * the open, each call commits its group at once, inline (and with sync_full
- * syncs inline too, holding @lock).
+ * Without sync_full (NORMAL) the same groups form, and a call returns once
+ * the COMMIT of its group succeeded (what NORMAL promises: it survives the
+ * process, kill -9, not a power loss); the leader only COMMITs, no sync.
+ * Under a burst many calls share one COMMIT, its generation bump and its
+ * pool.id write, instead of one each (issue 17: the one store connection
+ * was the burst's limiter).
+ *
+ * Nested calls (a list callback that writes) and the open commit their group
+ * at once, inline (with sync_full syncing inline too, holding @lock).
  */
 
 static void pool_lock(struct ibvf_pool *p)
@@ -1885,6 +1893,14 @@ static int durable_wait(struct ibvf_pool *p, uint64_t g, char *msg, size_t len)
 		/* everything written so far shares this fdatasync() */
 		if (p->tx_open && p->tx_dirty)
 			commit_open(p, NULL, 0);
+		if (!p->sync_full) {
+			/* NORMAL: the COMMIT resolved its group (commit_open()); no sync */
+			pthread_mutex_unlock(&p->lock);
+			pthread_mutex_lock(&p->sync_lock);
+			p->syncing = false;
+			pthread_cond_broadcast(&p->sync_cond);
+			continue;
+		}
 		target = p->committed;
 		gen = p->committed_gen;
 		if (broken) {
@@ -2065,7 +2081,7 @@ static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 		return ret;
 	}
 	g = p->tx_group;
-	if (p->sync_full && p->depth == 1) {
+	if (p->grouped && p->depth == 1) {
 		if (g > p->need)
 			p->need = g;
 		p->need_changed |= changed;
@@ -2098,7 +2114,7 @@ static int pool_unlock(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 	uint64_t g = 0, vis;
 	int r;
 
-	if (--p->depth == 0 && p->sync_full) {
+	if (--p->depth == 0 && p->grouped) {
 		g = p->need;
 		changed = p->need_changed;
 		p->need = 0;
@@ -2260,6 +2276,9 @@ static bool check_files(struct ibvf_pool *p)
 	if (begin(p, e2, sizeof(e2)) == 0 &&
 	    finish(p, meta_set(p, "lost", why, e2, sizeof(e2)), e2, sizeof(e2)))
 		log_err("GUID pool store: the lost mark is not stored: %s", e2);
+	/* at once, not with a group: the caller (a checkpoint) needs no transaction open */
+	if (p->tx_open)
+		commit_inline(p, NULL, 0);
 	return true;
 }
 

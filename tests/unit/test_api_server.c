@@ -47,6 +47,7 @@ struct fx {
 	pthread_t th;
 	pthread_mutex_t lock;
 	int undelivered, delivered;
+	int gate[2]; /* "block": the loop thread waits for a byte on gate[0] */
 };
 
 struct slow {
@@ -103,6 +104,12 @@ static void dispatch(void *ctx, const char *method, json_t *params, ibvf_reply_f
 				(json_int_t)st.evicted, "refused_busy",
 				(json_int_t)st.refused_busy),
 		      0, NULL, 0, NULL);
+	} else if (!strcmp(method, "block")) { /* stall the loop until the test writes */
+		char c;
+
+		reply(rctx, json_object(), 0, NULL, 0, NULL);
+		while (read(f->gate[0], &c, 1) < 0 && errno == EINTR)
+			;
 	} else if (!strcmp(method, "stop")) {
 		reply(rctx, json_object(), 0, NULL, 0, NULL);
 		ibvf_loop_quit(f->loop);
@@ -146,6 +153,7 @@ static int setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->sock, sizeof(f->sock), "%s/run/ibvfd.sock", f->dir);
 	pthread_mutex_init(&f->lock, NULL);
+	assert_int_equal(pipe(f->gate), 0);
 	assert_int_equal(ibvf_loop_new(&f->loop, err, sizeof(err)), 0);
 	o.loop = f->loop;
 	o.socket_path = f->sock;
@@ -172,6 +180,8 @@ static int teardown(void **state)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
 	assert_int_equal(system(cmd), 0);
 	pthread_mutex_destroy(&f->lock);
+	close(f->gate[0]);
+	close(f->gate[1]);
 	free(f);
 	return 0;
 }
@@ -642,6 +652,72 @@ static void test_idle_connections_do_not_lock_out(void **state)
 		close(fds[i]);
 }
 
+/*
+ * A burst of 1,000 clients connecting while the loop is busy (issue 17: a
+ * burst of CNI ADDs): every connect() finds room in the listen backlog (a
+ * full AF_UNIX backlog fails it with EAGAIN, and the real client then
+ * sleeps before it retries), and every client gets its reply.
+ */
+static void test_burst_of_clients_all_answered(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 1000 };
+	static int fds[N];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int blocker, refused = 0, answered = 0;
+	struct rlimit rl;
+	json_t *r;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < 2 * N + 200) {
+		rl.rlim_cur =
+			rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 4096 ? 4096 : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < 2 * N + 200) {
+		fprintf(stderr, "SKIP: RLIMIT_NOFILE %llu is too low for %d connections\n",
+			(unsigned long long)rl.rlim_cur, N);
+		skip();
+	}
+	/* the loop thread stalls inside "block" (after answering it): nobody accepts */
+	blocker = connect_to(f->sock);
+	assert_true(blocker >= 0);
+	send_str(blocker, "{\"jsonrpc\":\"2.0\",\"method\":\"block\",\"id\":1}\n");
+	r = read_reply(blocker);
+	assert_non_null(r);
+	json_decref(r);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", f->sock);
+	for (int i = 0; i < N; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		assert_true(fds[i] >= 0);
+		if (connect(fds[i], (struct sockaddr *)&sa, sizeof(sa))) {
+			assert_int_equal(errno, EAGAIN); /* the backlog is full */
+			refused++;
+			close(fds[i]);
+			fds[i] = -1;
+			continue;
+		}
+		assert_int_equal(fcntl(fds[i], F_SETFL, 0), 0);
+		send_str(fds[i], "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":7}\n");
+	}
+	assert_int_equal(write(f->gate[1], "x", 1), 1); /* the loop goes on */
+	if (refused)
+		fail_msg("%d of %d connects at once found the listen backlog full", refused, N);
+	for (int i = 0; i < N; i++) {
+		struct timeval tv = {10, 0};
+
+		setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		r = read_reply(fds[i]);
+		answered += r && json_integer_value(json_object_get(r, "id")) == 7 &&
+			    json_is_object(json_object_get(r, "result"));
+		json_decref(r);
+		close(fds[i]);
+	}
+	close(blocker);
+	assert_int_equal(answered, N);
+}
+
 static const struct params idle_params = {.idle_ms = 300, .line_ms = 10000};
 
 /* A connection that pipelined echo requests until the server stopped reading. */
@@ -903,6 +979,8 @@ int main(void)
 							 teardown, (void *)&idle_params),
 		cmocka_unit_test_prestate_setup_teardown(test_slowloris_closed, setup, teardown,
 							 (void *)&line_params),
+		cmocka_unit_test_setup_teardown(test_burst_of_clients_all_answered, setup,
+						teardown),
 		cmocka_unit_test(test_backlog_full_times_out),
 		cmocka_unit_test(test_backlog_full_then_accepted),
 	};

@@ -94,6 +94,69 @@ static void test_post_from_threads(void **state)
 	ibvf_loop_free(c.l);
 }
 
+/* Ping-pong posts: each thread waits for its post to run before the next. */
+struct pingpong {
+	struct ibvf_loop *l;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int ran, total, want;
+};
+
+static void pp_posted(void *arg)
+{
+	struct pingpong *p = arg;
+
+	pthread_mutex_lock(&p->mu);
+	p->ran++;
+	pthread_cond_broadcast(&p->cv);
+	if (p->ran == p->want)
+		ibvf_loop_quit(p->l);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void *pp_poster(void *arg)
+{
+	struct pingpong *p = arg;
+
+	for (int i = 0; i < 2000; i++) {
+		int before;
+
+		pthread_mutex_lock(&p->mu);
+		before = p->ran;
+		pthread_mutex_unlock(&p->mu);
+		assert_int_equal(ibvf_loop_post(p->l, pp_posted, p), 0);
+		pthread_mutex_lock(&p->mu);
+		while (p->ran == before)
+			pthread_cond_wait(&p->cv, &p->mu);
+		pthread_mutex_unlock(&p->mu);
+	}
+	return NULL;
+}
+
+/*
+ * Posts into an empty queue and into a queue the loop is taking, from 4
+ * threads that each wait for their post to run (only the post that makes
+ * the queue non-empty wakes the loop): none is left waiting for a wake-up
+ * (a lost one hangs the test until meson's timeout).
+ */
+static void test_post_wakeups_not_lost(void **state)
+{
+	struct pingpong p = {.want = 4 * 2000};
+	pthread_t t[4];
+
+	(void)state;
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	assert_int_equal(ibvf_loop_new(&p.l, NULL, 0), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, pp_poster, &p);
+	assert_int_equal(ibvf_loop_run(p.l), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(p.ran, 4 * 2000);
+	ibvf_loop_free(p.l);
+}
+
 static void on_sig(struct ibvf_loop *l, int signo, void *arg)
 {
 	struct ctx *c = arg;
@@ -200,8 +263,11 @@ static void test_sd_notify(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_timer),	  cmocka_unit_test(test_post_from_threads),
-		cmocka_unit_test(test_signal),	  cmocka_unit_test(test_workq),
+		cmocka_unit_test(test_timer),
+		cmocka_unit_test(test_post_from_threads),
+		cmocka_unit_test(test_post_wakeups_not_lost),
+		cmocka_unit_test(test_signal),
+		cmocka_unit_test(test_workq),
 		cmocka_unit_test(test_sd_notify),
 	};
 

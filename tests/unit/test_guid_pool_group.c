@@ -12,11 +12,13 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -444,6 +446,199 @@ static void test_normal_no_group_sync(void **state)
 	assert_int_equal(syncs(), 0);
 }
 
+/*
+ * Group commit with sync "normal" (issue 17): a write returns only after the
+ * COMMIT of its group. The COMMIT seam holds writer "a"'s COMMIT: its call
+ * does not return meanwhile; once let go it succeeds.
+ */
+static int held_commit_fd = -1; /* the child's pipe: 'G' when a COMMIT is held */
+static int commits_seen, hold_commit_at;
+
+static int hold_commit_seam(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&sm.mu);
+	commits_seen++;
+	if (hold_commit_at && commits_seen == hold_commit_at) {
+		pthread_mutex_unlock(&sm.mu);
+		if (held_commit_fd >= 0) {
+			/* the crash test: say so, then hang in the COMMIT until killed */
+			if (write(held_commit_fd, "G\n", 2) != 2)
+				_exit(3);
+			for (;;)
+				pause();
+		}
+		return 0;
+	}
+	while (sm.hold)
+		pthread_cond_wait(&sm.cv, &sm.mu);
+	pthread_mutex_unlock(&sm.mu);
+	return 0;
+}
+
+static int open_normal_seam(struct pool_fx *f)
+{
+	struct ibvf_pool_opts o = {
+		.state_dir = f->state,
+		.ranges = ranges,
+		.n_ranges = 1,
+		.quarantine_s = 60,
+		.now_ms = fx_clock,
+		.now_arg = &f->now,
+		.write_fault = hold_commit_seam,
+		.fault_arg = &sm,
+	};
+
+	ibvf_pool_close(f->p);
+	f->p = NULL;
+	return ibvf_pool_open(&o, &f->p, f->err, sizeof(f->err));
+}
+
+static void test_normal_ack_after_commit(void **state)
+{
+	struct pool_fx *f = *state;
+	struct writer a;
+	struct ibvf_alloc rec;
+	int seen;
+
+	seam_reset();
+	hold_commit_at = 0;
+	assert_int_equal(open_normal_seam(f), 0);
+	pthread_mutex_lock(&sm.mu);
+	commits_seen = 0;
+	sm.hold = true;
+	pthread_mutex_unlock(&sm.mu);
+	start(&a, f->p, "a", 0);
+	for (int i = 0; i < 1000; i++) { /* until a's COMMIT is at the seam (10 s at most) */
+		pthread_mutex_lock(&sm.mu);
+		seen = commits_seen;
+		pthread_mutex_unlock(&sm.mu);
+		if (seen)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(seen, 1);
+	usleep(100000);
+	assert_int_equal(n_done(&a, 1), 0); /* not acknowledged before its COMMIT */
+	pthread_mutex_lock(&sm.mu);
+	sm.hold = false;
+	pthread_cond_broadcast(&sm.cv);
+	pthread_mutex_unlock(&sm.mu);
+	pthread_join(a.t, NULL);
+	assert_int_equal(a.ret, 0);
+	assert_int_equal(ibvf_pool_find_owner(f->p, "a0", "net1", &rec, NULL, 0), 0);
+}
+
+/* Child of test_normal_crash_mid_commit: 16 writers; each acknowledged owner to @fd. */
+struct ack_writer {
+	struct ibvf_pool *p;
+	int id, fd;
+};
+
+static void *ack_main(void *arg)
+{
+	struct ack_writer *w = arg;
+	char line[64], err[IBVF_ERR_LEN];
+
+	for (int i = 0;; i++) {
+		struct ibvf_alloc_request rq = {.vf_index = -1};
+		struct ibvf_alloc a;
+		int n;
+
+		snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "k%d-%d", w->id, i);
+		snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+		if (ibvf_pool_allocate(w->p, &rq, &a, err, sizeof(err)))
+			continue;
+		a.state = IBVF_ALLOC_SM_REQUESTED; /* a second write, as an attach does */
+		if (ibvf_pool_update(w->p, &a, err, sizeof(err)))
+			continue;
+		n = snprintf(line, sizeof(line), "%s\n", rq.owner.container_id);
+		if (write(w->fd, line, (size_t)n) != n) /* < PIPE_BUF: one piece */
+			_exit(4);
+	}
+	return NULL;
+}
+
+/*
+ * kill -9 while a group's COMMIT is under way (the seam hangs in the 20th
+ * COMMIT), 16 writers at once, sync "normal": every write acknowledged
+ * before the kill (allocation and state write both returned) is in the
+ * reopened store, in the state it was acknowledged with.
+ */
+static void test_normal_crash_mid_commit(void **state)
+{
+	struct pool_fx *f = *state;
+	enum { W = 16 };
+	int fds[2], st, acked = 0;
+	static char buf[4 << 20];
+	size_t len = 0;
+	bool held = false;
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static struct ack_writer w[W];
+		pthread_t t[W];
+
+		close(fds[0]);
+		held_commit_fd = fds[1];
+		hold_commit_at = 20;
+		commits_seen = 0;
+		seam_reset();
+		if (open_normal_seam(f))
+			_exit(2);
+		for (int i = 0; i < W; i++) {
+			w[i] = (struct ack_writer){f->p, i, fds[1]};
+			pthread_create(&t[i], NULL, ack_main, &w[i]);
+		}
+		for (;;)
+			pause();
+	}
+	close(fds[1]);
+	/* read until the child hangs in a COMMIT, then kill it there */
+	while (!held && len < sizeof(buf) - 1) {
+		ssize_t n = read(fds[0], buf + len, sizeof(buf) - 1 - len);
+
+		assert_true(n > 0);
+		buf[len + (size_t)n] = 0;
+		held = strstr(buf + (len > 2 ? len - 2 : 0), "G\n") != NULL ||
+		       strstr(buf, "G\n") != NULL;
+		len += (size_t)n;
+	}
+	assert_true(held);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	for (;;) { /* acknowledgements written before the kill */
+		ssize_t n = read(fds[0], buf + len, sizeof(buf) - 1 - len);
+
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = 0;
+	close(fds[0]);
+	hold_commit_at = 0;
+	seam_reset();
+	assert_int_equal(open_normal_seam(f), 0);
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		struct ibvf_alloc rec;
+
+		if (!strcmp(line, "G"))
+			continue;
+		if (ibvf_pool_find_owner(f->p, line, "net1", &rec, NULL, 0))
+			fail_msg("%s was acknowledged before the kill and is not in the store",
+				 line);
+		if (rec.state != IBVF_ALLOC_SM_REQUESTED)
+			fail_msg("%s: state %d, acknowledged as sm_requested", line,
+				 (int)rec.state);
+		acked++;
+	}
+	print_message("%d acknowledged writes before the kill, all in the store\n", acked);
+	assert_true(acked > 0);
+}
+
 /* A failed test may leave a call at the gate: open it before closing the pool. */
 static int teardown(void **state)
 {
@@ -464,6 +659,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_commit_fails_group, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_writers, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_normal_no_group_sync, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_normal_ack_after_commit, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_normal_crash_mid_commit, fx_setup, teardown),
 	};
 
 	ibvf_log_init("test_guid_pool_group", IBVF_LOG_STDERR, LOG_WARNING);
