@@ -244,6 +244,15 @@ bool eng_op_arrived(struct op *op)
 	return was;
 }
 
+/* The op will not ask for its announced listing (warm, done, failed); true if it had one. */
+bool eng_op_listing_dropped(struct op *op)
+{
+	bool was = op->expecting_list;
+
+	op->expecting_list = false;
+	return was;
+}
+
 /* Answer @op at once with an error and forget it (loop thread). */
 static void refuse(struct op *op, int code, int err_no, const char *step, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
@@ -443,6 +452,11 @@ void eng_start(struct op *op)
 		op->expecting = true;
 		ibvf_sm_batch_expect(e->batch, 1);
 	}
+	if (op->kind == OP_PREPARE) {
+		/* and its read-back of a new GUID: a burst shares one listing (attach.c) */
+		op->expecting_list = true;
+		ibvf_sm_batch_expect_listing(e->batch, 1);
+	}
 	if (op->kind == OP_PREPARE || op->kind == OP_COMMIT || op->kind == OP_RELEASE) {
 		eng_owner_key(&op->req.owner, op->keys.owner, sizeof(op->keys.owner));
 		snprintf(op->keys.pci, sizeof(op->keys.pci), "%s", op->req.pci);
@@ -478,6 +492,8 @@ void eng_op_finish(void *arg)
 
 	if (eng_op_arrived(op))
 		ibvf_sm_batch_expect(e->batch, -1);
+	if (eng_op_listing_dropped(op))
+		ibvf_sm_batch_expect_listing(e->batch, -1);
 	ibvf_timing_mark(&op->timing, "reply_queue"); /* worker -> loop thread */
 	if (op->kind != OP_UNDO) {
 		if (!op->have_result && !op->code)
