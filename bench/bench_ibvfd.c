@@ -400,7 +400,9 @@ static int64_t bprep_burst(struct lab *l, bool release, int *fails, int64_t *t0,
  * trips in 1-2 SM calls with pool.sync "full"), cold (every prepare allocates
  * a GUID and reads its SM membership back before the add: the [safety] check)
  * and warm (vf.warm: 256 warm fake VFs, the check done when each VF was
- * warmed, off the ADD's path). Round trips = wall / 200 ms; the simulator's
+ * warmed, off the ADD's path), and warm again with the ufm backend's
+ * change_wait_ms 0 (its add then skips the GET of last_updated before the
+ * POST: the cost of that read). Round trips = wall / 200 ms; the simulator's
  * calls by endpoint and its request timeline (ms from the burst's start:
  * arrival-answer, GUIDs per add). BENCH_SYNC overrides pool.sync.
  */
@@ -424,11 +426,19 @@ static void bench_burst(void)
 		 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
 		 " \"username\": \"admin\", \"password_file\": \"%s\"}",
 		 sim.port, sim.password_file);
-	for (int warm = 0; warm < 2; warm++) {
-		const char *mode = warm ? "warm" : "cold";
+	for (int m = 0; m < 3; m++) {
+		/* 2: warm with the ufm backend's change_wait_ms 0 (no last_updated read) */
+		const char *mode = m == 2 ? "warm, change_wait_ms 0," : m ? "warm" : "cold";
+		bool warm = m > 0;
 		static char line[8192];
 		struct lab l;
 
+		if (m == 2)
+			snprintf(bj, sizeof(bj),
+				 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
+				 " \"username\": \"admin\", \"password_file\": \"%s\","
+				 " \"change_wait_ms\": 0}",
+				 sim.port, sim.password_file);
 		if (lab_init(&l, ibvfd, N_BURST, "ufm", ufm_dir, bj))
 			break;
 		l.window_ms = 0;
