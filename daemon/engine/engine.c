@@ -186,6 +186,19 @@ int eng_submit(struct op *op)
 	return ret;
 }
 
+/*
+ * A prepare that starts (it holds its keys) announces its read-back of a new
+ * GUID, so a burst shares one SM listing (sm_batch.h, attach.c). Not while it
+ * waits for a key: the op holding it may itself wait for that listing.
+ */
+static void announce_listing(struct op *op)
+{
+	if (op->kind != OP_PREPARE || op->expecting_list)
+		return;
+	op->expecting_list = true;
+	ibvf_sm_batch_expect_listing(op->e->batch, 1);
+}
+
 /* Loop thread: start every waiting op whose keys are free now. */
 static void kick_waiting(void *arg)
 {
@@ -214,6 +227,7 @@ static void kick_waiting(void *arg)
 
 		start = op->next;
 		op->next = NULL;
+		announce_listing(op);
 		if (eng_submit(op)) {
 			op->code = IBVF_RPC_INTERNAL_ERROR;
 			snprintf(op->msg, sizeof(op->msg), "cannot queue the request");
@@ -452,11 +466,6 @@ void eng_start(struct op *op)
 		op->expecting = true;
 		ibvf_sm_batch_expect(e->batch, 1);
 	}
-	if (op->kind == OP_PREPARE) {
-		/* and its read-back of a new GUID: a burst shares one listing (attach.c) */
-		op->expecting_list = true;
-		ibvf_sm_batch_expect_listing(e->batch, 1);
-	}
 	if (op->kind == OP_PREPARE || op->kind == OP_COMMIT || op->kind == OP_RELEASE) {
 		eng_owner_key(&op->req.owner, op->keys.owner, sizeof(op->keys.owner));
 		snprintf(op->keys.pci, sizeof(op->keys.pci), "%s", op->req.pci);
@@ -466,6 +475,8 @@ void eng_start(struct op *op)
 		e->vf_inflight++;
 	start = take_or_wait(op);
 	pthread_mutex_unlock(&e->lock);
+	if (start)
+		announce_listing(op);
 	if (start && eng_submit(op)) {
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ENOMEM, "", "cannot queue the request");
 		op->phase = PH_DONE;
