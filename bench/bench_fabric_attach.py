@@ -8,7 +8,7 @@ port watcher), VFs that are ibsim HCA nodes with real veth netdevs
 
   bench_fabric_attach.py PATH/TO/ib-sriov PATH/TO/ibvf-fakesysfs PATH/TO/ibvfd SM_MODULE_DIR
       [--rounds N] [--multi-rounds N] [--rails 8] [--warm] [--relink-delay-ms 100]
-      [--ibvfd-log-level info] [--keep-logs DIR]
+      [--ibvfd-log-level info] [--keep-logs DIR] [--rail-gap-ms 500] [--strace DIR]
 
 For each ADD it prints the wall time (process start to exit, as a runtime sees
 it) and ibvfd's per-step "timing" of the prepare and the commit (docs/api.md,
@@ -45,6 +45,9 @@ from cni_lab import Lab, Tap, skip  # noqa: E402
 from test_cni_fabric import Fabric  # noqa: E402
 
 TIMING_RE = re.compile(r"ibvfd (prepare|commit|release) timing \(ms\): (\{.*\})")
+# ib-sriov's stderr at debug: "HH:MM:SS.mmm ib-sriov LEVEL: message" (daemon/common/log.c)
+LOGLINE_RE = re.compile(r"^(\d\d):(\d\d):(\d\d)\.(\d{3}) ib-sriov \S+: (.*)$", re.M)
+MOVE_RE = re.compile(r"netns move .* took ([0-9.]+) ms \(kernel\)")
 LAB_RE = re.compile(r"ibsim lab: node (\S+): (console|rebind) ([0-9.]+) ms"
                     r"(?: \(relink delay ([0-9.]+) ms)?")
 
@@ -153,15 +156,30 @@ class Bench:
     def add(self, conf, cid, ifname, ns, vf):
         """One ADD: (wall ms, {method: timing}, lab ms by kind) or raises."""
         off = os.path.getsize(self.log)
+        w0 = time.time()
         t0 = time.perf_counter()
         rc, out, err = self.lab.run("ADD", conf, cid, ifname=ifname, netns=ns,
-                                    extra={"IBVF_CNI_LOG_LEVEL": "debug"})
+                                    extra={"IBVF_CNI_LOG_LEVEL": "debug"},
+                                    binary=self.strace_wrapper(f"{cid}-{ifname}"))
         wall = (time.perf_counter() - t0) * 1000
         if rc:
             raise RuntimeError(f"ADD {cid}/{ifname} on {vf.pci} failed: {out} {err[-800:]}")
         lab = self.lab_time(off, f"vf{vf.index}")
         lab["warm"] = self.warm_takes(off)
+        lab["phases"] = phases(err, w0, wall)
         return wall, self.timings(err), lab
+
+    def strace_wrapper(self, tag):
+        """--strace DIR: the plugin under `strace -f -T -tt` (its own run, not timed)."""
+        if not self.args.strace or not getattr(self, "tracing", False):
+            return None
+        os.makedirs(self.args.strace, exist_ok=True)
+        w = os.path.join(self.lab.tmp, "strace-plugin.sh")
+        out = os.path.join(os.path.abspath(self.args.strace), f"ib-sriov-{tag}.strace")
+        with open(w, "w") as f:  # the runtime's environment is the plugin's: path baked in
+            f.write(f"#!/bin/sh\nexec strace -f -T -tt -o '{out}' '{self.lab.plugin}' \"$@\"\n")
+        os.chmod(w, 0o755)
+        return w
 
     def delete(self, conf, cid, ifname, ns):
         t0 = time.perf_counter()
@@ -213,6 +231,78 @@ def kernel_move(lab, ns, n):
     return statistics.median(one)
 
 
+def phases(err, w0, wall):
+    """Where one ADD's wall time went, from the plugin's debug lines (ms clock):
+    exec (spawn to its first line), prepare (to ibvfd's prepare answer), pre_move
+    (RDMA, netdev checks, down + temporary name), move (the kernel's, from its
+    own line), post_move (rename, up, IPAM, cache), commit (to ibvfd's commit
+    answer), exit (to the process's end)."""
+    marks = {}
+    move = None
+    day = time.localtime(w0)
+    base = time.mktime(day[:3] + (0, 0, 0) + day[6:])
+    for m in LOGLINE_RE.finditer(err):
+        t = base + int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3)) + \
+            int(m.group(4)) / 1000.0
+        t = (t - w0) * 1000.0
+        msg = m.group(5)
+        marks.setdefault("first", t)
+        if "ibvfd prepare timing" in msg:
+            marks["prepared"] = t
+        elif MOVE_RE.search(msg) and "prepared" in marks and "moved" not in marks:
+            marks["moved"] = t
+            move = float(MOVE_RE.search(msg).group(1))
+        elif "ibvfd commit timing" in msg:
+            marks["committed"] = t
+    need = ("first", "prepared", "moved", "committed")
+    if not all(k in marks for k in need) or move is None:
+        return None
+    return {"exec": marks["first"], "prepare": marks["prepared"] - marks["first"],
+            "pre_move": marks["moved"] - marks["prepared"] - move, "move": move,
+            "post_move": marks["committed"] - marks["moved"], "exit": wall - marks["committed"]}
+
+
+PHASES = ("exec", "prepare", "pre_move", "move", "post_move", "exit")
+
+
+def phases_line(samples):
+    ph = [s[2].get("phases") for s in samples if s[2].get("phases")]
+    if not ph:
+        return "plugin phases: none parsed"
+    return ("plugin phases (ms, medians of %d, 1 ms log clock; move from its own line): " %
+            len(ph)) + " ".join(f"{k} {med([p[k] for p in ph]):.1f}" for k in PHASES)
+
+
+def kernel_move_k(lab, ks, n):
+    """`ip link set netns` of a spare veth into a netns that already holds k veths
+    (their peers in the host, as the VFs'), one way, median of @n per k: {k: ms}."""
+    out = {}
+    for k in ks:
+        ns = lab.ns()
+        for i in range(k):
+            a, b = f"{lab.prefix}f{k:x}{i:x}", f"{lab.prefix}g{k:x}{i:x}"
+            subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b],
+                           check=True)
+            subprocess.run(["ip", "link", "set", "dev", a, "netns", ns], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", "dev", a, "up"], check=True)
+        peer = f"{lab.prefix}h{k:x}"
+        subprocess.run(["ip", "link", "add", peer + "a", "type", "veth", "peer", "name",
+                        peer + "b"], check=True)
+        one = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            subprocess.run(["ip", "link", "set", "dev", peer + "a", "netns", ns], check=True)
+            one.append((time.perf_counter() - t0) * 1000)
+            subprocess.run(["ip", "-n", ns, "link", "set", "dev", peer + "a", "netns",
+                            str(os.getpid())], check=True)
+        subprocess.run(["ip", "link", "del", peer + "a"], capture_output=True)
+        for i in range(k):
+            subprocess.run(["ip", "link", "del", f"{lab.prefix}g{k:x}{i:x}"],
+                           capture_output=True)
+        out[k] = statistics.median(one)
+    return out
+
+
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
@@ -244,7 +334,18 @@ def report(label, samples, move):
           " (ibvfd log: warm GUID taken, no rebind)")
     print(f"  ibvfd {steps_line([s[1] for s in samples], 'prepare')}")
     print(f"  ibvfd {steps_line([s[1] for s in samples], 'commit')}")
+    print(f"  {phases_line(samples)}")
     return med(wall), med(prod)
+
+
+def rails_line(multi, rails):
+    """Per rail position (1..rails) in the Pod: median wall and kernel move, ms."""
+    parts = []
+    for k in range(rails):
+        xs = [multi[i] for i in range(k, len(multi), rails)]
+        mv = [x[2]["phases"]["move"] for x in xs if x[2].get("phases")]
+        parts.append(f"net{k + 1} {med([x[0] for x in xs]):.1f}/{med(mv):.1f}")
+    return "by rail (wall/kernel move ms): " + " ".join(parts)
 
 
 def run_mode(b, warm, vfs, ns_pool):
@@ -298,7 +399,36 @@ def run_mode(b, warm, vfs, ns_pool):
                          ns_pool[1])
             dels.append((time.perf_counter() - t0) * 1000)
             b.settle(vfs[:args.rails], warm, len(vfs))
-        return single, multi, multi_wall, dels
+        gap = []
+        for r in range(args.multi_rounds if args.rail_gap_ms else 0):
+            # the same Pod, an idle pause before each rail (not timed): back-to-back
+            # activity (OpenSM's sweep after the previous SIGHUP, ibsim, the kernel's
+            # RCU work) apart from the number of netdevs in the Pod's netns
+            cid = f"g{mode}{r}"
+            for i, v in enumerate(vfs[:args.rails]):
+                time.sleep(args.rail_gap_ms / 1000.0)
+                conf = dict(base, name=f"rail{i}", deviceID=v.pci)
+                gap.append(b.add(conf, cid, f"net{i + 1}", ns_pool[1], v))
+            for i, v in reversed(list(enumerate(vfs[:args.rails]))):
+                b.delete(dict(base, name=f"rail{i}", deviceID=v.pci), cid, f"net{i + 1}",
+                         ns_pool[1])
+            b.settle(vfs[:args.rails], warm, len(vfs))
+        if args.strace and warm:
+            # one traced single ADD and one traced 8-rail Pod, after the timed runs
+            b.tracing = True
+            v = vfs[0]
+            conf = dict(base, name="rail0", deviceID=v.pci)
+            b.add(conf, "tsingle", "net1", ns_pool[0], v)
+            b.delete(conf, "tsingle", "net1", ns_pool[0])
+            b.settle(vfs[:1], warm, len(vfs))
+            for i, v in enumerate(vfs[:args.rails]):
+                b.add(dict(base, name=f"rail{i}", deviceID=v.pci), "trail", f"net{i + 1}",
+                      ns_pool[1], v)
+            for i, v in reversed(list(enumerate(vfs[:args.rails]))):
+                b.delete(dict(base, name=f"rail{i}", deviceID=v.pci), "trail", f"net{i + 1}",
+                         ns_pool[1])
+            b.tracing = False
+        return single, multi, multi_wall, dels, gap
     finally:
         b.stop()
 
@@ -318,6 +448,12 @@ def main():
     ap.add_argument("--relink-delay-ms", type=int, default=100)
     ap.add_argument("--ibvfd-log-level", default="info")
     ap.add_argument("--keep-logs", help="copy ibvfd's logs into this directory")
+    ap.add_argument("--rail-gap-ms", type=int,
+                    default=int(os.environ.get("IBVF_BENCH_RAIL_GAP_MS", 500)),
+                    help="also ADD the rails of a Pod with this idle pause before each (0: not)")
+    ap.add_argument("--strace", metavar="DIR",
+                    help="warm mode: one more single ADD and 8-rail Pod with the plugin under "
+                    "strace -f -T -tt, traces in DIR (not timed)")
     args = ap.parse_args()
     args.ibvfd, args.sm = os.path.abspath(args.ibvfd), os.path.abspath(args.sm)
     if os.geteuid() != 0:
@@ -339,6 +475,7 @@ def main():
         vfs = lab.vfs(args.rails)
         ns_pool = [lab.ns(), lab.ns()]
         move = kernel_move(lab, ns_pool[0], 10)
+        move_k = kernel_move_k(lab, (0, 1, 7, 15), 10)
         b = Bench(lab, fab, env, args)
         load0 = loadavg()
         res = {"cold": run_mode(b, False, vfs, ns_pool)}
@@ -349,15 +486,22 @@ def main():
               f" ibsim relink delay {args.relink_delay_ms} ms; load average (1 min) {load0} "
               f"before, {loadavg()} after")
         print(f"kernel netns move (ip link set netns, one way, median of 20): {move:.1f} ms")
+        print("kernel netns move into a netns already holding k veths (one way, median of 10):"
+              " " + ", ".join(f"k={k} {v:.1f} ms" for k, v in move_k.items()))
         cold_one = None
         for mode, r in res.items():
             if not r:
                 continue
-            single, multi, multi_wall, dels = r
+            single, multi, multi_wall, dels, gap = r
             one_wall, one_prod = report(f"{mode} single ADD", single, move)
             if mode == "cold":
                 cold_one = (one_wall, one_prod)
             report(f"{mode} multi-rail, each of the {args.rails} ADDs", multi, move)
+            print(f"  {rails_line(multi, args.rails)}")
+            if gap:
+                report(f"{mode} multi-rail with {args.rail_gap_ms} ms idle before each ADD "
+                       f"(same Pod netns)", gap, move)
+                print(f"  {rails_line(gap, args.rails)}")
             per = [sum(s[0] for s in multi[i:i + args.rails])
                    for i in range(0, len(multi), args.rails)]
             lab_per = [sum(s[2]["console"] + s[2]["rebind"] for s in multi[i:i + args.rails])

@@ -7,7 +7,9 @@
  *      clients doing prepare+release cycles, SM backend "noop" (or the
  *      test "file" backend when noop is not built) and the UFM simulator
  *      at 0 / 50 / 200 ms latency, with the SM calls it took;
- *   2. a burst of 256 prepares/releases against the UFM simulator at 200 ms;
+ *   2. a burst of 256 prepares/releases against the UFM simulator at 200 ms,
+ *      pool.sync full, cold and warm (vf.warm, 256 warm VFs): round trips,
+ *      UFM calls by endpoint and their timeline (--burst-only runs just this);
  *   3. cost growth: N = 1 .. 1024 concurrent prepares (noop, UFM 50/200 ms):
  *      wall, prepares/s, SM calls, round trips;
  *   4. multi-rail: 8 sequential prepares of one Pod vs one prepare;
@@ -24,7 +26,8 @@
  * The load average (1 min) is printed next to each figure.
  *
  *   bench_ibvfd IBVFD SM_MODULE_DIR TEST_MODULE_DIR UFM_MODULE_DIR
- *               [--quick] [--attach-only | --store-only | --scale-only | --warm-only]
+ *               [--quick] [--attach-only | --store-only | --scale-only | --warm-only |
+ *               --burst-only]
  *
  * Prints numbers and ratios; asserts nothing (timings are not tests).
  */
@@ -53,7 +56,7 @@
 #include "vf_fake.h"
 
 static const char *ibvfd, *sm_dir, *test_dir, *ufm_dir;
-static bool quick, only_attach, only_store, only_scale, only_warm;
+static bool quick, only_attach, only_store, only_scale, only_warm, only_burst;
 
 struct worker {
 	struct lab *l;
@@ -240,64 +243,186 @@ static void bench_attach(void)
 
 #define N_BURST 256
 
-struct burst_arg {
+static const char *loadavg(void);
+
+/* The UFM simulator's calls since its last reset, by endpoint ("add 1, list 2"). */
+static void sim_calls_by_endpoint(struct ufm_sim *sim, char *buf, size_t len)
+{
+	json_t *r = NULL, *calls, *v;
+	const char *k;
+	size_t n = 0;
+
+	buf[0] = 0;
+	if (ufm_sim_ctl(sim, "GET", "/_sim/stats", NULL, &r) != 200) {
+		snprintf(buf, len, "? (no stats)");
+		return;
+	}
+	calls = json_object_get(r, "calls");
+	json_object_foreach(calls, k, v)
+	{
+		if (json_integer_value(v) && n < len)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s %lld", n ? ", " : "", k,
+					      (long long)json_integer_value(v));
+	}
+	if (!n)
+		snprintf(buf, len, "none");
+	json_decref(r);
+}
+
+/*
+ * The simulator's request log since its last reset as a timeline relative
+ * to @t0 (CLOCK_MONOTONIC ms, the simulator's t_ms/done_ms clock): one
+ * "endpoint@start-end(GUIDs)" per request, GUIDs counted in add bodies.
+ */
+static void sim_timeline(struct ufm_sim *sim, int64_t t0, char *buf, size_t len)
+{
+	json_t *r = NULL, *a, *q;
+	size_t i, n = 0;
+
+	buf[0] = 0;
+	if (ufm_sim_ctl(sim, "GET", "/_sim/requests", NULL, &r) != 200) {
+		snprintf(buf, len, "? (no request log)");
+		return;
+	}
+	a = json_object_get(r, "requests");
+	json_array_foreach(a, i, q)
+	{
+		const char *ep = json_string_value(json_object_get(q, "endpoint"));
+		double t = json_number_value(json_object_get(q, "t_ms")) - (double)t0;
+		json_t *done = json_object_get(q, "done_ms");
+		const char *bt = json_string_value(json_object_get(q, "body"));
+		json_t *body = json_loads(bt ? bt : "", 0, NULL);
+		long g = (long)json_array_size(json_object_get(body, "guids"));
+
+		json_decref(body);
+		if (n >= len)
+			break;
+		n += (size_t)snprintf(buf + n, len - n, "%s%s@%.0f-", n ? " " : "", ep ? ep : "?",
+				      t);
+		if (n < len && done)
+			n += (size_t)snprintf(buf + n, len - n, "%.0f",
+					      json_number_value(done) - (double)t0);
+		if (n < len && g)
+			n += (size_t)snprintf(buf + n, len - n, "(%ld)", g);
+	}
+	json_decref(r);
+	if (!n)
+		snprintf(buf, len, "no UFM request");
+}
+
+static void warm_wait_ms(struct lab *l, long long want, int ms);
+
+struct bprep {
 	struct lab *l;
 	int i;
 	bool release;
 	int ret;
+	int64_t end_ms; /* CLOCK_MONOTONIC when the answer came */
+	json_t *timing; /* the reply's "timing" (prepare) */
 	pthread_barrier_t *bar;
 };
 
-static void *burst_one(void *p)
+static void *bprep_one(void *p)
 {
-	struct burst_arg *a = p;
+	struct bprep *a = p;
+	json_t *res = NULL;
 	char cid[32];
 
 	snprintf(cid, sizeof(cid), "burst%03d", a->i);
 	pthread_barrier_wait(a->bar);
-	a->ret = a->release ? lab_release(a->l, cid)
-			    : lab_prepare(a->l, cid, a->i, "0x00a5", NULL, NULL);
+	if (a->release) {
+		a->ret = lab_release(a->l, cid);
+	} else {
+		a->ret = lab_prepare(a->l, cid, a->i, "0x00a5", &res, NULL);
+		a->timing = json_incref(json_object_get(res, "timing"));
+		json_decref(res);
+	}
+	a->end_ms = ibvf_mono_ms();
 	return NULL;
 }
 
-static int64_t burst(struct lab *l, bool release, int *fails)
+/* Median of the reply timings' step @k over @a[0..n) (0 when absent). */
+static double step_median(struct bprep *a, int n, const char *k)
 {
-	static struct burst_arg a[N_BURST];
+	double *v = calloc((size_t)n, sizeof(double)), m;
+	int c = 0;
+
+	for (int i = 0; i < n; i++) {
+		json_t *x = json_object_get(a[i].timing, k);
+
+		if (x)
+			v[c++] = json_number_value(x);
+	}
+	qsort(v, (size_t)c, sizeof(double), cmp_d);
+	m = c ? v[c / 2] : 0;
+	free(v);
+	return m;
+}
+
+/*
+ * N_BURST concurrent prepares (or releases) on their own VFs; the wall time
+ * from the barrier to the last answer. *@t0 gets the start (CLOCK_MONOTONIC).
+ */
+static int64_t bprep_burst(struct lab *l, bool release, int *fails, int64_t *t0, int64_t *p50,
+			   struct bprep *a)
+{
 	pthread_t th[N_BURST];
 	pthread_barrier_t bar;
 	pthread_attr_t attr;
-	int64_t t0;
+	int64_t end = 0, lat[N_BURST];
 
 	pthread_barrier_init(&bar, NULL, N_BURST + 1);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	for (int i = 0; i < N_BURST; i++) {
-		a[i] = (struct burst_arg){l, i, release, -1, &bar};
-		pthread_create(&th[i], &attr, burst_one, &a[i]);
+		a[i] = (struct bprep){l, i, release, -1, 0, NULL, &bar};
+		pthread_create(&th[i], &attr, bprep_one, &a[i]);
 	}
 	pthread_attr_destroy(&attr);
 	pthread_barrier_wait(&bar);
-	t0 = ibvf_mono_ms();
+	*t0 = ibvf_mono_ms();
 	*fails = 0;
 	for (int i = 0; i < N_BURST; i++) {
 		pthread_join(th[i], NULL);
 		*fails += a[i].ret != 0;
+		end = a[i].end_ms > end ? a[i].end_ms : end;
+		lat[i] = a[i].end_ms - *t0;
 	}
 	pthread_barrier_destroy(&bar);
-	return ibvf_mono_ms() - t0;
+	for (int i = 1; i < N_BURST; i++) /* insertion sort: 256 values */
+		for (int k = i; k > 0 && lat[k - 1] > lat[k]; k--) {
+			int64_t x = lat[k];
+
+			lat[k] = lat[k - 1];
+			lat[k - 1] = x;
+		}
+	*p50 = lat[N_BURST / 2];
+	return end - *t0;
 }
 
-/* 256 Pods at once against a UFM answering in 200 ms (the issue's batching case). */
+/*
+ * 256 Pods at once against a UFM answering in 200 ms (issue 17: <= 1.5 round
+ * trips in 1-2 SM calls with pool.sync "full"), cold (every prepare allocates
+ * a GUID and reads its SM membership back before the add: the [safety] check)
+ * and warm (vf.warm: 256 warm fake VFs, the check done when each VF was
+ * warmed, off the ADD's path), and warm again with the ufm backend's
+ * change_wait_ms 0 (its add then skips the GET of last_updated before the
+ * POST: the cost of that read). Round trips = wall / 200 ms; the simulator's
+ * calls by endpoint and its request timeline (ms from the burst's start:
+ * arrival-answer, GUIDs per add). BENCH_SYNC overrides pool.sync.
+ */
 static void bench_burst(void)
 {
 	struct ufm_sim_opts so = {.user = "admin", .password = "bench"};
+	static struct bprep a[N_BURST];
+	const char *sync = getenv("BENCH_SYNC") ? getenv("BENCH_SYNC") : "full";
 	struct ufm_sim sim;
-	struct lab l;
 	char err[512], bj[PATH_MAX + 256];
 	const char *miss = ufm_sim_missing();
 
-	printf("\n== burst: %d concurrent prepares, then %d releases, UFM simulator at 200 ms\n",
-	       N_BURST, N_BURST);
+	printf("\n== burst: %d concurrent prepares, then %d releases, each on its own fake VF,"
+	       " UFM simulator at 200 ms, pool.sync %s, sm.batch_window_ms 0\n",
+	       N_BURST, N_BURST, sync);
 	if (miss || ufm_sim_start(&so, &sim, err, sizeof(err))) {
 		printf("UFM simulator: not run (%s)\n", miss ? miss : err);
 		return;
@@ -306,35 +431,84 @@ static void bench_burst(void)
 		 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
 		 " \"username\": \"admin\", \"password_file\": \"%s\"}",
 		 sim.port, sim.password_file);
-	if (!lab_init(&l, ibvfd, N_BURST, "ufm", ufm_dir, bj)) {
-		l.window_ms = 20;
-		lab_write_config(&l);
-		if (lab_start(&l, 30000) > 0) {
-			int fails;
-			int64_t ms;
+	for (int m = 0; m < 3; m++) {
+		/* 2: warm with the ufm backend's change_wait_ms 0 (no last_updated read) */
+		const char *mode = m == 2 ? "warm, change_wait_ms 0," : m ? "warm" : "cold";
+		bool warm = m > 0;
+		static char line[8192];
+		struct lab l;
 
+		if (m == 2)
+			snprintf(bj, sizeof(bj),
+				 "{\"address\": \"127.0.0.1\", \"scheme\": \"http\", \"port\": %d,"
+				 " \"username\": \"admin\", \"password_file\": \"%s\","
+				 " \"change_wait_ms\": 0}",
+				 sim.port, sim.password_file);
+		if (lab_init(&l, ibvfd, N_BURST, "ufm", ufm_dir, bj))
+			break;
+		l.window_ms = 0;
+		l.periodic_s = 3600;
+		l.warm = warm;
+		snprintf(l.pool_sync, sizeof(l.pool_sync), "%s", sync);
+		lab_write_config(&l);
+		ufm_sim_reset(&sim);
+		if (lab_start(&l, 60000) > 0) {
+			int fails;
+			int64_t ms, t0, p50;
+
+			if (warm) {
+				/* the warm pass at 0 ms (each VF's check lists the SM once) */
+				int64_t w0 = ibvf_mono_ms();
+
+				warm_wait_ms(&l, N_BURST, 300000);
+				printf("%s: warm pass: %d VFs warm %lld ms after ready (not timed)\n",
+				       mode, N_BURST, (long long)(ibvf_mono_ms() - w0));
+			}
 			ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
 			ufm_sim_config(&sim, "{\"latency_ms\": 200}");
-			ms = burst(&l, false, &fails);
-			printf("%-10s %8lld ms = %.1f SM round trips, %ld UFM add call(s), %d failed\n",
-			       "prepare", (long long)ms, (double)ms / 200.0,
-			       ufm_sim_calls(&sim, "add"), fails);
+			ms = bprep_burst(&l, false, &fails, &t0, &p50, a);
+			sim_calls_by_endpoint(&sim, line, sizeof(line));
+			printf("%s prepare %6lld ms = %.2f round trips (p50 %lld ms), %d failed, load1 "
+			       "%s; UFM calls: %s\n",
+			       mode, (long long)ms, (double)ms / 200.0, (long long)p50, fails,
+			       loadavg(), line);
+			sim_timeline(&sim, t0, line, sizeof(line));
+			printf("  UFM requests (ms from the burst's start, arrival-answer (GUIDs)): "
+			       "%s\n",
+			       line);
+			printf("  prepare timing medians (ms): total %.1f queue %.1f store_allocate %.1f "
+			       "sm_check %.1f store_sm_requested %.1f sm_add_wait %.1f sm_add %.1f "
+			       "port_wait %.1f store_port_ready %.1f reply_queue %.1f\n",
+			       step_median(a, N_BURST, "total"), step_median(a, N_BURST, "queue"),
+			       step_median(a, N_BURST, "store_allocate"),
+			       step_median(a, N_BURST, "sm_check"),
+			       step_median(a, N_BURST, "store_sm_requested"),
+			       step_median(a, N_BURST, "sm_add_wait"),
+			       step_median(a, N_BURST, "sm_add"),
+			       step_median(a, N_BURST, "port_wait"),
+			       step_median(a, N_BURST, "store_port_ready"),
+			       step_median(a, N_BURST, "reply_queue"));
+			for (int i = 0; i < N_BURST; i++)
+				json_decref(a[i].timing);
 			ufm_sim_ctl(&sim, "POST", "/_sim/reset", "{\"keep_state\": true}", NULL);
 			ufm_sim_config(&sim, "{\"latency_ms\": 200}");
-			ms = burst(&l, true, &fails);
-			printf("%-10s %8lld ms = %.1f SM round trips, %ld UFM remove call(s), %d failed\n",
-			       "release", (long long)ms, (double)ms / 200.0,
-			       ufm_sim_calls(&sim, "remove") + ufm_sim_calls(&sim, "delete"),
-			       fails);
+			ms = bprep_burst(&l, true, &fails, &t0, &p50, a);
+			sim_calls_by_endpoint(&sim, line, sizeof(line));
+			printf("%s release %6lld ms = %.2f round trips (p50 %lld ms), %d failed; UFM "
+			       "calls: %s\n",
+			       mode, (long long)ms, (double)ms / 200.0, (long long)p50, fails,
+			       line);
+			/* the warm pass re-GUIDs the VFs after the releases: not at 200 ms */
+			ufm_sim_config(&sim, "{\"latency_ms\": 0}");
 		}
 		lab_fini(&l);
 	}
+	printf("target: 256 prepares against UFM at 200 ms <= 1.5 round trips in 1-2 SM calls, "
+	       "pool.sync full (cold floor: a shared listing before the add, 2 round trips)\n");
 	ufm_sim_stop(&sim);
 }
 
 /* ------------------------------------------------------------ scale -- */
-
-static const char *loadavg(void);
 
 struct scale_arg {
 	struct lab *l;
@@ -921,10 +1095,10 @@ static double now_ms_f(void)
 	return (double)ts.tv_sec * 1000 + (double)ts.tv_nsec / 1e6;
 }
 
-/* vf.warm: until status shows @want VFs warm and none being warmed (30 s at most). */
-static void warm_wait(struct lab *l, long long want)
+/* vf.warm: until status shows @want VFs warm and none being warmed (@ms at most). */
+static void warm_wait_ms(struct lab *l, long long want, int ms)
 {
-	for (int i = 0; i < 600; i++) {
+	for (int i = 0; i < ms / 50; i++) {
 		json_t *r = NULL, *w;
 		long long ready = -1, warming = -1;
 
@@ -938,6 +1112,11 @@ static void warm_wait(struct lab *l, long long want)
 			return;
 		usleep(50000);
 	}
+}
+
+static void warm_wait(struct lab *l, long long want)
+{
+	warm_wait_ms(l, want, 30000);
 }
 
 /*
@@ -1265,6 +1444,7 @@ int main(int argc, char **argv)
 		only_store |= !strcmp(argv[i], "--store-only");
 		only_scale |= !strcmp(argv[i], "--scale-only");
 		only_warm |= !strcmp(argv[i], "--warm-only");
+		only_burst |= !strcmp(argv[i], "--burst-only");
 	}
 	signal(SIGPIPE, SIG_IGN);
 	{
@@ -1290,6 +1470,10 @@ int main(int argc, char **argv)
 	}
 	if (only_warm) {
 		bench_warm();
+		return 0;
+	}
+	if (only_burst) {
+		bench_burst();
 		return 0;
 	}
 	if (only_scale) {

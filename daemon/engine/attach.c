@@ -141,6 +141,8 @@ static bool request_listing(struct op *op, enum op_phase phase)
 {
 	op->phase = phase;
 	op->listed = NULL;
+	if (eng_op_listing_dropped(op)) /* the listing it announced at start (engine.c) */
+		return ibvf_sm_batch_members_async_announced(op->e->batch, listed_done, op) == 0;
 	return ibvf_sm_batch_members_async(op->e->batch, listed_done, op) == 0;
 }
 
@@ -842,8 +844,12 @@ static bool prepare_begin(struct op *op)
 {
 	if (!prepare_check(op))
 		return false;
-	if (op->warm)
+	if (op->warm) {
+		/* no read-back: its GUID was checked when the VF was warmed (warm_vf.c) */
+		if (eng_op_listing_dropped(op))
+			ibvf_sm_batch_expect_listing(op->e->batch, -1);
 		return prepare_warm(op);
+	}
 	if (prepare_allocate(op))
 		return false;
 	return request_listing(op, PH_SM_CHECK) || prepare_checked(op);

@@ -186,6 +186,19 @@ int eng_submit(struct op *op)
 	return ret;
 }
 
+/*
+ * A prepare that starts (it holds its keys) announces its read-back of a new
+ * GUID, so a burst shares one SM listing (sm_batch.h, attach.c). Not while it
+ * waits for a key: the op holding it may itself wait for that listing.
+ */
+static void announce_listing(struct op *op)
+{
+	if (op->kind != OP_PREPARE || op->expecting_list)
+		return;
+	op->expecting_list = true;
+	ibvf_sm_batch_expect_listing(op->e->batch, 1);
+}
+
 /* Loop thread: start every waiting op whose keys are free now. */
 static void kick_waiting(void *arg)
 {
@@ -214,6 +227,7 @@ static void kick_waiting(void *arg)
 
 		start = op->next;
 		op->next = NULL;
+		announce_listing(op);
 		if (eng_submit(op)) {
 			op->code = IBVF_RPC_INTERNAL_ERROR;
 			snprintf(op->msg, sizeof(op->msg), "cannot queue the request");
@@ -241,6 +255,15 @@ bool eng_op_arrived(struct op *op)
 	bool was = op->expecting;
 
 	op->expecting = false;
+	return was;
+}
+
+/* The op will not ask for its announced listing (warm, done, failed); true if it had one. */
+bool eng_op_listing_dropped(struct op *op)
+{
+	bool was = op->expecting_list;
+
+	op->expecting_list = false;
 	return was;
 }
 
@@ -452,6 +475,8 @@ void eng_start(struct op *op)
 		e->vf_inflight++;
 	start = take_or_wait(op);
 	pthread_mutex_unlock(&e->lock);
+	if (start)
+		announce_listing(op);
 	if (start && eng_submit(op)) {
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ENOMEM, "", "cannot queue the request");
 		op->phase = PH_DONE;
@@ -478,6 +503,8 @@ void eng_op_finish(void *arg)
 
 	if (eng_op_arrived(op))
 		ibvf_sm_batch_expect(e->batch, -1);
+	if (eng_op_listing_dropped(op))
+		ibvf_sm_batch_expect_listing(e->batch, -1);
 	ibvf_timing_mark(&op->timing, "reply_queue"); /* worker -> loop thread */
 	if (op->kind != OP_UNDO) {
 		if (!op->have_result && !op->code)

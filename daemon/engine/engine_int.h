@@ -199,8 +199,9 @@ struct op {
 	bool warm;    /* prepare: took a warm VF's GUID (no program step; warm_vf.c) */
 	struct ibvf_attach_vf vf;
 	struct ibvf_port_result port;
-	bool expecting; /* counted in the batcher's expected requests */
-	int sm_pending; /* under e->lock */
+	bool expecting;	     /* counted in the batcher's expected requests */
+	bool expecting_list; /* counted in the batcher's announced listings (cold prepare) */
+	int sm_pending;	     /* under e->lock */
 	int sm_status;
 	char sm_msg[IBVF_ERR_LEN + 96];
 	struct ibvf_sm_members *listed; /* a shared SM listing for PH_SM_CHECK/VERIFY */
@@ -235,6 +236,8 @@ void eng_owner_key(const struct ibvf_owner *o, char *buf, size_t len);
 bool eng_in_ranges(const struct ibvf_engine *e, uint64_t g);
 /** The op stops being an expected SM request; true if it was one. */
 bool eng_op_arrived(struct op *op);
+/** The op will not ask for its announced SM listing (warm, or finished); true if it had one. */
+bool eng_op_listing_dropped(struct op *op);
 /** Queue @op on the workers (eng_op_run). */
 int eng_submit(struct op *op);
 /** Loop thread: admit a parsed op (stopping, readiness, keys) and start it or queue it. */

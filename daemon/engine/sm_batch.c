@@ -53,6 +53,9 @@ struct ibvf_sm_batch {
 	struct ls_waiter *lw; /* waiting for the next listing */
 	size_t n_lw, cap_lw;
 	bool ls_stop;
+	bool ls_clocked;     /* waiters queued while a listing was in flight: go on its return */
+	long ls_expected;    /* listings announced (ibvf_sm_batch_expect_listing), not yet asked */
+	int64_t ls_first_ms; /* when the oldest waiting asker asked */
 	uint64_t ls_seq;
 	pthread_t ls_thread;
 };
@@ -386,9 +389,9 @@ int ibvf_sm_batch_new(const struct ibvf_sm_batch_opts *o, struct ibvf_sm_batch *
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_mutex_init(&b->be_lock, NULL);
 	pthread_mutex_init(&b->ls_lock, NULL);
-	pthread_cond_init(&b->ls_cond, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->ls_cond, &ca);
 	pthread_cond_init(&b->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	ret = -pthread_create(&b->thread, NULL, sm_thread, b);
@@ -591,6 +594,28 @@ static void *ls_thread(void *arg)
 			pthread_cond_wait(&b->ls_cond, &b->ls_lock);
 			continue;
 		}
+		/*
+		 * Like the SM batch (sm_thread): with no listing in flight, waiters
+		 * are held while announced askers are still on their way (each
+		 * cold prepare announces its read-back when it starts), at most
+		 * hold_max_ms after the oldest asked, so a burst of cold prepares
+		 * shares one listing instead of a lone first one and a second for
+		 * the rest (issue 17: a round trip less). A lone asker announces
+		 * nobody but itself and lists at once; waiters that queued during
+		 * a listing go when it returns.
+		 */
+		if (!b->ls_stop && !b->ls_clocked && b->ls_expected > 0) {
+			int64_t until = b->ls_first_ms + (int64_t)b->o.hold_max_ms;
+
+			if (ibvf_mono_ms() < until) {
+				struct timespec ts = {(time_t)(until / 1000),
+						      (long)(until % 1000) * 1000000};
+
+				/* ls_cond uses CLOCK_MONOTONIC (ibvf_sm_batch_new) */
+				pthread_cond_timedwait(&b->ls_cond, &b->ls_lock, &ts);
+				continue;
+			}
+		}
 		w = b->lw;
 		n = b->n_lw;
 		b->lw = NULL;
@@ -605,29 +630,63 @@ static void *ls_thread(void *arg)
 		ibvf_sm_batch_members_put(b, s);
 		free(w);
 		pthread_mutex_lock(&b->ls_lock);
+		b->ls_clocked = b->n_lw > 0;
 	}
 	pthread_mutex_unlock(&b->ls_lock);
 	return NULL;
 }
 
-int ibvf_sm_batch_members_async(struct ibvf_sm_batch *b, ibvf_sm_members_fn done, void *arg)
+/* Queue one waiter for the next listing (ls_lock held); @announced: it had announced itself. */
+static int ls_ask(struct ibvf_sm_batch *b, ibvf_sm_members_fn done, void *arg, bool announced)
 {
-	pthread_mutex_lock(&b->ls_lock);
+	if (announced && b->ls_expected > 0)
+		b->ls_expected--;
 	if (b->n_lw == b->cap_lw) {
 		size_t cap = b->cap_lw ? b->cap_lw * 2 : 16;
 		struct ls_waiter *v = realloc(b->lw, cap * sizeof(*v));
 
-		if (!v) {
-			pthread_mutex_unlock(&b->ls_lock);
+		if (!v)
 			return -ENOMEM;
-		}
 		b->lw = v;
 		b->cap_lw = cap;
 	}
+	if (!b->n_lw)
+		b->ls_first_ms = ibvf_mono_ms();
 	b->lw[b->n_lw++] = (struct ls_waiter){done, arg};
 	pthread_cond_signal(&b->ls_cond);
-	pthread_mutex_unlock(&b->ls_lock);
 	return 0;
+}
+
+int ibvf_sm_batch_members_async(struct ibvf_sm_batch *b, ibvf_sm_members_fn done, void *arg)
+{
+	int ret;
+
+	pthread_mutex_lock(&b->ls_lock);
+	ret = ls_ask(b, done, arg, false);
+	pthread_mutex_unlock(&b->ls_lock);
+	return ret;
+}
+
+int ibvf_sm_batch_members_async_announced(struct ibvf_sm_batch *b, ibvf_sm_members_fn done,
+					  void *arg)
+{
+	int ret;
+
+	pthread_mutex_lock(&b->ls_lock);
+	ret = ls_ask(b, done, arg, true);
+	pthread_mutex_unlock(&b->ls_lock);
+	return ret;
+}
+
+void ibvf_sm_batch_expect_listing(struct ibvf_sm_batch *b, int delta)
+{
+	pthread_mutex_lock(&b->ls_lock);
+	b->ls_expected += delta;
+	if (b->ls_expected < 0)
+		b->ls_expected = 0;
+	if (b->ls_expected == 0)
+		pthread_cond_signal(&b->ls_cond);
+	pthread_mutex_unlock(&b->ls_lock);
 }
 
 struct ls_sync {

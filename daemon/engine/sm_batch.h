@@ -162,6 +162,27 @@ typedef void (*ibvf_sm_members_fn)(void *arg, struct ibvf_sm_members *m);
 int ibvf_sm_batch_members_async(struct ibvf_sm_batch *b, ibvf_sm_members_fn done, void *arg);
 
 /**
+ * ibvf_sm_batch_expect_listing() - @delta askers of ibvf_sm_batch_members_async_announced()
+ * are on their way (+), or one of them will not ask after all (-). While any are
+ * announced and no listing is in flight, waiters for a listing are held (up to
+ * hold_max_ms after the oldest asked), so a burst of cold prepares, whose
+ * allocations finish at different times, shares one listing (issue 17: 256 cold
+ * prepares against a UFM at 200 ms, one list round trip instead of two). Waiters
+ * that queued while a listing was in flight are not held: they go when it returns.
+ * A lone asker announces only itself and lists at once.
+ */
+void ibvf_sm_batch_expect_listing(struct ibvf_sm_batch *b, int delta);
+
+/**
+ * ibvf_sm_batch_members_async_announced() - ibvf_sm_batch_members_async() for
+ * an asker counted by ibvf_sm_batch_expect_listing(): the count drops and the
+ * waiter is queued in one step, so the lister never starts without it. Return:
+ * 0, or -ENOMEM (@done is not called; the announcement is used up all the same).
+ */
+int ibvf_sm_batch_members_async_announced(struct ibvf_sm_batch *b, ibvf_sm_members_fn done,
+					  void *arg);
+
+/**
  * ibvf_sm_batch_members() - the same, waiting for it (worker threads, rare
  * paths). Return: 0 and *@out (its status says whether the listing
  * worked; give it back with ibvf_sm_batch_members_put()), or -ENOMEM.

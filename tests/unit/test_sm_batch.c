@@ -413,6 +413,94 @@ static void test_shared_listing(void **state)
 	fx_free(f);
 }
 
+struct ls_rec {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int n;
+	uint64_t seq[16];
+};
+
+static struct ls_rec lsr = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}};
+
+static void on_listed(void *arg, struct ibvf_sm_members *m)
+{
+	struct fx *f = arg;
+
+	pthread_mutex_lock(&lsr.lock);
+	lsr.seq[lsr.n++ % 16] = m ? m->seq : 0;
+	pthread_cond_broadcast(&lsr.cond);
+	pthread_mutex_unlock(&lsr.lock);
+	ibvf_sm_batch_members_put(f->b, m);
+}
+
+static void wait_listed(int n)
+{
+	pthread_mutex_lock(&lsr.lock);
+	while (lsr.n < n)
+		pthread_cond_wait(&lsr.cond, &lsr.lock);
+	pthread_mutex_unlock(&lsr.lock);
+}
+
+/*
+ * Announced read-backs (ibvf_sm_batch_expect_listing: each cold prepare at its
+ * start) hold an idle lister until the last of them asked, so a burst whose
+ * allocations finish at different times costs one listing, not one for the
+ * first asker and another for the rest (issue 17, 256 cold prepares against a
+ * UFM at 200 ms). An unannounced asker with nobody announced lists at once,
+ * and an announced asker that never comes holds the others only hold_max_ms.
+ */
+static void test_announced_listings_shared(void **state)
+{
+	struct fx *f = fx_new(0, 1024, 3);
+	struct timespec ts = {0, 30 * 1000000};
+	struct ibvf_sm_members *m;
+
+	(void)state;
+	f->ctl->latency_ms = 50;
+	lsr.n = 0;
+	ibvf_sm_batch_expect_listing(f->b, 4);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(ibvf_sm_batch_members_async_announced(f->b, on_listed, f), 0);
+		nanosleep(&ts, NULL); /* 30 ms apart: the lister would have started alone */
+	}
+	wait_listed(4);
+	assert_int_equal(f->ctl->list_calls, 1);
+	for (int i = 1; i < 4; i++)
+		assert_int_equal(lsr.seq[i], lsr.seq[0]);
+	/* a lone asker, nobody announced: its own listing */
+	assert_int_equal(ibvf_sm_batch_members(f->b, &m), 0);
+	assert_int_equal(m->status, 0);
+	ibvf_sm_batch_members_put(f->b, m);
+	assert_int_equal(f->ctl->list_calls, 2);
+	/* announced and dropped (a warm prepare, a failed one): nobody is held for it */
+	ibvf_sm_batch_expect_listing(f->b, 2);
+	ibvf_sm_batch_expect_listing(f->b, -1);
+	lsr.n = 0;
+	assert_int_equal(ibvf_sm_batch_members_async_announced(f->b, on_listed, f), 0);
+	wait_listed(1);
+	assert_int_equal(f->ctl->list_calls, 3);
+	fx_free(f);
+	/* one announced asker never comes: the others list after hold_max_ms, once */
+	{
+		struct ibvf_sm_batch_opts o = {.ops = &fake_sm_ops, .hold_max_ms = 100, .seed = 1};
+		char err[256];
+
+		f = calloc(1, sizeof(*f));
+		f->be = fake_sm_new();
+		f->ctl = fake_sm_ctl(f->be);
+		o.backend = f->be;
+		assert_int_equal(ibvf_sm_batch_new(&o, &f->b, err, sizeof(err)), 0);
+		lsr.n = 0;
+		ibvf_sm_batch_expect_listing(f->b, 3);
+		assert_int_equal(ibvf_sm_batch_members_async_announced(f->b, on_listed, f), 0);
+		assert_int_equal(ibvf_sm_batch_members_async_announced(f->b, on_listed, f), 0);
+		wait_listed(2);
+		assert_int_equal(f->ctl->list_calls, 1);
+		assert_int_equal(lsr.seq[1], lsr.seq[0]);
+		fx_free(f);
+	}
+}
+
 /* Shutdown sends what is queued (one attempt) and completes every waiter. */
 static void test_shutdown_flushes(void **state)
 {
@@ -733,6 +821,7 @@ int main(void)
 		cmocka_unit_test(test_permanent_error_after_deadline),
 		cmocka_unit_test(test_transient_predicate),
 		cmocka_unit_test(test_shared_listing),
+		cmocka_unit_test(test_announced_listings_shared),
 	};
 
 	pthread_mutex_init(&rec.lock, NULL);

@@ -367,7 +367,11 @@ class Handler(BaseHTTPRequestHandler):
                 "headers": {k: v for k, v in self.headers.items()},
                 "body": body.decode("utf-8", "replace"),
                 "client_cert": self.peer_cert_cn(),
+                # CLOCK_MONOTONIC (ms), the clock of the C harness and ibvfd:
+                # when the request arrived and, once answered, "done_ms"
+                "t_ms": round(time.monotonic() * 1000.0, 3),
             })
+            entry = st.requests[-1]
             del st.requests[:-REQUEST_LOG_MAX]
             f = st.take_fault(ep or "other")
             latency = st.latency_ms
@@ -376,6 +380,7 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with st.lock:
                 st.in_flight -= 1
+                entry["done_ms"] = round(time.monotonic() * 1000.0, 3)
 
     def peer_cert_cn(self):
         if not isinstance(self.connection, ssl.SSLSocket):
