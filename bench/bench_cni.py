@@ -24,8 +24,8 @@ same run: `ip link set netns` into the namespace and back (two process
 starts and the two moves, which a plugin cannot avoid), and the CNI floor:
 the same two ip(8) runs doing what a CNI ADD and DEL need of the kernel, each
 one netlink message (into the namespace renamed net1 and up; back, which sets
-it down, under its own name). Each iteration runs
-one ADD+DEL pair of each, in turn, timed from process start to exit, as a
+it down, under its own name). Each iteration runs one ADD+DEL pair of
+each, in a random order (--seed), timed from process start to exit, as a
 runtime sees it. Prints per-pair medians, p90s, the load average, and the
 ratios to host-device and to the floor. After the timed runs, --steps N more
 pairs per real ibvfd run with ib-sriov at debug level into a log file (not
@@ -40,6 +40,7 @@ import argparse
 import collections
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -222,6 +223,8 @@ def main():
     ap.add_argument("--ibvfd-b", help="another ibvfd binary (noop backend), e.g. main's")
     ap.add_argument("--plugin-b", help="another ib-sriov binary, e.g. main's: run against the "
                     "real noop ibvfd (cold) and in compatibility mode, interleaved with the others")
+    ap.add_argument("--seed", type=int, default=17,
+                    help="seed of the per-iteration order of the variants")
     ap.add_argument("--rebind-ms", type=int, default=0,
                     help="the fake VF driver's program step takes this long (real ibvfd)")
     args = ap.parse_args()
@@ -297,25 +300,35 @@ def main():
             runs[k] = []
         for i in range(5):
             pair(lab, ib, f"warmb{i}", ns, binary=plugin_b, extra=compat)
+    # each iteration runs every variant once, in a new random order: a move's rcu_barrier()
+    # waits on the RCU work the run before it left, so a fixed order biases some variants
+    rng = random.Random(args.seed)
     for i in range(args.iterations):
+        steps = []
         for n, (k, c) in enumerate(confs.items()):
+            steps.append((k, lambda k=k, c=c, n=n: pair(lab, c, f"r{n}-{i}", ns)))
+            if plugin_b and k == "ib-sriov (daemon, ibvfd noop)":
+                steps.append((noop_b, lambda c=c, n=n: pair(lab, c, f"rb{n}-{i}", ns,
+                                                            binary=plugin_b)))
+        if plugin_b:
+            steps.append(("ib-sriov B (compatibility mode)",
+                          lambda: pair(lab, ib, f"cb{i}", ns, binary=plugin_b, extra=compat)))
+        steps += [
+            ("ib-sriov (daemon, fake ibvfd)", lambda: pair(lab, ib, f"b{i}", ns)),
+            ("ib-sriov (compatibility mode)", lambda: pair(lab, ib, f"c{i}", ns, extra=compat)),
+            ("host-device (Go, Debian)",
+             lambda: pair(lab, hd, f"h{i}", ns, binary="/usr/lib/cni/host-device")),
+            ("kernel floor (ip link set netns, there and back)", lambda: floor_pair(lab, vf, ns)),
+            ("CNI floor (ip: netns+name+up, back+name)", lambda: floor_pair(lab, vf, ns, True)),
+        ]
+        rng.shuffle(steps)
+        for k, run in steps:
             if "warm" in k:
                 warm_waits.append(wait_warm(daemons[k]))
-            runs[k].append(pair(lab, c, f"r{n}-{i}", ns))
-            if plugin_b and k == "ib-sriov (daemon, ibvfd noop)":
-                runs[noop_b].append(pair(lab, c, f"rb{n}-{i}", ns, binary=plugin_b))
-        if plugin_b:
-            runs["ib-sriov B (compatibility mode)"].append(
-                pair(lab, ib, f"cb{i}", ns, binary=plugin_b, extra=compat))
-        runs["ib-sriov (daemon, fake ibvfd)"].append(pair(lab, ib, f"b{i}", ns))
-        runs["ib-sriov (compatibility mode)"].append(pair(lab, ib, f"c{i}", ns, extra=compat))
-        runs["host-device (Go, Debian)"].append(pair(lab, hd, f"h{i}", ns,
-                                                     binary="/usr/lib/cni/host-device"))
-        runs["kernel floor (ip link set netns, there and back)"].append(floor_pair(lab, vf, ns))
-        runs["CNI floor (ip: netns+name+up, back+name)"].append(floor_pair(lab, vf, ns, True))
+            runs[k].append(run())
     print(f"# {args.iterations} ADD+DEL pairs each, same veth, same netns, interleaved; "
           f"load average (1 min) {load0} before, {loadavg()} after; fake VF program step "
-          f"{args.rebind_ms} ms")
+          f"{args.rebind_ms} ms; variants in a random order per iteration (seed {args.seed})")
     print(f"# real ibvfd: pool.sync \"{args.sync}\"")
     for k, d in daemons.items():
         if "warm" in k:
