@@ -13,15 +13,19 @@ and signalling a stand-in "opensm" process: no fabric, verify "off", so
 OpenSM's own re-read and the SMP check are not in the figure) and in
 compatibility mode, with the RC check off and no IPAM; host-device gets
 {"device": <veth>}. --ibvfd-b OTHER adds the real ibvfd OTHER (noop), e.g.
-main's, for an A/B in the same run. With --ibvfd the noop daemon runs twice,
+main's, for an A/B in the same run; --plugin-b OTHER another ib-sriov (against
+the real noop ibvfd and in compatibility mode). With --ibvfd the noop daemon runs twice,
 cold (vf.warm off: every ADD programs and rebinds the VF, every DEL resets
 it) and warm (vf.warm on: ADD takes the VF programmed ahead, DEL's re-GUID
 is off its path; issue 17 item 3); --rebind-ms N makes the fake VF driver's
 program step (GUID set + rebind) take N ms in both (IBVF_FAKE_VF_DELAY_MS),
 as a real mlx5 VF rebind does (~500 ms). The kernel floor is measured in the
 same run: `ip link set netns` into the namespace and back (two process
-starts and the two moves, which a plugin cannot avoid). Each iteration runs
-one ADD+DEL pair of each, in turn, timed from process start to exit, as a
+starts and the two moves, which a plugin cannot avoid), and the CNI floor:
+the same two ip(8) runs doing what a CNI ADD and DEL need of the kernel, each
+one netlink message (into the namespace renamed net1 and up; back, which sets
+it down, under its own name). Each iteration runs one ADD+DEL pair of
+each, in a random order (--seed), timed from process start to exit, as a
 runtime sees it. Prints per-pair medians, p90s, the load average, and the
 ratios to host-device and to the floor. After the timed runs, --steps N more
 pairs per real ibvfd run with ib-sriov at debug level into a log file (not
@@ -36,6 +40,7 @@ import argparse
 import collections
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -72,11 +77,17 @@ def pair(lab, conf, cid, ns, binary=None, extra=None):
     return a[0] + d[0], a[1] + d[1], a[0], d[0]
 
 
-def floor_pair(lab, vf, ns):
-    """The kernel floor: the veth into @ns and back with ip(8), as timed() times a plugin."""
+def floor_pair(lab, vf, ns, cni=False):
+    """The kernel floor: the veth into @ns and back with ip(8), as timed() times a plugin.
+    @cni: what a CNI ADD and DEL must have the kernel do, each in one ip(8) message: into
+    @ns renamed net1 and up, and back (the move sets it down) under its own name."""
+    cmds = ([["ip", "link", "set", "dev", vf.name, "netns", ns, "name", "net1", "up"],
+             ["ip", "-n", ns, "link", "set", "dev", "net1", "netns", str(os.getpid()), "name",
+              vf.name]] if cni else
+            [["ip", "link", "set", "dev", vf.name, "netns", ns],
+             ["ip", "-n", ns, "link", "set", "dev", vf.name, "netns", str(os.getpid())]])
     out = []
-    for cmd in (["ip", "link", "set", "dev", vf.name, "netns", ns],
-                ["ip", "-n", ns, "link", "set", "dev", vf.name, "netns", str(os.getpid())]):
+    for cmd in cmds:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         err = p.stderr.read()
@@ -210,6 +221,10 @@ def main():
     ap.add_argument("--ibvfd")
     ap.add_argument("--sm-module-dir")
     ap.add_argument("--ibvfd-b", help="another ibvfd binary (noop backend), e.g. main's")
+    ap.add_argument("--plugin-b", help="another ib-sriov binary, e.g. main's: run against the "
+                    "real noop ibvfd (cold) and in compatibility mode, interleaved with the others")
+    ap.add_argument("--seed", type=int, default=17,
+                    help="seed of the per-iteration order of the variants")
     ap.add_argument("--rebind-ms", type=int, default=0,
                     help="the fake VF driver's program step takes this long (real ibvfd)")
     args = ap.parse_args()
@@ -266,28 +281,54 @@ def main():
             return 1
         confs[k] = dict(ib, ibvfd={"socket": d.sock})
     runs = {**{k: [] for k in daemons}, **runs,
-            "kernel floor (ip link set netns, there and back)": []}
+            "kernel floor (ip link set netns, there and back)": [],
+            "CNI floor (ip: netns+name+up, back+name)": []}
     for i in range(5):  # warm caches (binaries, page cache) before timing
         pair(lab, ib, f"warm{i}", ns)
         pair(lab, hd, f"warm{i}", ns, binary="/usr/lib/cni/host-device")
         floor_pair(lab, vf, ns)
+        floor_pair(lab, vf, ns, True)
         for n, c in enumerate(confs.values()):
             pair(lab, c, f"warm{n}-{i}", ns)
     warm_waits = []
     load0 = loadavg()
+    plugin_b = os.path.abspath(args.plugin_b) if args.plugin_b else None
+    noop_b = "ib-sriov B (daemon, ibvfd noop)"
+    if plugin_b:
+        for k in ([noop_b] if "ib-sriov (daemon, ibvfd noop)" in confs else []) + [
+                "ib-sriov B (compatibility mode)"]:
+            runs[k] = []
+        for i in range(5):
+            pair(lab, ib, f"warmb{i}", ns, binary=plugin_b, extra=compat)
+    # each iteration runs every variant once, in a new random order: a move's rcu_barrier()
+    # waits on the RCU work the run before it left, so a fixed order biases some variants
+    rng = random.Random(args.seed)
     for i in range(args.iterations):
+        steps = []
         for n, (k, c) in enumerate(confs.items()):
+            steps.append((k, lambda k=k, c=c, n=n: pair(lab, c, f"r{n}-{i}", ns)))
+            if plugin_b and k == "ib-sriov (daemon, ibvfd noop)":
+                steps.append((noop_b, lambda c=c, n=n: pair(lab, c, f"rb{n}-{i}", ns,
+                                                            binary=plugin_b)))
+        if plugin_b:
+            steps.append(("ib-sriov B (compatibility mode)",
+                          lambda: pair(lab, ib, f"cb{i}", ns, binary=plugin_b, extra=compat)))
+        steps += [
+            ("ib-sriov (daemon, fake ibvfd)", lambda: pair(lab, ib, f"b{i}", ns)),
+            ("ib-sriov (compatibility mode)", lambda: pair(lab, ib, f"c{i}", ns, extra=compat)),
+            ("host-device (Go, Debian)",
+             lambda: pair(lab, hd, f"h{i}", ns, binary="/usr/lib/cni/host-device")),
+            ("kernel floor (ip link set netns, there and back)", lambda: floor_pair(lab, vf, ns)),
+            ("CNI floor (ip: netns+name+up, back+name)", lambda: floor_pair(lab, vf, ns, True)),
+        ]
+        rng.shuffle(steps)
+        for k, run in steps:
             if "warm" in k:
                 warm_waits.append(wait_warm(daemons[k]))
-            runs[k].append(pair(lab, c, f"r{n}-{i}", ns))
-        runs["ib-sriov (daemon, fake ibvfd)"].append(pair(lab, ib, f"b{i}", ns))
-        runs["ib-sriov (compatibility mode)"].append(pair(lab, ib, f"c{i}", ns, extra=compat))
-        runs["host-device (Go, Debian)"].append(pair(lab, hd, f"h{i}", ns,
-                                                     binary="/usr/lib/cni/host-device"))
-        runs["kernel floor (ip link set netns, there and back)"].append(floor_pair(lab, vf, ns))
+            runs[k].append(run())
     print(f"# {args.iterations} ADD+DEL pairs each, same veth, same netns, interleaved; "
           f"load average (1 min) {load0} before, {loadavg()} after; fake VF program step "
-          f"{args.rebind_ms} ms")
+          f"{args.rebind_ms} ms; variants in a random order per iteration (seed {args.seed})")
     print(f"# real ibvfd: pool.sync \"{args.sync}\"")
     for k, d in daemons.items():
         if "warm" in k:
@@ -298,11 +339,22 @@ def main():
     med = {k: summary(k, v) for k, v in runs.items()}
     base = med["host-device (Go, Debian)"]
     floor = med["kernel floor (ip link set netns, there and back)"]
-    print(f"kernel floor / host-device: wall {floor[0] / base[0]:.3f}")
+    cni_floor = med["CNI floor (ip: netns+name+up, back+name)"]
+    print(f"kernel floor / host-device: wall {floor[0] / base[0]:.3f}; CNI floor / host-device: "
+          f"wall {cni_floor[0] / base[0]:.3f}")
     for k in [k for k in runs if k.startswith("ib-sriov")]:
         target = "<= 0.86" if "compatibility" in k else "<= 0.9"
         print(f"ratio {k} / host-device: wall {med[k][0] / base[0]:.3f} (target {target}), "
-              f"CPU {med[k][1] / base[1]:.3f}; / kernel floor: wall {med[k][0] / floor[0]:.3f}")
+              f"CPU {med[k][1] / base[1]:.3f}; / kernel floor: wall {med[k][0] / floor[0]:.3f}; "
+              f"/ CNI floor: wall {med[k][0] / cni_floor[0]:.3f}")
+    for a, b in (("ib-sriov (daemon, ibvfd noop)", noop_b),
+                 ("ib-sriov (compatibility mode)", "ib-sriov B (compatibility mode)")):
+        if a in runs and runs.get(b):
+            # paired by iteration: the same moment's kernel (RCU backlog, load) for both
+            d = sorted(x[0] - y[0] for x, y in zip(runs[a], runs[b]))
+            print(f"paired {a} - B: median {statistics.median(d):+.2f} ms, middle half "
+                  f"{d[len(d) // 4]:+.2f} .. {d[3 * len(d) // 4]:+.2f} ms; A faster in "
+                  f"{sum(x < 0 for x in d)} of {len(d)} iterations")
     if args.steps > 0:
         for k, c in confs.items():
             step_breakdown(lab, k, c, ns, args.steps)

@@ -210,6 +210,45 @@ static int link_move(struct cni_ns *ns, int ifindex, const struct cni_ns *to, ch
 	return 0;
 }
 
+/*
+ * One RTM_NEWLINK for the whole move: into @to (IFLA_NET_NS_FD), renamed
+ * @name there, ifalias @alias ("" clears it, NULL leaves it), and up when
+ * @up is 1 (-1 leaves the flags). rtnetlink's do_setlink() changes the netns
+ * first (__dev_change_net_namespace() closes a running netdev, and uses
+ * @name at once when the netdev's own name is taken in @to), then renames
+ * it (down by then, so kernels before 6.2, which refuse to rename a running
+ * netdev, accept it too), sets the alias, and last applies the flags. A
+ * separate down and temporary rename before the move, as ip(8) or
+ * host-device do it, cost each a synchronize_net() (docs/benchmarks.md,
+ * "kernel operations per ADD and DEL"). When the move succeeds and a later
+ * part fails, the netdev is in @to under some name: the callers look for it.
+ */
+static int link_move_as(struct cni_ns *ns, int ifindex, const struct cni_ns *to, const char *name,
+			int up, const char *alias, char *err, size_t errlen)
+{
+	struct rtnl_link *chg = rtnl_link_alloc();
+	uint64_t t0;
+	int ret;
+
+	if (!chg)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	rtnl_link_set_ns_fd(chg, to->fd);
+	rtnl_link_set_name(chg, name);
+	if (up == 1)
+		rtnl_link_set_flags(chg, IFF_UP);
+	if (alias && *alias)
+		rtnl_link_set_ifalias(chg, alias);
+	t0 = ibvf_mono_ns();
+	ret = link_change(ns, ifindex, chg, alias && !*alias);
+	rtnl_link_put(chg);
+	log_debug("netdev %d: netns move %s -> %s as %s took %.3f ms (kernel)", ifindex, ns->path,
+		  to->path, name, (double)(ibvf_mono_ns() - t0) / 1e6);
+	if (ret)
+		return ibvf_errf(err, errlen, ret, "moving netdev %d from netns %s to %s as %s: %s",
+				 ifindex, ns->path, to->path, name, strerror(-ret));
+	return 0;
+}
+
 int cni_link_del_altname(struct cni_ns *ns, int ifindex, const char *altname, char *err,
 			 size_t errlen)
 {
@@ -298,9 +337,14 @@ static int temp_rename(struct cni_ns *ns, int ifindex, const char *prefix, const
 	return ret;
 }
 
-int cni_netdev_to_pod(struct cni_ns *host, struct cni_ns *pod, const char *host_name,
-		      const char *pod_name, const char *alias, struct cni_moved *out, char *err,
-		      size_t errlen)
+/*
+ * The stepwise move: down, temporary name and alias, move, then the Pod name
+ * and up in the Pod. The fallback of cni_netdev_to_pod() when the one-message
+ * move leaves the netdev untouched in the host.
+ */
+static int to_pod_stepwise(struct cni_ns *host, struct cni_ns *pod, const char *host_name,
+			   const char *pod_name, const char *alias, struct cni_moved *out,
+			   char *err, size_t errlen)
 {
 	const char *stale[] = {host_name, pod_name, NULL};
 	char e2[IBVF_ERR_LEN];
@@ -366,8 +410,90 @@ undo_failed:
 	return ret;
 }
 
-int cni_netdev_to_host(struct cni_ns *pod, struct cni_ns *host, const char *pod_name,
-		       const char *host_name, char *final_name, char *err, size_t errlen)
+/* Same hardware address: the netdev @want, wherever a move took it (the ifindex may change). */
+static bool same_netdev(const struct cni_link *a, const struct cni_link *want)
+{
+	return a->addr_len == want->addr_len && !memcmp(a->addr, want->addr, a->addr_len);
+}
+
+/*
+ * The netdev @want after a move into @ns whose rename or flags failed: under
+ * @name1 or @name2 there, told apart from another netdev of that name by its
+ * hardware address. 0 (@out filled) or -ENODEV.
+ */
+static int find_moved(struct cni_ns *ns, const char *name1, const char *name2,
+		      const struct cni_link *want, struct cni_link *out)
+{
+	const char *names[] = {name1, name2};
+
+	for (int i = 0; i < 2; i++)
+		if (names[i] && *names[i] && !cni_link_get(ns, names[i], 0, out, NULL, 0) &&
+		    same_netdev(out, want))
+			return 0;
+	return -ENODEV;
+}
+
+int cni_netdev_to_pod(struct cni_ns *host, struct cni_ns *pod, const char *host_name,
+		      const char *pod_name, const char *alias, struct cni_moved *out, char *err,
+		      size_t errlen)
+{
+	const char *stale[] = {host_name, pod_name, NULL};
+	char e2[IBVF_ERR_LEN];
+	struct cni_link l, m;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = cni_link_get(pod, pod_name, 0, &l, e2, sizeof(e2));
+	if (!ret)
+		return ibvf_errf(err, errlen, -EEXIST, "netns %s already has a netdev %s",
+				 pod->path, pod_name);
+	ret = cni_link_get(host, host_name, 0, &l, err, errlen);
+	if (ret)
+		return ret;
+	out->was_up = l.flags & IFF_UP;
+	/* stale altnames that would collide in the host later or in the Pod */
+	ret = drop_altnames(host, &l, stale, err, errlen);
+	if (ret)
+		return ret;
+	/* move, Pod name, alias, up: one message (link_move_as()) */
+	ret = link_move_as(host, l.ifindex, pod, pod_name, 1, alias, err, errlen);
+	if (!ret && !cni_link_get(pod, pod_name, 0, &out->link, err, errlen) &&
+	    same_netdev(&out->link, &l)) {
+		out->pod_ifindex = out->link.ifindex;
+		return 0;
+	}
+	if (!ret)
+		ret = ibvf_errf(err, errlen, -ENODEV,
+				"netdev %s is not in netns %s as %s after "
+				"its move",
+				host_name, pod->path, pod_name);
+	if (!cni_link_get(host, host_name, 0, &m, e2, sizeof(e2)) && same_netdev(&m, &l))
+		/* the move did not happen: the stepwise way, with its own errors and undo */
+		return to_pod_stepwise(host, pod, host_name, pod_name, alias, out, err, errlen);
+	/* moved, but its rename, alias or up failed: back under its host name */
+	e2[0] = 0;
+	if (find_moved(pod, host_name, pod_name, &l, &m))
+		snprintf(e2, sizeof(e2), "no netdev %s or %s with its address in netns %.256s",
+			 host_name, pod_name, pod->path);
+	else if (link_move_as(pod, m.ifindex, host, host_name, out->was_up ? 1 : -1, "", e2,
+			      sizeof(e2)) == 0)
+		e2[0] = 0;
+	if (e2[0]) {
+		log_err("undoing the move of netdev %s failed: %s", host_name, e2);
+		if (err && strlen(err) + 1 < errlen)
+			snprintf(err + strlen(err), errlen - strlen(err),
+				 "; undoing it failed too: %s", e2);
+	}
+	return ret;
+}
+
+/*
+ * The stepwise move back: down, temporary name, move, the host name. The
+ * fallback of cni_netdev_to_host() when the one-message move leaves the
+ * netdev in the Pod, and the way when its host name is unknown.
+ */
+static int to_host_stepwise(struct cni_ns *pod, struct cni_ns *host, const char *pod_name,
+			    const char *host_name, char *final_name, char *err, size_t errlen)
 {
 	char temp[CNI_IFNAME_LEN], e2[IBVF_ERR_LEN];
 	const char *stale[] = {pod_name, host_name, NULL};
@@ -403,5 +529,52 @@ int cni_netdev_to_host(struct cni_ns *pod, struct cni_ns *host, const char *pod_
 	}
 	if (final_name)
 		snprintf(final_name, CNI_IFNAME_LEN, "%s", host_name);
+	return 0;
+}
+
+int cni_netdev_to_host(struct cni_ns *pod, struct cni_ns *host, const char *pod_name,
+		       const char *host_name, char *final_name, char *err, size_t errlen)
+{
+	const char *stale[] = {pod_name, host_name, NULL};
+	char temp[CNI_IFNAME_LEN], e2[IBVF_ERR_LEN];
+	struct cni_link l, m;
+	int ret;
+
+	if (!host_name || !*host_name)
+		return to_host_stepwise(pod, host, pod_name, host_name, final_name, err, errlen);
+	ret = cni_link_get(pod, pod_name, 0, &l, err, errlen);
+	if (ret)
+		return ret;
+	ret = drop_altnames(pod, &l, stale, err, errlen);
+	if (ret)
+		return ret;
+	/* move (which sets it down), host name, alias cleared: one message (link_move_as()) */
+	ret = link_move_as(pod, l.ifindex, host, host_name, -1, "", e2, sizeof(e2));
+	if (!ret) {
+		if (final_name)
+			snprintf(final_name, CNI_IFNAME_LEN, "%s", host_name);
+		return 0;
+	}
+	if (!cni_link_get(pod, pod_name, 0, &m, NULL, 0) && same_netdev(&m, &l))
+		/* not moved (both names taken in the host?): the stepwise way */
+		return to_host_stepwise(pod, host, pod_name, host_name, final_name, err, errlen);
+	/* moved, but the rename (its host name taken meanwhile) or the alias failed */
+	ret = find_moved(host, host_name, pod_name, &l, &m);
+	if (ret)
+		return ibvf_errf(err, errlen, ret,
+				 "netdev %s left netns %s but is not in netns %s "
+				 "as %s or %s: %s",
+				 pod_name, pod->path, host->path, host_name, pod_name, e2);
+	if (strcmp(m.name, host_name)) {
+		ret = temp_rename(host, m.ifindex, "ibvr", NULL, temp, err, errlen);
+		if (ret)
+			return ret;
+		snprintf(m.name, sizeof(m.name), "%s", temp);
+	}
+	log_warn("netdev %s is back in the host netns as %s: %s", pod_name, m.name, e2);
+	if (cni_link_set(host, m.ifindex, NULL, -1, "", e2, sizeof(e2)))
+		log_warn("clearing the ifalias of %s: %s", m.name, e2);
+	if (final_name)
+		snprintf(final_name, CNI_IFNAME_LEN, "%s", m.name);
 	return 0;
 }

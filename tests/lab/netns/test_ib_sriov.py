@@ -8,6 +8,7 @@ tuning); exits 77 (SKIP) without them unless IBVF_REQUIRE_LABS=1.
 """
 import json
 import os
+import secrets
 import sys
 import time
 
@@ -424,14 +425,17 @@ def t_add_failures(lab, t):
          "prepare refused: code 102, message names VF and PKey", out)
     assert_rollback(lab, t, vf, ns, cid, net, "prepare refused")
 
-    # 2. the move into the Pod fails (a netdev there already has the temporary name)
+    # 2. the move into the Pod fails: an altname of the VF netdev is a netdev's name
+    # there (the kernel refuses the one-message move, and the stepwise fallback's)
     vf, ns, cid = lab.vf(), lab.ns(), "c-f-move"
-    temp = "ibvf%x" % lab.ifindex(vf.name)
-    peer = lab.placeholder(ns, temp)
+    taken = f"{lab.prefix}alt"
+    peer = lab.placeholder(ns, taken)
+    sh("ip", "link", "property", "add", "dev", vf.name, "altname", taken)
     rc, out, _ = lab.run("ADD", base(lab, vf, net=net), cid, netns=ns)
     t.ok(rc == 1 and out["code"] == 100 and "GUID 02:" in out["details"],
          "netdev move fails: code 100, message names the GUID", out)
-    assert_rollback(lab, t, vf, ns, cid, net, "netdev move failed", keep=(temp, peer))
+    sh("ip", "link", "property", "del", "dev", vf.name, "altname", taken)
+    assert_rollback(lab, t, vf, ns, cid, net, "netdev move failed", keep=(taken, peer))
 
     # 3. IPAM plugin not in CNI_PATH
     vf, ns, cid = lab.vf(), lab.ns(), "c-f-ipam-missing"
@@ -545,6 +549,48 @@ def t_add_failures(lab, t):
          "rdmaIsolation without exclusive RDMA netns mode: clear error", out)
     t.ok(len(lab.store()["calls"]) == calls_before, "rdmaIsolation refusal: ibvfd not called")
     assert_rollback(lab, t, vf, ns, cid, net, "rdmaIsolation refused")
+
+
+def t_move_names(lab, t):
+    """The one-message moves (cni_netns.c link_move_as()) when names are taken."""
+    net = "ibnames"
+    # the Pod netns has a netdev with the VF's host name: the kernel names the
+    # VF by its Pod name in the move itself
+    vf, ns, cid = lab.vf(), lab.ns(), "c-names-pod"
+    peer = lab.placeholder(ns, vf.name)
+    rc, out, err = lab.run("ADD", base(lab, vf, net=net), cid, netns=ns)
+    l = lab.link("net1", ns)
+    t.ok(rc == 0 and l and "UP" in l.get("flags", []) and lab.link(vf.name, ns) and
+         lab.link(vf.name, ns)["ifindex"] != l["ifindex"],
+         "ADD with the VF's host name taken in the Pod: net1 up, the other netdev kept",
+         f"{out}\n{err}\n{lab.links(ns)}")
+    rc, out, err = lab.run("DEL", base(lab, vf, net=net), cid, netns=ns)
+    t.ok(rc == 0, "DEL with the VF's host name taken in the Pod", f"{out}\n{err}")
+    host_ok(lab, t, vf, "host name taken in the Pod")
+    t.ok(lab.link(vf.name, ns) is not None and lab.link(peer, ns) is not None,
+         "the Pod's own netdev of that name is untouched", lab.links(ns))
+    # at DEL the VF's host name is taken in the host: the netdev moves back as
+    # net1, the rename fails, and it is left under a temporary name (warning)
+    vf, ns, cid = lab.vf(), lab.ns(), "c-names-host"
+    rc, out, err = lab.run("ADD", base(lab, vf, net=net), cid, netns=ns)
+    t.ok(rc == 0, "ADD (host name to be taken)", f"{out}\n{err}")
+    mac = lab.link("net1", ns)["address"]
+    other = f"{lab.prefix}o{secrets.token_hex(2)}"
+    sh("ip", "link", "add", vf.name, "type", "veth", "peer", "name", other)
+    rc, out, err = lab.run("DEL", base(lab, vf, net=net), cid, netns=ns)
+    back = [n for n in lab.links() if n.startswith("ibvr") and lab.link(n)["address"] == mac]
+    t.ok(rc == 0 and back and "net1" not in lab.links() and lab.link("net1", ns) is None and
+         "back in the host netns as ibvr" in err,
+         "DEL with the VF's host name taken in the host: back under a temporary name, "
+         "warned", f"{out}\n{err}\n{lab.links()}")
+    t.ok(lab.link(vf.name)["address"] != mac and lab.link(other) is not None,
+         "the host's own netdev of that name is untouched")
+    sh("ip", "link", "del", vf.name)
+    if back:
+        t.ok(not lab.link(back[0]).get("ifalias"), "the temporary-named VF has no ifalias")
+        sh("ip", "link", "set", "dev", back[0], "name", vf.name)
+    host_ok(lab, t, vf, "host name taken in the host, renamed back")
+    nothing_held(lab, t, cid, net, "host name taken in the host")
 
 
 def t_bad_input(lab, t):
@@ -686,7 +732,7 @@ def t_vfio(lab, t):
 
 TESTS = [t_version, t_add_check_del, t_rendered_sriovibnetwork, t_metaplugins_conflist,
          t_versions, t_gc, t_status, t_del_missing_state, t_legacy_cache, t_add_failures,
-         t_bad_input, t_compat_mode, t_vfio, t_concurrent]
+         t_move_names, t_bad_input, t_compat_mode, t_vfio, t_concurrent]
 
 
 def main():
