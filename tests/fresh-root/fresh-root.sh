@@ -6,19 +6,22 @@
 # Builds a Debian 12 (bookworm) root with `mmdebstrap --variant=important`
 # plus git, clones the committed HEAD of this checkout into /root/ibvf in it,
 # and runs there, as root, exactly what the README tells a new user to run:
-# `tools/demo`, then `tools/run-tests` (each installs its Debian packages
-# with tools/install-deps first). The commands run under chroot in private
+# `tools/demo`, `tools/demo --cluster --no-install` (after tools/demo, which
+# installed the packages and built), then `tools/run-tests` (tools/demo and
+# tools/run-tests each install their Debian packages with tools/install-deps
+# first). The commands run under chroot in private
 # mount and PID namespaces with a fresh /proc, the host's /sys and /dev
 # (rbind: /dev/pts, /dev/shm, /dev/kvm), a tmpfs on /run; the kernel is the
 # host's, so kernel modules must be built in or loadable on the host.
 #
 # Ends with the closing line "N passed, N failed, N skipped": tools/demo
-# counts as one test, tools/run-tests adds its own counts, and every step
+# and tools/demo --cluster count as one test each, tools/run-tests adds its
+# own counts, and every step
 # that could not be done (mmdebstrap, clone, a missing counts file) is one
 # named failure. Exit status 0 exactly when that line has 0 failed.
 #
 #   --keep        keep the root (its path is printed) instead of deleting it
-#   --demo-only   run tools/demo only (no tools/run-tests)
+#   --demo-only   run tools/demo and tools/demo --cluster only (no tools/run-tests)
 #   IBVF_CI_CACHE     cache directory (default /var/cache/ibvf-ci): the .deb
 #                     files of every run (mmdebstrap's and tools/install-deps')
 #                     and the VM lab's kernel, kept between runs
@@ -35,7 +38,7 @@ for a in "$@"; do
 	case $a in
 	--keep) KEEP=1 ;;
 	--demo-only) DEMO_ONLY=1 ;;
-	-h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,32p' "$0"; exit 0 ;;
 	*) echo "fresh-root: unknown option $a" >&2; exit 2 ;;
 	esac
 done
@@ -160,6 +163,15 @@ inroot tools/demo tools/demo
 rc=$?
 TIMES+=("demo $(since "$t") s")
 if [ $rc = 0 ]; then PASSED=$((PASSED + 1)); else fail "tools/demo exited $rc"; fi
+
+# cluster mode on a simulated 3-node fabric (the README's mention next to the
+# two commands), on what tools/demo installed and built (_build-demo)
+say "tools/demo --cluster --no-install in the root"
+t=$(date +%s%N)
+inroot "tools/demo --cluster" tools/demo --cluster --no-install
+rc=$?
+TIMES+=("demo-cluster $(since "$t") s")
+if [ $rc = 0 ]; then PASSED=$((PASSED + 1)); else fail "tools/demo --cluster exited $rc"; fi
 
 if [ $DEMO_ONLY = 0 ]; then
 	say "tools/run-tests (the README's second command) in the root"
