@@ -362,12 +362,16 @@ class Handler(BaseHTTPRequestHandler):
                 st.calls[ep] += 1
             st.in_flight += 1
             st.max_concurrent = max(st.max_concurrent, st.in_flight)
-            st.requests.append({
+            # t_start/t_end: CLOCK_MONOTONIC seconds (time.monotonic()), the
+            # clock of the C side's ibvf_mono_ms(): how requests overlap
+            rec = {
                 "method": method, "path": self.path, "endpoint": ep or "other",
                 "headers": {k: v for k, v in self.headers.items()},
                 "body": body.decode("utf-8", "replace"),
                 "client_cert": self.peer_cert_cn(),
-            })
+                "t_start": time.monotonic(), "t_end": None,
+            }
+            st.requests.append(rec)
             del st.requests[:-REQUEST_LOG_MAX]
             f = st.take_fault(ep or "other")
             latency = st.latency_ms
@@ -376,6 +380,7 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with st.lock:
                 st.in_flight -= 1
+                rec["t_end"] = time.monotonic()
 
     def peer_cert_cn(self):
         if not isinstance(self.connection, ssl.SSLSocket):
