@@ -1155,7 +1155,7 @@ static void bench_smd(void)
 {
 	const char *env = getenv("BENCH_CLUSTER_NODES"), *lat_env = getenv("BENCH_SMD_LATENCY_MS");
 	int nn = env ? atoi(env) : 100, per = 10, latency = lat_env ? atoi(lat_env) : 200;
-	int started = 0;
+	int started = 0, rt;
 	struct ufm_sim_opts so = {.user = SMD_USER, .password = SMD_PASSWORD};
 	struct ufm_sim sim = {0};
 	struct lab *l = NULL;
@@ -1170,6 +1170,7 @@ static void bench_smd(void)
 	}
 	if (nn < 1 || latency < 0 || !mkdtemp(dir))
 		return;
+	rt = latency ? latency : 200; /* the floor's unit: issue 19's 200 ms round trip */
 	l = calloc((size_t)nn, sizeof(*l));
 	if (!l)
 		goto out;
@@ -1225,10 +1226,9 @@ static void bench_smd(void)
 	       " ms = %.1f round trips of %d ms; p50 %" PRId64 " ms, p99 %" PRId64
 	       " ms; %d failed; UFM holds %d of %d. The burst above spent %.1f of its %.1f round "
 	       "trips above this floor\n",
-	       per, f.requests, f.calls, f.wall, latency ? (double)f.wall / latency : 0, latency,
-	       f.p50, f.p99, f.fails, f.held, started * per - f.fails,
-	       latency ? (double)(b.wall - f.wall) / latency : 0,
-	       latency ? (double)b.wall / latency : 0);
+	       per, f.requests, f.calls, f.wall, (double)f.wall / rt, rt, f.p50, f.p99, f.fails,
+	       f.held, started * per - f.fails, (double)(b.wall - f.wall) / rt,
+	       (double)b.wall / rt);
 stop:
 	for (int i = 0; i < started; i++)
 		if (l[i].pid > 0)
