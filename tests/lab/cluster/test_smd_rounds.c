@@ -221,7 +221,10 @@ static void rounds_of(int64_t from_ms, int64_t to_ms, struct rounds *r)
 		r->by_ep[ep_index(ep ? ep : "other")]++;
 		if (off < sizeof(r->shape) - 32)
 			off += (size_t)snprintf(r->shape + off, sizeof(r->shape) - off, "%s%s",
-						!i ? "" : next ? ", " : "|", ep ? ep : "?");
+						!i     ? ""
+						: next ? ", "
+						       : "|",
+						ep ? ep : "?");
 	}
 	json_decref(j);
 }
@@ -303,8 +306,8 @@ int main(int argc, char **argv)
 	printf("# the next pass: %d UFM request(s) in %d round trip(s): %s\n", r.n, r.rounds,
 	       r.shape);
 	CHECK(rc == 0 && in_ufm(8) == 8, "n1 adds 4 more: all 8 in UFM when it returns (%s)", err);
-	CHECK(r.rounds == 2 && r.n == 3 && r.by_ep[3] == 1 && r.by_ep[0] == 1 &&
-		      r.by_ep[2] == 1 && r.by_ep[1] == 0,
+	CHECK(r.rounds == 2 && r.n == 3 && r.by_ep[3] == 1 && r.by_ep[0] == 1 && r.by_ep[2] == 1 &&
+		      r.by_ep[1] == 0,
 	      "that pass: the list (the previous pass's verification) beside last_updated, then "
 	      "the add, no PKey read (3 requests, 2 round trips; got %d in %d: %s)",
 	      r.n, r.rounds, r.shape);
@@ -320,8 +323,7 @@ int main(int argc, char **argv)
 	rounds_of(t0, ibvf_mono_ms(), &r);
 	printf("# idle after the passes: %d UFM request(s): %s\n", r.n, r.shape);
 	CHECK(r.n == 1 && r.by_ep[3] == 1,
-	      "idle: one list verifies the accepted adds, nothing else (got %d: %s)", r.n,
-	      r.shape);
+	      "idle: one list verifies the accepted adds, nothing else (got %d: %s)", r.n, r.shape);
 
 	/* a removal UFM answers 200 without doing it */
 	ufm_sim_ctl(&sim, "POST", "/_sim/faults",
