@@ -919,6 +919,226 @@ static int node_as_deployed(struct lab *l)
 	return ret;
 }
 
+/* One pass of the agent, from its log line "pass timeline (CLOCK_MONOTONIC ms): ..." */
+struct smd_pass {
+	long long start, read, sm, applied, rev;
+};
+
+/* The agent's passes that started at or after @from (monotonic ms) into @p (at most @max). */
+static int smd_passes(const char *dir, int64_t from, struct smd_pass *p, int max)
+{
+	char log[PATH_MAX], line[1024];
+	FILE *f;
+	int n = 0;
+
+	snprintf(log, sizeof(log), "%s/smd.log", dir);
+	f = fopen(log, "r");
+	while (f && n < max && fgets(line, sizeof(line), f)) {
+		const char *t = strstr(line, "pass timeline (CLOCK_MONOTONIC ms): ");
+		struct smd_pass x;
+
+		if (t &&
+		    sscanf(t,
+			   "pass timeline (CLOCK_MONOTONIC ms): start %lld, desired read "
+			   "%lld, SM done %lld, applied %lld (revision %lld",
+			   &x.start, &x.read, &x.sm, &x.applied, &x.rev) == 5 &&
+		    x.start >= from)
+			p[n++] = x;
+	}
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static int cmp_req_start(const void *x, const void *y)
+{
+	double a = json_real_value(json_object_get(*(json_t *const *)x, "t_start"));
+	double b = json_real_value(json_object_get(*(json_t *const *)y, "t_start"));
+
+	return a < b ? -1 : a > b;
+}
+
+/*
+ * Where the burst's wall went, on one clock (CLOCK_MONOTONIC ms from the
+ * burst's start @t0): each agent pass (its etcd read, each UFM request from
+ * the simulator's log with arrival and reply, its applied write) and the
+ * nodes' wake-up (how many prepares returned after each applied write).
+ * Serial UFM round trips: a request that arrives after every earlier one
+ * was answered starts a new one.
+ */
+static void smd_timeline(struct ufm_sim *sim, const char *dir, int64_t t0, int64_t t_end,
+			 const int64_t *end_ms, int nj)
+{
+	struct smd_pass p[64];
+	json_t *j = NULL, *reqs, *v[256];
+	size_t nv = 0;
+	int np = smd_passes(dir, t0 - 50, p, 64), serial = 0, woke = 0;
+	double rend = -1;
+
+	if (ufm_sim_ctl(sim, "GET", "/_sim/requests", NULL, &j) != 200) {
+		json_decref(j);
+		j = NULL;
+	}
+	reqs = json_object_get(j, "requests");
+	for (size_t i = 0; i < json_array_size(reqs) && nv < 256; i++) {
+		json_t *q = json_array_get(reqs, i);
+
+		if (json_real_value(json_object_get(q, "t_start")) * 1000 >= (double)(t0 - 50) &&
+		    json_real_value(json_object_get(q, "t_start")) * 1000 <= (double)t_end)
+			v[nv++] = q;
+	}
+	qsort(v, nv, sizeof(*v), cmp_req_start);
+	printf("  timeline (ms from the burst's start; UFM requests from the simulator's log, "
+	       "'|' = at once):\n");
+	for (int k = 0, r = 0; k < np || (size_t)r < nv; k++) {
+		char line[1024];
+		size_t off = 0;
+		int64_t upto = k < np ? p[k].applied : t_end;
+		int w = 0;
+
+		if (k < np)
+			off += (size_t)snprintf(line + off, sizeof(line) - off,
+						"    pass %d: etcd read %+lld..%+lld, UFM", k + 1,
+						p[k].start - t0, p[k].read - t0);
+		else
+			off += (size_t)snprintf(line + off, sizeof(line) - off,
+						"    after the last pass: UFM");
+		for (; (size_t)r < nv; r++) {
+			double ts = json_real_value(json_object_get(v[r], "t_start")) * 1000;
+			double te = json_real_value(json_object_get(v[r], "t_end")) * 1000;
+			const char *ep = json_string_value(json_object_get(v[r], "endpoint"));
+			bool next = ts >= rend;
+
+			if (ts > (double)upto)
+				break;
+			serial += next;
+			if (te > rend)
+				rend = te;
+			if (off < sizeof(line) - 64)
+				off += (size_t)snprintf(line + off, sizeof(line) - off,
+							"%s %s %+.0f..%+.0f", next ? "" : " |",
+							ep ? ep : "?", ts - (double)t0,
+							te - (double)t0);
+		}
+		for (int i = 0; i < nj; i++)
+			w += end_ms[i] <= upto &&
+			     (k == 0 || k > np || end_ms[i] > p[k - 1].applied);
+		if (k < np) {
+			woke += w;
+			printf("%s; SM done %+lld, applied %+lld; %d prepare(s) returned by then\n",
+			       line, p[k].sm - t0, p[k].applied - t0, w);
+		} else {
+			printf("%s\n", line);
+			break;
+		}
+	}
+	printf("  %d agent pass(es), %d serial UFM round trip(s) in the burst, %d of %d prepares "
+	       "returned by the last applied write (the rest: the node side after it)\n",
+	       np, serial, woke, nj);
+	json_decref(j);
+}
+
+struct smd_burst {
+	long requests, max_conc;
+	char calls[512];
+	int64_t wall, p50, p99, max;
+	int fails, held;
+};
+
+/*
+ * One burst: VF @vf0 .. @vf0 + @per - 1 of every node prepared at once (one
+ * barrier), the UFM simulator at @latency ms. Fills @out; prints the timeline.
+ */
+static void smd_burst(struct lab *l, int started, int per, int vf0, struct ufm_sim *sim,
+		      const char *dir, int latency, struct smd_burst *out)
+{
+	char cfgtext[64];
+	struct scale_job *jobs = calloc((size_t)started * per, sizeof(*jobs));
+	pthread_t *th = calloc((size_t)started * per, sizeof(*th));
+	uint64_t *g = calloc((size_t)started * per, sizeof(*g));
+	int64_t *lat = calloc((size_t)started * per, sizeof(*lat));
+	int64_t *end_ms = calloc((size_t)started * per, sizeof(*end_ms));
+	json_t *s0 = NULL, *s1 = NULL, *cv;
+	pthread_barrier_t bar;
+	pthread_attr_t at;
+	const char *key;
+	int64_t t0;
+	size_t off = 0;
+	int nj = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->held = -1;
+	if (!jobs || !th || !g || !lat || !end_ms)
+		goto out;
+	snprintf(cfgtext, sizeof(cfgtext), "{\"latency_ms\": %d}", latency);
+	ufm_sim_config(sim, cfgtext);
+	/* the agent's last pass (and its verification list) is over before the burst */
+	usleep(2 * 1000 * (useconds_t)latency + 2000000);
+	pthread_barrier_init(&bar, NULL, (unsigned)(started * per + 1));
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	for (int i = 0; i < started; i++)
+		for (int v = 0; v < per; v++) {
+			jobs[nj] = (struct scale_job){.l = &l[i], .vf = vf0 + v, .bar = &bar};
+			if (pthread_create(&th[nj], &at, scale_main, &jobs[nj])) {
+				fprintf(stderr, "bench_cluster: thread %d: no thread\n", nj);
+				/* the barrier counts it: nobody would start */
+				exit(1);
+			}
+			nj++;
+		}
+	s0 = sim_stats(sim);
+	pthread_barrier_wait(&bar);
+	t0 = ibvf_mono_ms();
+	for (int k = 0; k < nj; k++) {
+		pthread_join(th[k], NULL);
+		out->fails += jobs[k].fail;
+		g[k] = jobs[k].fail ? 0 : jobs[k].guid;
+		lat[k] = jobs[k].lat_ms;
+	}
+	out->wall = ibvf_mono_ms() - t0;
+	s1 = sim_stats(sim);
+	for (int k = 0; k < nj; k++)
+		end_ms[k] = t0 + jobs[k].lat_ms; /* the barrier releases all at t0 */
+	for (int k = 0, shown = 0; k < nj && shown < 5; k++)
+		if (jobs[k].fail) {
+			fprintf(stderr,
+				"bench_cluster: prepare %d (node %d, VF %d) failed after %" PRId64
+				" ms: %s\n",
+				k, k / per, jobs[k].vf, jobs[k].lat_ms, jobs[k].why);
+			shown++;
+		}
+	out->held = sim_holds(sim, g, nj);
+	json_object_foreach(json_object_get(s1, "calls"), key, cv)
+	{
+		long d =
+			stat_delta(json_object_get(s0, "calls"), json_object_get(s1, "calls"), key);
+
+		if (d && off < sizeof(out->calls) - 64)
+			off += (size_t)snprintf(out->calls + off, sizeof(out->calls) - off,
+						"%s%s %ld", off ? ", " : "", key, d);
+	}
+	if (!off)
+		snprintf(out->calls, sizeof(out->calls), "none");
+	out->requests = stat_delta(s0, s1, "total");
+	out->max_conc = (long)json_integer_value(json_object_get(s1, "max_concurrent"));
+	qsort(lat, (size_t)nj, sizeof(*lat), cmp_i64);
+	out->p50 = nj ? lat[(nj - 1) / 2] : 0;
+	out->p99 = nj ? lat[((nj - 1) * 99) / 100] : 0;
+	out->max = nj ? lat[nj - 1] : 0;
+	smd_timeline(sim, dir, t0, t0 + out->wall, end_ms, nj);
+	pthread_attr_destroy(&at);
+	pthread_barrier_destroy(&bar);
+out:
+	json_decref(s0);
+	json_decref(s1);
+	free(jobs);
+	free(th);
+	free(g);
+	free(lat);
+	free(end_ms);
+}
+
 /*
  * Issue 19's scale benchmark: BENCH_CLUSTER_NODES (default 100) ibvfd nodes,
  * fake VFs, sm.backend "cluster", 10 concurrent prepares each (all released
@@ -926,28 +1146,23 @@ static int node_as_deployed(struct lab *l)
  * at BENCH_SMD_LATENCY_MS (default 200) per request. Prints the UFM requests
  * the burst cost (the simulator's own count; target <= 8), the wall time in
  * UFM round trips (target <= 4), prepare latency p50/p99/max, failures, and
- * how many of the GUIDs UFM holds when the prepares have returned.
+ * how many of the GUIDs UFM holds when the prepares have returned; where
+ * the wall went (smd_timeline()); then the floor: the same burst on the
+ * nodes' other 10 VFs with the simulator at 0 ms (node + etcd + agent cost
+ * alone), in the same round trips.
  */
 static void bench_smd(void)
 {
 	const char *env = getenv("BENCH_CLUSTER_NODES"), *lat_env = getenv("BENCH_SMD_LATENCY_MS");
 	int nn = env ? atoi(env) : 100, per = 10, latency = lat_env ? atoi(lat_env) : 200;
-	int started = 0, fails = 0, nj = 0, held = -1;
+	int started = 0, rt;
 	struct ufm_sim_opts so = {.user = SMD_USER, .password = SMD_PASSWORD};
 	struct ufm_sim sim = {0};
 	struct lab *l = NULL;
-	struct scale_job *jobs = NULL;
-	pthread_t *th = NULL;
-	uint64_t *g = NULL;
-	int64_t *lat = NULL, t0, wall;
-	json_t *s0 = NULL, *s1 = NULL;
-	pthread_barrier_t bar;
-	pthread_attr_t at;
-	char dir[] = "/tmp/bench-smd-XXXXXX", err[IBVF_ERR_LEN], cfgtext[64], calls[512] = "";
-	const char *missing = ufm_sim_missing(), *key;
-	json_t *cv;
+	struct smd_burst b, f;
+	char dir[] = "/tmp/bench-smd-XXXXXX", err[IBVF_ERR_LEN];
+	const char *missing = ufm_sim_missing();
 	pid_t smd = -1;
-	size_t off = 0;
 
 	if (missing) {
 		printf("SKIP: the SM agent benchmark: %s\n", missing);
@@ -955,39 +1170,35 @@ static void bench_smd(void)
 	}
 	if (nn < 1 || latency < 0 || !mkdtemp(dir))
 		return;
+	rt = latency ? latency : 200; /* the floor's unit: issue 19's 200 ms round trip */
 	l = calloc((size_t)nn, sizeof(*l));
-	jobs = calloc((size_t)nn * per, sizeof(*jobs));
-	th = calloc((size_t)nn * per, sizeof(*th));
-	g = calloc((size_t)nn * per, sizeof(*g));
-	lat = calloc((size_t)nn * per, sizeof(*lat));
-	if (!l || !jobs || !th || !g || !lat)
+	if (!l)
 		goto out;
 	if (ufm_sim_start(&so, &sim, err, sizeof(err))) {
 		fprintf(stderr, "bench_cluster: UFM simulator: %s\n", err);
 		goto out;
 	}
-	snprintf(cfgtext, sizeof(cfgtext), "{\"latency_ms\": %d}", latency);
-	ufm_sim_config(&sim, cfgtext);
 	smd = smd_launch(dir, &sim);
 	if (smd < 0 || !smd_wait_leader(30000)) {
 		char log[PATH_MAX], line[1024];
-		FILE *f;
+		FILE *fl;
 
 		fprintf(stderr, "bench_cluster: ibvf-smd does not lead; its log:\n");
 		snprintf(log, sizeof(log), "%s/smd.log", dir);
-		f = fopen(log, "r");
-		while (f && fgets(line, sizeof(line), f))
+		fl = fopen(log, "r");
+		while (fl && fgets(line, sizeof(line), fl))
 			fprintf(stderr, "  %s", line);
-		if (f)
-			fclose(f);
+		if (fl)
+			fclose(fl);
 		goto stop;
 	}
 	for (int i = 0; i < nn; i++) {
 		char node[32];
 
 		snprintf(node, sizeof(node), "smd-node-%03d", i);
-		if (node_init_sm(&l[i], per, 60, cluster_cfg(SMD_PREFIX, BS, 64, node), "cluster",
-				 "{\"apply_timeout_ms\": 60000}") ||
+		/* 2 x per VFs: the burst at the latency, then the floor at 0 ms */
+		if (node_init_sm(&l[i], 2 * per, 60, cluster_cfg(SMD_PREFIX, BS, 64, node),
+				 "cluster", "{\"apply_timeout_ms\": 60000}") ||
 		    node_as_deployed(&l[i])) {
 			fprintf(stderr, "bench_cluster: node %d: lab_init failed\n", i);
 			break;
@@ -997,63 +1208,27 @@ static void bench_smd(void)
 	}
 	if (nodes_wait_ready(l, started))
 		goto stop;
-	/* the agent's start-up pass (a list of UFM's PKeys) is over before the burst */
-	usleep(2 * 1000 * (useconds_t)latency + 500000);
-	pthread_barrier_init(&bar, NULL, (unsigned)(started * per + 1));
-	pthread_attr_init(&at);
-	pthread_attr_setstacksize(&at, 256 * 1024);
-	for (int i = 0; i < started; i++)
-		for (int v = 0; v < per; v++) {
-			jobs[nj] = (struct scale_job){.l = &l[i], .vf = v, .bar = &bar};
-			if (pthread_create(&th[nj], &at, scale_main, &jobs[nj])) {
-				fprintf(stderr, "bench_cluster: thread %d: no thread\n", nj);
-				/* the barrier counts it: nobody would start */
-				exit(1);
-			}
-			nj++;
-		}
-	s0 = sim_stats(&sim);
-	pthread_barrier_wait(&bar);
-	t0 = ibvf_mono_ms();
-	for (int k = 0; k < nj; k++) {
-		pthread_join(th[k], NULL);
-		fails += jobs[k].fail;
-		g[k] = jobs[k].fail ? 0 : jobs[k].guid;
-		lat[k] = jobs[k].lat_ms;
-	}
-	wall = ibvf_mono_ms() - t0;
-	s1 = sim_stats(&sim);
-	for (int k = 0, shown = 0; k < nj && shown < 5; k++)
-		if (jobs[k].fail) {
-			fprintf(stderr,
-				"bench_cluster: prepare %d (node %d, VF %d) failed after %" PRId64
-				" ms: %s\n",
-				k, k / per, jobs[k].vf, jobs[k].lat_ms, jobs[k].why);
-			shown++;
-		}
-	held = sim_holds(&sim, g, nj);
-	json_object_foreach(json_object_get(s1, "calls"), key, cv)
-	{
-		long d =
-			stat_delta(json_object_get(s0, "calls"), json_object_get(s1, "calls"), key);
-
-		if (d && off < sizeof(calls) - 64)
-			off += (size_t)snprintf(calls + off, sizeof(calls) - off, "%s%s %ld",
-						off ? ", " : "", key, d);
-	}
-	qsort(lat, (size_t)nj, sizeof(*lat), cmp_i64);
+	print_load("before the burst");
+	smd_burst(l, started, per, 0, &sim, dir, latency, &b);
 	printf("%d node daemons (sm.backend cluster) x %d concurrent prepares (%d in all), one "
 	       "ibvf-smd (ufm backend) in front of the UFM simulator at %d ms a request: UFM "
 	       "requests during the burst %ld (%s; at most %ld at once) (target <= 8); wall %" PRId64
 	       " ms = %.1f UFM round trips (target <= 4); prepare latency p50 %" PRId64
 	       " ms, p99 %" PRId64 " ms, max %" PRId64 " ms; %d failed; UFM holds %d of the %d "
 	       "GUIDs when the prepares have returned\n",
-	       started, per, nj, latency, stat_delta(s0, s1, "total"), off ? calls : "none",
-	       (long)json_integer_value(json_object_get(s1, "max_concurrent")), wall,
-	       latency ? (double)wall / latency : 0, nj ? lat[(nj - 1) / 2] : 0,
-	       nj ? lat[((nj - 1) * 99) / 100] : 0, nj ? lat[nj - 1] : 0, fails, held, nj - fails);
-	pthread_attr_destroy(&at);
-	pthread_barrier_destroy(&bar);
+	       started, per, started * per, latency, b.requests, b.calls, b.max_conc, b.wall,
+	       latency ? (double)b.wall / latency : 0, b.p50, b.p99, b.max, b.fails, b.held,
+	       started * per - b.fails);
+	print_load("after the burst");
+	smd_burst(l, started, per, per, &sim, dir, 0, &f);
+	printf("floor: the same burst on the nodes' other %d VFs, the UFM simulator at 0 ms (node "
+	       "+ etcd + agent alone): UFM requests %ld (%s); wall %" PRId64
+	       " ms = %.1f round trips of %d ms; p50 %" PRId64 " ms, p99 %" PRId64
+	       " ms; %d failed; UFM holds %d of %d. The burst above spent %.1f of its %.1f round "
+	       "trips above this floor\n",
+	       per, f.requests, f.calls, f.wall, (double)f.wall / rt, rt, f.p50, f.p99, f.fails,
+	       f.held, started * per - f.fails, (double)(b.wall - f.wall) / rt,
+	       (double)b.wall / rt);
 stop:
 	for (int i = 0; i < started; i++)
 		if (l[i].pid > 0)
@@ -1069,17 +1244,11 @@ stop:
 	ufm_sim_stop(&sim);
 	print_load("after");
 out:
-	json_decref(s0);
-	json_decref(s1);
 	if (getenv("IBVF_KEEP_LAB"))
 		fprintf(stderr, "the agent's files kept in %s\n", dir);
 	else
 		rm_tree(dir);
 	free(l);
-	free(jobs);
-	free(th);
-	free(g);
-	free(lat);
 }
 
 int main(int argc, char **argv)

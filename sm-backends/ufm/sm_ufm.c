@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@
 #define UFM_CFG_NAME		       "sm.config (ufm)"
 #define UFM_DEFAULT_CHANGE_WAIT_MS     1000
 #define UFM_CHANGE_POLL_MS	       100
-#define UFM_DELETE_GUIDS_MAX	       64 /* GUIDs per DELETE URL (~1.1 KB of path) */
+#define UFM_DELETE_GUIDS_MAX	       64   /* GUIDs per DELETE URL (~1.1 KB of path) */
+#define UFM_LIST_FRESH_MS	       1000 /* a list's partition stands for the pre-add read */
 
 /* The backend's JSON config (docs/config.md, "sm.config for the ufm backend"). */
 struct ufm_config {
@@ -74,6 +76,21 @@ struct ibvf_sm_backend {
 	char lu_before[64]; /* last_updated as read before that change ("" for null) */
 	int64_t lu_sent_ms; /* CLOCK_MONOTONIC ms when that change was answered */
 	unsigned long long lu_waits, lu_waited_ms, lu_timeouts; /* for tests and docs */
+	/*
+	 * Fewer serial round trips (issue 19): a second connection for the
+	 * read that runs beside another (last_updated beside the PKey read or
+	 * the list), the value it read, and the partitions of the last list,
+	 * which stand for an add's PKey read while fresh (UFM_LIST_FRESH_MS, no
+	 * change of that PKey sent since).
+	 */
+	struct ufm_http *http2;
+	bool lu_pre_valid; /* lu_pre was read after the previous change was answered */
+	char lu_pre[64];
+	int64_t lu_pre_ms;    /* when that read started */
+	struct pk_cached *lc; /* the last list's partitions (sorted by PKey) */
+	size_t n_lc;
+	bool lc_valid;
+	int64_t lc_ms; /* when that list started */
 };
 
 static void wipe_free(char *s)
@@ -421,6 +438,8 @@ static int ufm_init(const char *json_config, struct ibvf_sm_backend **out, char 
 	b->max_guids = (size_t)c.max_guids_per_request;
 	o.base_url = b->where;
 	ret = ufm_http_new(&o, &b->http, err, errlen);
+	if (!ret)
+		ret = ufm_http_new(&o, &b->http2, err, errlen);
 	if (ret)
 		ibvf_err_prefix(err, errlen, ret, "%s", UFM_CFG_NAME);
 out:
@@ -428,6 +447,10 @@ out:
 	wipe_free(secret);
 	config_free(&c);
 	if (ret) {
+		if (b) {
+			ufm_http_free(b->http);
+			ufm_http_free(b->http2);
+		}
 		free(b);
 		return ret;
 	}
@@ -435,11 +458,15 @@ out:
 	return 0;
 }
 
+static void lc_drop(struct ibvf_sm_backend *b);
+
 static void ufm_fini(struct ibvf_sm_backend *b)
 {
 	if (!b)
 		return;
+	lc_drop(b);
 	ufm_http_free(b->http);
+	ufm_http_free(b->http2);
 	free(b);
 }
 
@@ -449,15 +476,15 @@ static void ufm_fini(struct ibvf_sm_backend *b)
  * "UFM in some cases does not return a 404 ... but a 200 ... {}") return
  * -ENOENT with *@out NULL and no message.
  */
-static int get_json(struct ibvf_sm_backend *b, const char *path, bool missing_ok, json_t **out,
-		    char *err, size_t errlen)
+static int get_json_on(struct ufm_http *h, const char *path, bool missing_ok, json_t **out,
+		       char *err, size_t errlen)
 {
 	struct ufm_reply r;
 	json_error_t je;
 	int ret;
 
 	*out = NULL;
-	ret = ufm_http_call(b->http, "GET", path, NULL, &r, err, errlen);
+	ret = ufm_http_call(h, "GET", path, NULL, &r, err, errlen);
 	if (ret == -ENOENT && missing_ok && r.status == 404) {
 		ufm_reply_free(&r);
 		if (err && errlen)
@@ -482,6 +509,12 @@ static int get_json(struct ibvf_sm_backend *b, const char *path, bool missing_ok
 				 "UFM GET %s: UFM answered {} (resource not found)", path);
 	}
 	return 0;
+}
+
+static int get_json(struct ibvf_sm_backend *b, const char *path, bool missing_ok, json_t **out,
+		    char *err, size_t errlen)
+{
+	return get_json_on(b->http, path, missing_ok, out, err, errlen);
 }
 
 /* GET ufm_version: the release string into @ver, major.minor into @b. */
@@ -715,6 +748,7 @@ static int check_guid(uint64_t guid, size_t i, char *err, size_t errlen)
 
 static int parse_member(const char *key, size_t i, json_t *e, enum ibvf_membership def,
 			struct ibvf_sm_member *m, char *err, size_t errlen);
+static int parse_pkey_key(const char *s, uint16_t *out);
 
 /* One partition: GET {prefix}/resources/pkeys/{pkey}?guids_data=true. */
 struct pk_state {
@@ -734,26 +768,23 @@ static void pk_state_free(struct pk_state *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static int read_pkey(struct ibvf_sm_backend *b, uint16_t pkey, struct pk_state *p, char *err,
-		     size_t errlen)
+/*
+ * One partition's object as GET .../pkeys/{pkey}?guids_data=true and the
+ * list (GET .../pkeys?guids_data=true) give it: {"partition", "ip_over_ib",
+ * "guids": [{"guid","membership","index0"}]} into @p (exists). @key and
+ * @path name it in errors.
+ */
+static int pk_state_from_json(const char *key, const char *path, json_t *j, struct pk_state *p,
+			      char *err, size_t errlen)
 {
-	char path[96], key[8];
-	json_t *j, *g, *e, *v;
+	json_t *g, *e, *v;
 	size_t i;
 	int ret;
 
 	memset(p, 0, sizeof(*p));
-	snprintf(key, sizeof(key), "0x%x", pkey);
-	snprintf(path, sizeof(path), "%s/resources/pkeys/%s?guids_data=true", b->prefix, key);
-	ret = get_json(b, path, true, &j, err, errlen);
-	if (ret == -ENOENT)
-		return 0; /* 404 or {}: no such partition */
-	if (ret)
-		return ret;
-	if (!json_is_object(j)) {
-		json_decref(j);
-		return ibvf_errf(err, errlen, -EBADMSG, "UFM GET %s: reply is not an object", path);
-	}
+	if (!json_is_object(j))
+		return ibvf_errf(err, errlen, -EBADMSG, "UFM GET %s: %s is not an object", path,
+				 key);
 	p->exists = true;
 	p->ipoib = !json_is_false(json_object_get(j, "ip_over_ib"));
 	v = json_object_get(j, "partition");
@@ -764,7 +795,6 @@ static int read_pkey(struct ibvf_sm_backend *b, uint16_t pkey, struct pk_state *
 		p->m = calloc(json_array_size(g), sizeof(*p->m));
 		p->index0 = calloc(json_array_size(g), sizeof(*p->index0));
 		if (!p->m || !p->index0) {
-			json_decref(j);
 			pk_state_free(p);
 			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 		}
@@ -772,7 +802,6 @@ static int read_pkey(struct ibvf_sm_backend *b, uint16_t pkey, struct pk_state *
 		{
 			ret = parse_member(key, i, e, IBVF_MEMBER_FULL, &p->m[i], err, errlen);
 			if (ret) {
-				json_decref(j);
 				pk_state_free(p);
 				return ibvf_err_prefix(err, errlen, ret, "UFM GET %s", path);
 			}
@@ -781,8 +810,45 @@ static int read_pkey(struct ibvf_sm_backend *b, uint16_t pkey, struct pk_state *
 			p->n++;
 		}
 	}
-	json_decref(j);
 	return 0;
+}
+
+static void pk_path(const struct ibvf_sm_backend *b, uint16_t pkey, char *path, size_t len)
+{
+	snprintf(path, len, "%s/resources/pkeys/0x%x?guids_data=true", b->prefix, pkey);
+}
+
+/* The reply of GET .../pkeys/{pkey}?guids_data=true (@ret, @j) into @p; taken @j. */
+static int pk_state_from_reply(uint16_t pkey, const char *path, int ret, json_t *j,
+			       struct pk_state *p, char *err, size_t errlen)
+{
+	char key[8];
+
+	memset(p, 0, sizeof(*p));
+	if (ret == -ENOENT)
+		return 0; /* 404 or {}: no such partition */
+	if (ret)
+		return ret;
+	snprintf(key, sizeof(key), "0x%x", pkey);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return ibvf_errf(err, errlen, -EBADMSG, "UFM GET %s: reply is not an object", path);
+	}
+	ret = pk_state_from_json(key, path, j, p, err, errlen);
+	json_decref(j);
+	return ret;
+}
+
+static int read_pkey(struct ibvf_sm_backend *b, uint16_t pkey, struct pk_state *p, char *err,
+		     size_t errlen)
+{
+	char path[96];
+	json_t *j = NULL;
+	int ret;
+
+	pk_path(b, pkey, path, sizeof(path));
+	ret = get_json(b, path, true, &j, err, errlen);
+	return pk_state_from_reply(pkey, path, ret, j, p, err, errlen);
 }
 
 static ssize_t pk_find(const struct pk_state *p, uint64_t guid)
@@ -791,6 +857,149 @@ static ssize_t pk_find(const struct pk_state *p, uint64_t guid)
 		if (p->m[i].guid == guid)
 			return (ssize_t)i;
 	return -1;
+}
+
+/* A partition of the last list; @stale: a change of it was sent since. */
+struct pk_cached {
+	uint16_t pkey;
+	bool stale;
+	struct pk_state s;
+};
+
+static void lc_drop(struct ibvf_sm_backend *b)
+{
+	for (size_t i = 0; i < b->n_lc; i++)
+		pk_state_free(&b->lc[i].s);
+	free(b->lc);
+	b->lc = NULL;
+	b->n_lc = 0;
+	b->lc_valid = false;
+}
+
+static struct pk_cached *lc_find(struct ibvf_sm_backend *b, uint16_t pkey)
+{
+	for (size_t i = 0; i < b->n_lc; i++)
+		if (b->lc[i].pkey == pkey)
+			return &b->lc[i];
+	return NULL;
+}
+
+/*
+ * The last list's view of @pkey in *@out (borrowed until the next list or
+ * lc_stale()) when it may stand for the PKey read before an add: the list
+ * started at most UFM_LIST_FRESH_MS ago, every listed partition carried its
+ * name and ip_over_ib, and no change of @pkey was sent since. A PKey the
+ * list did not have does not exist. Return: whether it may.
+ */
+static bool lc_get(struct ibvf_sm_backend *b, uint16_t pkey, const struct pk_state **out)
+{
+	static const struct pk_state absent;
+	struct pk_cached *c;
+
+	if (!b->lc_valid || ibvf_mono_ms() - b->lc_ms > UFM_LIST_FRESH_MS)
+		return false;
+	c = lc_find(b, pkey);
+	if (c && c->stale)
+		return false;
+	*out = c ? &c->s : &absent;
+	return true;
+}
+
+/* A change of @pkey is being sent: the list no longer stands for its read. */
+static void lc_stale(struct ibvf_sm_backend *b, uint16_t pkey)
+{
+	struct pk_cached *c, *v;
+
+	if (!b->lc_valid)
+		return;
+	c = lc_find(b, pkey);
+	if (c) {
+		c->stale = true;
+		return;
+	}
+	v = realloc(b->lc, (b->n_lc + 1) * sizeof(*v));
+	if (!v) {
+		lc_drop(b); /* no room to remember: nothing stands for a read */
+		return;
+	}
+	b->lc = v;
+	b->lc[b->n_lc++] = (struct pk_cached){.pkey = pkey, .stale = true};
+}
+
+/*
+ * Keep the partitions of a list reply (@body, already validated by
+ * ufm_parse_pkeys()) started at @t0 for lc_get(). A partition without its
+ * "partition" name or "ip_over_ib" (a UFM whose list leaves them out) makes
+ * the whole list unusable for that: the adds read their PKey as before.
+ */
+static void lc_fill(struct ibvf_sm_backend *b, const char *body, size_t len, int64_t t0)
+{
+	char e[IBVF_ERR_LEN];
+	const char *key;
+	json_t *root = json_loadb(body, len, 0, NULL), *v;
+	size_t i = 0;
+
+	lc_drop(b);
+	if (!json_is_object(root))
+		goto out;
+	b->lc = calloc(json_object_size(root) + 1, sizeof(*b->lc));
+	if (!b->lc)
+		goto out;
+	json_object_foreach(root, key, v)
+	{
+		uint16_t pk;
+
+		if (parse_pkey_key(key, &pk) || !json_is_string(json_object_get(v, "partition")) ||
+		    !json_is_boolean(json_object_get(v, "ip_over_ib")) ||
+		    pk_state_from_json(key, "list", v, &b->lc[i].s, e, sizeof(e))) {
+			b->n_lc = i;
+			lc_drop(b);
+			goto out;
+		}
+		b->lc[i++].pkey = pk;
+	}
+	b->n_lc = i;
+	b->lc_valid = true;
+	b->lc_ms = t0;
+out:
+	json_decref(root);
+}
+
+/* One GET on the second connection, in its own thread, beside a request of the caller. */
+struct side_read {
+	struct ufm_http *h;
+	char path[96];
+	json_t *j;
+	int ret;
+	int64_t t0;
+	bool thread;
+	pthread_t th;
+	char err[IBVF_ERR_LEN];
+};
+
+static void *side_main(void *arg)
+{
+	struct side_read *s = arg;
+
+	s->ret = get_json_on(s->h, s->path, true, &s->j, s->err, sizeof(s->err));
+	return NULL;
+}
+
+static void side_start(struct side_read *s, struct ufm_http *h, const char *path)
+{
+	memset(s, 0, sizeof(*s));
+	s->h = h;
+	snprintf(s->path, sizeof(s->path), "%s", path);
+	s->t0 = ibvf_mono_ms();
+	s->thread = !pthread_create(&s->th, NULL, side_main, s);
+}
+
+static void side_join(struct side_read *s)
+{
+	if (s->thread)
+		pthread_join(s->th, NULL);
+	else
+		side_main(s); /* no thread: the same read, after the caller's */
 }
 
 /* ------------------------------------------------- back-to-back changes -- */
@@ -809,18 +1018,11 @@ static void sleep_ms(unsigned ms)
  * the time's format differs between UFM versions, so it is compared as an
  * opaque string). -ENOENT: this UFM has no such resource.
  */
-static int read_last_updated(struct ibvf_sm_backend *b, char *out, size_t outlen, char *err,
-			     size_t errlen)
+static int lu_from_json(const char *path, json_t *j, char *out, size_t outlen, char *err,
+			size_t errlen)
 {
-	char path[80];
-	json_t *j, *v;
-	int ret;
+	json_t *v = json_object_get(j, "last_updated");
 
-	snprintf(path, sizeof(path), "%s/resources/pkeys/last_updated", b->prefix);
-	ret = get_json(b, path, true, &j, err, errlen);
-	if (ret)
-		return ret;
-	v = json_object_get(j, "last_updated");
 	if (!json_is_object(j) || !v || (!json_is_null(v) && !json_is_string(v))) {
 		json_decref(j);
 		return ibvf_errf(err, errlen, -EBADMSG,
@@ -829,6 +1031,59 @@ static int read_last_updated(struct ibvf_sm_backend *b, char *out, size_t outlen
 	snprintf(out, outlen, "%s", json_is_string(v) ? json_string_value(v) : "");
 	json_decref(j);
 	return 0;
+}
+
+static void lu_path(const struct ibvf_sm_backend *b, char *path, size_t len)
+{
+	snprintf(path, len, "%s/resources/pkeys/last_updated", b->prefix);
+}
+
+static int read_last_updated(struct ibvf_sm_backend *b, char *out, size_t outlen, char *err,
+			     size_t errlen)
+{
+	char path[80];
+	json_t *j;
+	int ret;
+
+	lu_path(b, path, sizeof(path));
+	ret = get_json(b, path, true, &j, err, errlen);
+	if (ret)
+		return ret;
+	return lu_from_json(path, j, out, outlen, err, errlen);
+}
+
+/* Will the next change read last_updated? */
+static bool lu_wanted(const struct ibvf_sm_backend *b)
+{
+	return b->change_wait_ms && !b->lu_absent;
+}
+
+/* Start the last_updated read of the next change beside another read. */
+static void lu_side_start(struct ibvf_sm_backend *b, struct side_read *s)
+{
+	char path[80];
+
+	lu_path(b, path, sizeof(path));
+	side_start(s, b->http2, path);
+}
+
+/*
+ * Its result: the value before_change() takes instead of reading again (a
+ * read that failed is only dropped: before_change() reads itself).
+ */
+static void lu_side_end(struct ibvf_sm_backend *b, struct side_read *s)
+{
+	side_join(s);
+	b->lu_pre_valid = false;
+	if (s->ret == -ENOENT) {
+		b->lu_absent = true;
+		return;
+	}
+	if (!s->ret &&
+	    !lu_from_json(s->path, s->j, b->lu_pre, sizeof(b->lu_pre), s->err, sizeof(s->err))) {
+		b->lu_pre_valid = true;
+		b->lu_pre_ms = s->t0;
+	}
 }
 
 /*
@@ -848,7 +1103,18 @@ static int before_change(struct ibvf_sm_backend *b, char *err, size_t errlen)
 
 	if (!b->change_wait_ms || b->lu_absent)
 		return 0;
-	ret = read_last_updated(b, now, sizeof(now), err, errlen);
+	/*
+	 * A value read beside the PKey read or the list just before stands for
+	 * this read when it started after the previous change was answered.
+	 */
+	if (b->lu_pre_valid && (!b->lu_pending || b->lu_pre_ms >= b->lu_sent_ms) &&
+	    ibvf_mono_ms() - b->lu_pre_ms <= UFM_LIST_FRESH_MS) {
+		snprintf(now, sizeof(now), "%s", b->lu_pre);
+		ret = 0;
+	} else {
+		ret = read_last_updated(b, now, sizeof(now), err, errlen);
+	}
+	b->lu_pre_valid = false;
 	if (ret == -ENOENT) {
 		b->lu_absent = true;
 		return 0;
@@ -1023,11 +1289,38 @@ static int prepare_members(uint16_t pkey, const struct ibvf_sm_member *m, const 
 }
 
 /*
- * Add: read the partition first. Members already there with the same
- * membership and index0 are not sent again; the others go in one POST per
- * membership (UFM's add ignores "memberships": issue 16, item 1). An
- * existing partition keeps its ip_over_ib (item 7): ibvf's flag is sent only
- * when the add creates the partition, else the partition's own value.
+ * The partition as UFM has it before a change of @pkey, in *@ps: the last
+ * list's when it stands for the read (lc_get(), adds only: @may_cache),
+ * else read into @own, with the change's last_updated read beside it (two
+ * connections: one round trip for both; issue 19).
+ */
+static int pkey_before_change(struct ibvf_sm_backend *b, uint16_t pkey, bool may_cache,
+			      struct pk_state *own, const struct pk_state **ps, char *err,
+			      size_t errlen)
+{
+	struct side_read lu;
+	bool side = lu_wanted(b);
+	int ret;
+
+	memset(own, 0, sizeof(*own));
+	if (may_cache && lc_get(b, pkey, ps))
+		return 0;
+	if (side)
+		lu_side_start(b, &lu);
+	ret = read_pkey(b, pkey, own, err, errlen);
+	if (side)
+		lu_side_end(b, &lu);
+	*ps = own;
+	return ret;
+}
+
+/*
+ * Add: the partition as UFM has it (read first, or the list just made).
+ * Members already there with the same membership and index0 are not sent
+ * again; the others go in one POST per membership (UFM's add ignores
+ * "memberships": issue 16, item 1). An existing partition keeps its
+ * ip_over_ib (item 7): ibvf's flag is sent only when the add creates the
+ * partition, else the partition's own value.
  */
 static int ufm_add_members(struct ibvf_sm_backend *b, uint16_t pkey,
 			   const struct ibvf_sm_member *members, size_t n,
@@ -1036,19 +1329,20 @@ static int ufm_add_members(struct ibvf_sm_backend *b, uint16_t pkey,
 	static const enum ibvf_membership order[] = {IBVF_MEMBER_FULL, IBVF_MEMBER_LIMITED};
 	struct ibvf_sm_pkey_flags fl = flags ? *flags : b->defaults;
 	struct ibvf_sm_member *todo;
-	struct pk_state p;
-	bool *dup;
+	const struct pk_state *ps = NULL;
+	struct pk_state own;
+	bool *dup, sent = false;
 	int ret = prepare_members(pkey, members, NULL, n, "members", &dup, err, errlen);
 
 	if (ret || !n)
 		return ret;
-	ret = read_pkey(b, pkey, &p, err, errlen);
+	ret = pkey_before_change(b, pkey, true, &own, &ps, err, errlen);
 	if (ret) {
 		free(dup);
 		return ret;
 	}
-	if (p.exists)
-		fl.ipoib = p.ipoib;
+	if (ps->exists)
+		fl.ipoib = ps->ipoib;
 	todo = malloc(n * sizeof(*todo));
 	if (!todo)
 		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
@@ -1058,21 +1352,34 @@ static int ufm_add_members(struct ibvf_sm_backend *b, uint16_t pkey,
 		for (size_t i = 0; i < n; i++) {
 			ssize_t at = dup[i] || members[i].membership != order[o]
 					     ? -2
-					     : pk_find(&p, members[i].guid);
+					     : pk_find(ps, members[i].guid);
 
 			if (at == -2)
 				continue;
-			if (at >= 0 && p.m[at].membership == order[o] && p.index0[at] == fl.index0)
+			if (at >= 0 && ps->m[at].membership == order[o] &&
+			    ps->index0[at] == fl.index0)
 				continue; /* already so */
 			todo[k++] = members[i];
 		}
-		if (k)
+		if (k) {
+			sent = true;
 			ret = send_adds(b, pkey, todo, k, &fl, err, errlen);
+		}
 	}
+	if (sent)
+		lc_stale(b, pkey);
 	free(todo);
 	free(dup);
-	pk_state_free(&p);
+	pk_state_free(&own);
 	return ret;
+}
+
+static int read_pkey_with_lu(struct ibvf_sm_backend *b, uint16_t pkey, struct pk_state *p,
+			     char *err, size_t errlen)
+{
+	const struct pk_state *ps;
+
+	return pkey_before_change(b, pkey, false, p, &ps, err, errlen);
 }
 
 /*
@@ -1095,8 +1402,9 @@ static int ufm_remove_members(struct ibvf_sm_backend *b, uint16_t pkey, const ui
 	if (ret || !n)
 		return ret;
 	ret = need_version(b, err, errlen);
+	/* never the list's copy: the last-member rule below reads UFM now */
 	if (!ret)
-		ret = read_pkey(b, pkey, &p, err, errlen);
+		ret = read_pkey_with_lu(b, pkey, &p, err, errlen);
 	if (ret) {
 		free(dup);
 		return ret;
@@ -1118,8 +1426,10 @@ static int ufm_remove_members(struct ibvf_sm_backend *b, uint16_t pkey, const ui
 				"ip_over_ib and QoS would be lost); add another member to it in "
 				"UFM, then the removal goes through",
 				pkey, k, p.name);
-	else if (k)
+	else if (k) {
+		lc_stale(b, pkey);
 		ret = send_removes(b, pkey, todo, k, err, errlen);
+	}
 	free(todo);
 	pk_state_free(&p);
 	return ret;
@@ -1264,8 +1574,11 @@ int ufm_parse_pkeys(const char *body, size_t len, int pkey, ibvf_sm_list_cb cb, 
 static int ufm_list_members(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void *arg,
 			    char *err, size_t errlen)
 {
+	struct side_read lu;
 	struct ufm_reply r;
 	char path[80];
+	bool side;
+	int64_t t0;
 	int ret;
 
 	if (pkey != -1 && (pkey < 1 || pkey > (int)IBVF_PKEY_KEY_MASK))
@@ -1274,11 +1587,29 @@ static int ufm_list_members(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb
 	if (!cb)
 		return ibvf_errf(err, errlen, -EINVAL, "no callback given");
 	snprintf(path, sizeof(path), "%s/resources/pkeys?guids_data=true", b->prefix);
+	/*
+	 * Right after a change, the list is usually the agent's verification
+	 * with the next change to follow: that change's last_updated read goes
+	 * beside the list (issue 19). Only while it could make the change wait.
+	 */
+	side = lu_wanted(b) && b->lu_pending &&
+	       ibvf_mono_ms() - b->lu_sent_ms < (int64_t)b->change_wait_ms;
+	if (side)
+		lu_side_start(b, &lu);
+	t0 = ibvf_mono_ms();
 	ret = ufm_http_call(b->http, "GET", path, NULL, &r, err, errlen);
+	if (side)
+		lu_side_end(b, &lu);
+	if (ret)
+		lc_drop(b);
 	if (!ret) {
 		if (err && errlen)
 			err[0] = '\0';
 		ret = ufm_parse_pkeys(r.body, r.len, pkey, cb, arg, err, errlen);
+		if (pkey == -1 && !ret)
+			lc_fill(b, r.body, r.len, t0);
+		else
+			lc_drop(b);
 		/* a parse error fills @err; a value from @cb is passed on as it is */
 		if (ret < 0 && err && errlen && err[0])
 			ibvf_err_prefix(err, errlen, ret, "UFM GET %s", path);

@@ -10,7 +10,8 @@
  *           (never "memberships": UFM's add ignores it, issue 16)
  *   remove  DELETE {prefix}/resources/pkeys/0xa5/guids/{g,...} (UFM >= 6.10),
  *           else POST {prefix}/actions/remove_guids_from_pkey {"pkey","guids"}
- *   read    GET  {prefix}/resources/pkeys/0xa5?guids_data=true (before changes)
+ *   read    GET  {prefix}/resources/pkeys/0xa5?guids_data=true (before changes,
+ *           beside the wait's read; a fresh list stands for it before an add)
  *   wait    GET  {prefix}/resources/pkeys/last_updated (between changes)
  *   list    GET  {prefix}/resources/pkeys?guids_data=true
  *   version GET  {prefix}/app/ufm_version (+ GET .../pkeys/0x7fff in validate)

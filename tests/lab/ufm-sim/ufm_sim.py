@@ -362,16 +362,18 @@ class Handler(BaseHTTPRequestHandler):
                 st.calls[ep] += 1
             st.in_flight += 1
             st.max_concurrent = max(st.max_concurrent, st.in_flight)
-            st.requests.append({
+            rec = {
                 "method": method, "path": self.path, "endpoint": ep or "other",
                 "headers": {k: v for k, v in self.headers.items()},
                 "body": body.decode("utf-8", "replace"),
                 "client_cert": self.peer_cert_cn(),
-                # CLOCK_MONOTONIC (ms), the clock of the C harness and ibvfd:
-                # when the request arrived and, once answered, "done_ms"
+                # CLOCK_MONOTONIC, the clock of the C harness and ibvfd: when
+                # the request arrived and, once answered, when its reply went
+                # ("t_ms"/"done_ms" in ms; "t_start"/"t_end" in seconds)
                 "t_ms": round(time.monotonic() * 1000.0, 3),
-            })
-            entry = st.requests[-1]
+                "t_start": time.monotonic(), "t_end": None,
+            }
+            st.requests.append(rec)
             del st.requests[:-REQUEST_LOG_MAX]
             f = st.take_fault(ep or "other")
             latency = st.latency_ms
@@ -380,7 +382,8 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             with st.lock:
                 st.in_flight -= 1
-                entry["done_ms"] = round(time.monotonic() * 1000.0, 3)
+                rec["done_ms"] = round(time.monotonic() * 1000.0, 3)
+                rec["t_end"] = time.monotonic()
 
     def peer_cert_cn(self):
         if not isinstance(self.connection, ssl.SSLSocket):
