@@ -667,7 +667,7 @@ static void test_semantics(void)
 
 		/* CNI input: quotes, a newline, JSON and key syntax, non-ASCII, too long */
 		snprintf(hostile, sizeof(hostile),
-			 "ns2/p\"},\n\"node\":\"evil\"/../members/%0300d\xff", 7);
+			 "ns2/p\"},\n\"node\":\"evil\"/../members/\xff%0300d", 7);
 		ret = cluster_ops.add_members_owned(s1, 0x40, m, owners, 2, NULL, err, sizeof(err));
 		cluster_members_list(c, "/s/", 0x40, NULL, &v, &n, NULL, NULL, err, sizeof(err));
 		CHECK(ret == 0 && n == 2 && !strcmp(v[0].owner, "ns1/pod-a net1 (ibnet)") &&
