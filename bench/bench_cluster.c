@@ -46,6 +46,7 @@
 #include "guid_pool.h"
 #include "ibvfd_lab.h"
 #include "log.h"
+#include "sm_members.h"
 #include "ufm_sim_harness.h"
 
 #define BS    256
@@ -1251,6 +1252,114 @@ out:
 	free(l);
 }
 
+/*
+ * 9. What one node's reconciliation reads (issue 19 follow-up): N nodes
+ * (BENCH_CLUSTER_VIEW_NODES, default 1,000) x 10 desired memberships each,
+ * written with their view keys as the cluster backend writes them, in 5
+ * PKeys shared by everybody; then the list of one node as the cluster
+ * backend's list_members() did it before (a range of all of P members/,
+ * filtered by node) and as it does now (a range of P bynode/<node>/): keys,
+ * bytes, wall (medians of 5).
+ */
+static void bench_view(void)
+{
+	const char *prefix = "/bench/view/", *env = getenv("BENCH_CLUSTER_VIEW_NODES");
+	int nodes = env && atoi(env) > 0 ? atoi(env) : 1000, per = 10, bad = 0;
+	struct etcd_client *c = NULL;
+	char err[IBVF_ERR_LEN];
+	struct etcd_client_opts eo = {.endpoints = lab.urls, .n_endpoints = 3, .timeout_ms = 10000};
+	struct etcd_op ops[128];
+	static char keys[128][160];
+	char *vals[64] = {0};
+	size_t q = 0;
+	int64_t t_old[5], t_new[5];
+	unsigned long long old_keys = 0, old_bytes = 0, new_keys = 0, new_bytes = 0;
+	int64_t t0;
+
+	if (etcd_client_new(&eo, &c, err, sizeof(err))) {
+		fprintf(stderr, "view: %s\n", err);
+		return;
+	}
+	print_load("before the view part");
+	t0 = ibvf_mono_ms();
+	for (int n = 0; n < nodes; n++) {
+		for (int k = 0; k < per; k++) {
+			struct cluster_member m = {.pkey = (uint16_t)(0x100 + k % 5),
+						   .guid = 0x0200000000100000ull +
+							   (uint64_t)n * 64 + (uint64_t)k,
+						   .membership = IBVF_MEMBER_FULL,
+						   .ipoib = true,
+						   .ms = ibvf_wall_ms()};
+
+			snprintf(m.node, sizeof(m.node), "node-%04d", n);
+			snprintf(m.owner, sizeof(m.owner), "tenant-%d/pod-%d-%d net1 (ib-tenant)",
+				 n % 17, n, k);
+			vals[q / 2] = cluster_member_value(&m);
+			cluster_member_key(prefix, m.pkey, m.guid, false, keys[q], sizeof(keys[q]));
+			ops[q] = (struct etcd_op){
+				.type = ETCD_OP_PUT, .key = keys[q], .value = vals[q / 2]};
+			q++;
+			cluster_member_index_key(prefix, m.node, m.pkey, m.guid, false, keys[q],
+						 sizeof(keys[q]));
+			ops[q] = (struct etcd_op){
+				.type = ETCD_OP_PUT, .key = keys[q], .value = vals[q / 2]};
+			q++;
+			if (q == 128 || (n + 1 == nodes && k + 1 == per)) {
+				struct etcd_txn_result r = {0};
+
+				bad += etcd_txn(c, NULL, 0, ops, q, NULL, 0, &r, err,
+						sizeof(err)) != 0;
+				etcd_txn_result_free(&r);
+				for (size_t i = 0; i < q / 2; i++)
+					free(vals[i]);
+				q = 0;
+			}
+		}
+	}
+	printf("view: %d nodes x %d desired memberships (5 shared PKeys) written with their view "
+	       "keys in %lld ms (%d failed txns)\n",
+	       nodes, per, (long long)(ibvf_mono_ms() - t0), bad);
+	for (int run = 0; run < 5; run++) {
+		struct cluster_read_stats rs = {0};
+		struct etcd_range_result r = {0};
+		struct cluster_member *v = NULL;
+		char key[256], end[256];
+		size_t n = 0;
+		int kl = cluster_member_key(prefix, -1, 0, false, key, sizeof(key));
+		int el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
+		int64_t t = (int64_t)ibvf_mono_ns();
+
+		/* before: the whole members/ range (what cluster_members_list(node) reads) */
+		if (!etcd_range(c, key, (size_t)kl, end, (size_t)el, 0, false, &r, err,
+				sizeof(err))) {
+			old_keys = r.n_kvs;
+			old_bytes = 0;
+			for (size_t i = 0; i < r.n_kvs; i++)
+				old_bytes += r.kvs[i].key_len + r.kvs[i].value_len;
+		}
+		etcd_range_result_free(&r);
+		t_old[run] = (int64_t)ibvf_mono_ns() - t;
+		t = (int64_t)ibvf_mono_ns();
+		/* now: the node's own view */
+		if (!cluster_members_list_node(c, prefix, "node-0500", -1, &v, &n, NULL, NULL, &rs,
+					       err, sizeof(err))) {
+			new_keys = rs.keys;
+			new_bytes = rs.bytes;
+		}
+		free(v);
+		t_new[run] = (int64_t)ibvf_mono_ns() - t;
+	}
+	qsort(t_old, 5, sizeof(t_old[0]), cmp_i64);
+	qsort(t_new, 5, sizeof(t_new[0]), cmp_i64);
+	printf("view: one node's reconcile list, before (all of members/): %llu keys, %llu bytes, "
+	       "%.2f ms; now (bynode/<node>/): %llu keys, %llu bytes, %.2f ms; %.0fx fewer "
+	       "bytes (medians of 5)\n",
+	       old_keys, old_bytes, (double)t_old[2] / 1e6, new_keys, new_bytes,
+	       (double)t_new[2] / 1e6, new_bytes ? (double)old_bytes / (double)new_bytes : 0.0);
+	print_load("after the view part");
+	etcd_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
 	const char *missing = etcd_lab_missing(), *only = getenv("BENCH_CLUSTER_ONLY");
@@ -1286,11 +1395,13 @@ int main(int argc, char **argv)
 	       "%.2f %.2f\n",
 	       "3.4 (Debian etcd-server)", BS, load[0], load[1], load[2]);
 
-	/* BENCH_CLUSTER_ONLY=local|local-cluster|daemon|leader|scale|smd: one part alone
+	/* BENCH_CLUSTER_ONLY=local|local-cluster|view|daemon|leader|scale|smd: one part alone
 	 * (e.g. under perf, or to repeat a noisy figure) */
 	if (only) {
 		if (!strncmp(only, "local", 5))
 			bench_local_rate();
+		else if (!strcmp(only, "view"))
+			bench_view();
 		else if (!ibvfd_path)
 			fprintf(stderr, "bench_cluster: %s needs IBVFD SM_MODULE_DIR\n", only);
 		else if (!strcmp(only, "daemon"))
@@ -1415,6 +1526,8 @@ int main(int argc, char **argv)
 	}
 	/* 4. the pool's local allocation rate, cluster vs single-node */
 	bench_local_rate();
+	/* 9. (first: no daemon needed) what one node's reconcile reads */
+	bench_view();
 	if (!ibvfd_path) {
 		printf("(no IBVFD SM_MODULE_DIR given: the ibvfd benchmarks are skipped)\n");
 		goto out;

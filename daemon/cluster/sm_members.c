@@ -89,10 +89,10 @@ static bool hex_exact(const char *s, size_t digits, uint64_t *out)
 	return true;
 }
 
-int cluster_member_parse(const char *prefix, const struct etcd_kv *kv, struct cluster_member *out,
-			 char *err, size_t errlen)
+/* A membership from @kv whose key is @base (@bl bytes) + "<pkey>/<guid>". */
+static int member_parse(const char *base, size_t bl, const struct etcd_kv *kv,
+			struct cluster_member *out, char *err, size_t errlen)
 {
-	size_t pl = strlen(prefix), ml = strlen("members/");
 	const char *k = kv->key, *s;
 	uint64_t pkey, guid;
 	json_error_t je;
@@ -100,13 +100,11 @@ int cluster_member_parse(const char *prefix, const struct etcd_kv *kv, struct cl
 	int ret = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (kv->key_len != pl + ml + 4 + 1 + 16 || memcmp(k, prefix, pl) ||
-	    memcmp(k + pl, "members/", ml) || k[pl + ml + 4] != '/' ||
-	    !hex_exact(k + pl + ml, 4, &pkey) || !hex_exact(k + pl + ml + 5, 16, &guid) || !pkey ||
+	if (kv->key_len != bl + 4 + 1 + 16 || memcmp(k, base, bl) || k[bl + 4] != '/' ||
+	    !hex_exact(k + bl, 4, &pkey) || !hex_exact(k + bl + 5, 16, &guid) || !pkey ||
 	    pkey > 0x7fff || !ibvf_guid_is_assignable(guid))
 		return ibvf_errf(err, errlen, -EBADMSG,
-				 "key '%.300s': not %smembers/<4 hex PKey>/<16 hex GUID>", k,
-				 prefix);
+				 "key '%.300s': not %.300s<4 hex PKey>/<16 hex GUID>", k, base);
 	out->pkey = (uint16_t)pkey;
 	out->guid = guid;
 	out->mod_revision = kv->mod_revision;
@@ -137,6 +135,157 @@ int cluster_member_parse(const char *prefix, const struct etcd_kv *kv, struct cl
 	out->ms = json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
 	json_decref(o);
 	return ret;
+}
+
+int cluster_member_parse(const char *prefix, const struct etcd_kv *kv, struct cluster_member *out,
+			 char *err, size_t errlen)
+{
+	char base[512];
+	int bl = cluster_member_key(prefix, -1, 0, false, base, sizeof(base));
+
+	if (bl < 0)
+		return ibvf_errf(err, errlen, -EBADMSG, "etcd prefix too long");
+	return member_parse(base, (size_t)bl, kv, out, err, errlen);
+}
+
+int cluster_member_index_key(const char *prefix, const char *node, int pkey, uint64_t guid,
+			     bool all_guids, char *buf, size_t len)
+{
+	int n;
+
+	if (pkey < 0)
+		n = snprintf(buf, len, "%sbynode/%s/", prefix, node);
+	else if (all_guids)
+		n = snprintf(buf, len, "%sbynode/%s/%04x/", prefix, node, (unsigned)pkey);
+	else
+		n = snprintf(buf, len, "%sbynode/%s/%04x/%016llx", prefix, node, (unsigned)pkey,
+			     (unsigned long long)guid);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : n;
+}
+
+int cluster_member_marker_key(const char *prefix, const char *node, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%sbynode/%s", prefix, node);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : n;
+}
+
+static void read_count(struct cluster_read_stats *rs, const struct etcd_range_result *r)
+{
+	if (!rs)
+		return;
+	rs->reads++;
+	rs->keys += r->n_kvs;
+	for (size_t i = 0; i < r->n_kvs; i++)
+		rs->bytes += r->kvs[i].key_len + r->kvs[i].value_len;
+}
+
+int cluster_members_list_node(struct etcd_client *etcd, const char *prefix, const char *node,
+			      int pkey, struct cluster_member **out, size_t *n, int64_t *revision,
+			      size_t *bad, struct cluster_read_stats *rs, char *err, size_t errlen)
+{
+	struct etcd_range_result r = {0};
+	char key[512], end[512], base[512], why[IBVF_ERR_LEN];
+	struct cluster_member *v;
+	size_t k = 0, nbad = 0;
+	int kl, el, bl, ret;
+
+	*out = NULL;
+	*n = 0;
+	bl = cluster_member_index_key(prefix, node, -1, 0, false, base, sizeof(base));
+	kl = cluster_member_index_key(prefix, node, pkey, 0, true, key, sizeof(key));
+	if (bl < 0 || kl < 0 || !cluster_name_ok(node))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "etcd prefix or node name too long");
+	el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
+	if (el < 0)
+		return ibvf_errf(err, errlen, el, "etcd prefix too long");
+	ret = etcd_range(etcd, key, (size_t)kl, end, (size_t)el, 0, false, &r, err, errlen);
+	if (ret)
+		return ret;
+	read_count(rs, &r);
+	v = calloc(r.n_kvs + 1, sizeof(*v));
+	if (!v) {
+		etcd_range_result_free(&r);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < r.n_kvs; i++) {
+		if (member_parse(base, (size_t)bl, &r.kvs[i], &v[k], why, sizeof(why)) ||
+		    strcmp(v[k].node, node)) {
+			nbad++;
+			continue;
+		}
+		k++;
+	}
+	if (revision)
+		*revision = r.revision;
+	if (bad)
+		*bad = nbad;
+	etcd_range_result_free(&r);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+static int cmp_guid(const void *x, const void *y)
+{
+	const struct cluster_member *a = x, *b = y;
+
+	return a->guid < b->guid ? -1 : a->guid > b->guid;
+}
+
+#define GET_PER_TXN 64 /* ranges per txn (etcd --max-txn-ops 128) */
+
+int cluster_members_get(struct etcd_client *etcd, const char *prefix, uint16_t pkey,
+			const uint64_t *guids, size_t n, struct cluster_member **out, size_t *n_out,
+			struct cluster_read_stats *rs, char *err, size_t errlen)
+{
+	struct etcd_op ops[GET_PER_TXN];
+	char(*keys)[128] = NULL, why[IBVF_ERR_LEN];
+	struct cluster_member *v;
+	size_t k = 0;
+	int ret = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	v = calloc(n + 1, sizeof(*v));
+	keys = calloc(GET_PER_TXN, sizeof(*keys));
+	if (!v || !keys) {
+		free(v);
+		free(keys);
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n && !ret; i += GET_PER_TXN) {
+		size_t m = n - i < GET_PER_TXN ? n - i : GET_PER_TXN;
+		struct etcd_txn_result r = {0};
+
+		for (size_t j = 0; j < m; j++) {
+			if (cluster_member_key(prefix, pkey, guids[i + j], false, keys[j],
+					       sizeof(keys[j])) < 0) {
+				ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "etcd prefix too long");
+				break;
+			}
+			ops[j] = (struct etcd_op){.type = ETCD_OP_RANGE, .key = keys[j]};
+		}
+		if (ret || (ret = etcd_txn(etcd, NULL, 0, ops, m, NULL, 0, &r, err, errlen)))
+			break;
+		for (size_t j = 0; j < r.n_responses; j++) {
+			read_count(rs, &r.responses[j]);
+			for (size_t q = 0; q < r.responses[j].n_kvs && k < n; q++)
+				if (!cluster_member_parse(prefix, &r.responses[j].kvs[q], &v[k],
+							  why, sizeof(why)))
+					k++;
+		}
+		etcd_txn_result_free(&r);
+	}
+	free(keys);
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	qsort(v, k, sizeof(*v), cmp_guid);
+	*out = v;
+	*n_out = k;
+	return 0;
 }
 
 int cluster_members_list(struct etcd_client *etcd, const char *prefix, int pkey, const char *node,
@@ -206,9 +355,75 @@ void cluster_sm_state_free(struct cluster_sm_state *s)
 {
 	if (!s)
 		return;
+	for (size_t i = 0; s->status && i < s->n_status; i++)
+		free(s->status[i].refused);
 	free(s->agents);
 	free(s->status);
 	memset(s, 0, sizeof(*s));
+}
+
+/*
+ * The "refused" array of a status value into @st (one entry per member);
+ * entries that do not parse are skipped. Return: 0 or -ENOMEM.
+ */
+static int parse_refused(json_t *arr, struct cluster_pkey_status *st)
+{
+	size_t i, total = 0, k = 0;
+	json_t *g;
+
+	if (!json_is_array(arr))
+		return 0;
+	json_array_foreach(arr, i, g) total += json_array_size(json_object_get(g, "members"));
+	if (!total)
+		return 0;
+	st->refused = calloc(total, sizeof(*st->refused));
+	if (!st->refused)
+		return -ENOMEM;
+	json_array_foreach(arr, i, g)
+	{
+		json_t *mem = json_object_get(g, "members"), *m;
+		int e = (int)jint(g, "errno");
+		size_t j;
+
+		json_array_foreach(mem, j, m)
+		{
+			const char *hex = jstr(m, "guid");
+			struct cluster_refusal *r = &st->refused[k];
+
+			if (strlen(hex) != 16 || !hex_exact(hex, 16, &r->guid) || e >= 0)
+				continue;
+			r->rev = jint(m, "rev");
+			r->err = e;
+			snprintf(r->error, sizeof(r->error), "%s", jstr(g, "error"));
+			k++;
+		}
+	}
+	st->n_refused = k;
+	return 0;
+}
+
+const struct cluster_refusal *cluster_sm_refused(const struct cluster_sm_state *s, uint16_t pkey,
+						 uint64_t guid, int64_t rev, const char **group)
+{
+	for (size_t i = 0; i < s->n_status; i++) {
+		const struct cluster_pkey_status *st = &s->status[i];
+		bool live = false;
+
+		if (st->pkey != pkey || !st->n_refused)
+			continue;
+		for (size_t a = 0; a < s->n_agents && !live; a++)
+			live = !strcmp(s->agents[a].group, st->group);
+		if (!live)
+			continue; /* a group that is gone has no vote (cluster_sm_applied()) */
+		for (size_t k = 0; k < st->n_refused; k++) {
+			if (st->refused[k].guid != guid || st->refused[k].rev != rev)
+				continue;
+			if (group)
+				*group = st->group;
+			return &st->refused[k];
+		}
+	}
+	return NULL;
 }
 
 /* Applied revisions and leaders, before they are joined to the agents. */
@@ -295,6 +510,12 @@ int cluster_sm_state_read(struct etcd_client *etcd, const char *prefix,
 				st->revision = jint(o, "revision");
 				st->ms = jint(o, "ms");
 				snprintf(st->error, sizeof(st->error), "%s", jstr(o, "error"));
+				if (parse_refused(json_object_get(o, "refused"), st)) {
+					ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+					json_decref(o);
+					out->n_status++;
+					goto out;
+				}
 				out->n_status++;
 			}
 		}

@@ -20,8 +20,23 @@
  *   P smd/applied/<group>    {"revision":R,"agent":ID,"ms":WALL_MS}: every
  *                            desired change up to etcd revision R is in the
  *                            group's SM
- *   P smd/status/<group>/<pkey> {"desired":N,"applied":N,"revision":R,
- *                            "error":TEXT,"ms":WALL_MS}
+ *   P bynode/<node>/<pkey>/<guid>  the node's own view: the same value as
+ *                            its members/ key, written in the same txn (put
+ *                            with the desire, deleted with the tombstone), so
+ *                            a node's list reads only its own memberships
+ *   P bynode/<node>          {"migrated_ms":WALL_MS}: the node's view was
+ *                            rebuilt from members/ (keys written before the
+ *                            view existed); absent: the node rebuilds it once
+ *   P smd/status/<group>/<pkey> {"desired":N,"applied":N,"revision":H,
+ *                            "error":TEXT,"agent":ID,"ms":WALL_MS,
+ *                            "refused":[{"errno":E,"error":TEXT,
+ *                            "members":[{"guid":HEX16,"rev":R},...]},...]}
+ *                            "refused": the SM's permanent refusals of the
+ *                            pass at revision H, each with the members it
+ *                            covers and the mod revision of the desired key
+ *                            the agent saw (a node's write of that revision
+ *                            failed; a later write is tried again); written
+ *                            before the applied revision H
  * A group is one SM: an OpenSM host's own partitions.conf (group = the
  * agent's id) or one UFM (group "ufm" or the configured name, one leader).
  * A change is applied cluster-wide when every group that has a live agent
@@ -65,6 +80,14 @@ struct cluster_agent {
 	int64_t applied_ms;
 };
 
+/** One member the SM refused permanently in an agent's pass (smd/status/). */
+struct cluster_refusal {
+	uint64_t guid;	 /* port GUID, host order */
+	int64_t rev;	 /* mod revision of the desired key the agent tried */
+	int err;	 /* the SM backend's negative errno (permanent, SM ABI 2) */
+	char error[256]; /* the SM's reason */
+};
+
 /** Per (group, PKey) status an agent wrote. */
 struct cluster_pkey_status {
 	char group[CLUSTER_NAME_MAX + 1];
@@ -72,6 +95,13 @@ struct cluster_pkey_status {
 	uint32_t desired, applied;
 	int64_t revision, ms;
 	char error[256];
+	struct cluster_refusal *refused; /* malloc'd, n_refused entries */
+	size_t n_refused;
+};
+
+/** Keys and bytes (key + value) a read returned, for the benchmarks. */
+struct cluster_read_stats {
+	unsigned long long reads, keys, bytes;
 };
 
 /** Everything under P smd/: live agents, applied revisions, per-PKey status. */
@@ -116,6 +146,49 @@ int cluster_member_parse(const char *prefix, const struct etcd_kv *kv, struct cl
 int cluster_members_list(struct etcd_client *etcd, const char *prefix, int pkey, const char *node,
 			 struct cluster_member **out, size_t *n, int64_t *revision, size_t *bad,
 			 char *err, size_t errlen);
+
+/**
+ * cluster_member_index_key() - the node's view key of (@pkey, @guid) (P
+ * bynode/<node>/<pkey>/<guid>), or the prefix of all of @pkey's (@all_guids),
+ * or of all the node's (@pkey < 0), into @buf.
+ * Return: the key's length, or -ENAMETOOLONG.
+ */
+int cluster_member_index_key(const char *prefix, const char *node, int pkey, uint64_t guid,
+			     bool all_guids, char *buf, size_t len);
+
+/** cluster_member_marker_key() - "P bynode/<node>": the view's migration marker. */
+int cluster_member_marker_key(const char *prefix, const char *node, char *buf, size_t len);
+
+/**
+ * cluster_members_list_node() - @node's own desired memberships of @pkey (-1:
+ * all) from its view (P bynode/<node>/), in (PKey, GUID) order; one range
+ * of the node's keys only. Tombstones are never there (deleted with the
+ * desire). *@revision, *@bad as cluster_members_list(); @rs (may be NULL)
+ * counts what was read.
+ * Return: 0 or etcd_range()'s errors; -ENOMEM.
+ */
+int cluster_members_list_node(struct etcd_client *etcd, const char *prefix, const char *node,
+			      int pkey, struct cluster_member **out, size_t *n, int64_t *revision,
+			      size_t *bad, struct cluster_read_stats *rs, char *err, size_t errlen);
+
+/**
+ * cluster_members_get() - the desired memberships (any node's, tombstones
+ * included) of exactly the @n GUIDs @guids in @pkey: point reads in txns
+ * of up to 64 ranges, sorted by GUID, absent keys left out. What a node's
+ * add reads to see another node's desire, instead of the whole PKey.
+ * Return: 0, etcd_txn()'s errors, -ENOMEM.
+ */
+int cluster_members_get(struct etcd_client *etcd, const char *prefix, uint16_t pkey,
+			const uint64_t *guids, size_t n, struct cluster_member **out, size_t *n_out,
+			struct cluster_read_stats *rs, char *err, size_t errlen);
+
+/**
+ * cluster_sm_refused() - the permanent refusal of (@pkey, @guid) written for
+ * the desired key at mod revision @rev by a group with a live agent in @s,
+ * or NULL. *@group (may be NULL) gets that group's name.
+ */
+const struct cluster_refusal *cluster_sm_refused(const struct cluster_sm_state *s, uint16_t pkey,
+						 uint64_t guid, int64_t rev, const char **group);
 
 /**
  * cluster_sm_state_read() - the live agents and their groups' applied

@@ -273,16 +273,31 @@ static int cluster_members(struct ctl_ctx *ctx, int argc, char **argv)
 		bool applied = cluster_sm_applied(&sm, v[i].mod_revision, NULL, 0);
 		const char *state = v[i].removed ? (applied ? "removed" : "removing")
 						 : (applied ? "applied" : "pending");
+		/* a live group's SM refused this very write (smd/status/ "refused") */
+		const char *group = NULL;
+		const struct cluster_refusal *rf =
+			v[i].removed ? NULL
+				     : cluster_sm_refused(&sm, v[i].pkey, v[i].guid,
+							  v[i].mod_revision, &group);
 		char pk[8];
+		json_t *row;
 
+		if (rf)
+			state = "refused";
 		snprintf(pk, sizeof(pk), "0x%04x", v[i].pkey);
-		json_array_append_new(
-			rows, json_pack("{s:s,s:o,s:s,s:o,s:o,s:s,s:I}", "pkey", pk, "guid",
-					guid_json(v[i].guid), "membership",
-					v[i].removed ? "-" : ibvf_membership_name(v[i].membership),
-					"node", ctl_json_text(v[i].node), "owner",
-					ctl_json_text(v[i].owner[0] ? v[i].owner : "-"), "state",
-					state, "revision", (json_int_t)v[i].mod_revision));
+		row = json_pack("{s:s,s:o,s:s,s:o,s:o,s:s,s:I}", "pkey", pk, "guid",
+				guid_json(v[i].guid), "membership",
+				v[i].removed ? "-" : ibvf_membership_name(v[i].membership), "node",
+				ctl_json_text(v[i].node), "owner",
+				ctl_json_text(v[i].owner[0] ? v[i].owner : "-"), "state", state,
+				"revision", (json_int_t)v[i].mod_revision);
+		if (row && rf) {
+			char why[400];
+
+			snprintf(why, sizeof(why), "group %.64s: %.300s", group, rf->error);
+			json_object_set_new(row, "error", ctl_json_text(why));
+		}
+		json_array_append_new(rows, row);
 	}
 	if (!sm.n_agents)
 		fprintf(stderr, "ibvfctl: no SM agent (ibvf-smd) is live: nothing is applied\n");

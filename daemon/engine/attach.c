@@ -439,6 +439,20 @@ static void sm_done(void *arg, int status, const char *msg)
 }
 
 /*
+ * The owner text an SM add carries (add_members_owned(), SM ABI 2): the
+ * Pod "ns/name ifname (network)" or, without a Pod, "container ifname".
+ */
+static void sm_owner_text(const struct ibvf_owner *o, char *buf, size_t len)
+{
+	if (o->pod_name[0])
+		snprintf(buf, len, "%.63s/%.90s %.15s%s%.70s%s", o->pod_namespace, o->pod_name,
+			 o->ifname, o->network[0] ? " (" : "", o->network,
+			 o->network[0] ? ")" : "");
+	else
+		snprintf(buf, len, "%.64s %.15s", o->container_id, o->ifname);
+}
+
+/*
  * Submit one SM request per PKey of op->a; the last completion resubmits the
  * op to the workers. The op must not be touched after this returns.
  */
@@ -451,8 +465,10 @@ static void submit_sm(struct op *op, enum ibvf_sm_req_kind kind)
 	int64_t dl = op->deadline ? op->deadline : ibvf_mono_ms() + 30000;
 	bool exp = eng_op_arrived(op);
 	struct ibvf_sm_pkey_flags fl = {0}, *flp = NULL;
+	char owner[IBVF_SM_OWNER_MAX + 1];
 	int ret;
 
+	sm_owner_text(&op->a.owner, owner, sizeof(owner));
 	op->phase = PH_SM_DONE;
 	op->sm_status = 0;
 	op->sm_pending = (int)n;
@@ -476,8 +492,8 @@ static void submit_sm(struct op *op, enum ibvf_sm_req_kind kind)
 		};
 
 		/* index0 is for the first (primary) PKey only: one index 0 per port */
-		ret = ibvf_sm_batch_submit(e->batch, kind, ibvf_pkey_key(pk[i]), &m,
-					   i == 0 ? flp : NULL, dl, sm_done, op);
+		ret = ibvf_sm_batch_submit_owned(e->batch, kind, ibvf_pkey_key(pk[i]), &m, owner,
+						 i == 0 ? flp : NULL, dl, sm_done, op);
 		if (ret)
 			sm_done(op, ret, "SM batcher refused the request");
 	}

@@ -22,6 +22,8 @@ struct req {
 	struct ibvf_sm_member member;
 	struct ibvf_sm_pkey_flags flags;
 	bool has_flags; /* false: the backend's configured defaults (flags NULL) */
+	char owner[IBVF_SM_OWNER_MAX +
+		   1]; /* adds: who wants it ("": unknown), add_members_owned() */
 	int64_t deadline_ms;
 	ibvf_sm_done_fn done;
 	void *arg;
@@ -134,8 +136,26 @@ static int backend_call(struct ibvf_sm_batch *b, struct req *r, size_t n, char *
 		}
 		for (size_t i = 0; i < n; i++)
 			m[i] = r[i].member;
-		ret = b->o.ops->add_members(b->o.backend, r[0].pkey, m, n,
-					    r[0].has_flags ? &r[0].flags : NULL, err, errlen);
+		if (IBVF_SM_OPS_HAS(b->o.ops, add_members_owned)) {
+			/* the module stores owners (cluster: etcd): one pointer per member */
+			const char **ow = malloc(n * sizeof(*ow));
+
+			if (!ow) {
+				free(m);
+				pthread_mutex_unlock(&b->be_lock);
+				return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+			}
+			for (size_t i = 0; i < n; i++)
+				ow[i] = r[i].owner;
+			ret = b->o.ops->add_members_owned(b->o.backend, r[0].pkey, m, ow, n,
+							  r[0].has_flags ? &r[0].flags : NULL, err,
+							  errlen);
+			free(ow);
+		} else {
+			ret = b->o.ops->add_members(b->o.backend, r[0].pkey, m, n,
+						    r[0].has_flags ? &r[0].flags : NULL, err,
+						    errlen);
+		}
 		free(m);
 	} else {
 		uint64_t *g = malloc(n * sizeof(*g));
@@ -423,6 +443,15 @@ int ibvf_sm_batch_submit(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, ui
 			 const struct ibvf_sm_pkey_flags *flags, int64_t deadline_ms,
 			 ibvf_sm_done_fn done, void *arg)
 {
+	return ibvf_sm_batch_submit_owned(b, kind, pkey, member, NULL, flags, deadline_ms, done,
+					  arg);
+}
+
+int ibvf_sm_batch_submit_owned(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint16_t pkey,
+			       const struct ibvf_sm_member *member, const char *owner,
+			       const struct ibvf_sm_pkey_flags *flags, int64_t deadline_ms,
+			       ibvf_sm_done_fn done, void *arg)
+{
 	struct req nr = {
 		.kind = kind,
 		.pkey = pkey & IBVF_PKEY_KEY_MASK,
@@ -436,6 +465,8 @@ int ibvf_sm_batch_submit(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, ui
 	struct req old = {0};
 	bool replaced = false;
 
+	if (owner && kind == IBVF_SM_REQ_ADD)
+		ibvf_sm_owner_clean(nr.owner, sizeof(nr.owner), owner);
 	pthread_mutex_lock(&b->lock);
 	if (b->stop) {
 		pthread_mutex_unlock(&b->lock);

@@ -124,6 +124,20 @@ int ibvf_sm_batch_submit(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, ui
 			 ibvf_sm_done_fn done, void *arg);
 
 /**
+ * ibvf_sm_batch_submit_owned() - ibvf_sm_batch_submit() with the owner of an
+ * add (@owner NULL: unknown; removes ignore it): the attachment's text, e.g.
+ * "ns/pod net1 (network)", cut to IBVF_SM_OWNER_MAX bytes of printable ASCII
+ * (ibvf_sm_owner_clean()). It reaches a backend that has the optional entry
+ * add_members_owned() (SM ABI 2, include/ibvf/sm_backend.h; the cluster
+ * backend stores it in etcd); other backends get add_members() as before.
+ * Return: as ibvf_sm_batch_submit().
+ */
+int ibvf_sm_batch_submit_owned(struct ibvf_sm_batch *b, enum ibvf_sm_req_kind kind, uint16_t pkey,
+			       const struct ibvf_sm_member *member, const char *owner,
+			       const struct ibvf_sm_pkey_flags *flags, int64_t deadline_ms,
+			       ibvf_sm_done_fn done, void *arg);
+
+/**
  * ibvf_sm_batch_call() - submit and wait (for worker threads). Return the
  * request's status; @msg gets the reason.
  */

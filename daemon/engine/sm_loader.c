@@ -74,11 +74,12 @@ static int check_ops(const struct ibvf_sm_ops *o, const char *path, const char *
 				 "SM backend module %s implements SM ABI "
 				 "version %u; this ibvfd needs version %u (rebuild the module)",
 				 path, o->abi_version, IBVF_SM_ABI_VERSION);
-	if (o->struct_size < sizeof(struct ibvf_sm_ops))
+	/* smaller than today's table is fine: optional entries (IBVF_SM_OPS_HAS()) */
+	if (o->struct_size < IBVF_SM_OPS_V2_BASE_SIZE)
 		return ibvf_errf(err, errlen, -EPROTO,
 				 "SM backend module %s: ops table of %u "
 				 "bytes, smaller than the %zu bytes of ABI version %u",
-				 path, o->struct_size, sizeof(struct ibvf_sm_ops),
+				 path, o->struct_size, (size_t)IBVF_SM_OPS_V2_BASE_SIZE,
 				 IBVF_SM_ABI_VERSION);
 	if (!o->name || strcmp(o->name, name))
 		return ibvf_errf(err, errlen, -EPROTO,

@@ -36,7 +36,9 @@ struct ibvf_sm {
  * ABI version instead, e.g. ibvf_sm_backend_v1, is refused without calling
  * it), call it, and check the table: abi_version
  * equal to IBVF_SM_ABI_VERSION, struct_size at least
- * sizeof(struct ibvf_sm_ops), name equal to @name, no NULL operation.
+ * IBVF_SM_OPS_V2_BASE_SIZE (a module built before an optional entry was
+ * added loads; IBVF_SM_OPS_HAS() guards each optional entry), name equal
+ * to @name, no NULL mandatory operation.
  *
  * Return: 0; -EINVAL (bad name), -ENOENT (no such module: the message lists
  * the directory), -EPERM (owner or mode), -ENOEXEC (dlopen failed, or no

@@ -41,6 +41,7 @@ struct pk_status {
 	uint16_t pkey;
 	uint32_t desired, applied;
 	char error[256];
+	char *refused; /* the "refused" array written (compact JSON), NULL: none */
 	bool written;
 };
 
@@ -221,7 +222,8 @@ static int list_actual(struct smd_agent *a, char *err, size_t errlen)
 			ibvf_errf(err, errlen, ret, "out of memory listing the SM");
 		return ibvf_err_prefix(err, errlen, ret, "SM %s: list_members", a->o.ops->name);
 	}
-	qsort(l.v, l.n, sizeof(*l.v), cmp_act);
+	if (l.n) /* qsort(NULL, 0) is undefined (C11 7.22.5) */
+		qsort(l.v, l.n, sizeof(*l.v), cmp_act);
 	free(a->actual);
 	a->actual = l.v;
 	a->n_actual = l.n;
@@ -416,11 +418,57 @@ static int push(void **arr, size_t *n, size_t elem, const void *v)
 	return 0;
 }
 
-/* Call add or remove for @n members of @pkey; split member faults in halves. */
-static int sm_call(struct smd_agent *a, bool add, uint16_t pkey, const struct ibvf_sm_member *m,
-		   const uint64_t *g, size_t n, const struct ibvf_sm_pkey_flags *flags,
-		   char *faults, size_t faultslen, size_t *n_faults, char *err, size_t errlen)
+/* A permanent refusal of add[off, off + n) of a PKey's work (write_status()). */
+struct pk_refusal {
+	size_t off, n;
+	int err;
+	char error[256];
+};
+
+struct pk_work {
+	uint16_t pkey;
+	struct ibvf_sm_member *add;
+	int64_t *add_rev; /* mod revision of each add's desired key */
+	size_t n_add;
+	uint64_t *rm;
+	size_t n_rm;
+	struct ibvf_sm_pkey_flags flags;
+	char fault[256];
+	size_t n_faults;
+	struct pk_refusal *ref; /* adds the SM refused permanently: to the nodes */
+	size_t n_ref;
+};
+
+/*
+ * Record the SM's permanent refusal (@ret, reason @e) of @n adds of @p from
+ * @m on, for the PKey's status: the waiting nodes fail their adds with it.
+ * Return: 0, or -ENOMEM.
+ */
+static int refuse(struct pk_work *p, const struct ibvf_sm_member *m, size_t n, int ret,
+		  const char *e)
 {
+	struct pk_refusal *v = realloc(p->ref, (p->n_ref + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	p->ref = v;
+	v[p->n_ref] = (struct pk_refusal){.off = (size_t)(m - p->add), .n = n, .err = ret};
+	snprintf(v[p->n_ref].error, sizeof(v[p->n_ref].error), "%s", e[0] ? e : strerror(-ret));
+	p->n_ref++;
+	return 0;
+}
+
+/*
+ * Call add or remove for @n members of @p's PKey; split member faults in
+ * halves. A permanent refusal of adds (a member fault down to one member,
+ * or any other non-transient errno) is recorded in @p (refuse()) and the
+ * pass goes on; a transient error, or a remove's permanent one, fails it.
+ */
+static int sm_call(struct smd_agent *a, bool add, struct pk_work *p, const struct ibvf_sm_member *m,
+		   const uint64_t *g, size_t n, const struct ibvf_sm_pkey_flags *flags, char *err,
+		   size_t errlen)
+{
+	uint16_t pkey = p->pkey;
 	char e[IBVF_ERR_LEN] = "";
 	int ret;
 
@@ -448,11 +496,10 @@ static int sm_call(struct smd_agent *a, bool add, uint16_t pkey, const struct ib
 	if (ibvf_sm_err_is_member_fault(ret) && n > 1) {
 		size_t h = n / 2;
 
-		ret = sm_call(a, add, pkey, m, g, h, flags, faults, faultslen, n_faults, err,
-			      errlen);
+		ret = sm_call(a, add, p, m, g, h, flags, err, errlen);
 		if (!ret)
-			ret = sm_call(a, add, pkey, m ? m + h : NULL, g ? g + h : NULL, n - h,
-				      flags, faults, faultslen, n_faults, err, errlen);
+			ret = sm_call(a, add, p, m ? m + h : NULL, g ? g + h : NULL, n - h, flags,
+				      err, errlen);
 		return ret;
 	}
 	if (ibvf_sm_err_is_member_fault(ret)) {
@@ -462,25 +509,28 @@ static int sm_call(struct smd_agent *a, bool add, uint16_t pkey, const struct ib
 		log_err("SM agent %s: %s GUID 0x%016" PRIx64 " %s PKey 0x%04x refused by %s: %s",
 			a->id, add ? "adding" : "removing", guid, add ? "to" : "from", pkey,
 			a->o.ops->name, e);
-		if (!*n_faults)
-			snprintf(faults, faultslen, "GUID 0x%016" PRIx64 ": %.200s", guid, e);
-		(*n_faults)++;
+		if (!p->n_faults)
+			snprintf(p->fault, sizeof(p->fault), "GUID 0x%016" PRIx64 ": %.200s", guid,
+				 e);
+		p->n_faults++;
+		if (add && refuse(p, m, 1, ret, e))
+			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		return 0;
+	}
+	if (add && !ibvf_sm_err_is_transient(ret)) {
+		/* permanent for the whole call (e.g. UFM 4xx on the PKey): to the nodes */
+		log_err("SM agent %s: adding %zu GUID(s) to PKey 0x%04x refused by %s: %s", a->id,
+			n, pkey, a->o.ops->name, e);
+		if (!p->n_faults)
+			snprintf(p->fault, sizeof(p->fault), "%zu GUID(s): %.200s", n, e);
+		p->n_faults += n;
+		if (refuse(p, m, n, ret, e))
+			return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 		return 0;
 	}
 	return ibvf_errf(err, errlen, ret, "SM %s: %s %zu member(s) of PKey 0x%04x: %s",
 			 a->o.ops->name, add ? "add" : "remove", n, pkey, e);
 }
-
-struct pk_work {
-	uint16_t pkey;
-	struct ibvf_sm_member *add;
-	size_t n_add;
-	uint64_t *rm;
-	size_t n_rm;
-	struct ibvf_sm_pkey_flags flags;
-	char fault[256];
-	size_t n_faults;
-};
 
 static struct pk_work *pk_get(struct pk_work **w, size_t *n, size_t *cap, uint16_t pkey)
 {
@@ -510,14 +560,60 @@ static struct pk_status *st_get(struct smd_agent *a, uint16_t pkey)
 	return &a->st[a->n_st - 1];
 }
 
-/* Write the per-PKey status entries that changed (best effort: logged). */
-static void write_status(struct smd_agent *a, const struct cluster_member *d, size_t nd,
-			 struct pk_work *w, size_t nw)
+#define SMD_REFUSED_MAX 1024 /* members listed in one PKey's "refused" */
+
+/*
+ * The "refused" array of PKey @pkey's work in @w (NULL when there is none):
+ * one object per refused call, {"errno","error","members":[{"guid","rev"}]}.
+ */
+static json_t *refused_json(const struct pk_work *w, size_t nw, uint16_t pkey)
+{
+	json_t *arr = NULL;
+	size_t listed = 0;
+
+	for (size_t k = 0; k < nw; k++) {
+		if (w[k].pkey != pkey)
+			continue;
+		for (size_t r = 0; r < w[k].n_ref; r++) {
+			const struct pk_refusal *f = &w[k].ref[r];
+			json_t *mem = json_array(), *g;
+
+			if (!arr)
+				arr = json_array();
+			for (size_t j = 0; mem && j < f->n && listed < SMD_REFUSED_MAX;
+			     j++, listed++) {
+				char hex[20];
+
+				snprintf(hex, sizeof(hex), "%016" PRIx64,
+					 w[k].add[f->off + j].guid);
+				json_array_append_new(
+					mem, json_pack("{s:s,s:I}", "guid", hex, "rev",
+						       (json_int_t)w[k].add_rev[f->off + j]));
+			}
+			g = json_pack("{s:i,s:s,s:o}", "errno", f->err, "error", f->error,
+				      "members", mem ? mem : json_array());
+			if (arr && g)
+				json_array_append_new(arr, g);
+		}
+	}
+	return arr;
+}
+
+/*
+ * Write the per-PKey status entries that changed, with the pass's revision
+ * @H and the SM's permanent refusals ("refused", read by the waiting nodes:
+ * sm_members.h). Return: 0, or the first etcd error (logged); entries not
+ * written are written again by the next pass.
+ */
+static int write_status(struct smd_agent *a, const struct cluster_member *d, size_t nd,
+			struct pk_work *w, size_t nw, int64_t H)
 {
 	struct etcd_op ops[SMD_TXN_OPS];
 	char keys[SMD_TXN_OPS][600], *vals[SMD_TXN_OPS];
+	size_t sidx[SMD_TXN_OPS];
 	char err[IBVF_ERR_LEN];
 	size_t n = 0;
+	int first = 0;
 
 	/* every PKey desired, listed, or worked on */
 	for (size_t i = 0; i < nd; i++)
@@ -525,10 +621,12 @@ static void write_status(struct smd_agent *a, const struct cluster_member *d, si
 	for (size_t i = 0; i < a->n_actual; i++)
 		if (a->actual[i].managed)
 			st_get(a, a->actual[i].pkey);
+	for (size_t i = 0; i < nw; i++)
+		st_get(a, w[i].pkey);
 	for (size_t i = 0; i < a->n_st; i++) {
 		struct pk_status *s = &a->st[i], now = {.pkey = s->pkey};
 		char name[CLUSTER_NAME_MAX + 8];
-		json_t *o;
+		json_t *o, *ref;
 
 		for (size_t k = 0; k < nd; k++) {
 			const struct act *x;
@@ -544,42 +642,57 @@ static void write_status(struct smd_agent *a, const struct cluster_member *d, si
 				snprintf(now.error, sizeof(now.error),
 					 "%zu member(s) refused: %.200s", w[k].n_faults,
 					 w[k].fault);
+		ref = refused_json(w, nw, s->pkey);
+		now.refused = ref ? json_dumps(ref, JSON_COMPACT) : NULL;
 		if (s->written && now.desired == s->desired && now.applied == s->applied &&
-		    !strcmp(now.error, s->error))
-			continue;
+		    !strcmp(now.error, s->error) &&
+		    !strcmp(now.refused ? now.refused : "", s->refused ? s->refused : "")) {
+			free(now.refused);
+			json_decref(ref);
+			goto flush;
+		}
 		snprintf(name, sizeof(name), "%s/%04x", a->group, s->pkey);
 		cluster_sm_key(a->prefix, "status", name, keys[n], sizeof(keys[n]));
-		o = json_pack("{s:i,s:i,s:s,s:I,s:s}", "desired", (int)now.desired, "applied",
+		o = json_pack("{s:i,s:i,s:s,s:I,s:s,s:I}", "desired", (int)now.desired, "applied",
 			      (int)now.applied, "error", now.error, "ms",
-			      (json_int_t)ibvf_wall_ms(), "agent", a->id);
+			      (json_int_t)ibvf_wall_ms(), "agent", a->id, "revision",
+			      (json_int_t)H);
+		if (o && ref)
+			json_object_set(o, "refused", ref);
+		json_decref(ref);
 		vals[n] = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 		json_decref(o);
-		if (!vals[n])
-			continue;
+		if (!vals[n]) {
+			free(now.refused);
+			if (!first)
+				first = -ENOMEM;
+			goto flush;
+		}
 		ops[n] = (struct etcd_op){.type = ETCD_OP_PUT, .key = keys[n], .value = vals[n]};
 		now.written = true;
+		free(s->refused);
 		*s = now;
-		n++;
-		if (n == SMD_TXN_OPS || i + 1 == a->n_st) {
+		sidx[n++] = i;
+	flush:
+		if (n && (n == SMD_TXN_OPS || i + 1 == a->n_st)) {
 			struct etcd_txn_result r = {0};
+			int ret =
+				etcd_txn(a->o.etcd, NULL, 0, ops, n, NULL, 0, &r, err, sizeof(err));
 
-			if (etcd_txn(a->o.etcd, NULL, 0, ops, n, NULL, 0, &r, err, sizeof(err)))
+			if (ret) {
 				log_warn("SM agent %s: writing PKey status: %s", a->id, err);
+				for (size_t k = 0; k < n; k++)
+					a->st[sidx[k]].written = false;
+				if (!first)
+					first = ret;
+			}
 			etcd_txn_result_free(&r);
 			for (size_t k = 0; k < n; k++)
 				free(vals[k]);
 			n = 0;
 		}
 	}
-	if (n) {
-		struct etcd_txn_result r = {0};
-
-		if (etcd_txn(a->o.etcd, NULL, 0, ops, n, NULL, 0, &r, err, sizeof(err)))
-			log_warn("SM agent %s: writing PKey status: %s", a->id, err);
-		etcd_txn_result_free(&r);
-		for (size_t k = 0; k < n; k++)
-			free(vals[k]);
-	}
+	return first;
 }
 
 static bool pk_faulted(const struct pk_work *w, size_t nw, uint16_t pkey)
@@ -637,7 +750,7 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 {
 	struct pk_work *w = NULL;
 	size_t nw = 0, cap = 0, budget = a->o.batch_max, reported = 0, missing = 0, still = 0;
-	size_t n_rm = 0;
+	size_t n_rm = 0, refused = 0;
 	const struct act *first_rep = NULL;
 	unsigned long long calls0;
 	int64_t t_sm;
@@ -661,6 +774,13 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 			break;
 		}
 		p = pk_get(&w, &nw, &cap, d[i].pkey);
+		if (p) {
+			size_t na = p->n_add;
+
+			if (push((void **)&p->add_rev, &na, sizeof(d[i].mod_revision),
+				 &d[i].mod_revision))
+				p = NULL;
+		}
 		if (!p || push((void **)&p->add, &p->n_add, sizeof(m), &m)) {
 			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 			break;
@@ -704,12 +824,10 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 	a->n_acc = 0;
 	for (size_t i = 0; i < nw && !ret; i++) {
 		n_rm += w[i].n_rm;
-		ret = sm_call(a, false, w[i].pkey, NULL, w[i].rm, w[i].n_rm, NULL, w[i].fault,
-			      sizeof(w[i].fault), &w[i].n_faults, err, errlen);
+		ret = sm_call(a, false, &w[i], NULL, w[i].rm, w[i].n_rm, NULL, err, errlen);
 	}
 	for (size_t i = 0; i < nw && !ret; i++)
-		ret = sm_call(a, true, w[i].pkey, w[i].add, NULL, w[i].n_add, &w[i].flags,
-			      w[i].fault, sizeof(w[i].fault), &w[i].n_faults, err, errlen);
+		ret = sm_call(a, true, &w[i], w[i].add, NULL, w[i].n_add, &w[i].flags, err, errlen);
 	/*
 	 * Verify. A removal only in the SM's own list, now: the node quarantines
 	 * the GUID once applied is written ([safety]). Adds alone: the SM
@@ -744,6 +862,21 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 				a->o.ops->name, missing, still);
 	}
 	t_sm = ibvf_mono_ms();
+	/*
+	 * The nodes read refusals in the status: written before the applied
+	 * revision, so a node that sees H applied also sees what H refused.
+	 */
+	for (size_t i = 0; i < nw; i++)
+		refused += w[i].n_ref;
+	if (refused) {
+		int st = write_status(a, d, nd, w, nw, H);
+
+		if (!ret && st)
+			ret = ibvf_errf(err, errlen, st,
+					"SM agent %s: the PKey status with the SM's refusals was "
+					"not written; applied revision held back",
+					a->id);
+	}
 	if (!ret)
 		ret = write_applied(a, H, err, errlen);
 	/* where a pass's time goes, on the clock of the UFM simulator's log (bench_cluster) */
@@ -754,7 +887,8 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 			 a->id, (long long)a->t_step, (long long)a->t_read, (long long)t_sm,
 			 (long long)ibvf_mono_ms(), (long long)H, a->stats.sm_calls - calls0,
 			 a->n_pend);
-	write_status(a, d, nd, w, nw);
+	if (!refused)
+		write_status(a, d, nd, w, nw, H);
 	pthread_mutex_lock(&a->stats_lock);
 	a->stats.passes++;
 	a->stats.reported = reported;
@@ -763,7 +897,9 @@ static int apply(struct smd_agent *a, const struct cluster_member *d, size_t nd,
 	pthread_mutex_unlock(&a->stats_lock);
 	for (size_t i = 0; i < nw; i++) {
 		free(w[i].add);
+		free(w[i].add_rev);
 		free(w[i].rm);
+		free(w[i].ref);
 	}
 	free(w);
 	return ret;
@@ -1063,6 +1199,8 @@ void smd_agent_free(struct smd_agent *a)
 	free(a->actual);
 	free(a->acc);
 	free(a->pend);
+	for (size_t i = 0; i < a->n_st; i++)
+		free(a->st[i].refused);
 	free(a->st);
 	free(a->ranges);
 	free(a->prefix);

@@ -212,7 +212,68 @@ struct ibvf_sm_ops {
 	 */
 	int (*list_members)(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void *arg,
 			    char *err, size_t errlen);
+
+	/*
+	 * Optional entries (SM ABI 2, compatible additions): a module built
+	 * before an entry existed has a smaller struct_size, and the daemon
+	 * reads an entry only when struct_size covers it and it is not NULL
+	 * (IBVF_SM_OPS_HAS()). Never reorder; add new entries at the end.
+	 */
+
+	/**
+	 * add_members_owned() - add_members() with the owner of each member:
+	 * @owners[i] (the array NULL, or an entry NULL or "": unknown) is the
+	 * attachment that wants members[i], e.g. "ns/pod net1 (network)"; at
+	 * most IBVF_SM_OWNER_MAX bytes of printable ASCII (the daemon cuts and
+	 * replaces anything else, ibvf_sm_owner_clean()). For display and
+	 * audit only: it never changes what the SM is asked to do. The daemon
+	 * calls it instead of add_members() when the module has it (the
+	 * `cluster` backend stores it in etcd); NULL: add_members() is called.
+	 * Same errors and idempotence as add_members().
+	 */
+	int (*add_members_owned)(struct ibvf_sm_backend *b, uint16_t pkey,
+				 const struct ibvf_sm_member *members, const char *const *owners,
+				 size_t n, const struct ibvf_sm_pkey_flags *flags, char *err,
+				 size_t errlen);
 };
+
+/**
+ * Size of struct ibvf_sm_ops of SM ABI version 2 before any optional entry:
+ * the smallest struct_size the daemon accepts.
+ */
+#define IBVF_SM_OPS_V2_BASE_SIZE offsetof(struct ibvf_sm_ops, add_members_owned)
+
+/**
+ * IBVF_SM_OPS_HAS() - does the module's ops table @o carry the optional
+ * entry @field (its struct_size covers it, and it is not NULL)? Never read
+ * an optional entry without it: an older module's table ends before it.
+ */
+#define IBVF_SM_OPS_HAS(o, field)                                                                  \
+	((o)->struct_size >= offsetof(struct ibvf_sm_ops, field) + sizeof((o)->field) &&           \
+	 (o)->field != NULL)
+
+/** Longest owner string (bytes, NUL not counted) add_members_owned() carries. */
+#define IBVF_SM_OWNER_MAX 255
+
+/**
+ * ibvf_sm_owner_clean() - copy the owner text @src (NULL: "") into @dst
+ * (@dstlen bytes, at least 1), at most IBVF_SM_OWNER_MAX bytes, every byte
+ * outside printable ASCII (0x20..0x7e) replaced by '?': the owner comes from
+ * CNI input (pod name, network, ifname) and ends up in JSON and logs.
+ * Return: @dst.
+ */
+static inline char *ibvf_sm_owner_clean(char *dst, size_t dstlen, const char *src)
+{
+	size_t i = 0;
+
+	for (; src && src[i] && i + 1 < dstlen && i < IBVF_SM_OWNER_MAX; i++) {
+		unsigned char c = (unsigned char)src[i];
+
+		dst[i] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
+	}
+	dst[i] = 0;
+	return dst;
+}
 
 /** Type of the exported entry point. */
 typedef const struct ibvf_sm_ops *(*ibvf_sm_entry_fn)(void);

@@ -31,6 +31,7 @@ struct ibvf_sm_backend {
 	uint64_t apply_timeout_ms;
 	uint64_t poll_max_ms;
 	struct ibvf_sm_pkey_flags defaults;
+	bool view_ok; /* P bynode/<node>/ is complete (ensure_view()) */
 	struct sm_cluster_stats st;
 };
 
@@ -215,13 +216,6 @@ static int check_pkey(uint16_t pkey, char *err, size_t errlen)
 	return 0;
 }
 
-/* The desired memberships of @pkey (every node's), sorted by GUID. */
-static int read_pkey(struct ibvf_sm_backend *b, uint16_t pkey, struct cluster_member **v, size_t *n,
-		     int64_t *rev, char *err, size_t errlen)
-{
-	return cluster_members_list(b->etcd, b->prefix, pkey, NULL, v, n, rev, NULL, err, errlen);
-}
-
 static const struct cluster_member *find(const struct cluster_member *v, size_t n, uint64_t guid)
 {
 	size_t lo = 0, hi = n;
@@ -239,6 +233,176 @@ static const struct cluster_member *find(const struct cluster_member *v, size_t 
 	return NULL;
 }
 
+static void count_reads(struct ibvf_sm_backend *b, const struct cluster_read_stats *rs)
+{
+	b->st.reads += rs->reads;
+	b->st.read_keys += rs->keys;
+	b->st.read_bytes += rs->bytes;
+}
+
+/* The desired keys of exactly these GUIDs of @pkey (every node's), sorted by GUID. */
+static int read_guids(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g, size_t n,
+		      struct cluster_member **v, size_t *nv, char *err, size_t errlen)
+{
+	struct cluster_read_stats rs = {0};
+	int ret = cluster_members_get(b->etcd, b->prefix, pkey, g, n, v, nv, &rs, err, errlen);
+
+	count_reads(b, &rs);
+	return ret;
+}
+
+/* One txn: @n_cmp compares, @n_ops ops; *@rev gets the max, *@this_rev its revision. */
+static int write_txn(struct ibvf_sm_backend *b, const struct etcd_cmp *cmp, size_t n_cmp,
+		     const struct etcd_op *ops, size_t n_ops, int64_t *rev, int64_t *this_rev,
+		     char *err, size_t errlen)
+{
+	struct etcd_txn_result r = {0};
+	int ret;
+
+	if (!n_ops)
+		return 0;
+	ret = etcd_txn(b->etcd, cmp, n_cmp, ops, n_ops, NULL, 0, &r, err, errlen);
+	b->st.txns++;
+	if (ret)
+		return ret;
+	if (!r.succeeded) {
+		etcd_txn_result_free(&r);
+		return ibvf_errf(err, errlen, -EAGAIN,
+				 "cluster: a membership key changed meanwhile (another writer); "
+				 "the call is retried");
+	}
+	if (r.revision > *rev)
+		*rev = r.revision;
+	if (this_rev)
+		*this_rev = r.revision;
+	etcd_txn_result_free(&r);
+	return 0;
+}
+
+/*
+ * The node's view (P bynode/<node>/) rebuilt from members/ once per process,
+ * unless its marker says it was done: keys written before the view existed
+ * (or by a node that ran an older ibvfd) get their view key, view keys whose
+ * desire is gone are deleted. Each change is guarded by the member key's
+ * mod revision, so a concurrent change fails the txn (-EAGAIN, transient).
+ */
+static int ensure_view(struct ibvf_sm_backend *b, char *err, size_t errlen)
+{
+	struct cluster_member *all = NULL, *view = NULL;
+	struct etcd_range_result mr = {0};
+	struct cluster_read_stats rs = {0};
+	struct etcd_cmp cmp[CL_TXN_MEMBERS];
+	struct etcd_op op[CL_TXN_MEMBERS];
+	char(*key)[512] = NULL, (*mkey)[512] = NULL, *val[CL_TXN_MEMBERS] = {0};
+	char marker[512];
+	size_t n_all = 0, n_view = 0, q = 0, nc = 0;
+	int64_t rev = 0;
+	int ret;
+
+	if (b->view_ok)
+		return 0;
+	if (cluster_member_marker_key(b->prefix, b->node, marker, sizeof(marker)) < 0)
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "etcd prefix too long");
+	ret = etcd_range(b->etcd, marker, 0, NULL, 0, 0, true, &mr, err, errlen);
+	if (ret)
+		return ret;
+	b->st.reads++;
+	if (mr.n_kvs) {
+		etcd_range_result_free(&mr);
+		b->view_ok = true;
+		return 0;
+	}
+	etcd_range_result_free(&mr);
+	/* the old layout's read: every desired membership of the cluster, once */
+	ret = cluster_members_list(b->etcd, b->prefix, -1, b->node, &all, &n_all, NULL, NULL, err,
+				   errlen);
+	b->st.reads++;
+	if (!ret)
+		ret = cluster_members_list_node(b->etcd, b->prefix, b->node, -1, &view, &n_view,
+						NULL, NULL, &rs, err, errlen);
+	count_reads(b, &rs);
+	key = calloc(CL_TXN_MEMBERS, sizeof(*key));
+	mkey = calloc(CL_TXN_MEMBERS, sizeof(*mkey));
+	if (!ret && (!key || !mkey))
+		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	/* both lists are in (PKey, GUID) order: one merge */
+	for (size_t i = 0, j = 0; !ret && (i < n_all || j < n_view);) {
+		const struct cluster_member *d = i < n_all ? &all[i] : NULL,
+					    *x = j < n_view ? &view[j] : NULL;
+		int c = !d		     ? 1
+			: !x		     ? -1
+			: d->pkey != x->pkey ? (d->pkey < x->pkey ? -1 : 1)
+			: d->guid != x->guid ? (d->guid < x->guid ? -1 : 1)
+					     : 0;
+		const struct cluster_member *src = c <= 0 ? d : x;
+
+		if (c <= 0)
+			i++;
+		if (c >= 0)
+			j++;
+		if (c == 0 && !d->removed && d->membership == x->membership &&
+		    d->index0 == x->index0 && d->ipoib == x->ipoib && !strcmp(d->owner, x->owner))
+			continue;
+		if (c > 0 || (c == 0 && d->removed)) {
+			/* a view key without a live desire of this node: delete it */
+			cluster_member_index_key(b->prefix, b->node, src->pkey, src->guid, false,
+						 key[q], sizeof(key[q]));
+			op[q] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = key[q]};
+		} else if (!d->removed) {
+			/* a desire without its view key (the old layout): put it */
+			cluster_member_index_key(b->prefix, b->node, d->pkey, d->guid, false,
+						 key[q], sizeof(key[q]));
+			val[q] = cluster_member_value(d);
+			if (!val[q]) {
+				ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+				break;
+			}
+			op[q] = (struct etcd_op){
+				.type = ETCD_OP_PUT, .key = key[q], .value = val[q]};
+			/* guarded: the desire is still the one read */
+			cluster_member_key(b->prefix, d->pkey, d->guid, false, mkey[nc],
+					   sizeof(mkey[nc]));
+			cmp[nc] = (struct etcd_cmp){.key = mkey[nc],
+						    .target = ETCD_CMP_MOD,
+						    .result = ETCD_CMP_EQUAL,
+						    .number = d->mod_revision};
+			nc++;
+		} else {
+			continue; /* a tombstone and no view key: nothing to do */
+		}
+		q++;
+		b->st.view_migrated++;
+		if (q == CL_TXN_MEMBERS) {
+			ret = write_txn(b, cmp, nc, op, q, &rev, NULL, err, errlen);
+			for (size_t k = 0; k < q; k++) {
+				free(val[k]);
+				val[k] = NULL;
+			}
+			q = nc = 0;
+		}
+	}
+	if (!ret && q)
+		ret = write_txn(b, cmp, nc, op, q, &rev, NULL, err, errlen);
+	for (size_t k = 0; k < q; k++)
+		free(val[k]);
+	if (!ret) {
+		char v[64];
+
+		snprintf(v, sizeof(v), "{\"migrated_ms\":%lld}", (long long)ibvf_wall_ms());
+		ret = etcd_put(b->etcd, marker, 0, v, 0, 0, NULL, err, errlen);
+	}
+	if (!ret)
+		b->view_ok = true;
+	else
+		ibvf_err_prefix(err, errlen, ret, "cluster: node %s's view (%sbynode/%s/)", b->node,
+				b->prefix, b->node);
+	free(key);
+	free(mkey);
+	free(all);
+	free(view);
+	return ret;
+}
+
 static int wake_cb(void *arg, const struct etcd_event *ev)
 {
 	(void)arg;
@@ -247,12 +411,44 @@ static int wake_cb(void *arg, const struct etcd_event *ev)
 }
 
 /*
+ * A permanent refusal of one of @n GUIDs (desired at @wrev[k]; 0: not
+ * checked) of @pkey in @s: its errno (permanent by the SM ABI; -EPROTO if
+ * the record says otherwise) with the PKey, the GUID, the group and the
+ * SM's reason in @err. 0 when none.
+ */
+static int refusal(struct ibvf_sm_backend *b, const struct cluster_sm_state *s, uint16_t pkey,
+		   const uint64_t *g, const int64_t *wrev, size_t n, char *err, size_t errlen)
+{
+	for (size_t k = 0; k < n; k++) {
+		const char *group = "";
+		const struct cluster_refusal *r =
+			wrev[k] ? cluster_sm_refused(s, pkey, g[k], wrev[k], &group) : NULL;
+		int e;
+
+		if (!r)
+			continue;
+		e = r->err < 0 && !ibvf_sm_err_is_transient(r->err) ? r->err : -EPROTO;
+		b->st.refused++;
+		return ibvf_errf(err, errlen, e,
+				 "cluster: PKey 0x%04x refused by the SM of group %.64s for GUID "
+				 "0x%016llx (desired at etcd revision %lld): %s",
+				 pkey, group, (unsigned long long)g[k], (long long)wrev[k],
+				 r->error);
+	}
+	return 0;
+}
+
+/*
  * Wait until every live SM agent group has applied revision @rev: read P smd/,
  * then watch it from the read's revision + 1 until anything changes there (at
  * most 1 s, then read again); a failed watch falls back to a pause of 2 ms
- * doubling to poll_max_ms. -ETIMEDOUT after apply_timeout_ms.
+ * doubling to poll_max_ms. -ETIMEDOUT after apply_timeout_ms. A permanent
+ * refusal of one of the @n GUIDs @g of @pkey at its desired revision @wrev
+ * (smd/status/, written before the group's applied revision) ends the wait
+ * at once with the SM's errno.
  */
-static int wait_applied(struct ibvf_sm_backend *b, int64_t rev, char *err, size_t errlen)
+static int wait_applied(struct ibvf_sm_backend *b, int64_t rev, uint16_t pkey, const uint64_t *g,
+			const int64_t *wrev, size_t n, char *err, size_t errlen)
 {
 	int64_t end = ibvf_mono_ms() + (int64_t)b->apply_timeout_ms;
 	uint64_t delay = CL_FIRST_POLL_MS;
@@ -272,6 +468,10 @@ static int wait_applied(struct ibvf_sm_backend *b, int64_t rev, char *err, size_
 		b->st.polls++;
 		if (ret && !ibvf_sm_err_is_transient(ret))
 			return ret;
+		if (!ret && (ret = refusal(b, &s, pkey, g, wrev, n, err, errlen))) {
+			cluster_sm_state_free(&s);
+			return ret;
+		}
 		done = !ret && cluster_sm_applied(&s, rev, why, sizeof(why));
 		if (ret)
 			snprintf(why, sizeof(why), "%.300s", err);
@@ -301,36 +501,19 @@ static int wait_applied(struct ibvf_sm_backend *b, int64_t rev, char *err, size_
 	}
 }
 
-/* One txn: @n ops, each guarded by its compare; *@rev gets its revision. */
-static int write_txn(struct ibvf_sm_backend *b, const struct etcd_cmp *cmp,
-		     const struct etcd_op *ops, size_t n, int64_t *rev, char *err, size_t errlen)
-{
-	struct etcd_txn_result r = {0};
-	int ret;
-
-	if (!n)
-		return 0;
-	ret = etcd_txn(b->etcd, cmp, n, ops, n, NULL, 0, &r, err, errlen);
-	b->st.txns++;
-	if (ret)
-		return ret;
-	if (!r.succeeded) {
-		etcd_txn_result_free(&r);
-		return ibvf_errf(err, errlen, -EAGAIN,
-				 "cluster: a membership key changed meanwhile (another writer); "
-				 "the call is retried");
-	}
-	if (r.revision > *rev)
-		*rev = r.revision;
-	etcd_txn_result_free(&r);
-	return 0;
-}
-
+/*
+ * Member changes queued for one txn: per member a compare on its members/ key,
+ * the put of that key and, in the same txn, the put (desire) or delete
+ * (tombstone) of its view key P bynode/<node>/<pkey>/<guid>.
+ */
 struct txn_buf {
 	struct etcd_cmp cmp[CL_TXN_MEMBERS];
-	struct etcd_op op[CL_TXN_MEMBERS];
+	struct etcd_op op[2 * CL_TXN_MEMBERS];
 	char key[CL_TXN_MEMBERS][512];
+	char ikey[CL_TXN_MEMBERS][512];
 	char *val[CL_TXN_MEMBERS];
+	size_t idx[CL_TXN_MEMBERS]; /* the member's index in the call */
+	int64_t *wrev;		    /* per member of the call: the revision of its key */
 	size_t n;
 };
 
@@ -341,45 +524,65 @@ static void txn_buf_clear(struct txn_buf *t)
 	t->n = 0;
 }
 
+static int txn_buf_send(struct ibvf_sm_backend *b, struct txn_buf *t, int64_t *rev, char *err,
+			size_t errlen)
+{
+	int64_t at = 0;
+	int ret = write_txn(b, t->cmp, t->n, t->op, 2 * t->n, rev, &at, err, errlen);
+
+	for (size_t i = 0; !ret && i < t->n; i++)
+		t->wrev[t->idx[i]] = at;
+	txn_buf_clear(t);
+	return ret;
+}
+
 /*
- * Queue a put of t->key[i] = t->val[i] guarded by @cmp (its key filled in),
- * sending the txn when it is full. Return: 0 or write_txn()'s error.
+ * Queue the put of t->key[i] = t->val[i] guarded by @cmp (its key filled in)
+ * and its view key (put the same value, or delete it when @remove) for the
+ * call's member @idx, sending the txn when it is full.
+ * Return: 0 or write_txn()'s error.
  */
 static int txn_buf_put(struct ibvf_sm_backend *b, struct txn_buf *t, struct etcd_cmp cmp,
-		       int64_t *rev, char *err, size_t errlen)
+		       bool remove, size_t idx, int64_t *rev, char *err, size_t errlen)
 {
 	size_t i = t->n;
-	int ret = 0;
 
 	cmp.key = t->key[i];
 	t->cmp[i] = cmp;
-	t->op[i] = (struct etcd_op){.type = ETCD_OP_PUT, .key = t->key[i], .value = t->val[i]};
+	t->idx[i] = idx;
+	t->op[2 * i] = (struct etcd_op){.type = ETCD_OP_PUT, .key = t->key[i], .value = t->val[i]};
+	t->op[2 * i + 1] = remove ? (struct etcd_op){.type = ETCD_OP_DELETE, .key = t->ikey[i]}
+				  : (struct etcd_op){.type = ETCD_OP_PUT,
+						     .key = t->ikey[i],
+						     .value = t->val[i]};
 	t->n++;
-	if (t->n == CL_TXN_MEMBERS) {
-		ret = write_txn(b, t->cmp, t->op, t->n, rev, err, errlen);
-		txn_buf_clear(t);
-	}
-	return ret;
+	return t->n == CL_TXN_MEMBERS ? txn_buf_send(b, t, rev, err, errlen) : 0;
 }
 
-/* Send what is queued, then wait until the agents applied the last revision written. */
+/*
+ * Send what is queued, then wait until the agents applied the last revision
+ * written (or refused one of @g at its revision in t->wrev: adds only, @g
+ * NULL for removes).
+ */
 static int txn_buf_finish(struct ibvf_sm_backend *b, struct txn_buf *t, int ret, int64_t rev,
-			  char *err, size_t errlen)
+			  uint16_t pkey, const uint64_t *g, size_t n, char *err, size_t errlen)
 {
-	if (!ret)
-		ret = write_txn(b, t->cmp, t->op, t->n, &rev, err, errlen);
+	if (!ret && t->n)
+		ret = txn_buf_send(b, t, &rev, err, errlen);
 	txn_buf_clear(t);
 	if (!ret && rev)
-		ret = wait_applied(b, rev, err, errlen);
+		ret = wait_applied(b, rev, pkey, g, t->wrev, g ? n : 0, err, errlen);
 	return ret;
 }
 
-static int cl_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
-		  size_t n, const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
+static int cl_add_owned(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
+			const char *const *owners, size_t n, const struct ibvf_sm_pkey_flags *flags,
+			char *err, size_t errlen)
 {
 	const struct ibvf_sm_pkey_flags *f = flags ? flags : &b->defaults;
 	struct cluster_member *cur = NULL;
 	struct txn_buf *t = NULL;
+	uint64_t *g = NULL;
 	size_t n_cur = 0;
 	int64_t rev = 0;
 	int ret = check_pkey(pkey, err, errlen);
@@ -398,9 +601,23 @@ static int cl_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm
 					 "GUID 0x%016llx: invalid membership %d",
 					 (unsigned long long)m[k].guid, (int)m[k].membership);
 	}
-	ret = read_pkey(b, pkey, &cur, &n_cur, &rev, err, errlen);
+	ret = ensure_view(b, err, errlen);
 	if (ret)
 		return ret;
+	t = calloc(1, sizeof(*t));
+	g = calloc(n, sizeof(*g));
+	if (t)
+		t->wrev = calloc(n, sizeof(*t->wrev));
+	if (!t || !g || !t->wrev) {
+		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t k = 0; k < n; k++)
+		g[k] = m[k].guid;
+	/* only these GUIDs' keys: another node's desire of one of them, or ours */
+	ret = read_guids(b, pkey, g, n, &cur, &n_cur, err, errlen);
+	if (ret)
+		goto out;
 	/* another node's desire for one of these GUIDs is a member fault: never taken over */
 	for (size_t k = 0; k < n; k++) {
 		const struct cluster_member *c = find(cur, n_cur, m[k].guid);
@@ -412,11 +629,6 @@ static int cl_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm
 					(unsigned long long)m[k].guid, pkey, c->node, b->node);
 			goto out;
 		}
-	}
-	t = calloc(1, sizeof(*t));
-	if (!t) {
-		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-		goto out;
 	}
 	rev = 0;
 	for (size_t k = 0; k < n && !ret; k++) {
@@ -435,15 +647,22 @@ static int cl_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm
 		if (dup)
 			continue; /* the first of several entries for one GUID wins */
 		snprintf(want.node, sizeof(want.node), "%s", b->node);
+		ibvf_sm_owner_clean(want.owner, sizeof(want.owner), owners ? owners[k] : NULL);
+		if (!want.owner[0] && c && !c->removed) /* unknown here: keep what is recorded */
+			snprintf(want.owner, sizeof(want.owner), "%s", c->owner);
 		if (c && !c->removed && c->membership == want.membership &&
-		    c->index0 == want.index0 && c->ipoib == want.ipoib) {
+		    c->index0 == want.index0 && c->ipoib == want.ipoib &&
+		    !strcmp(c->owner, want.owner)) {
 			/* already desired as asked: wait for its write to be applied */
 			if (c->mod_revision > rev)
 				rev = c->mod_revision;
+			t->wrev[k] = c->mod_revision;
 			b->st.skipped_puts++;
 			continue;
 		}
 		cluster_member_key(b->prefix, pkey, m[k].guid, false, t->key[i], sizeof(t->key[i]));
+		cluster_member_index_key(b->prefix, b->node, pkey, m[k].guid, false, t->ikey[i],
+					 sizeof(t->ikey[i]));
 		t->val[i] = cluster_member_value(&want);
 		if (!t->val[i]) {
 			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
@@ -453,13 +672,22 @@ static int cl_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm
 				  (struct etcd_cmp){.target = c ? ETCD_CMP_MOD : ETCD_CMP_CREATE,
 						    .result = ETCD_CMP_EQUAL,
 						    .number = c ? c->mod_revision : 0},
-				  &rev, err, errlen);
+				  false, k, &rev, err, errlen);
 	}
-	ret = txn_buf_finish(b, t, ret, rev, err, errlen);
+	ret = txn_buf_finish(b, t, ret, rev, pkey, g, n, err, errlen);
 out:
+	if (t)
+		free(t->wrev);
 	free(t);
+	free(g);
 	free(cur);
 	return ret;
+}
+
+static int cl_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
+		  size_t n, const struct ibvf_sm_pkey_flags *flags, char *err, size_t errlen)
+{
+	return cl_add_owned(b, pkey, m, NULL, n, flags, err, errlen);
 }
 
 static int cl_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *guids, size_t n,
@@ -475,11 +703,18 @@ static int cl_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g
 		return ret;
 	if (!guids)
 		return ibvf_errf(err, errlen, -EINVAL, "no GUID array");
-	ret = read_pkey(b, pkey, &cur, &n_cur, NULL, err, errlen);
+	ret = ensure_view(b, err, errlen);
+	if (!ret)
+		ret = read_guids(b, pkey, guids, n, &cur, &n_cur, err, errlen);
 	if (ret)
 		return ret;
 	t = calloc(1, sizeof(*t));
-	if (!t) {
+	if (t)
+		t->wrev = calloc(n, sizeof(*t->wrev));
+	if (!t || !t->wrev) {
+		if (t)
+			free(t->wrev);
+		free(t);
 		free(cur);
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	}
@@ -507,6 +742,8 @@ static int cl_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g
 		}
 		snprintf(tomb.node, sizeof(tomb.node), "%s", b->node);
 		cluster_member_key(b->prefix, pkey, guids[k], false, t->key[i], sizeof(t->key[i]));
+		cluster_member_index_key(b->prefix, b->node, pkey, guids[k], false, t->ikey[i],
+					 sizeof(t->ikey[i]));
 		t->val[i] = cluster_member_value(&tomb);
 		if (!t->val[i]) {
 			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
@@ -516,10 +753,11 @@ static int cl_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g
 				  (struct etcd_cmp){.target = ETCD_CMP_MOD,
 						    .result = ETCD_CMP_EQUAL,
 						    .number = c->mod_revision},
-				  &rev, err, errlen);
+				  true, k, &rev, err, errlen);
 	}
 	/* the removal is verified (applied) before the node quarantines the GUID ([safety]) */
-	ret = txn_buf_finish(b, t, ret, rev, err, errlen);
+	ret = txn_buf_finish(b, t, ret, rev, pkey, NULL, 0, err, errlen);
+	free(t->wrev);
 	free(t);
 	free(cur);
 	return ret;
@@ -528,6 +766,7 @@ static int cl_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g
 static int cl_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void *arg, char *err,
 		   size_t errlen)
 {
+	struct cluster_read_stats rs = {0};
 	struct cluster_member *v = NULL;
 	size_t n = 0;
 	int ret;
@@ -537,9 +776,18 @@ static int cl_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void
 				 "list_members: PKey %d: expected -1 (all) or 0x0000..0x7fff, and "
 				 "a callback",
 				 pkey);
-	/* this node's desired memberships: other nodes' are not this node's to reconcile */
-	ret = cluster_members_list(b->etcd, b->prefix, pkey, b->node, &v, &n, NULL, NULL, err,
-				   errlen);
+	/*
+	 * This node's desired memberships from its own view (P bynode/<node>/):
+	 * other nodes' are not this node's to reconcile, and reading them all
+	 * was the cluster's largest etcd load.
+	 */
+	ret = ensure_view(b, err, errlen);
+	if (!ret)
+		ret = cluster_members_list_node(b->etcd, b->prefix, b->node, pkey, &v, &n, NULL,
+						NULL, &rs, err, errlen);
+	count_reads(b, &rs);
+	b->st.list_keys += rs.keys;
+	b->st.list_bytes += rs.bytes;
 	for (size_t i = 0; !ret && i < n; i++) {
 		struct ibvf_sm_member sm = {.guid = v[i].guid, .membership = v[i].membership};
 
@@ -560,4 +808,5 @@ const struct ibvf_sm_ops cluster_ops = {
 	.add_members = cl_add,
 	.remove_members = cl_remove,
 	.list_members = cl_list,
+	.add_members_owned = cl_add_owned,
 };

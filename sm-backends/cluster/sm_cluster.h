@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The `cluster` SM backend (issue 19, docs/cluster.md): a node's membership
- * changes go to etcd as desired memberships (P members/<pkey>/<guid>, see
- * daemon/cluster/sm_members.h) and a call returns once every live SM agent
- * group reports an applied revision at least the write's, or -ETIMEDOUT
- * (transient: the node's batcher retries) after apply_timeout_ms.
+ * changes go to etcd as desired memberships (P members/<pkey>/<guid>, with
+ * the owner add_members_owned() gives, see daemon/cluster/sm_members.h), each
+ * with its key in the node's own view (P bynode/<node>/..., same txn), and a
+ * call returns once every live SM agent group reports an applied revision
+ * at least the write's, or -ETIMEDOUT (transient: the node's batcher
+ * retries) after apply_timeout_ms. An add whose member a group's SM refused
+ * permanently at the revision written (smd/status/, "refused") fails at once
+ * with the SM's errno, naming the PKey and the SM's reason. list_members()
+ * reads only the node's view; the first call of a process rebuilds the view
+ * from members/ once unless its marker P bynode/<node> exists (keys written
+ * before the view existed).
  *
  * Config (sm.config; ibvfd fills the etcd keys from pool.cluster when they
  * are absent, docs/config.md): endpoints, ca_file, cert_file, key_file, user,
@@ -27,6 +34,13 @@ struct sm_cluster_stats {
 	unsigned long long timeouts;	 /* waits that ended in -ETIMEDOUT */
 	long long last_revision;	 /* revision the last call waited for */
 	unsigned long long skipped_puts; /* members already desired as asked */
+	unsigned long long refused;	 /* adds that ended in the SM's permanent refusal */
+	unsigned long long reads;	 /* etcd reads of membership keys (ranges, point reads) */
+	unsigned long long read_keys;	 /* keys those reads returned */
+	unsigned long long read_bytes;	 /* their key + value bytes */
+	unsigned long long list_keys;	 /* of them: read by list_members() (reconcile) */
+	unsigned long long list_bytes;
+	unsigned long long view_migrated; /* view keys put or deleted rebuilding the view */
 };
 
 /** sm_cluster_get_stats() - copy the counters of @b. */

@@ -291,6 +291,18 @@ static int f_list(struct ibvf_sm_backend *b, int pkey, ibvf_sm_list_cb cb, void 
 	return ret;
 }
 
+/* The optional entry of SM ABI 2: records the first member's owner, then adds. */
+static int f_add_owned(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
+		       const char *const *owners, size_t n, const struct ibvf_sm_pkey_flags *flags,
+		       char *err, size_t errlen)
+{
+	pthread_mutex_lock(&b->lock);
+	snprintf(b->ctl.last_owner, sizeof(b->ctl.last_owner), "%s",
+		 owners && n && owners[0] ? owners[0] : "");
+	pthread_mutex_unlock(&b->lock);
+	return f_add(b, pkey, m, n, flags, err, errlen);
+}
+
 const struct ibvf_sm_ops fake_sm_ops = {
 	.abi_version = IBVF_SM_ABI_VERSION,
 	.struct_size = sizeof(struct ibvf_sm_ops),
@@ -299,6 +311,7 @@ const struct ibvf_sm_ops fake_sm_ops = {
 	.fini = f_fini,
 	.validate = f_validate,
 	.add_members = f_add,
+	.add_members_owned = f_add_owned,
 	.remove_members = f_remove,
 	.list_members = f_list,
 };

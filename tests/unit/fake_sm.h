@@ -37,6 +37,8 @@ struct fake_sm_ctl {
 	bool last_flags_set;
 	struct ibvf_sm_pkey_flags last_flags;
 	bool concurrent_call_seen; /* two calls overlapped: ABI violation */
+	/* the owner of the first member of the last add (add_members_owned(), SM ABI 2) */
+	char last_owner[IBVF_SM_OWNER_MAX + 1];
 };
 
 /** fake_sm_new() - an instance (what init() would return). */

@@ -516,6 +516,8 @@ static void test_prepare_commit_release(void **state)
 	assert_int_equal(__atomic_load_n(&store_commits, __ATOMIC_SEQ_CST) - commits, 3);
 	g = guid_of(r);
 	assert_true(g >= RANGE_START && g <= RANGE_END);
+	/* the add carried its owner (SM ABI 2 add_members_owned(); the cluster backend's etcd) */
+	assert_string_equal(f->ctl->last_owner, "ns/pod net1 (net-a)");
 	assert_string_equal(json_string_value(json_object_get(r, "state")), "port_ready");
 	assert_string_equal(json_string_value(json_object_get(r, "pci")), pci_of(0));
 	assert_string_equal(json_string_value(json_object_get(r, "netdev")), "ib0v0g1");

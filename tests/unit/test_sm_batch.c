@@ -103,6 +103,86 @@ static void submit(struct fx *f, enum ibvf_sm_req_kind k, uint16_t pkey, uint64_
 			 0);
 }
 
+/* add_members_owned() of a fake SM that records the owners it got. */
+static char owned_seen[4][IBVF_SM_OWNER_MAX + 2];
+static int owned_calls;
+
+static int owned_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m,
+		     const char *const *owners, size_t n, const struct ibvf_sm_pkey_flags *f,
+		     char *err, size_t errlen)
+{
+	owned_calls++;
+	for (size_t i = 0; i < n && i < 4; i++)
+		snprintf(owned_seen[i], sizeof(owned_seen[i]), "%s",
+			 owners && owners[i] ? owners[i] : "(null)");
+	return fake_sm_ops.add_members(b, pkey, m, n, f, err, errlen);
+}
+
+/*
+ * The owner of an add reaches a backend with the optional add_members_owned()
+ * (SM ABI 2), cleaned (printable ASCII, at most IBVF_SM_OWNER_MAX bytes); a
+ * module whose struct_size ends before the entry gets add_members() even if
+ * the bytes past its table happen to be non-NULL; removes carry no owner.
+ */
+static void test_owner_to_backend(void **state)
+{
+	struct ibvf_sm_ops with = fake_sm_ops, older = fake_sm_ops;
+	struct ibvf_sm_member m = {.guid = 0x5001, .membership = IBVF_MEMBER_FULL};
+	struct ibvf_sm_batch_opts o = {.window_ms = 0, .batch_max = 64, .max_attempts = 1};
+	struct ibvf_sm_backend *be = fake_sm_new();
+	struct ibvf_sm_batch *b;
+	char err[256], longer[400];
+
+	(void)state;
+	with.add_members_owned = owned_add;
+	older.add_members_owned = owned_add;
+	older.struct_size = IBVF_SM_OPS_V2_BASE_SIZE;
+	memset(longer, 'p', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = 0;
+	o.ops = &with;
+	o.backend = be;
+	assert_int_equal(ibvf_sm_batch_new(&o, &b, err, sizeof(err)), 0);
+	rec_reset(2);
+	owned_calls = 0;
+	assert_int_equal(ibvf_sm_batch_submit_owned(b, IBVF_SM_REQ_ADD, 0x12, &m,
+						    "ns/pod-a net1 (ib\"net\n\xff)", NULL, 0,
+						    on_done, (void *)(intptr_t)0),
+			 0);
+	wait_done(1);
+	assert_int_equal(rec.status[0], 0);
+	assert_int_equal(owned_calls, 1);
+	assert_string_equal(owned_seen[0], "ns/pod-a net1 (ib\"net?\?)");
+	m.guid = 0x5002;
+	assert_int_equal(ibvf_sm_batch_submit_owned(b, IBVF_SM_REQ_ADD, 0x12, &m, longer, NULL, 0,
+						    on_done, (void *)(intptr_t)1),
+			 0);
+	wait_done(2);
+	assert_int_equal(strlen(owned_seen[0]), IBVF_SM_OWNER_MAX);
+	/* the old entry point: no owner */
+	m.guid = 0x5003;
+	rec_reset(1);
+	assert_int_equal(ibvf_sm_batch_submit(b, IBVF_SM_REQ_ADD, 0x12, &m, NULL, 0, on_done,
+					      (void *)(intptr_t)0),
+			 0);
+	wait_done(1);
+	assert_string_equal(owned_seen[0], "");
+	ibvf_sm_batch_free(b);
+	/* a module built before the entry (smaller struct_size): add_members() */
+	o.ops = &older;
+	assert_int_equal(ibvf_sm_batch_new(&o, &b, err, sizeof(err)), 0);
+	owned_calls = 0;
+	m.guid = 0x5004;
+	rec_reset(1);
+	assert_int_equal(ibvf_sm_batch_submit_owned(b, IBVF_SM_REQ_ADD, 0x12, &m, "ns/pod-b net1",
+						    NULL, 0, on_done, (void *)(intptr_t)0),
+			 0);
+	wait_done(1);
+	assert_int_equal(rec.status[0], 0);
+	assert_int_equal(owned_calls, 0);
+	ibvf_sm_batch_free(b);
+	fake_sm_ops.fini(be);
+}
+
 /* 200 adds to one PKey inside one window: one add_members call with all of them. */
 static void test_coalesce_one_pkey(void **state)
 {
@@ -799,6 +879,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_coalesce_one_pkey),
+		cmocka_unit_test(test_owner_to_backend),
 		cmocka_unit_test(test_coalesce_per_pkey),
 		cmocka_unit_test(test_one_call_per_membership),
 		cmocka_unit_test(test_flush_on_size),

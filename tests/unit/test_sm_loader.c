@@ -75,7 +75,28 @@ static void test_broken_modules(void **state)
 	expect_load_error(d, "", -EINVAL, "SM backend name ''");
 	assert_int_equal(ibvf_sm_module_load(d, "fine", &m, err, sizeof(err)), 0);
 	assert_string_equal(m->ops->name, "fine");
+	assert_true(IBVF_SM_OPS_HAS(m->ops, add_members_owned));
 	ibvf_sm_module_unload(m);
+	/* built before the optional entries (smaller table): loads, has none of them */
+	assert_int_equal(ibvf_sm_module_load(d, "v2base", &m, err, sizeof(err)), 0);
+	assert_int_equal(m->ops->struct_size, IBVF_SM_OPS_V2_BASE_SIZE);
+	assert_false(IBVF_SM_OPS_HAS(m->ops, add_members_owned));
+	ibvf_sm_module_unload(m);
+}
+
+/* The owner text that crosses the ABI: bounded, printable ASCII only. */
+static void test_owner_clean(void **state)
+{
+	char big[600], out[IBVF_SM_OWNER_MAX + 64];
+
+	(void)state;
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	assert_int_equal(strlen(ibvf_sm_owner_clean(out, sizeof(out), big)), IBVF_SM_OWNER_MAX);
+	assert_string_equal(ibvf_sm_owner_clean(out, sizeof(out), "ns/p\"o\n\xc3\xa9 net1"),
+			    "ns/p\"o??? net1");
+	assert_string_equal(ibvf_sm_owner_clean(out, 4, "abcdef"), "abc");
+	assert_string_equal(ibvf_sm_owner_clean(out, sizeof(out), NULL), "");
 }
 
 /*
@@ -272,6 +293,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_broken_modules),
+		cmocka_unit_test(test_owner_clean),
 		cmocka_unit_test(test_other_abi_refused),
 		cmocka_unit_test(test_module_permissions),
 		cmocka_unit_test(test_only_entry_exported),

@@ -15,7 +15,14 @@
  *   - reconciliation: a lost membership is pushed again, a pool GUID nobody
  *     desires is removed, a GUID outside the pool ranges is left (reported);
  *   - election: two agents of one group, one leader calls the SM; the
- *     leader goes (lease revoked) and the standby leads and applies.
+ *     leader goes (lease revoked) and the standby leads and applies;
+ *   - semantics (issue 19 follow-up): the owner of add_members_owned() in
+ *     etcd and `ibvfctl cluster members --json` (a hostile one cut and
+ *     cleaned); a node's list reads only its view (bynode/), its add only
+ *     its GUIDs' keys; keys of the old layout honoured (view rebuilt once,
+ *     marker); an SM's permanent refusal fails the node's add within a pass
+ *     (passes counted) naming the PKey and the SM's message, a member fault
+ *     only its member, a transient SM error stays a transient timeout.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -96,21 +103,30 @@ static int ctl(const char *config, const char *const *args)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* ibvfctl cluster members / status against prefix /a/ while agent sm1 runs. */
-static void test_ctl(void)
+/* An ibvfctl config for the etcd prefix @prefix ("/a/") into @config. */
+static void ctl_config(const char *prefix, char *config, size_t len)
 {
-	char text[2048], config[PATH_MAX];
-	json_t *j, *row = NULL;
-	size_t i;
-	int rc;
+	char text[2048], name[64];
 
 	snprintf(text, sizeof(text),
 		 "{\"state_dir\": \"%s\", \"run_dir\": \"%s\", \"pool\": {\"ranges\": "
 		 "[{\"start\": \"00:00:00:00:00:00:10:00\", \"end\": "
 		 "\"00:00:00:00:00:00:1f:ff\"}], \"cluster\": {\"endpoints\": [\"%s\"], "
-		 "\"prefix\": \"/a/\", \"node\": \"ctl\", \"block_size\": 256}}}",
-		 lab.dir, lab.dir, lab.urls[0]);
-	etcd_lab_write_file(&lab, "ctl.json", text, 0644, config, sizeof(config));
+		 "\"prefix\": \"%s\", \"node\": \"ctl\", \"block_size\": 256}}}",
+		 lab.dir, lab.dir, lab.urls[0], prefix);
+	snprintf(name, sizeof(name), "ctl%c.json", prefix[1]);
+	etcd_lab_write_file(&lab, name, text, 0644, config, len);
+}
+
+/* ibvfctl cluster members / status against prefix /a/ while agent sm1 runs. */
+static void test_ctl(void)
+{
+	char config[PATH_MAX];
+	json_t *j, *row = NULL;
+	size_t i;
+	int rc;
+
+	ctl_config("/a/", config, sizeof(config));
 	rc = ctl(config, (const char *[]){"--json", "cluster", "members", "--pkey", "0x10", NULL});
 	j = json_loads(ctl_out, 0, NULL);
 	json_array_foreach(j, i, row)
@@ -161,9 +177,26 @@ static int l_validate(struct ibvf_sm_backend *b, char *d, size_t dl, char *err, 
 	return ret;
 }
 
+/* Refusals the SM makes up: adds to refuse_pkey (of refuse_guid, 0: any) fail with refuse_errno. */
+static atomic_int refuse_pkey, refuse_errno;
+static _Atomic uint64_t refuse_guid;
+#define REFUSE_MSG "UFM HTTP 400: partition not allowed for this tenant"
+
 static int l_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_member *m, size_t n,
 		 const struct ibvf_sm_pkey_flags *f, char *err, size_t errlen)
 {
+	if (atomic_load(&refuse_pkey) && pkey == atomic_load(&refuse_pkey)) {
+		uint64_t g = atomic_load(&refuse_guid);
+		bool hit = !g;
+
+		for (size_t i = 0; i < n && !hit; i++)
+			hit = m[i].guid == g;
+		if (hit) {
+			atomic_fetch_add(&sm_adds, 1);
+			return ibvf_errf(err, errlen, atomic_load(&refuse_errno),
+					 "%s (PKey 0x%04x)", REFUSE_MSG, pkey);
+		}
+	}
 	pthread_mutex_lock(&sm_lock);
 	int ret = noop->add_members(b, pkey, m, n, f, err, errlen);
 	pthread_mutex_unlock(&sm_lock);
@@ -534,6 +567,329 @@ static void test_membership(void)
 	etcd_client_free(c);
 }
 
+/* ------------------------------------------- semantics (prefix /s/) -- */
+
+static bool index_exists(struct etcd_client *c, const char *node, uint16_t pkey, uint64_t guid)
+{
+	struct etcd_range_result r = {0};
+	char key[256], err[IBVF_ERR_LEN];
+	bool yes;
+
+	cluster_member_index_key("/s/", node, pkey, guid, false, key, sizeof(key));
+	if (etcd_range(c, key, 0, NULL, 0, 0, true, &r, err, sizeof(err)))
+		return false;
+	yes = r.n_kvs > 0;
+	etcd_range_result_free(&r);
+	return yes;
+}
+
+/* The row of @guid ("00:..:12:01") in ibvfctl's --json output, or NULL (borrowed from @j). */
+static json_t *ctl_row(json_t *j, const char *guid)
+{
+	size_t i;
+	json_t *row;
+
+	json_array_foreach(j, i, row) if (!strcmp(jstr(row, "guid"), guid)) return row;
+	return NULL;
+}
+
+struct lister {
+	uint64_t guids[64];
+	size_t n;
+};
+
+static int lister_cb(void *arg, uint16_t pkey, const struct ibvf_sm_member *m, bool managed)
+{
+	struct lister *l = arg;
+
+	(void)pkey;
+	(void)managed;
+	if (l->n < 64)
+		l->guids[l->n++] = m->guid;
+	return 0;
+}
+
+/* Keys and key+value bytes under P members/ (what the old list read). */
+static size_t members_bytes(struct etcd_client *c, const char *prefix, size_t *keys)
+{
+	struct etcd_range_result r = {0};
+	char key[256], end[256], err[IBVF_ERR_LEN];
+	int kl = cluster_member_key(prefix, -1, 0, false, key, sizeof(key));
+	int el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
+	size_t b = 0;
+
+	*keys = 0;
+	if (etcd_range(c, key, (size_t)kl, end, (size_t)el, 0, false, &r, err, sizeof(err)))
+		return 0;
+	for (size_t i = 0; i < r.n_kvs; i++)
+		b += r.kvs[i].key_len + r.kvs[i].value_len;
+	*keys = r.n_kvs;
+	etcd_range_result_free(&r);
+	return b;
+}
+
+static unsigned long long agent_passes(struct agent *g)
+{
+	struct smd_agent_stats st;
+
+	smd_agent_get_stats(g->a, &st);
+	return st.passes;
+}
+
+/* The owner in etcd and ibvfctl; a node's view; old-layout keys; refusals to the node. */
+static void test_semantics(void)
+{
+	struct ibvf_sm_backend *sm = NULL, *s1 = node_open("/s/", "s1", 10000),
+			       *s2 = node_open("/s/", "s2", 10000),
+			       *s3 = node_open("/s/", "s3", 800), *old1 = NULL;
+	struct etcd_client *c = client();
+	char err[IBVF_ERR_LEN] = "", config[PATH_MAX], hostile[600];
+	struct sm_cluster_stats st0, st1;
+	struct agent ag;
+	int ret;
+
+	CHECK(s1 && s2 && s3 && c, "nodes s1, s2, s3 on prefix /s/");
+	if (!s1 || !s2 || !s3 || !c)
+		return;
+	noop->init("{}", &sm, err, sizeof(err));
+	CHECK(agent_start(&ag, "/s/", "sms", "sms", false, sm) == 0, "agent sms started");
+	ctl_config("/s/", config, sizeof(config));
+
+	/* 1. the owner: through add_members_owned() into etcd and ibvfctl */
+	{
+		struct ibvf_sm_member m[2] = {{0x1201, IBVF_MEMBER_FULL},
+					      {0x1202, IBVF_MEMBER_LIMITED}};
+		const char *owners[2] = {"ns1/pod-a net1 (ibnet)", hostile};
+		struct cluster_member *v = NULL;
+		size_t n = 0;
+		json_t *j, *r1, *r2;
+		int rc;
+
+		/* CNI input: quotes, a newline, JSON and key syntax, non-ASCII, too long */
+		snprintf(hostile, sizeof(hostile),
+			 "ns2/p\"},\n\"node\":\"evil\"/../members/\xff%0300d", 7);
+		ret = cluster_ops.add_members_owned(s1, 0x40, m, owners, 2, NULL, err, sizeof(err));
+		cluster_members_list(c, "/s/", 0x40, NULL, &v, &n, NULL, NULL, err, sizeof(err));
+		CHECK(ret == 0 && n == 2 && !strcmp(v[0].owner, "ns1/pod-a net1 (ibnet)") &&
+			      !strcmp(v[0].node, "s1") && !strcmp(v[1].node, "s1") &&
+			      strlen(v[1].owner) == IBVF_SM_OWNER_MAX &&
+			      !strncmp(v[1].owner, "ns2/p\"},?\"node\":\"evil\"/../members/", 34),
+		      "add_members_owned: both owners in etcd, the hostile one cut to %d "
+		      "printable bytes, node and keys intact (%d: %s; %zu keys)",
+		      IBVF_SM_OWNER_MAX, ret, err, n);
+		free(v);
+		rc = ctl(config,
+			 (const char *[]){"--json", "cluster", "members", "--pkey", "0x40", NULL});
+		j = json_loads(ctl_out, 0, NULL);
+		r1 = ctl_row(j, "00:00:00:00:00:00:12:01");
+		r2 = ctl_row(j, "00:00:00:00:00:00:12:02");
+		CHECK(rc == 0 && r1 && r2 && !strcmp(jstr(r1, "owner"), "ns1/pod-a net1 (ibnet)") &&
+			      !strcmp(jstr(r1, "node"), "s1") &&
+			      !strcmp(jstr(r1, "state"), "applied") &&
+			      !strncmp(jstr(r2, "owner"), "ns2/p\"},?\"node\"", 15),
+		      "ibvfctl cluster members --json: the owners round trip (rc %d) %.300s", rc,
+		      ctl_out);
+		json_decref(j);
+		/* an add without an owner (reconciliation's re-push) keeps the recorded one */
+		ret = add1(s1, 0x40, 0x1201, err, sizeof(err));
+		cluster_members_list(c, "/s/", 0x40, "s1", &v, &n, NULL, NULL, err, sizeof(err));
+		CHECK(ret == 0 && n == 2 && !strcmp(v[0].owner, "ns1/pod-a net1 (ibnet)"),
+		      "an add without an owner keeps the recorded owner (%d)", ret);
+		free(v);
+	}
+
+	/* 2. a node's list reads only its own view */
+	{
+		struct lister l = {0};
+		size_t keys = 0, bytes;
+
+		for (uint64_t g = 0x1a00; g < 0x1a10; g++)
+			add1(s2, 0x41, g, err, sizeof(err));
+		ret = add1(s2, 0x40, 0x1a20, err, sizeof(err));
+		bytes = members_bytes(c, "/s/", &keys);
+		sm_cluster_get_stats(s1, &st0);
+		ret |= cluster_ops.list_members(s1, -1, lister_cb, &l, err, sizeof(err));
+		sm_cluster_get_stats(s1, &st1);
+		CHECK(ret == 0 && l.n == 2 && l.guids[0] == 0x1201 && l.guids[1] == 0x1202 &&
+			      st1.list_keys - st0.list_keys == 2 && keys >= 19,
+		      "s1's list: its 2 memberships, 2 keys read (%llu keys, %llu bytes) of the "
+		      "%zu keys, %zu bytes under members/ (%d %s)",
+		      st1.list_keys - st0.list_keys, st1.list_bytes - st0.list_bytes, keys, bytes,
+		      ret, err);
+		printf("# node list read: %llu keys %llu bytes (its view) vs %zu keys %zu bytes "
+		       "(all of members/)\n",
+		       st1.list_keys - st0.list_keys, st1.list_bytes - st0.list_bytes, keys, bytes);
+		sm_cluster_get_stats(s1, &st0);
+		ret = add1(s1, 0x40, 0x1203, err, sizeof(err));
+		sm_cluster_get_stats(s1, &st1);
+		CHECK(ret == 0 && st1.read_keys - st0.read_keys <= 1,
+		      "s1's add to the shared PKey 0x40 (3 keys of s2 there) reads only its GUID's "
+		      "key (%llu keys read)",
+		      st1.read_keys - st0.read_keys);
+		ret = add1(s1, 0x41, 0x1a05, err, sizeof(err));
+		CHECK(ret == -EEXIST && strstr(err, "node s2"),
+		      "s1 adding s2's GUID 0x1a05: still -EEXIST naming s2 (point read) (%d %s)",
+		      ret, err);
+	}
+
+	/* 3. removal deletes the view key with the desire */
+	{
+		uint64_t g = 0x1203;
+
+		CHECK(index_exists(c, "s1", 0x40, g), "the view key of s1's 0x1203 exists");
+		ret = cluster_ops.remove_members(s1, 0x40, &g, 1, err, sizeof(err));
+		CHECK(ret == 0 && !index_exists(c, "s1", 0x40, g) && !in_sm(sm, 0x40, g),
+		      "remove: the view key is gone with the desire, the SM dropped it (%d %s)",
+		      ret, err);
+	}
+
+	/* 4. keys of the old layout (no view key, written by the previous ibvfd) */
+	{
+		char key[256], val[256], mk[256];
+		struct lister l = {0};
+		struct etcd_range_result r = {0};
+		struct ibvf_sm_backend *again;
+
+		cluster_member_key("/s/", 0x42, 0x1301, false, key, sizeof(key));
+		snprintf(val, sizeof(val),
+			 "{\"index0\":false,\"ipoib\":true,\"membership\":\"full\",\"ms\":1,"
+			 "\"node\":\"old1\",\"owner\":\"\"}");
+		etcd_put(c, key, 0, val, 0, 0, NULL, err, sizeof(err));
+		cluster_member_key("/s/", 0x42, 0x1302, false, key, sizeof(key));
+		etcd_put(c, key, 0, "{\"membership\":\"full\",\"node\":\"old1\",\"ms\":1}", 0, 0,
+			 NULL, err, sizeof(err));
+		cluster_member_key("/s/", 0x42, 0x1303, false, key, sizeof(key));
+		etcd_put(c, key, 0, "{\"removed\":true,\"node\":\"old1\",\"ms\":1}", 0, 0, NULL,
+			 err, sizeof(err));
+		old1 = node_open("/s/", "old1", 10000);
+		ret = old1 ? cluster_ops.list_members(old1, -1, lister_cb, &l, err, sizeof(err))
+			   : -1;
+		sm_cluster_get_stats(old1, &st1);
+		cluster_member_marker_key("/s/", "old1", mk, sizeof(mk));
+		etcd_range(c, mk, 0, NULL, 0, 0, true, &r, err, sizeof(err));
+		CHECK(ret == 0 && l.n == 2 && l.guids[0] == 0x1301 && l.guids[1] == 0x1302 &&
+			      st1.view_migrated == 2 && r.n_kvs == 1 &&
+			      index_exists(c, "old1", 0x42, 0x1301) &&
+			      !index_exists(c, "old1", 0x42, 0x1303),
+		      "old-layout keys: the node's first list rebuilds its view (2 keys put, the "
+		      "tombstone left out) and marks it (%d %s; %zu listed, %llu migrated)",
+		      ret, err, l.n, st1.view_migrated);
+		etcd_range_result_free(&r);
+		again = node_open("/s/", "old1", 10000);
+		memset(&l, 0, sizeof(l));
+		ret = cluster_ops.list_members(again, -1, lister_cb, &l, err, sizeof(err));
+		sm_cluster_get_stats(again, &st1);
+		CHECK(ret == 0 && l.n == 2 && st1.view_migrated == 0 && st1.list_keys == 2,
+		      "a restarted node with the marker: no rebuild, 2 keys read (%d, %llu, %llu)",
+		      ret, st1.view_migrated, st1.list_keys);
+		ret = add1(again, 0x42, 0x1301, err, sizeof(err));
+		CHECK(ret == 0 && in_sm(sm, 0x42, 0x1301) == 1,
+		      "an old-layout desire is applied by the agent and its add returns (%d %s)",
+		      ret, err);
+		{
+			uint64_t g = 0x1302;
+
+			ret = cluster_ops.remove_members(again, 0x42, &g, 1, err, sizeof(err));
+			CHECK(ret == 0 && !in_sm(sm, 0x42, g) && !index_exists(c, "old1", 0x42, g),
+			      "an old-layout desire is removed (view key and SM) (%d %s)", ret,
+			      err);
+		}
+		cluster_ops.fini(again);
+	}
+
+	/* 5. a permanent refusal of a PKey reaches the node's add within a pass */
+	{
+		unsigned long long p0, p1;
+		int64_t t0 = ibvf_mono_ms();
+		json_t *j, *row;
+		int rc;
+
+		atomic_store(&refuse_errno, -EPROTO);
+		atomic_store(&refuse_guid, 0);
+		atomic_store(&refuse_pkey, 0x60);
+		p0 = agent_passes(&ag);
+		ret = add1(s1, 0x60, 0x1401, err, sizeof(err));
+		p1 = agent_passes(&ag);
+		CHECK(ret == -EPROTO && !ibvf_sm_err_is_transient(ret) && strstr(err, "0x0060") &&
+			      strstr(err, REFUSE_MSG) && strstr(err, "0x0000000000001401") &&
+			      p1 - p0 <= 2,
+		      "PKey 0x60 refused by the SM (-EPROTO): the node's add fails permanently "
+		      "after %llu agent pass(es), naming the PKey and the SM's message (%d, %lld ms: "
+		      "%s)",
+		      p1 - p0, ret, (long long)(ibvf_mono_ms() - t0), err);
+		p0 = agent_passes(&ag);
+		ret = add1(s1, 0x60, 0x1401, err, sizeof(err));
+		p1 = agent_passes(&ag);
+		CHECK(ret == -EPROTO && p1 - p0 <= 1,
+		      "the same add again fails at once from the status (%d after %llu passes)",
+		      ret, p1 - p0);
+		rc = ctl(config,
+			 (const char *[]){"--json", "cluster", "members", "--pkey", "0x60", NULL});
+		j = json_loads(ctl_out, 0, NULL);
+		row = ctl_row(j, "00:00:00:00:00:00:14:01");
+		CHECK(rc == 0 && row && !strcmp(jstr(row, "state"), "refused") &&
+			      strstr(jstr(row, "error"), REFUSE_MSG),
+		      "ibvfctl cluster members: the GUID is 'refused' with the SM's reason (rc %d) "
+		      "%.300s",
+		      rc, ctl_out);
+		json_decref(j);
+		/* the node's rollback: remove the desire */
+		{
+			uint64_t g = 0x1401;
+
+			ret = cluster_ops.remove_members(s1, 0x60, &g, 1, err, sizeof(err));
+			CHECK(ret == 0, "the refused desire is removed (rollback) (%d %s)", ret,
+			      err);
+		}
+		/* one GUID of two refused (a member fault): only that one fails */
+		{
+			struct ibvf_sm_member m[2] = {{0x1501, IBVF_MEMBER_FULL},
+						      {0x1502, IBVF_MEMBER_FULL}};
+
+			atomic_store(&refuse_errno, -EEXIST);
+			atomic_store(&refuse_guid, 0x1502);
+			atomic_store(&refuse_pkey, 0x61);
+			ret = cluster_ops.add_members(s1, 0x61, m, 2, NULL, err, sizeof(err));
+			CHECK(ret == -EEXIST && strstr(err, "0x0000000000001502") &&
+				      in_sm(sm, 0x61, 0x1501) == 1,
+			      "a member fault of 0x1502 fails the call naming 0x1502; 0x1501 is "
+			      "applied (%d %s)",
+			      ret, err);
+			ret = add1(s1, 0x61, 0x1501, err, sizeof(err));
+			CHECK(ret == 0, "0x1501 alone (the batcher's split): 0 (%d %s)", ret, err);
+		}
+		/* a transient SM error stays transient: the node times out and retries */
+		{
+			struct cluster_sm_state ss;
+			bool refused = false;
+
+			atomic_store(&refuse_errno, -EAGAIN);
+			atomic_store(&refuse_guid, 0);
+			atomic_store(&refuse_pkey, 0x62);
+			ret = add1(s3, 0x62, 0x1601, err, sizeof(err));
+			cluster_sm_state_read(c, "/s/", &ss, err + 200, sizeof(err) - 200);
+			for (size_t i = 0; i < ss.n_status; i++)
+				refused |= ss.status[i].pkey == 0x62 && ss.status[i].n_refused;
+			cluster_sm_state_free(&ss);
+			CHECK(ret == -ETIMEDOUT && ibvf_sm_err_is_transient(ret) && !refused,
+			      "an -EAGAIN from the SM: the node's add is transient -ETIMEDOUT, "
+			      "nothing 'refused' in the status (%d %.150s)",
+			      ret, err);
+			atomic_store(&refuse_pkey, 0);
+			ret = add1(s3, 0x62, 0x1601, err, sizeof(err));
+			CHECK(ret == 0 && in_sm(sm, 0x62, 0x1601) == 1,
+			      "the SM back: the retried add is applied (%d %s)", ret, err);
+		}
+	}
+	agent_stop(&ag);
+	cluster_ops.fini(s1);
+	cluster_ops.fini(s2);
+	cluster_ops.fini(s3);
+	cluster_ops.fini(old1);
+	noop->fini(sm);
+	etcd_client_free(c);
+}
+
 struct lead_q {
 	struct agent *g;
 };
@@ -599,6 +955,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	test_membership();
+	test_semantics();
 	test_election();
 	etcd_lab_stop(&lab);
 	printf("1..%d\n# %d failure(s), %lld ms\n", checks, failures,

@@ -4,6 +4,9 @@
  * variant: each gets one thing wrong that ibvf_sm_module_load() must catch.
  * BROKEN_OLD_ABI is a module as SM ABI version 1 built them (entry point
  * ibvf_sm_backend_v1, abi_version 1); BROKEN_NEW_ABI one of a future version 3.
+ * BROKEN_V2_BASE is not broken: a version 2 module built before the optional
+ * entries (struct_size IBVF_SM_OPS_V2_BASE_SIZE) must still load; "fine" has
+ * the optional add_members_owned().
  */
 #include <stddef.h>
 
@@ -37,6 +40,16 @@ static int b_add(struct ibvf_sm_backend *b, uint16_t pkey, const struct ibvf_sm_
 	return 0;
 }
 
+__attribute__((unused)) static int b_add_owned(struct ibvf_sm_backend *b, uint16_t pkey,
+					       const struct ibvf_sm_member *m,
+					       const char *const *owners, size_t n,
+					       const struct ibvf_sm_pkey_flags *f, char *err,
+					       size_t errlen)
+{
+	(void)owners;
+	return b_add(b, pkey, m, n, f, err, errlen);
+}
+
 static int b_remove(struct ibvf_sm_backend *b, uint16_t pkey, const uint64_t *g, size_t n,
 		    char *err, size_t errlen)
 {
@@ -63,6 +76,9 @@ __attribute__((unused)) static const struct ibvf_sm_ops ops = {
 #endif
 #if defined(BROKEN_SIZE)
 	.struct_size = 16,
+#elif defined(BROKEN_V2_BASE)
+	/* a module built before the optional entries: it ends at list_members */
+	.struct_size = IBVF_SM_OPS_V2_BASE_SIZE,
 #else
 	.struct_size = sizeof(struct ibvf_sm_ops),
 #endif
@@ -79,6 +95,9 @@ __attribute__((unused)) static const struct ibvf_sm_ops ops = {
 	.add_members = b_add,
 	.remove_members = b_remove,
 	.list_members = b_list,
+#if defined(BROKEN_NOTHING)
+	.add_members_owned = b_add_owned,
+#endif
 };
 
 #if defined(BROKEN_NO_SYMBOL)
