@@ -173,9 +173,9 @@ JSON
 smd_json smd-master sm-master "$PARTITIONS_FILE" "$OPENSM_PIDFILE" 2
 smd_json smd-standby sm-standby "$SB_FILE" "$SB_PID" 4
 # The agents run beside their OpenSMs but not as ibsim clients: with verify
-# "off" they send no MAD. Started under umad2sim on sm and h3 with two OpenSMs,
-# the master brought up no new port any more (every prepare's port wait ended
-# with "the SA knows no path"); not analysed further. Under timeout, as
+# "off" they send no MAD. (In one run with both started under umad2sim on sm
+# and h3, no new port came up: every prepare's port wait ended with "the SA
+# knows no path"; a rerun that way passed. Cause not found.) Under timeout, as
 # 'fabric-lab.sh run' does.
 start_master() {
 	timeout -k 2 600 "$IBVF_SMD" -f -c "$D/smd-master.json" >>"$D/smd-master.log" 2>&1 &
