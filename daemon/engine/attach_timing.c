@@ -21,8 +21,12 @@ static struct ibvf_timing_step *slot(struct ibvf_attach_timing *t, const char *n
 	for (size_t i = 0; i < t->n; i++)
 		if (!strcmp(t->s[i].name, name))
 			return &t->s[i];
-	if (t->n == IBVF_TIMING_MAX_STEPS - 1 && strcmp(name, "other"))
+	/* the last slot is "other"'s: once it is taken (n == MAX) every new name is
+	 * "other" too; never past s[] (a failed prepare's undo marks many steps) */
+	if (t->n >= IBVF_TIMING_MAX_STEPS - 1 && strcmp(name, "other"))
 		return slot(t, "other");
+	if (t->n >= IBVF_TIMING_MAX_STEPS)
+		return &t->s[IBVF_TIMING_MAX_STEPS - 1];
 	t->s[t->n].name = name;
 	t->s[t->n].ns = 0;
 	return &t->s[t->n++];

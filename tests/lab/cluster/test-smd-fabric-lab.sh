@@ -1,16 +1,18 @@
 #!/bin/bash
 # Cluster mode's SM path end to end (issue 19) on the simulated fabric: a real
-# 3-member etcd on loopback, the real OpenSM (ibsim through umad2sim), two
+# 3-member etcd on loopback, the real OpenSM (ibsim through umad2sim), three
 # ibvfd nodes (node-a as HCA pf0 with VFs vf0/vf1, node-b as HCA h1 with VFs
-# vf2/vf3, each with its own fake sysfs PF and the ibsim VF driver) whose SM
-# backend is `cluster`, and the SM agent ibvf-smd on HCA sm (opensm backend on
-# OpenSM's own partition file). Pods on both nodes in a shared PKey and in
-# separate ones: the partition file holds members from both nodes, the admin
+# vf2/vf3, node-c as HCA h2 with VFs vf4/vf5, each with its own fake sysfs PF
+# and the ibsim VF driver) whose SM backend is `cluster`, and the SM agent
+# ibvf-smd on HCA sm (opensm backend on OpenSM's own partition file). Pods on
+# all three nodes in a shared PKey and in separate ones: the partition file
+# holds members from every node, the admin
 # part stays byte for byte, OpenSM's log has no PARSE error, and every VF's
 # P_Key table (SMP) holds its PKey; ibvfctl cluster members shows them
 # applied. Then the agent is SIGKILLed while a prepare waits on it (and once
 # more just after a restart, mid-pass) and restarted: the prepare finishes,
-# the admin part is intact. Release: the sections empty again.
+# the admin part is intact. Release: the sections empty again. (More faults on
+# a lab of their own: test-smd-fabric-faults.sh.)
 # Runs in a private network namespace; root, the fabric lab and etcd needed.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib.sh"
@@ -25,18 +27,18 @@ ip link set lo up || lab_skip "no loopback in the private netns"
 FL=$here/../fabric/fabric-lab.sh
 D=$(mktemp -d /tmp/ibvf-smd-fabric.XXXXXX)
 PIDS=()
-APID= BPID= SPID=
+APID= BPID= CPID= SPID=
 # 'fabric-lab.sh run' execs timeout, whose child is the client: kill both by PID
 kill_run() {	# SIG PID: the client under the timeout PID, then the timeout
 	[ -n "$2" ] || return 0
 	kill -"$1" $(pgrep -P "$2") "$2" 2>/dev/null
 }
 cleanup() {
-	for p in $APID $BPID $SPID; do kill_run KILL "$p"; done
+	for p in $APID $BPID $CPID $SPID; do kill_run KILL "$p"; done
 	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	"$FL" down "$D/lab" >/dev/null 2>&1
-	for n in a b; do "$IBVF_FAKESYSFS" "$D/sys-$n" veth-down >/dev/null 2>&1; done
+	for n in a b c; do "$IBVF_FAKESYSFS" "$D/sys-$n" veth-down >/dev/null 2>&1; done
 	[ -n "${IBVF_KEEP_LAB:-}" ] && echo "lab kept in $D" >&2 || rm -rf "$D"
 }
 trap cleanup EXIT
@@ -55,14 +57,15 @@ EPS='"http://127.0.0.1:23790", "http://127.0.0.1:23791", "http://127.0.0.1:23792
 etcd_up() { ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:23790 put /probe 1 >/dev/null 2>&1; }
 check "3-member etcd answers writes" wait_for 20 etcd_up
 
-# --- the fabric: OpenSM on sm, node-a on pf0 (vf0, vf1), node-b on h1 (vf2, vf3)
+# --- the fabric: OpenSM on sm, node-a on pf0 (vf0, vf1), node-b on h1 (vf2, vf3),
+# node-c on h2 (vf4, vf5)
 mkdir -p "$D/lab"
-"$FL" up "$D/lab" --vfs 4 --hosts 1 --zero-vfs
+"$FL" up "$D/lab" --vfs 6 --hosts 2 --zero-vfs
 rc=$?
 [ $rc = 77 ] && lab_skip "fabric lab packages missing (tools/install-deps)"
 [ $rc = 0 ] || { echo "fabric lab did not come up" >&2; exit 1; }
 . "$D/lab/lab.env"
-ok "fabric lab up with zero-GUID VFs vf0..vf3"
+ok "fabric lab up with zero-GUID VFs vf0..vf5"
 admin_part() { sed '/^# BEGIN ibvf managed partitions/,/^# END ibvf managed partitions/d' "$PARTITIONS_FILE"; }
 admin_part >"$D/admin.before"
 
@@ -91,6 +94,7 @@ JSON
 }
 node_json a 0000:03:00.0 vf0 vf1
 node_json b 0000:04:00.0 vf2 vf3
+node_json c 0000:05:00.0 vf4 vf5
 cat >"$D/smd.json" <<JSON
 { "state_dir": "$D", "run_dir": "$D", "log_level": "debug",
   "pool": { "ranges": [ { "start": "02:00:00:00:00:19:00:01", "end": "02:00:00:00:00:19:00:ff" } ],
@@ -112,11 +116,15 @@ FABRIC_LAB_TIMEOUT=600 "$FL" run "$D/lab" pf0 "$IBVFD" -f -c "$D/node-a.json" >"
 APID=$!
 FABRIC_LAB_TIMEOUT=600 "$FL" run "$D/lab" h1 "$IBVFD" -f -c "$D/node-b.json" >"$D/ibvfd-b.log" 2>&1 &
 BPID=$!
+FABRIC_LAB_TIMEOUT=600 "$FL" run "$D/lab" h2 "$IBVFD" -f -c "$D/node-c.json" >"$D/ibvfd-c.log" 2>&1 &
+CPID=$!
 CA=("$IBVFCTL" -c "$D/node-a.json")
 CB=("$IBVFCTL" -c "$D/node-b.json")
+CC=("$IBVFCTL" -c "$D/node-c.json")
 ready() { "$@" --json daemon status 2>/dev/null | grep -q '"ready": true'; }
 check "node-a is ready (cluster backend validated: the agent is live)" wait_for 40 ready "${CA[@]}"
 check "node-b is ready" wait_for 40 ready "${CB[@]}"
+check "node-c is ready" wait_for 40 ready "${CC[@]}"
 
 prep() {	# CTL... -- OWNER PCI PKEY: prints the GUID (hex, no colons)
 	local out
@@ -133,30 +141,36 @@ GB=$(prep "${CB[@]}" c2 0000:04:00.2 0x0012)
 check "node-b: Pod c2 on vf2 in the same PKey 0x0012 (GUID $GB)" test -n "$GB"
 GC=$(prep "${CB[@]}" c3 0000:04:00.3 0x0013)
 check "node-b: Pod c3 on vf3 in its own PKey 0x0013 (GUID $GC)" test -n "$GC"
-check "the two nodes got different GUIDs (cluster blocks)" test "$GA" != "$GB" -a "$GB" != "$GC"
-check "the partition file lists node-a's and node-b's GUIDs" bash -c \
-	"[ -n '$GA' ] && [ -n '$GB' ] && [ -n '$GC' ] && grep -qi 0x$GA '$PARTITIONS_FILE' && grep -qi 0x$GB '$PARTITIONS_FILE' && grep -qi 0x$GC '$PARTITIONS_FILE'"
+GF=$(prep "${CC[@]}" c6 0000:05:00.2 0x0012)
+check "node-c: Pod c6 on vf4 in the same PKey 0x0012 (GUID $GF)" test -n "$GF"
+check "the three nodes got different GUIDs (cluster blocks)" bash -c \
+	"[ \$(printf '%s\n' $GA $GB $GC $GF | sort -u | wc -l) = 4 ]"
+check "the partition file lists node-a's, node-b's and node-c's GUIDs" bash -c \
+	"[ -n '$GA' ] && [ -n '$GB' ] && [ -n '$GC' ] && [ -n '$GF' ] && grep -qi 0x$GA '$PARTITIONS_FILE' && grep -qi 0x$GB '$PARTITIONS_FILE' && grep -qi 0x$GC '$PARTITIONS_FILE' && grep -qi 0x$GF '$PARTITIONS_FILE'"
 check "the admin part of the partition file is byte for byte as before" \
 	cmp -s "$D/admin.before" <(admin_part)
-check "OpenSM's log has no PARSE error" bash -c "! grep -q 'PARSE ERROR' '$OPENSM_LOG'"
+check "OpenSM's log has no PARSE error and no duplicate GUID" bash -c "! grep -qiE 'PARSE ERROR|duplicat' '$OPENSM_LOG'"
 pkeys() { "$FL" run "$D/lab" sm smpquery -G pkeys "0x$1" 2>/dev/null; }
 has_pkey() { pkeys "$1" | grep -q "$2"; }
 check "vf0's P_Key table (SMP) holds 0x8012" wait_for 10 has_pkey "$GA" 0x8012
 check "vf2's P_Key table holds 0x8012" wait_for 10 has_pkey "$GB" 0x8012
+check "vf4's P_Key table (node-c) holds 0x8012" wait_for 10 has_pkey "$GF" 0x8012
 check "vf3's P_Key table holds 0x8013, not 0x8012" bash -c \
 	"'$FL' run '$D/lab' sm smpquery -G pkeys 0x$GC | grep -q 0x8013 && ! '$FL' run '$D/lab' sm smpquery -G pkeys 0x$GC | grep -q 0x8012"
 out=$("${CA[@]}" --json cluster members --pkey 0x12 2>/dev/null)
-check "ibvfctl cluster members --pkey 0x12: both nodes' GUIDs, applied" bash -c \
-	'[ "$(grep -c "\"applied\"" <<<"$0")" = 2 ] && grep -q node-a <<<"$0" && grep -q node-b <<<"$0"' "$out"
+check "ibvfctl cluster members --pkey 0x12: the three nodes' GUIDs, applied" bash -c \
+	'[ "$(grep -c "\"applied\"" <<<"$0")" = 3 ] && grep -q node-a <<<"$0" && grep -q node-b <<<"$0" && grep -q node-c <<<"$0"' "$out"
 
 # --- the agent SIGKILLed while a prepare waits on it, then mid-pass, then back
 kill_run KILL "$SPID"; wait "$SPID" 2>/dev/null; SPID=
+"$FL" reap "$D/lab"	# a SIGKILLed client keeps its ibsim slot
 ( prep "${CA[@]}" c4 0000:03:00.3 0x0014 >"$D/c4.guid" ) &
 P4=$!
 sleep 1
 start_smd
 sleep 0.3
 kill_run KILL "$SPID"; wait "$SPID" 2>/dev/null; SPID=
+"$FL" reap "$D/lab"
 check "the admin part is intact after the agent died mid-pass" cmp -s "$D/admin.before" <(admin_part)
 start_smd
 wait "$P4"; rc=$?
@@ -187,16 +201,17 @@ check "the admin part is byte for byte as before" cmp -s "$D/admin.before" <(adm
 # --- release everything: the sections empty
 for o in c1 c4; do "${CA[@]}" daemon release --owner $o >/dev/null 2>&1; done
 for o in c3 c5; do "${CB[@]}" daemon release --owner $o >/dev/null 2>&1; done
-none_left() { [ -n "$GA$GB$GC$GD" ] && ! grep -qiE "0x($GA|$GB|$GC|$GD|${GE:-none})" "$PARTITIONS_FILE"; }
+"${CC[@]}" daemon release --owner c6 >/dev/null 2>&1
+none_left() { [ -n "$GA$GB$GC$GD$GF" ] && ! grep -qiE "0x($GA|$GB|$GC|$GD|$GF|${GE:-none})" "$PARTITIONS_FILE"; }
 check "after the releases no Pod GUID is left in the partition file" wait_for 10 none_left
 check "the admin part is byte for byte as before" cmp -s "$D/admin.before" <(admin_part)
 out=$("${CA[@]}" --json cluster members 2>/dev/null)
 check "ibvfctl cluster members: nothing desired any more" bash -c '! grep -q "\"applied\"" <<<"$0"' "$out"
-for p in $APID $BPID $SPID; do kill -TERM "$p" 2>/dev/null; done	# timeout forwards it
-wait $APID $BPID $SPID 2>/dev/null
-APID= BPID= SPID=
+for p in $APID $BPID $CPID $SPID; do kill -TERM "$p" 2>/dev/null; done	# timeout forwards it
+wait $APID $BPID $CPID $SPID 2>/dev/null
+APID= BPID= CPID= SPID=
 if [ "$LAB_FAILS" != 0 ]; then
-	for f in smd.log ibvfd-a.log ibvfd-b.log prep.err; do
+	for f in smd.log ibvfd-a.log ibvfd-b.log ibvfd-c.log prep.err; do
 		echo "# --- $f (tail)"; tail -25 "$D/$f" | sed 's/^/# /'
 	done
 fi
