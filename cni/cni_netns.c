@@ -338,6 +338,28 @@ static int temp_rename(struct cni_ns *ns, int ifindex, const char *prefix, const
 }
 
 /*
+ * The checks before a move to the Pod: @pod has no netdev @pod_name yet
+ * (-EEXIST) and @host has @host_name (its link into @l); @out zeroed, with
+ * the netdev's IFF_UP in was_up. Return 0 or a negative errno with @err.
+ */
+static int to_pod_check(struct cni_ns *host, struct cni_ns *pod, const char *host_name,
+			const char *pod_name, struct cni_link *l, struct cni_moved *out, char *err,
+			size_t errlen)
+{
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!cni_link_get(pod, pod_name, 0, l, NULL, 0))
+		return ibvf_errf(err, errlen, -EEXIST, "netns %s already has a netdev %s",
+				 pod->path, pod_name);
+	ret = cni_link_get(host, host_name, 0, l, err, errlen);
+	if (ret)
+		return ret;
+	out->was_up = l->flags & IFF_UP;
+	return 0;
+}
+
+/*
  * The stepwise move: down, temporary name and alias, move, then the Pod name
  * and up in the Pod. The fallback of cni_netdev_to_pod() when the one-message
  * move leaves the netdev untouched in the host.
@@ -351,16 +373,10 @@ static int to_pod_stepwise(struct cni_ns *host, struct cni_ns *pod, const char *
 	struct cni_link l;
 	int ret, idx;
 
-	memset(out, 0, sizeof(*out));
-	ret = cni_link_get(pod, pod_name, 0, &l, e2, sizeof(e2));
-	if (!ret)
-		return ibvf_errf(err, errlen, -EEXIST, "netns %s already has a netdev %s",
-				 pod->path, pod_name);
-	ret = cni_link_get(host, host_name, 0, &l, err, errlen);
+	ret = to_pod_check(host, pod, host_name, pod_name, &l, out, err, errlen);
 	if (ret)
 		return ret;
 	idx = l.ifindex;
-	out->was_up = l.flags & IFF_UP;
 
 	/* 1. down, temporary name, alias */
 	ret = temp_rename(host, idx, "ibvf", alias, out->temp_name, err, errlen);
@@ -442,15 +458,9 @@ int cni_netdev_to_pod(struct cni_ns *host, struct cni_ns *pod, const char *host_
 	struct cni_link l, m;
 	int ret;
 
-	memset(out, 0, sizeof(*out));
-	ret = cni_link_get(pod, pod_name, 0, &l, e2, sizeof(e2));
-	if (!ret)
-		return ibvf_errf(err, errlen, -EEXIST, "netns %s already has a netdev %s",
-				 pod->path, pod_name);
-	ret = cni_link_get(host, host_name, 0, &l, err, errlen);
+	ret = to_pod_check(host, pod, host_name, pod_name, &l, out, err, errlen);
 	if (ret)
 		return ret;
-	out->was_up = l.flags & IFF_UP;
 	/* stale altnames that would collide in the host later or in the Pod */
 	ret = drop_altnames(host, &l, stale, err, errlen);
 	if (ret)
