@@ -1095,12 +1095,13 @@ static void lu_side_end(struct ibvf_sm_backend *b, struct side_read *s)
  * goes out anyway. Off with change_wait_ms 0 or when UFM has no
  * last_updated resource.
  */
-static int before_change(struct ibvf_sm_backend *b, char *err, size_t errlen)
+static int before_change(struct ibvf_sm_backend *b, bool *beside, char *err, size_t errlen)
 {
 	char now[sizeof(b->lu_before)];
 	int64_t t0;
 	int ret;
 
+	*beside = false;
 	if (!b->change_wait_ms || b->lu_absent)
 		return 0;
 	/*
@@ -1111,6 +1112,17 @@ static int before_change(struct ibvf_sm_backend *b, char *err, size_t errlen)
 	    ibvf_mono_ms() - b->lu_pre_ms <= UFM_LIST_FRESH_MS) {
 		snprintf(now, sizeof(now), "%s", b->lu_pre);
 		ret = 0;
+	} else if (!b->lu_pending || ibvf_mono_ms() - b->lu_sent_ms >= (int64_t)b->change_wait_ms) {
+		/*
+		 * No previous change to wait for (none, or its bound is past):
+		 * the read would only give the next change its baseline, so it
+		 * goes beside this change (send_change(), issue 17: one UFM round
+		 * trip less for a change from idle).
+		 */
+		b->lu_pre_valid = false;
+		b->lu_pending = false;
+		*beside = true;
+		return 0;
 	} else {
 		ret = read_last_updated(b, now, sizeof(now), err, errlen);
 	}
@@ -1144,6 +1156,27 @@ static int before_change(struct ibvf_sm_backend *b, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The baseline read made beside a change (before_change()'s @beside): its
+ * value is the next change's lu_before. A read that UFM answers after it
+ * applied the change gives the changed value: the next change then waits
+ * its whole bound, as when UFM's one-second resolution hides a change. A
+ * failed read keeps the old baseline (the next change does not wait); no
+ * such resource: last_updated is off, as in before_change().
+ */
+static void lu_baseline_end(struct ibvf_sm_backend *b, struct side_read *s)
+{
+	char v[sizeof(b->lu_before)];
+
+	side_join(s);
+	if (s->ret == -ENOENT) {
+		b->lu_absent = true;
+		return;
+	}
+	if (!s->ret && !lu_from_json(s->path, s->j, v, sizeof(v), s->err, sizeof(s->err)))
+		snprintf(b->lu_before, sizeof(b->lu_before), "%s", v);
+}
+
 static void after_change(struct ibvf_sm_backend *b)
 {
 	if (b->change_wait_ms && !b->lu_absent) {
@@ -1158,12 +1191,18 @@ static void after_change(struct ibvf_sm_backend *b)
 static int send_change(struct ibvf_sm_backend *b, const char *method, const char *path,
 		       const char *body, bool missing_ok, char *err, size_t errlen)
 {
+	struct side_read lu;
 	struct ufm_reply r;
-	int ret = before_change(b, err, errlen);
+	bool beside;
+	int ret = before_change(b, &beside, err, errlen);
 
 	if (ret)
 		return ret;
+	if (beside)
+		lu_side_start(b, &lu);
 	ret = ufm_http_call(b->http, method, path, body, &r, err, errlen);
+	if (beside)
+		lu_baseline_end(b, &lu);
 	/* a removal that finds the partition gone is done (issue 16, item 3) */
 	if (ret == -ENOENT && missing_ok && r.status == 404) {
 		ret = 0;
