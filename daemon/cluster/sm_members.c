@@ -180,22 +180,23 @@ static void read_count(struct cluster_read_stats *rs, const struct etcd_range_re
 		rs->bytes += r->kvs[i].key_len + r->kvs[i].value_len;
 }
 
-int cluster_members_list_node(struct etcd_client *etcd, const char *prefix, const char *node,
-			      int pkey, struct cluster_member **out, size_t *n, int64_t *revision,
-			      size_t *bad, struct cluster_read_stats *rs, char *err, size_t errlen)
+/*
+ * Range the keys under @key (@kl bytes) and parse each as a member whose
+ * key starts with @base (@bl bytes) into a calloc'ed *@out (*@n). A member
+ * of another node than @node (when not NULL) is skipped, and counted in
+ * *@bad with the unparsable ones when @foreign_bad. @rs counts the read.
+ */
+static int range_members(struct etcd_client *etcd, const char *key, int kl, const char *base,
+			 int bl, const char *node, bool foreign_bad, struct cluster_member **out,
+			 size_t *n, int64_t *revision, size_t *bad, struct cluster_read_stats *rs,
+			 char *err, size_t errlen)
 {
 	struct etcd_range_result r = {0};
-	char key[512], end[512], base[512], why[IBVF_ERR_LEN];
+	char end[512], why[IBVF_ERR_LEN];
 	struct cluster_member *v;
 	size_t k = 0, nbad = 0;
-	int kl, el, bl, ret;
+	int el, ret;
 
-	*out = NULL;
-	*n = 0;
-	bl = cluster_member_index_key(prefix, node, -1, 0, false, base, sizeof(base));
-	kl = cluster_member_index_key(prefix, node, pkey, 0, true, key, sizeof(key));
-	if (bl < 0 || kl < 0 || !cluster_name_ok(node))
-		return ibvf_errf(err, errlen, -ENAMETOOLONG, "etcd prefix or node name too long");
 	el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
 	if (el < 0)
 		return ibvf_errf(err, errlen, el, "etcd prefix too long");
@@ -209,12 +210,12 @@ int cluster_members_list_node(struct etcd_client *etcd, const char *prefix, cons
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < r.n_kvs; i++) {
-		if (member_parse(base, (size_t)bl, &r.kvs[i], &v[k], why, sizeof(why)) ||
-		    strcmp(v[k].node, node)) {
+		bool parsed = !member_parse(base, (size_t)bl, &r.kvs[i], &v[k], why, sizeof(why));
+
+		if (parsed && (!node || !strcmp(v[k].node, node)))
+			k++;
+		else if (!parsed || foreign_bad)
 			nbad++;
-			continue;
-		}
-		k++;
 	}
 	if (revision)
 		*revision = r.revision;
@@ -224,6 +225,24 @@ int cluster_members_list_node(struct etcd_client *etcd, const char *prefix, cons
 	*out = v;
 	*n = k;
 	return 0;
+}
+
+int cluster_members_list_node(struct etcd_client *etcd, const char *prefix, const char *node,
+			      int pkey, struct cluster_member **out, size_t *n, int64_t *revision,
+			      size_t *bad, struct cluster_read_stats *rs, char *err, size_t errlen)
+{
+	char key[512], base[512];
+	int kl, bl;
+
+	*out = NULL;
+	*n = 0;
+	bl = cluster_member_index_key(prefix, node, -1, 0, false, base, sizeof(base));
+	kl = cluster_member_index_key(prefix, node, pkey, 0, true, key, sizeof(key));
+	if (bl < 0 || kl < 0 || !cluster_name_ok(node))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "etcd prefix or node name too long");
+	/* a view key naming another node is damage: counted as bad */
+	return range_members(etcd, key, kl, base, bl, node, true, out, n, revision, bad, rs, err,
+			     errlen);
 }
 
 static int cmp_guid(const void *x, const void *y)
@@ -292,45 +311,19 @@ int cluster_members_list(struct etcd_client *etcd, const char *prefix, int pkey,
 			 struct cluster_member **out, size_t *n, int64_t *revision, size_t *bad,
 			 char *err, size_t errlen)
 {
-	struct etcd_range_result r = {0};
-	char key[512], end[512], why[IBVF_ERR_LEN];
-	struct cluster_member *v;
-	size_t k = 0, nbad = 0;
-	int kl, el, ret;
+	char key[512], base[512];
+	int kl, bl;
 
 	*out = NULL;
 	*n = 0;
 	kl = cluster_member_key(prefix, pkey, 0, true, key, sizeof(key));
 	if (kl < 0)
 		return ibvf_errf(err, errlen, kl, "etcd prefix too long");
-	el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
-	if (el < 0)
-		return ibvf_errf(err, errlen, el, "etcd prefix too long");
-	ret = etcd_range(etcd, key, (size_t)kl, end, (size_t)el, 0, false, &r, err, errlen);
-	if (ret)
-		return ret;
-	v = calloc(r.n_kvs + 1, sizeof(*v));
-	if (!v) {
-		etcd_range_result_free(&r);
-		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < r.n_kvs; i++) {
-		if (cluster_member_parse(prefix, &r.kvs[i], &v[k], why, sizeof(why))) {
-			nbad++;
-			continue;
-		}
-		if (node && strcmp(v[k].node, node))
-			continue;
-		k++;
-	}
-	if (revision)
-		*revision = r.revision;
-	if (bad)
-		*bad = nbad;
-	etcd_range_result_free(&r);
-	*out = v;
-	*n = k;
-	return 0;
+	bl = cluster_member_key(prefix, -1, 0, false, base, sizeof(base));
+	if (bl < 0)
+		return ibvf_errf(err, errlen, bl, "etcd prefix too long");
+	return range_members(etcd, key, kl, base, bl, node, false, out, n, revision, bad, NULL, err,
+			     errlen);
 }
 
 static const char *jstr(json_t *o, const char *k)
