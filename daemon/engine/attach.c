@@ -617,7 +617,7 @@ static bool prepare_check(struct op *op)
 		}
 		ret = ibvf_pool_find_pci(e->pool, op->req.pci, &other, err, sizeof(err));
 	}
-	if (ret == 0 && eng_warm_record(&other)) {
+	if (ret == 0 && ibvf_alloc_is_warm(&other)) {
 		/* a warm VF (warm_vf.c): take its GUID, or drop it for the cold path */
 		ret = eng_warm_take(op, &other);
 		if (ret < 0)
@@ -1163,7 +1163,7 @@ static int gc_collect(void *arg, const struct ibvf_alloc *a)
 		     strlen(IBVF_POOL_ADOPTED_PREFIX)))
 		return 0;
 	/* a warm VF's GUID is ibvfd's own, no runtime's (warm_vf.c) */
-	if (eng_warm_record(a))
+	if (ibvf_alloc_is_warm(a))
 		return 0;
 	for (size_t i = 0; i < req->n_valid; i++) {
 		if (!strcmp(req->valid[i].container_id, a->owner.container_id) &&

@@ -290,9 +290,6 @@ int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool 
 
 /* ---- warm_vf.c (issue 17 item 3) ---- */
 
-/** eng_warm_record() - is @a a warm VF's record (IBVF_POOL_WARM_PREFIX owner)? */
-bool eng_warm_record(const struct ibvf_alloc *a);
-
 /** eng_warm_new() - the warm VF state of @e (lock, counters). Return: 0 or -ENOMEM. */
 int eng_warm_new(struct ibvf_engine *e);
 void eng_warm_free(struct ibvf_engine *e);

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "config.h"
 #include "err.h"
@@ -89,6 +90,17 @@ struct ibvf_alloc {
 	uint64_t prev_port_guid;
 	char prev_link_state[8]; /* "auto", "enable", "disable" or "" (unknown) */
 };
+
+/**
+ * ibvf_alloc_is_warm() - is @a a warm VF's record (engine/warm_vf.c): owner
+ * IBVF_POOL_WARM_PREFIX "<pci>" with ifname IBVF_POOL_WARM_IFNAME?
+ */
+static inline bool ibvf_alloc_is_warm(const struct ibvf_alloc *a)
+{
+	return !strncmp(a->owner.container_id, IBVF_POOL_WARM_PREFIX,
+			sizeof(IBVF_POOL_WARM_PREFIX) - 1) &&
+	       !strcmp(a->owner.ifname, IBVF_POOL_WARM_IFNAME);
+}
 
 /** A request to allocate. */
 struct ibvf_alloc_request {

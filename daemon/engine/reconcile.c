@@ -385,14 +385,6 @@ static void release_in_host(struct rec_ctx *r, struct ibvf_alloc *a,
 		ret ? err : (pending ? " (SM removal still pending)" : ""));
 }
 
-/* A warm VF's record (engine/warm_vf.c; owner IBVF_POOL_WARM_PREFIX...). */
-static bool warm_record(const struct ibvf_alloc *a)
-{
-	return !strncmp(a->owner.container_id, IBVF_POOL_WARM_PREFIX,
-			strlen(IBVF_POOL_WARM_PREFIX)) &&
-	       !strcmp(a->owner.ifname, IBVF_POOL_WARM_IFNAME);
-}
-
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
@@ -444,7 +436,7 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	 * pass's to finish (or roll back, vf.warm off), as long as its VF is
 	 * there: not a mid-flight attach, nothing of a tenant's in it.
 	 */
-	if (a.state == IBVF_ALLOC_ALLOCATED && warm_record(&a) &&
+	if (a.state == IBVF_ALLOC_ALLOCATED && ibvf_alloc_is_warm(&a) &&
 	    (!r->vfs_listed || vf_by_pci(r, a.pci, NULL))) {
 		finding(r, "warm-pending", false, a.guid, -1, a.pci, "the warm pass sets it up",
 			false, "warm GUID %s of VF %s is not set up yet", s, a.pci);
@@ -589,7 +581,7 @@ static bool adopt_warm_in_sm(struct rec_ctx *r, const struct ibvf_alloc *a, uint
 	void *hold;
 	int ret;
 
-	if (!a || !warm_record(a))
+	if (!a || !ibvf_alloc_is_warm(a))
 		return false;
 	ibvf_guid_format(a->guid, s);
 	if (r->mode == IBVF_PASS_DRY_RUN) {
@@ -795,7 +787,7 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 			continue;
 		}
 		/* the released tenant's GUID, until the warm pass sets the VF's new one */
-		if (ret == 0 && a.state == IBVF_ALLOC_ALLOCATED && warm_record(&a)) {
+		if (ret == 0 && a.state == IBVF_ALLOC_ALLOCATED && ibvf_alloc_is_warm(&a)) {
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}

@@ -73,13 +73,6 @@ void eng_warm_free(struct ibvf_engine *e)
 	e->wm = NULL;
 }
 
-bool eng_warm_record(const struct ibvf_alloc *a)
-{
-	return !strncmp(a->owner.container_id, IBVF_POOL_WARM_PREFIX,
-			strlen(IBVF_POOL_WARM_PREFIX)) &&
-	       !strcmp(a->owner.ifname, IBVF_POOL_WARM_IFNAME);
-}
-
 static void warm_owner(const char *pci, struct ibvf_owner *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -330,10 +323,10 @@ static bool warm_one(struct ibvf_engine *e, const char *pci, struct cni_snap *ca
 		return false;
 	}
 	/* a Pod the plugin attached without ibvfd (compatibility mode) holds it */
-	if ((ret == -ENOENT || eng_warm_record(&a)) && in_cni_cache(e, cache, pci))
+	if ((ret == -ENOENT || ibvf_alloc_is_warm(&a)) && in_cni_cache(e, cache, pci))
 		return false;
 	if (!ret) {
-		if (!eng_warm_record(&a) ||
+		if (!ibvf_alloc_is_warm(&a) ||
 		    (a.state != IBVF_ALLOC_ALLOCATED && a.state != IBVF_ALLOC_PORT_READY))
 			return false; /* a Pod's, or being released */
 		/* warm already; else recorded by a release (or left by a crash): set it up */
@@ -460,7 +453,7 @@ static int warm_rec_cb(void *arg, const struct ibvf_alloc *a)
 {
 	struct rec_list *l = arg;
 
-	if (!eng_warm_record(a))
+	if (!ibvf_alloc_is_warm(a))
 		return 0;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
@@ -504,7 +497,7 @@ static void cool_pass(struct ibvf_engine *e)
 
 		if (!hold(e, l.a[i].pci, &k))
 			continue;
-		if (!ibvf_pool_get(e->pool, l.a[i].guid, &a, NULL, 0) && eng_warm_record(&a) &&
+		if (!ibvf_pool_get(e->pool, l.a[i].guid, &a, NULL, 0) && ibvf_alloc_is_warm(&a) &&
 		    a.state != IBVF_ALLOC_QUARANTINED) {
 			log_info("vf.warm is off: resetting warm VF %s (GUID %016llx)", a.pci,
 				 (unsigned long long)a.guid);
@@ -612,7 +605,7 @@ int eng_warm_take(struct op *op, const struct ibvf_alloc *w)
 	bool on;
 	int ret;
 
-	if (!eng_warm_record(w))
+	if (!ibvf_alloc_is_warm(w))
 		return 0;
 	pthread_mutex_lock(&e->lock);
 	on = e->warm;
@@ -681,7 +674,7 @@ bool eng_warm_release(struct ibvf_engine *e, const struct ibvf_alloc *a)
 	pthread_mutex_lock(&e->lock);
 	on = e->warm;
 	pthread_mutex_unlock(&e->lock);
-	if (!on || !a->pci[0] || eng_warm_record(a))
+	if (!on || !a->pci[0] || ibvf_alloc_is_warm(a))
 		return false;
 	warm_owner(a->pci, &req.owner);
 	req.pf = a->pf;
