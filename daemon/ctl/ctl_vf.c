@@ -85,8 +85,7 @@ static const struct ibvf_alloc *owner_of(const struct owners *o, const struct ib
 
 static bool warm_record(const struct ibvf_alloc *a)
 {
-	return a && !strncmp(a->owner.container_id, IBVF_POOL_WARM_PREFIX,
-			     strlen(IBVF_POOL_WARM_PREFIX));
+	return a && ibvf_alloc_is_warm(a);
 }
 
 /*

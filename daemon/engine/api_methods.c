@@ -67,6 +67,13 @@ int eng_parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t errl
 		ret = copy_str(j, "network", o->network, sizeof(o->network), false, err, errlen);
 	if (!ret && strchr(o->container_id, '/'))
 		ret = ibvf_errf(err, errlen, -EINVAL, "container_id contains '/'");
+	/* a warm VF's record is ibvfd's own (warm_vf.c): no caller may act as its owner */
+	if (!ret &&
+	    !strncmp(o->container_id, IBVF_POOL_WARM_PREFIX, sizeof(IBVF_POOL_WARM_PREFIX) - 1))
+		ret = ibvf_errf(err, errlen, -EINVAL,
+				"container_id '%.64s' starts with '" IBVF_POOL_WARM_PREFIX
+				"', which ibvfd reserves for its warm VF records (vf.warm)",
+				o->container_id);
 	return ret ? ibvf_err_prefix(err, errlen, ret, "owner") : 0;
 }
 

@@ -2501,9 +2501,7 @@ static int pool_adopt(struct ibvf_pool *p, const struct ibvf_alloc *in, char *er
 	ret = get_one(p, "guid = ?1", NULL, NULL, enc(a.guid), &cur, err, errlen);
 	/* a warm VF's record is ibvfd's own: a GUID the SM shows in a tenant PKey
 	 * is a Pod's whose take-over the store lost (engine/warm_vf.c) */
-	if (ret == 0 && cur.state != ST_Q &&
-	    !(a.n_pkeys && !strncmp(cur.owner.container_id, IBVF_POOL_WARM_PREFIX,
-				    strlen(IBVF_POOL_WARM_PREFIX))))
+	if (ret == 0 && cur.state != ST_Q && !(a.n_pkeys && ibvf_alloc_is_warm(&cur)))
 		return finish(p, 1, err, errlen); /* held: nothing to adopt */
 	if (ret == 0)
 		ret = delete_row(p, a.guid, err, errlen); /* in use again: out of quarantine */

@@ -498,10 +498,52 @@ static void same_answer_everywhere(void **state)
 	assert_true(n_ok >= 20 && n_bad >= 30);
 }
 
+/*
+ * The owner "ibvf-warm-<pci>" is ibvfd's own record of a warm VF (warm_vf.c):
+ * a caller using it would be answered with the warm VF as its attachment (and
+ * the warm pass would re-GUID a VF in its Pod). Any container_id with that
+ * prefix is refused, with any ifname; a look-alike without the '-' is not.
+ */
+static void warm_owner_reserved(void **state)
+{
+	static const struct {
+		const char *cid, *ifname;
+		bool ok;
+	} owners[] = {
+		{"ibvf-warm-0000-05-00.2", "warm", false},
+		{"ibvf-warm-0000-05-00.2", "net1", false},
+		{"ibvf-warm-", "net1", false},
+		{"ibvf-warmer", "net1", true},
+		{"xibvf-warm-0000-05-00.2", "warm", true},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(owners) / sizeof(owners[0]); i++) {
+		json_t *p = json_pack("{s:{s:s,s:s},s:s,s:[{s:s}]}", "owner", "container_id",
+				      owners[i].cid, "ifname", owners[i].ifname, "pci",
+				      "0000:05:00.2", "pkeys", "pkey", "0x0012");
+		struct ibvf_prepare_params out;
+		char why[256] = "";
+		int ret;
+
+		assert_non_null(p);
+		ret = ibvf_prepare_params_parse(p, false, &out, why, sizeof(why));
+		json_decref(p);
+		if (owners[i].ok && ret)
+			fail_msg("owner %s/%s refused: %s", owners[i].cid, owners[i].ifname, why);
+		if (!owners[i].ok && ret != -EINVAL)
+			fail_msg("owner %s/%s: want -EINVAL, got %d", owners[i].cid,
+				 owners[i].ifname, ret);
+		if (!owners[i].ok && !strstr(why, "reserves"))
+			fail_msg("owner %s/%s: refusal does not say why: %s", owners[i].cid,
+				 owners[i].ifname, why);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(same_answer_everywhere, setup, teardown),
+		cmocka_unit_test(warm_owner_reserved),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
