@@ -44,6 +44,31 @@ static int copy_str(json_t *o, const char *key, char *dst, size_t len, bool requ
 	return 0;
 }
 
+/*
+ * The pseudo-owners of ibvfd's own records (guid_pool.h): a warm VF's
+ * (warm_vf.c) and one `ibvfctl pool rebuild` adopted from a VF. A caller
+ * acting as one would be answered with that record as its attachment, or
+ * have its own attachment taken for a warm VF or released by another
+ * owner's release naming its VF. -EINVAL with the reason in @err, or 0.
+ */
+static int reserved_owner(const char *cid, char *err, size_t errlen)
+{
+	static const struct {
+		const char *prefix, *what;
+	} reserved[] = {
+		{IBVF_POOL_WARM_PREFIX, "its warm VF records (vf.warm)"},
+		{IBVF_POOL_ADOPTED_PREFIX, "the records 'ibvfctl pool rebuild' adopts"},
+	};
+
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (!strncmp(cid, reserved[i].prefix, strlen(reserved[i].prefix)))
+			return ibvf_errf(err, errlen, -EINVAL,
+					 "container_id '%.64s' starts with '%s', which ibvfd "
+					 "reserves for %s",
+					 cid, reserved[i].prefix, reserved[i].what);
+	return 0;
+}
+
 int eng_parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t errlen)
 {
 	json_t *j = json_object_get(params, "owner");
@@ -67,13 +92,8 @@ int eng_parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t errl
 		ret = copy_str(j, "network", o->network, sizeof(o->network), false, err, errlen);
 	if (!ret && strchr(o->container_id, '/'))
 		ret = ibvf_errf(err, errlen, -EINVAL, "container_id contains '/'");
-	/* a warm VF's record is ibvfd's own (warm_vf.c): no caller may act as its owner */
-	if (!ret &&
-	    !strncmp(o->container_id, IBVF_POOL_WARM_PREFIX, sizeof(IBVF_POOL_WARM_PREFIX) - 1))
-		ret = ibvf_errf(err, errlen, -EINVAL,
-				"container_id '%.64s' starts with '" IBVF_POOL_WARM_PREFIX
-				"', which ibvfd reserves for its warm VF records (vf.warm)",
-				o->container_id);
+	if (!ret)
+		ret = reserved_owner(o->container_id, err, errlen);
 	return ret ? ibvf_err_prefix(err, errlen, ret, "owner") : 0;
 }
 

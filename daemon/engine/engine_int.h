@@ -341,7 +341,8 @@ bool eng_pool_method(struct ibvf_engine *e, const char *method, json_t *params, 
 /**
  * eng_parse_owner() - the "owner" object of an API call's @params (api.h:
  * container_id and ifname required and non-empty, no '/' in container_id,
- * and not IBVF_POOL_WARM_PREFIX, the pseudo-owner of warm VF records).
+ * and not starting with IBVF_POOL_WARM_PREFIX or IBVF_POOL_ADOPTED_PREFIX,
+ * the pseudo-owners of warm and adopted records: guid_pool.h).
  * Return: 0 or -EINVAL with the reason in @err.
  */
 int eng_parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t errlen);

@@ -501,8 +501,10 @@ static void same_answer_everywhere(void **state)
 /*
  * The owner "ibvf-warm-<pci>" is ibvfd's own record of a warm VF (warm_vf.c):
  * a caller using it would be answered with the warm VF as its attachment (and
- * the warm pass would re-GUID a VF in its Pod). Any container_id with that
- * prefix is refused, with any ifname; a look-alike without the '-' is not.
+ * the warm pass would re-GUID a VF in its Pod); "ibvf-adopted-<guid>" is a
+ * record `ibvfctl pool rebuild` adopted, which another owner's release naming
+ * its VF releases. Any container_id with either prefix is refused, with any
+ * ifname; a look-alike without the '-' is not.
  */
 static void warm_owner_reserved(void **state)
 {
@@ -515,6 +517,9 @@ static void warm_owner_reserved(void **state)
 		{"ibvf-warm-", "net1", false},
 		{"ibvf-warmer", "net1", true},
 		{"xibvf-warm-0000-05-00.2", "warm", true},
+		{"ibvf-adopted-0200000000000001", "adopted", false},
+		{"ibvf-adopted-x", "net1", false},
+		{"ibvf-adoptedx", "net1", true},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(owners) / sizeof(owners[0]); i++) {
