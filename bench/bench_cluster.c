@@ -653,6 +653,7 @@ static void node_launch(struct lab *l, const char *node)
 		dup2(fd, 1);
 		setenv("NOTIFY_SOCKET", l->notify, 1);
 		setenv("NODE_NAME", node, 1);
+		close_range(3, ~0U, 0); /* not the lab lock's fd (ibvfd_lab.c lab_start()) */
 		execl(l->ibvfd, "ibvfd", "-f", "-c", l->cfg, (char *)NULL);
 		_exit(127);
 	}
@@ -857,6 +858,7 @@ static pid_t smd_launch(const char *dir, const char *prefix, struct ufm_sim *sim
 		dup2(fd, 1);
 		dup2(fd, 2);
 		unsetenv("NOTIFY_SOCKET");
+		close_range(3, ~0U, 0);
 		execl(smd_path, "ibvf-smd", "-f", "-c", cfg, (char *)NULL);
 		_exit(127);
 	}
