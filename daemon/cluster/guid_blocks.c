@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
+#include "sm_members.h"
 
 #define KEY_MAX		   (128 + 16 + CLUSTER_NODE_MAX + 2) /* prefix, kind, node name */
 #define CLAIM_TRIES	   64 /* txns lost to other nodes before the claimed blocks are listed again */
@@ -35,6 +36,7 @@ struct released {
 	uint64_t first;
 	int64_t released_ms;
 	int64_t mod_revision;
+	int64_t members_rev; /* a reclaim: the SM agents must have applied this revision */
 };
 
 static void hex16(uint64_t v, char out[17])
@@ -311,6 +313,7 @@ static int list_released(struct cluster_blocks *b, struct released **out, size_t
 
 		x->first = r.kvs[i].key_len == pl + 16 ? strtoull(r.kvs[i].key + pl, &e, 16) : 0;
 		x->released_ms = json_integer_value(json_object_get(j, "released_ms"));
+		x->members_rev = json_integer_value(json_object_get(j, "members_rev"));
 		x->mod_revision = r.kvs[i].mod_revision;
 		json_decref(j);
 		if (x->first)
@@ -333,10 +336,37 @@ static bool in_quarantine(const struct cluster_blocks *b, const struct released 
 	return r && ibvf_wall_ms() < r->released_ms + (int64_t)b->quarantine_s * 1000;
 }
 
-/* The marker value of a block freed at @now by @by. */
-static char *released_value(const char *by, int64_t now)
+/*
+ * Is the reclaim behind marker @r waiting for the SM agents? Its node's
+ * memberships were tombstoned at revision members_rev; until every live
+ * group reports it applied, a GUID of the block may still be in the
+ * reclaimed node's PKeys (rule 2). *@s is read once (*@have) on first need;
+ * an unreadable state, or no live agent, counts as "waiting".
+ */
+static bool members_pending(struct cluster_blocks *b, const struct released *r,
+			    struct cluster_sm_state *s, int *have, char *why, size_t whylen)
 {
-	json_t *v = json_pack("{s:s,s:I}", "by", by, "released_ms", (json_int_t)now);
+	char err[IBVF_ERR_LEN];
+
+	if (!r || r->members_rev <= 0)
+		return false;
+	if (!*have) {
+		*have = cluster_sm_state_read(b->etcd, b->prefix, s, err, sizeof(err)) ? -1 : 1;
+		if (*have < 0)
+			snprintf(why, whylen, "the SM agents' state is unreadable: %.400s", err);
+	}
+	if (*have < 0)
+		return true;
+	return !cluster_sm_applied(s, r->members_rev, why, whylen);
+}
+
+/* The marker value of a block freed at @now by @by (@members_rev: see struct released). */
+static char *released_value(const char *by, int64_t now, int64_t members_rev)
+{
+	json_t *v = members_rev > 0
+			    ? json_pack("{s:s,s:I,s:I}", "by", by, "released_ms", (json_int_t)now,
+					"members_rev", (json_int_t)members_rev)
+			    : json_pack("{s:s,s:I}", "by", by, "released_ms", (json_int_t)now);
 	char *s = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 
 	json_decref(v);
@@ -453,7 +483,10 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
 	for (int relist = 0; relist < CLAIM_RELISTS; relist++) {
 		struct cluster_block *blocks;
 		struct released *rel = NULL;
-		size_t n, n_rel = 0, n_taken = 0;
+		struct cluster_sm_state sms;
+		int have_sms = 0;
+		char why[IBVF_ERR_LEN];
+		size_t n, n_rel = 0, n_taken = 0, n_held = 0;
 		uint64_t *tk, cand = start, steps = 0;
 		int ret = cluster_blocks_list(b, NULL, &blocks, &n, err, errlen);
 
@@ -470,9 +503,22 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
 			index_of(b, blocks[i].first, &tk[n_taken++]);
 		free(blocks);
 		/* quarantine holds across nodes: a block freed lately is not claimable yet */
-		for (size_t i = 0; i < n_rel; i++)
-			if (in_quarantine(b, &rel[i]) && !index_of(b, rel[i].first, &tk[n_taken]))
+		for (size_t i = 0; i < n_rel; i++) {
+			bool held = !in_quarantine(b, &rel[i]) &&
+				    members_pending(b, &rel[i], &sms, &have_sms, why, sizeof(why));
+
+			/* and a reclaimed block waits for the agents' removals (rule 2) */
+			if (held && !n_held++)
+				log_info("cluster: GUID block %016" PRIx64
+					 " (reclaimed) is held until the SM agents apply revision "
+					 "%lld: %s",
+					 rel[i].first, (long long)rel[i].members_rev, why);
+			if ((held || in_quarantine(b, &rel[i])) &&
+			    !index_of(b, rel[i].first, &tk[n_taken]))
 				n_taken++;
+		}
+		if (have_sms > 0)
+			cluster_sm_state_free(&sms);
 		qsort(tk, n_taken, sizeof(*tk), cmp_u64);
 		for (int tries = 0; tries < CLAIM_TRIES; tries++) {
 			while (steps < b->total && taken(tk, n_taken, cand)) {
@@ -485,8 +531,10 @@ int cluster_blocks_claim(struct cluster_blocks *b, struct cluster_block *out, ch
 				return ibvf_errf(err, errlen, -ENOSPC,
 						 "cluster: no free GUID block: all %" PRIu64
 						 " blocks of %u GUIDs are claimed, in quarantine "
-						 "(%u s) or hold a reserved GUID",
-						 b->total, b->block_size, b->quarantine_s);
+						 "(%u s), hold a reserved GUID or wait for the SM "
+						 "agents to remove a reclaimed node's memberships "
+						 "(%zu)",
+						 b->total, b->block_size, b->quarantine_s, n_held);
 			}
 			{
 				uint64_t f, l;
@@ -625,6 +673,7 @@ int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, s
 			json_t *j = json_loadb(rr.kvs[0].value, rr.kvs[0].value_len, 0, NULL);
 
 			r.released_ms = json_integer_value(json_object_get(j, "released_ms"));
+			r.members_rev = json_integer_value(json_object_get(j, "members_rev"));
 			r.mod_revision = rr.kvs[0].mod_revision;
 			json_decref(j);
 		}
@@ -636,6 +685,22 @@ int cluster_guid_reserve(struct cluster_blocks *b, uint64_t guid, char *owner, s
 					 "stays in quarantine for %u s",
 					 guid, (long long)((ibvf_wall_ms() - r.released_ms) / 1000),
 					 b->quarantine_s);
+		if (r.mod_revision) {
+			struct cluster_sm_state sms;
+			char why[IBVF_ERR_LEN] = "";
+			int have = 0;
+			bool held = members_pending(b, &r, &sms, &have, why, sizeof(why));
+
+			if (have > 0)
+				cluster_sm_state_free(&sms);
+			if (held)
+				return ibvf_errf(err, errlen, -EBUSY,
+						 "GUID %016" PRIx64
+						 ": its block was reclaimed and the SM agents have "
+						 "not yet removed the old node's memberships "
+						 "(revision %lld): %s",
+						 guid, (long long)r.members_rev, why);
+		}
 		cmp[n_cmp++] = (struct etcd_cmp){.key = rkey,
 						 .target = ETCD_CMP_MOD,
 						 .result = ETCD_CMP_EQUAL,
@@ -790,9 +855,10 @@ int cluster_blocks_verify(struct cluster_blocks *b, const uint64_t *firsts, size
  * Return: 1 done, 0 something changed meanwhile, or a negative errno.
  */
 static int free_block(struct cluster_blocks *b, uint64_t first, int64_t mod, const char *guard,
-		      char *err, size_t errlen)
+		      int64_t members_rev, char *err, size_t errlen)
 {
-	char key[KEY_MAX], rkey[KEY_MAX], *val = released_value(b->node, ibvf_wall_ms());
+	char key[KEY_MAX], rkey[KEY_MAX],
+		*val = released_value(b->node, ibvf_wall_ms(), members_rev);
 	struct etcd_txn_result t;
 	int ret;
 
@@ -841,7 +907,7 @@ int cluster_block_return(struct cluster_blocks *b, uint64_t first, char *err, si
 	if (strcmp(who, b->node))
 		return ibvf_errf(err, errlen, -EPERM,
 				 "cluster: block %s belongs to node %s, not %s", key, who, b->node);
-	ret = free_block(b, first, mod, NULL, err, errlen);
+	ret = free_block(b, first, mod, NULL, 0, err, errlen);
 	if (ret == 0)
 		return ibvf_errf(err, errlen, -EAGAIN, "cluster: block %s changed meanwhile", key);
 	if (ret == 1)
@@ -893,17 +959,19 @@ int cluster_node_alive(struct cluster_blocks *b, const char *node, bool *alive, 
 	return ret;
 }
 
-int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force, size_t *n_blocks,
-			 size_t *n_guids, char *err, size_t errlen)
+int cluster_node_reclaim_all(struct cluster_blocks *b, const char *node, bool force,
+			     struct cluster_reclaim *out, char *err, size_t errlen)
 {
-	char hb[KEY_MAX], key[KEY_MAX], end[KEY_MAX], who[CLUSTER_NODE_MAX + 1];
+	char hb[KEY_MAX], key[KEY_MAX], end[KEY_MAX], who[CLUSTER_NODE_MAX + 1],
+		why[IBVF_ERR_LEN] = "";
+	struct cluster_members_reclaim mr;
 	struct cluster_block *blocks = NULL;
 	struct etcd_range_result r;
 	size_t n = 0;
 	bool alive = false;
 	int ret, el;
 
-	*n_blocks = *n_guids = 0;
+	memset(out, 0, sizeof(*out));
 	snprintf(hb, sizeof(hb), "%snodes/%s", b->prefix, node);
 	ret = cluster_node_alive(b, node, &alive, err, errlen);
 	if (ret)
@@ -913,24 +981,50 @@ int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force,
 				 "cluster: node %s has a live heartbeat (%s): not reclaimed "
 				 "(force only when the node is gone for good)",
 				 node, hb);
+	/*
+	 * Its memberships first (rule 2): the agents must take its GUIDs out
+	 * of its PKeys before anyone gets them again. A failure here leaves
+	 * the blocks claimed, so running the reclaim again finishes it.
+	 */
+	ret = cluster_members_reclaim_node(b->etcd, b->prefix, node, force ? NULL : hb, &mr, err,
+					   errlen);
+	if (ret)
+		return ret;
+	out->memberships = mr.removed;
+	out->pending = mr.pending;
+	out->view_keys = mr.view_keys;
+	out->members_rev = mr.revision;
 	ret = cluster_blocks_list(b, node, &blocks, &n, err, errlen);
 	for (size_t i = 0; !ret && i < n; i++) {
-		ret = free_block(b, blocks[i].first, blocks[i].mod_revision, force ? NULL : hb, err,
-				 errlen);
+		ret = free_block(b, blocks[i].first, blocks[i].mod_revision, force ? NULL : hb,
+				 mr.revision, err, errlen);
 		if (ret == 0) {
 			ret = ibvf_errf(err, errlen, -EAGAIN,
 					"cluster: node %s came back (or its block %016" PRIx64
 					" changed) during the reclaim: stopped after %zu blocks",
-					node, blocks[i].first, *n_blocks);
+					node, blocks[i].first, out->blocks);
 		} else if (ret == 1) {
 			ret = 0;
-			(*n_blocks)++;
+			out->blocks++;
 		}
 	}
 	free(blocks);
 	if (ret)
 		return ret;
-	/* its single reservations */
+	/*
+	 * Its single reservations have no marker to hold them: while the agents
+	 * have not applied the removals they stay (a second reclaim frees them).
+	 */
+	out->applied = true;
+	if (mr.revision > 0) {
+		struct cluster_sm_state s;
+
+		ret = cluster_sm_state_read(b->etcd, b->prefix, &s, err, errlen);
+		if (ret)
+			return ret;
+		out->applied = cluster_sm_applied(&s, mr.revision, why, sizeof(why));
+		cluster_sm_state_free(&s);
+	}
 	snprintf(key, sizeof(key), "%sguids/", b->prefix);
 	el = etcd_prefix_end(key, strlen(key), end, sizeof(end));
 	ret = etcd_range(b->etcd, key, 0, end, (size_t)el, 0, false, &r, err, errlen);
@@ -942,6 +1036,10 @@ int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force,
 
 		if (!value_node(&one, who, sizeof(who)) || strcmp(who, node))
 			continue;
+		if (!out->applied) {
+			out->guids_kept++;
+			continue;
+		}
 		{
 			struct etcd_cmp same = {.key = r.kvs[i].key,
 						.key_len = r.kvs[i].key_len,
@@ -955,15 +1053,28 @@ int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force,
 			ret = etcd_txn(b->etcd, &same, 1, &del, 1, NULL, 0, &t, err, errlen);
 		}
 		if (!ret) {
-			*n_guids += t.succeeded;
+			out->guids += t.succeeded;
 			etcd_txn_result_free(&t);
 		}
 	}
 	etcd_range_result_free(&r);
 	if (!ret)
-		log_warn("cluster: node %s reclaimed%s: %zu blocks to quarantine, %zu reserved "
-			 "GUIDs freed",
-			 node, force ? " (forced)" : "", *n_blocks, *n_guids);
+		log_warn("cluster: node %s reclaimed%s: %zu memberships removed (%zu pending), "
+			 "%zu blocks to quarantine, %zu reserved GUIDs freed, %zu kept%s%s",
+			 node, force ? " (forced)" : "", out->memberships, out->pending,
+			 out->blocks, out->guids, out->guids_kept,
+			 out->applied ? "" : " until the SM agents apply the removals: ", why);
+	return ret;
+}
+
+int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force, size_t *n_blocks,
+			 size_t *n_guids, char *err, size_t errlen)
+{
+	struct cluster_reclaim r;
+	int ret = cluster_node_reclaim_all(b, node, force, &r, err, errlen);
+
+	*n_blocks = r.blocks;
+	*n_guids = r.guids;
 	return ret;
 }
 

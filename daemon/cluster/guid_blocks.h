@@ -14,9 +14,12 @@
  *   P blocks/<first GUID> {"node":NAME,"last":"<hex>","claimed_ms":WALL_MS}
  *   P guids/<GUID>        {"node":NAME,"reserved_ms":WALL_MS}: one requested
  *                         GUID outside every claimed block
- *   P released/<first>    {"by":NAME,"released_ms":WALL_MS}: a block returned
- *                         by its owner or reclaimed by an admin; not
- *                         claimable before quarantine_s has passed
+ *   P released/<first>    {"by":NAME,"released_ms":WALL_MS[,"members_rev":R]}:
+ *                         a block returned by its owner or reclaimed by an
+ *                         admin; not claimable before quarantine_s has
+ *                         passed, nor (R: a reclaim) before the SM agents
+ *                         applied revision R (the old node's memberships
+ *                         removed, sm_members.h)
  *   P nodes/<NAME>        {"node":NAME,"since_ms":WALL_MS} on a lease: the
  *                         node's heartbeat (never holds a block)
  *
@@ -222,14 +225,43 @@ struct cluster_node {
 int cluster_nodes_list(struct cluster_blocks *b, struct cluster_node **out, size_t *n, char *err,
 		       size_t errlen);
 
+/** What cluster_node_reclaim_all() did. */
+struct cluster_reclaim {
+	size_t blocks;	     /* blocks freed into quarantine */
+	size_t guids;	     /* reserved GUIDs freed */
+	size_t guids_kept;   /* reserved GUIDs kept: the SM agents had not applied the removals */
+	size_t memberships;  /* desired memberships (P members/) replaced by tombstones */
+	size_t pending;	     /* the node's tombstones already there, not yet swept */
+	size_t view_keys;    /* P bynode/<node> keys deleted */
+	int64_t members_rev; /* revision the agents must apply (in each released/ marker); 0: none
+			      */
+	bool applied;	     /* the agents had applied members_rev when the reclaim ended */
+};
+
 /**
- * cluster_node_reclaim() - free every block and reservation of @node, a node
- * gone for good (ibvfctl cluster reclaim-node): refused while its heartbeat
- * lives unless @force; each block goes to quarantine like a returned one,
- * in a txn that (without @force) also checks the heartbeat is still absent,
- * so a node that comes back stops the reclaim. *@n_blocks and *@n_guids
- * get what was freed. Return: 0, -EBUSY (heartbeat alive), the errors of
- * etcd_txn().
+ * cluster_node_reclaim_all() - free @node, a node gone for good (ibvfctl
+ * cluster reclaim-node): refused while its heartbeat lives unless @force.
+ * In this order, each step in txns that (without @force) also check the
+ * heartbeat is still absent, so a node that comes back stops the reclaim:
+ * 1. its desired memberships become tombstones and its view (bynode/) goes
+ *    (cluster_members_reclaim_node(); rule 2: the SM agents take its GUIDs
+ *    out of its PKeys);
+ * 2. each block goes to quarantine like a returned one, its released/
+ *    marker carrying members_rev: no node claims it, nor reserves a GUID of
+ *    it, before the quarantine has passed and every live SM agent group
+ *    reports members_rev applied (no live agent: held);
+ * 3. its reservations are deleted if the agents have applied members_rev
+ *    already, else kept (guids_kept) for a later run.
+ * Running it again is harmless and finishes what a failed or early run left.
+ * Return: 0, -EBUSY (heartbeat alive), -EAGAIN (the node came back or keys
+ * kept changing: @err says how far it got), the errors of etcd_txn().
+ */
+int cluster_node_reclaim_all(struct cluster_blocks *b, const char *node, bool force,
+			     struct cluster_reclaim *out, char *err, size_t errlen);
+
+/**
+ * cluster_node_reclaim() - cluster_node_reclaim_all() with the blocks and
+ * reserved GUIDs freed in *@n_blocks and *@n_guids.
  */
 int cluster_node_reclaim(struct cluster_blocks *b, const char *node, bool force, size_t *n_blocks,
 			 size_t *n_guids, char *err, size_t errlen);

@@ -555,3 +555,195 @@ bool cluster_sm_applied(const struct cluster_sm_state *s, int64_t rev, char *why
 	}
 	return true;
 }
+
+/* ---------------------------------------- a reclaimed node's keys (rule 2) -- */
+
+/* members per txn: 2 ops and 1 compare each (etcd --max-txn-ops 128) */
+#define RECLAIM_PER_TXN 32
+/* re-reads after a txn found a key changed */
+#define RECLAIM_ROUNDS 8
+
+/*
+ * One txn: the node's desires @v[0..@n) (each still at its mod revision, and
+ * @guard absent when not NULL) become tombstones and their view keys go.
+ * Return: 1 done (*@rev: its revision), 0 a compare failed (*@back: the guard
+ * exists), or a negative errno.
+ */
+static int tombstone_some(struct etcd_client *etcd, const char *prefix, const char *node,
+			  const char *guard, const struct cluster_member *v, size_t n, int64_t *rev,
+			  bool *back, char *err, size_t errlen)
+{
+	struct etcd_cmp cmp[RECLAIM_PER_TXN + 1];
+	struct etcd_op ops[2 * RECLAIM_PER_TXN];
+	struct etcd_op get = {.type = ETCD_OP_RANGE, .key = guard};
+	char(*keys)[2][512] = calloc(n, sizeof(*keys));
+	char *vals[RECLAIM_PER_TXN] = {0};
+	struct etcd_txn_result t = {0};
+	size_t nc = 0;
+	int ret = 0;
+
+	if (!keys)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct cluster_member m = {.removed = true, .ms = ibvf_wall_ms()};
+
+		snprintf(m.node, sizeof(m.node), "%s", node);
+		vals[i] = cluster_member_value(&m);
+		if (!vals[i]) {
+			ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+			break;
+		}
+		if (cluster_member_key(prefix, v[i].pkey, v[i].guid, false, keys[i][0],
+				       sizeof(keys[i][0])) < 0 ||
+		    cluster_member_index_key(prefix, node, v[i].pkey, v[i].guid, false, keys[i][1],
+					     sizeof(keys[i][1])) < 0) {
+			ret = ibvf_errf(err, errlen, -ENAMETOOLONG, "etcd prefix too long");
+			break;
+		}
+		cmp[nc++] = (struct etcd_cmp){.key = keys[i][0],
+					      .target = ETCD_CMP_MOD,
+					      .result = ETCD_CMP_EQUAL,
+					      .number = v[i].mod_revision};
+		ops[2 * i] =
+			(struct etcd_op){.type = ETCD_OP_PUT, .key = keys[i][0], .value = vals[i]};
+		ops[2 * i + 1] = (struct etcd_op){.type = ETCD_OP_DELETE, .key = keys[i][1]};
+	}
+	if (!ret && guard)
+		cmp[nc++] = (struct etcd_cmp){
+			.key = guard, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL};
+	if (!ret)
+		ret = etcd_txn(etcd, cmp, nc, ops, 2 * n, guard ? &get : NULL, guard ? 1 : 0, &t,
+			       err, errlen);
+	if (!ret) {
+		ret = t.succeeded;
+		*rev = t.revision;
+		*back = !t.succeeded && t.n_responses == 1 && t.responses[0].n_kvs > 0;
+		etcd_txn_result_free(&t);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(vals[i]);
+	free(keys);
+	return ret;
+}
+
+/*
+ * Delete P bynode/<node> (the marker) and every key under P bynode/<node>/
+ * (two ranges: a range from the marker would take "bynode/<node>-2/..."
+ * too); *@n: how many there were.
+ */
+static int delete_view(struct etcd_client *etcd, const char *prefix, const char *node,
+		       const char *guard, size_t *n, char *err, size_t errlen)
+{
+	char mkey[512], key[512], end[512];
+	struct etcd_range_result r = {0}, rm = {0};
+	struct etcd_txn_result t = {0};
+	int ml = cluster_member_marker_key(prefix, node, mkey, sizeof(mkey)),
+	    kl = cluster_member_index_key(prefix, node, -1, 0, false, key, sizeof(key)), el, ret;
+
+	if (ml < 0 || kl < 0)
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "etcd prefix or node name too long");
+	el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
+	if (el < 0)
+		return ibvf_errf(err, errlen, el, "etcd prefix too long");
+	ret = etcd_range(etcd, key, (size_t)kl, end, (size_t)el, 0, true, &r, err, errlen);
+	if (!ret)
+		ret = etcd_range(etcd, mkey, (size_t)ml, NULL, 0, 0, true, &rm, err, errlen);
+	*n = r.n_kvs + rm.n_kvs;
+	etcd_range_result_free(&r);
+	etcd_range_result_free(&rm);
+	if (ret || !*n)
+		return ret;
+	{
+		struct etcd_cmp cmp = {
+			.key = guard, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL};
+		struct etcd_op del[] = {
+			{.type = ETCD_OP_DELETE,
+			 .key = key,
+			 .key_len = (size_t)kl,
+			 .range_end = end,
+			 .range_end_len = (size_t)el},
+			{.type = ETCD_OP_DELETE, .key = mkey, .key_len = (size_t)ml}};
+
+		ret = etcd_txn(etcd, &cmp, guard ? 1 : 0, del, 2, NULL, 0, &t, err, errlen);
+	}
+	if (ret)
+		return ret;
+	if (!t.succeeded) {
+		etcd_txn_result_free(&t);
+		return ibvf_errf(err, errlen, -EAGAIN,
+				 "cluster: node %s came back (%s) during the reclaim: its view "
+				 "(bynode/%s) kept",
+				 node, guard, node);
+	}
+	etcd_txn_result_free(&t);
+	return 0;
+}
+
+int cluster_members_reclaim_node(struct etcd_client *etcd, const char *prefix, const char *node,
+				 const char *guard, struct cluster_members_reclaim *out, char *err,
+				 size_t errlen)
+{
+	struct cluster_member *v = NULL;
+	size_t n = 0;
+	int ret = 0, round;
+
+	memset(out, 0, sizeof(*out));
+	if (!cluster_name_ok(node))
+		return ibvf_errf(err, errlen, -EINVAL, "cluster: bad node name '%.64s'", node);
+	for (round = 0; round < RECLAIM_ROUNDS; round++) {
+		size_t k = 0, pending = 0;
+		bool changed = false;
+
+		free(v);
+		ret = cluster_members_list(etcd, prefix, -1, node, &v, &n, NULL, NULL, err, errlen);
+		if (ret)
+			return ret;
+		/* the desires first, the tombstones already there after them */
+		for (size_t i = 0; i < n; i++)
+			if (!v[i].removed) {
+				struct cluster_member x = v[k];
+
+				v[k++] = v[i];
+				v[i] = x;
+			}
+		for (size_t i = k; i < n; i++) {
+			pending++;
+			if (v[i].mod_revision > out->revision)
+				out->revision = v[i].mod_revision;
+		}
+		out->pending = pending;
+		for (size_t i = 0; i < k && !ret; i += RECLAIM_PER_TXN) {
+			size_t m = k - i < RECLAIM_PER_TXN ? k - i : RECLAIM_PER_TXN;
+			bool back = false;
+			int64_t rev = 0;
+
+			ret = tombstone_some(etcd, prefix, node, guard, &v[i], m, &rev, &back, err,
+					     errlen);
+			if (ret == 1) {
+				ret = 0;
+				out->removed += m;
+				if (rev > out->revision)
+					out->revision = rev;
+			} else if (ret == 0 && back) {
+				ret = ibvf_errf(
+					err, errlen, -EAGAIN,
+					"cluster: node %s came back (%s) during the reclaim: "
+					"stopped after %zu memberships",
+					node, guard, out->removed);
+			} else if (ret == 0) {
+				changed = true; /* a key changed since the read: read again */
+			}
+		}
+		if (ret || !changed)
+			break;
+	}
+	free(v);
+	if (!ret && round == RECLAIM_ROUNDS)
+		ret = ibvf_errf(err, errlen, -EAGAIN,
+				"cluster: the memberships of node %s kept changing during the "
+				"reclaim (%d reads): stopped after %zu; run it again",
+				node, RECLAIM_ROUNDS, out->removed);
+	if (!ret)
+		ret = delete_view(etcd, prefix, node, guard, &out->view_keys, err, errlen);
+	return ret;
+}

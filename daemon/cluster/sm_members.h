@@ -219,4 +219,32 @@ int cluster_sm_key(const char *prefix, const char *kind, const char *name, char 
 /** cluster_name_ok() - 1..253 bytes of [A-Za-z0-9._-], the agent/group name rule. */
 bool cluster_name_ok(const char *s);
 
+/** What cluster_members_reclaim_node() did. */
+struct cluster_members_reclaim {
+	size_t removed;	  /* the node's desires replaced by tombstones */
+	size_t pending;	  /* its tombstones already there (not yet swept by the agents) */
+	size_t view_keys; /* P bynode/<node> keys deleted (its view and marker) */
+	int64_t revision; /* the SM agents must report this revision applied before the
+			   * node's GUIDs are in no PKey; 0: nothing to wait for */
+};
+
+/**
+ * cluster_members_reclaim_node() - the membership part of reclaiming @node,
+ * a node gone for good (ibvfctl cluster reclaim-node; rule 2: a GUID is in
+ * exactly the PKeys its owner asked for, and a reclaimed node owns none):
+ * each of its desired memberships under P members/ becomes a tombstone (the
+ * agents remove it from their SM and then delete it) and its view key goes,
+ * RECLAIM_PER_TXN members per txn, each compared at the mod revision read
+ * (a key changed meanwhile is read again, up to RECLAIM_ROUNDS times); then
+ * P bynode/<node> and everything under P bynode/<node>/ is deleted. With
+ * @guard (a heartbeat key, may be NULL), every txn also requires it absent,
+ * so a node that comes back stops the reclaim. Idempotent: a second run
+ * finds only tombstones (counted in pending) or nothing.
+ * Return: 0, -EINVAL (bad node name), -EAGAIN (@guard appeared, or keys kept
+ * changing: @err says how far it got), the errors of etcd_range()/etcd_txn().
+ */
+int cluster_members_reclaim_node(struct etcd_client *etcd, const char *prefix, const char *node,
+				 const char *guard, struct cluster_members_reclaim *out, char *err,
+				 size_t errlen);
+
 #endif /* IBVF_SM_MEMBERS_H */

@@ -410,14 +410,18 @@ static int cluster_reclaim(struct ctl_ctx *ctx, int argc, char **argv)
 	static const struct ctl_col cols[] = {
 		{"node", "Node"},
 		{"forced", "Forced"},
+		{"memberships_removed", "Memberships removed"},
 		{"blocks_freed", "Blocks freed"},
 		{"reserved_freed", "Reserved GUIDs freed"},
+		{"reserved_kept", "Reserved GUIDs kept"},
+		{"sm_applied", "SM agents applied"},
 		{0},
 	};
-	struct cluster_node *nodes = NULL;
+	struct cluster_node *nodes = NULL, left = {0};
 	const struct cluster_node *who = NULL;
+	struct cluster_reclaim rc;
 	char err[IBVF_ERR_LEN];
-	size_t n = 0, nb = 0, ng = 0;
+	size_t n = 0;
 	bool force = false;
 	const char *name;
 	struct cl c;
@@ -442,6 +446,29 @@ static int cluster_reclaim(struct ctl_ctx *ctx, int argc, char **argv)
 	for (size_t i = 0; i < n && !who; i++)
 		if (!strcmp(nodes[i].name, name))
 			who = &nodes[i];
+	if (!who && cluster_name_ok(name)) {
+		/* no block, reservation nor heartbeat left, but maybe memberships */
+		const char *p = ctx->cfg.pool.cluster.prefix;
+		struct cluster_member *m = NULL, *mv = NULL;
+		size_t nm = 0, nv = 0;
+
+		ret = cluster_members_list(c.etcd, p, -1, name, &m, &nm, NULL, NULL, err,
+					   sizeof(err));
+		if (!ret)
+			ret = cluster_members_list_node(c.etcd, p, name, -1, &mv, &nv, NULL, NULL,
+							NULL, err, sizeof(err));
+		free(m);
+		free(mv);
+		if (ret) {
+			free(nodes);
+			cl_close(&c);
+			return ctl_error(CTL_FAILED, "%s", err);
+		}
+		nm += nv;
+		snprintf(left.name, sizeof(left.name), "%s", name);
+		if (nm)
+			who = &left;
+	}
 	if (!who) {
 		free(nodes);
 		cl_close(&c);
@@ -450,8 +477,8 @@ static int cluster_reclaim(struct ctl_ctx *ctx, int argc, char **argv)
 	}
 	/* say what it will free first */
 	fprintf(stderr,
-		"ibvfctl: reclaim-node %s: %zu blocks (%" PRIu64 " GUIDs) and %zu reserved GUIDs "
-		"to free into quarantine (%u s); heartbeat %s\n",
+		"ibvfctl: reclaim-node %s: its PKey memberships to remove, %zu blocks (%" PRIu64
+		" GUIDs) and %zu reserved GUIDs to free into quarantine (%u s); heartbeat %s\n",
 		name, who->n_blocks, who->n_guids, who->n_reserved, ctx->cfg.pool.quarantine_s,
 		who->alive ? "ALIVE" : "none");
 	if (who->alive && !force) {
@@ -463,13 +490,26 @@ static int cluster_reclaim(struct ctl_ctx *ctx, int argc, char **argv)
 				 name);
 	}
 	free(nodes);
-	ret = cluster_node_reclaim(c.b, name, force, &nb, &ng, err, sizeof(err));
+	ret = cluster_node_reclaim_all(c.b, name, force, &rc, err, sizeof(err));
 	cl_close(&c);
 	if (ret)
-		return ctl_error(CTL_FAILED, "%s", err);
+		return ctl_error(CTL_FAILED, "%s (run it again to finish)", err);
+	if (!rc.applied)
+		fprintf(stderr,
+			"ibvfctl: reclaim-node %s: the SM agents have not yet applied the removal "
+			"of its memberships (revision %lld): its blocks stay unclaimable and %zu "
+			"reserved GUIDs kept until they have; run reclaim-node again then to free "
+			"those\n",
+			name, (long long)rc.members_rev, rc.guids_kept);
 	ctl_emit_object(ctx,
-			json_pack("{s:s,s:b,s:I,s:I}", "node", name, "forced", force,
-				  "blocks_freed", (json_int_t)nb, "reserved_freed", (json_int_t)ng),
+			json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "node", name,
+				  "forced", force, "memberships_removed",
+				  (json_int_t)rc.memberships, "memberships_pending",
+				  (json_int_t)rc.pending, "view_keys_deleted",
+				  (json_int_t)rc.view_keys, "blocks_freed", (json_int_t)rc.blocks,
+				  "reserved_freed", (json_int_t)rc.guids, "reserved_kept",
+				  (json_int_t)rc.guids_kept, "members_revision",
+				  (json_int_t)rc.members_rev, "sm_applied", rc.applied),
 			cols);
 	return CTL_OK;
 }
@@ -495,7 +535,8 @@ static const struct ctl_cmd cluster_cmds[] = {
 	{"blocks", cluster_blocks, "[--node NAME]", "claimed GUID blocks and their owner nodes"},
 	{"nodes", cluster_nodes, "", "nodes with heartbeat, blocks and reserved GUIDs"},
 	{"reclaim-node", cluster_reclaim, "[--force] NODE",
-	 "free a node's blocks (gone for good); refused while its heartbeat lives"},
+	 "free a node's memberships and blocks (gone for good); refused while its heartbeat "
+	 "lives"},
 	{"members", cluster_members, "[--pkey P]",
 	 "desired PKey memberships (node, owner) and whether the SM agents applied them"},
 	{0},

@@ -22,7 +22,10 @@
  *     its GUIDs' keys; keys of the old layout honoured (view rebuilt once,
  *     marker); an SM's permanent refusal fails the node's add within a pass
  *     (passes counted) naming the PKey and the SM's message, a member fault
- *     only its member, a transient SM error stays a transient timeout.
+ *     only its member, a transient SM error stays a transient timeout;
+ *   - reclaim-node (rule 2): a reclaimed node's desires and view go, its
+ *     block waits for the agents to apply the removals, and a GUID of it
+ *     given to a new tenant is in the new owner's PKey only.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -40,6 +43,7 @@
 #include "err.h"
 #include "etcd_client.h"
 #include "etcd_lab.h"
+#include "guid_blocks.h"
 #include "log.h"
 #include "sm_cluster.h"
 #include "sm_members.h"
@@ -937,6 +941,189 @@ static void test_election(void)
 	noop->fini(sm_b);
 }
 
+/* ------------------------------------------------ reclaim-node, rule 2 -- */
+
+static struct cluster_blocks *blocks_open(struct etcd_client *c, const char *prefix,
+					  const char *node)
+{
+	struct cluster_blocks_opts o = {.etcd = c,
+					.prefix = prefix,
+					.node = node,
+					.ranges = pool,
+					.n_ranges = 1,
+					.block_size = 256,
+					.quarantine_s = 0};
+	struct cluster_blocks *b = NULL;
+	char err[IBVF_ERR_LEN];
+
+	if (cluster_blocks_open(&o, &b, err, sizeof(err)))
+		fprintf(stderr, "blocks %s: %s\n", node, err);
+	return b;
+}
+
+/* Keys under P bynode/<node> (its view and its marker). */
+static size_t view_keys(struct etcd_client *c, const char *prefix, const char *node)
+{
+	struct etcd_range_result r = {0};
+	char key[256], end[256], err[IBVF_ERR_LEN];
+	int kl = cluster_member_marker_key(prefix, node, key, sizeof(key)), el;
+	size_t n;
+
+	el = etcd_prefix_end(key, (size_t)kl, end, sizeof(end));
+	if (etcd_range(c, key, (size_t)kl, end, (size_t)el, 0, true, &r, err, sizeof(err)))
+		return 9999;
+	n = r.n_kvs;
+	etcd_range_result_free(&r);
+	return n;
+}
+
+/* The desired (not removed) memberships node @node still has in members/. */
+static size_t desired_of(struct etcd_client *c, const char *prefix, const char *node)
+{
+	struct cluster_member *v = NULL;
+	char err[IBVF_ERR_LEN];
+	size_t n = 0, k = 0;
+
+	if (cluster_members_list(c, prefix, -1, node, &v, &n, NULL, NULL, err, sizeof(err)))
+		return 9999;
+	for (size_t i = 0; i < n; i++)
+		k += !v[i].removed;
+	free(v);
+	return k;
+}
+
+struct gone_q {
+	struct ibvf_sm_backend *sm;
+	uint64_t g1, g2;
+};
+
+static bool removed_from_sm(void *arg)
+{
+	struct gone_q *q = arg;
+
+	return !in_sm(q->sm, 0x10, q->g1) && !in_sm(q->sm, 0x10, q->g2) &&
+	       !in_sm(q->sm, 0x11, q->g2);
+}
+
+/*
+ * `ibvfctl cluster reclaim-node` of a node that had memberships: its
+ * members/ desires and its bynode/ view go with its blocks (the agent
+ * removes them from the SM), the block is not claimable before the agents
+ * applied the removals, and a GUID of it handed to a new tenant is in
+ * exactly the new owner's PKey (rule 2).
+ */
+static void test_reclaim(void)
+{
+	struct ibvf_sm_backend *sm = NULL, *dead = node_open("/r/", "dead", 8000),
+			       *n3 = node_open("/r/", "n3", 8000);
+	struct etcd_client *c = client();
+	struct cluster_blocks *bd = c ? blocks_open(c, "/r/", "dead") : NULL,
+			      *b3 = c ? blocks_open(c, "/r/", "n3") : NULL;
+	char err[IBVF_ERR_LEN] = "", config[PATH_MAX];
+	struct cluster_block blk = {0}, got = {0};
+	struct agent ag;
+	bool early = false;
+	uint64_t g1, g2, gr;
+	int ret, rc, claims = 0;
+	json_t *j;
+
+	CHECK(dead && n3 && c && bd && b3, "nodes dead, n3 on prefix /r/ (SM backend and blocks)");
+	if (!dead || !n3 || !c || !bd || !b3)
+		return;
+	noop->init("{}", &sm, err, sizeof(err));
+	CHECK(agent_start(&ag, "/r/", "smr", "smr", false, sm) == 0, "agent smr started");
+	ret = cluster_blocks_claim(bd, &blk, err, sizeof(err));
+	g1 = blk.first + 1;
+	g2 = blk.first + 2;
+	gr = blk.first == 0x1000 ? 0x1f01 : 0x1001; /* a requested GUID, in another block */
+	ret = ret ? ret : cluster_guid_reserve(bd, gr, NULL, 0, err, sizeof(err));
+	ret = ret ? ret : add1(dead, 0x10, g1, err, sizeof(err));
+	ret = ret ? ret : add1(dead, 0x10, g2, err, sizeof(err));
+	ret = ret ? ret : add1(dead, 0x11, g2, err, sizeof(err));
+	ret = ret ? ret : add1(dead, 0x10, gr, err, sizeof(err));
+	CHECK(ret == 0 && in_sm(sm, 0x10, g1) && in_sm(sm, 0x10, g2) && in_sm(sm, 0x11, g2) &&
+		      in_sm(sm, 0x10, gr) && desired_of(c, "/r/", "dead") == 4 &&
+		      view_keys(c, "/r/", "dead") >= 4,
+	      "node dead: block %016" PRIx64 ", reserved GUID %016" PRIx64
+	      ", 4 memberships applied, its view written (%d %s)",
+	      blk.first, gr, ret, err);
+	/* the node is gone for good; the agent is down while the admin reclaims */
+	agent_stop(&ag);
+	ctl_config("/r/", config, sizeof(config));
+	rc = ctl(config, (const char *[]){"--json", "cluster", "reclaim-node", "dead", NULL});
+	j = json_loads(ctl_out, 0, NULL);
+	CHECK(rc == 0 && json_integer_value(json_object_get(j, "blocks_freed")) == 1 &&
+		      json_integer_value(json_object_get(j, "memberships_removed")) == 4 &&
+		      json_integer_value(json_object_get(j, "reserved_freed")) == 0 &&
+		      json_integer_value(json_object_get(j, "reserved_kept")) == 1 &&
+		      json_is_false(json_object_get(j, "sm_applied")),
+	      "reclaim-node dead (no agent live): exit 0, 1 block freed, 4 memberships removed, "
+	      "its reserved GUID kept (rc %d) %.400s",
+	      rc, ctl_out);
+	json_decref(j);
+	CHECK(desired_of(c, "/r/", "dead") == 0 && view_keys(c, "/r/", "dead") == 0,
+	      "after reclaim: no members/ desire of dead (%zu), no bynode/dead keys (%zu)",
+	      desired_of(c, "/r/", "dead"), view_keys(c, "/r/", "dead"));
+	/* before any agent applied the removals, the block is not handed out */
+	for (;;) {
+		ret = cluster_blocks_claim(b3, &got, err, sizeof(err));
+		if (ret)
+			break;
+		claims++;
+		early |= got.first == blk.first;
+	}
+	CHECK(ret == -ENOSPC && !early && claims == 14,
+	      "removals not applied yet: n3 claims the 14 blocks without dead's GUIDs, not "
+	      "dead's block (%d, %d claims%s: %s)",
+	      ret, claims, early ? ", dead's block among them" : "", err);
+	rc = ctl(config, (const char *[]){"--json", "cluster", "reclaim-node", "dead", NULL});
+	j = json_loads(ctl_out, 0, NULL);
+	CHECK(rc == 0 && json_integer_value(json_object_get(j, "blocks_freed")) == 0 &&
+		      json_integer_value(json_object_get(j, "memberships_removed")) == 0 &&
+		      json_integer_value(json_object_get(j, "reserved_kept")) == 1,
+	      "reclaim-node dead a second time, agent still down: exit 0, nothing more to "
+	      "remove, the reservation still kept (rc %d) %.400s",
+	      rc, ctl_out);
+	json_decref(j);
+	CHECK(agent_start(&ag, "/r/", "smr", "smr", false, sm) == 0, "agent smr back");
+	{
+		struct gone_q q = {sm, g1, g2};
+		struct smq qr = {sm, 0x10, gr, 0, c};
+
+		CHECK(wait_for(removed_from_sm, &q, 8000) && wait_for(sm_is, &qr, 8000),
+		      "the agent removes dead's GUIDs from PKeys 0x10 and 0x11");
+	}
+	ret = -1;
+	err[0] = '\0';
+	for (int64_t end = ibvf_mono_ms() + 8000; ret && ibvf_mono_ms() < end; usleep(50000))
+		ret = cluster_blocks_claim(b3, &got, err, sizeof(err));
+	CHECK(ret == 0 && got.first == blk.first,
+	      "once applied, n3 claims dead's old block %016" PRIx64 " (%d %s)", blk.first, ret,
+	      err);
+	rc = ctl(config, (const char *[]){"--json", "cluster", "reclaim-node", "dead", NULL});
+	j = json_loads(ctl_out, 0, NULL);
+	CHECK(rc == 0 && json_integer_value(json_object_get(j, "reserved_freed")) == 1 &&
+		      json_integer_value(json_object_get(j, "reserved_kept")) == 0 &&
+		      json_is_true(json_object_get(j, "sm_applied")),
+	      "reclaim-node dead once applied: its reserved GUID freed (rc %d) %.400s", rc,
+	      ctl_out);
+	json_decref(j);
+	/* a new tenant gets GUID g1 in PKey 0x30: it is there and nowhere else */
+	err[0] = '\0';
+	ret = add1(n3, 0x30, g1, err, sizeof(err));
+	CHECK(ret == 0 && in_sm(sm, 0x30, g1) && !in_sm(sm, 0x10, g1) && !in_sm(sm, 0x10, g2) &&
+		      !in_sm(sm, 0x11, g2),
+	      "rule 2: GUID %016" PRIx64 " of n3 in PKey 0x30 only, not in dead's 0x10 (%d %s)", g1,
+	      ret, err);
+	agent_stop(&ag);
+	cluster_blocks_free(bd);
+	cluster_blocks_free(b3);
+	cluster_ops.fini(dead);
+	cluster_ops.fini(n3);
+	noop->fini(sm);
+	etcd_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
 	const char *missing = etcd_lab_missing();
@@ -957,6 +1144,8 @@ int main(int argc, char **argv)
 	test_membership();
 	test_semantics();
 	test_election();
+	if (ibvfctl)
+		test_reclaim();
 	etcd_lab_stop(&lab);
 	printf("1..%d\n# %d failure(s), %lld ms\n", checks, failures,
 	       (long long)(ibvf_mono_ms() - t0));

@@ -142,6 +142,9 @@ pid_t lab_start(struct lab *l, int timeout_ms)
 		setenv("NOTIFY_SOCKET", l->notify, 1);
 		if (l->delay_ms)
 			setenv("IBVF_FAKE_VF_DELAY_MS", l->delay_ms, 1);
+		/* nothing of the test's above stderr: e.g. flock(1)'s lab lock, which
+		 * an ibvfd outliving a crashed test would otherwise keep held */
+		close_range(3, ~0U, 0);
 		execl(l->ibvfd, "ibvfd", "-f", "-c", l->cfg, (char *)NULL);
 		_exit(127);
 	}

@@ -46,6 +46,21 @@ need() {
 	exit 77
 }
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+# close_fds: in the subshell that execs a lab daemon, close every inherited
+# file descriptor above stderr (bash's own script fd 255 is close-on-exec).
+# ibsim and OpenSM outlive 'up'; without this they kept the open file of a
+# caller's lock, e.g. 'flock /tmp/ibvf-lab.lock fabric-lab.sh up DIR' (flock(1)
+# passes its locked fd to the command), and the lab lock stayed held until
+# 'down', long after the command that took it had returned.
+close_fds() {
+	local f n
+	for f in /proc/$BASHPID/fd/*; do
+		n=${f##*/}
+		[ "$n" -gt 2 ] && [ "$n" != 255 ] && [ -e "/proc/$BASHPID/fd/$n" ] && eval "exec $n>&-"
+	done
+	return 0
+}
 pid_of() { cat "$1/$2.pid" 2>/dev/null; }
 
 stop_pid() {	# stop_pid DIR NAME: TERM, then KILL after 5 s, exactly the recorded PID
@@ -112,7 +127,7 @@ write_opensm_conf() {
 start_ibsim() {
 	local d=$1
 	# stdin opened read-write on the FIFO: ibsim never sees EOF (</dev/null spins a core)
-	(cd "$d" && exec env IBSIM_SOCKNAME="$IBSIM_SOCKNAME" ibsim -s net.topo 0<>ibsim.ctl >ibsim.out 2>&1) &
+	(close_fds; cd "$d" && exec env IBSIM_SOCKNAME="$IBSIM_SOCKNAME" ibsim -s net.topo 0<>ibsim.ctl >ibsim.out 2>&1) &
 	echo $! > "$d/ibsim.pid"
 	for _ in $(seq 200); do
 		grep -qa "@$IBSIM_SOCKNAME:ctl" /proc/net/unix && return 0
@@ -127,7 +142,7 @@ start_sm() {
 	. "$d/lab.env"
 	alive "$(pid_of "$d" opensm)" && return 0
 	rm -f "$d/opensm.log"
-	(cd "$d" && exec env LD_PRELOAD="$UMAD2SIM" SIM_HOST=sm IBSIM_SOCKNAME="$IBSIM_SOCKNAME" \
+	(close_fds; cd "$d" && exec env LD_PRELOAD="$UMAD2SIM" SIM_HOST=sm IBSIM_SOCKNAME="$IBSIM_SOCKNAME" \
 		OSM_CACHE_DIR="$d/cache" OSM_TMP_DIR="$d" opensm -F "$d/opensm.conf" \
 		>"$d/opensm.stdout" 2>&1 </dev/null) &
 	echo $! > "$d/opensm.pid"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The fabric lab itself: zero-GUID VFs stay INIT with OpenSM's ERR 0D17; a VF
 # given GUID X (ibsim console Guid + Unlink/ReLink, what the ibsim VF driver
-# does) gets a LID and goes ACTIVE; partitions reach P_Key tables; teardown
+# does) gets a LID and goes ACTIVE; partitions reach P_Key tables; the
+# daemons 'up' starts do not hold a lock its caller took (flock(1)); teardown
 # leaves no process behind.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib.sh"
@@ -11,12 +12,17 @@ D=$(mktemp -d /tmp/ibvf-fabric-test.XXXXXX)
 trap '"$FL" down "$D"; rm -rf "$D"' EXIT
 
 printf 'Default=0x7fff, ipoib : ALL=full ;\nadmin=0x0a01 : 0x0002c90300010101=full ;\n' > "$D/p.conf"
-"$FL" up "$D" --vfs 2 --hosts 1 --zero-vfs --partitions "$D/p.conf"
+# under a lock of its own (not the shared lab lock: a run under that lock
+# would wait for itself), as 'flock /tmp/ibvf-lab.lock fabric-lab.sh up' takes it
+flock "$D/lock" "$FL" up "$D" --vfs 2 --hosts 1 --zero-vfs --partitions "$D/p.conf"
 rc=$?
 [ $rc = 77 ] && exit 77
 [ $rc = 0 ] || { echo "fabric lab did not come up" >&2; exit 1; }
 . "$D/lab.env"
 ok "ibsim + OpenSM up, SUBNET UP"
+holders() { for p in $(cat "$D/ibsim.pid" "$D/opensm.pid"); do ls -l /proc/$p/fd 2>/dev/null; done | grep -c " $D/lock\$"; }
+check "the lock 'up' ran under is free once it returned, ibsim and OpenSM up ($(holders) lab daemon fds on it)" \
+	flock -n "$D/lock" true
 check "zero-GUID VF logged by OpenSM (ERR 0D17)" grep -q "ERR 0D17: Got Zero Port GUID" "$OPENSM_LOG"
 state() { "$FL" run "$D" "$1" ibstat 2>/dev/null | sed -n 's/^[[:space:]]*State: //p' | head -1; }
 check "zero-GUID VF port is not Active" test "$(state vf0)" != Active
