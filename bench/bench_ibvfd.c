@@ -602,7 +602,7 @@ static void print_breakdown(struct scale_arg *a, int n)
  * own VF; wall ms. @breakdown: print the prepares' per-step breakdown.
  */
 static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, const char *method,
-			     bool breakdown, int *fails)
+			     bool breakdown, int *fails, int *warm)
 {
 	struct scale_arg *a = calloc((size_t)n, sizeof(*a));
 	pthread_t *th = calloc((size_t)n, sizeof(*th));
@@ -638,6 +638,11 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 		*fails += a[i].ret != 0;
 	}
 	t0 = ibvf_mono_ms() - t0;
+	if (warm) /* a warm prepare neither allocates nor programs the VF (attach.c) */
+		for (int i = *warm = 0; i < n; i++)
+			*warm += !a[i].ret && a[i].timing &&
+				 !json_object_get(a[i].timing, "store_allocate") &&
+				 !json_object_get(a[i].timing, "vf_program");
 	if (breakdown)
 		print_breakdown(a, n);
 	for (int i = 0; i < n; i++)
@@ -650,7 +655,7 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 
 static int64_t scale_burst(struct lab *l, int n, int round, bool release, int *fails)
 {
-	return scale_burst_m(l, n, round, release, NULL, false, fails);
+	return scale_burst_m(l, n, round, release, NULL, false, fails, NULL);
 }
 
 /* CPU time (user + system) of process @pid so far, ms; -1 if unknown. */
@@ -843,7 +848,7 @@ static void scale_floor(struct lab *l, int n)
 	for (int r = 0; r < 2; r++) {
 		int fails, full = backlog_overflows(l, n);
 		double d0 = proc_cpu_ms(l->pid), b0 = self_cpu_ms();
-		int64_t ms = scale_burst_m(l, n, 100 + r, false, "bench.ping", false, &fails);
+		int64_t ms = scale_burst_m(l, n, 100 + r, false, "bench.ping", false, &fails, NULL);
 
 		d0 = proc_cpu_ms(l->pid) - d0;
 		b0 = self_cpu_ms() - b0;
@@ -861,17 +866,24 @@ static void scale_floor(struct lab *l, int n)
 
 /*
  * Cost growth (issue 17): N = 1, 8, 64, 256, 1024 concurrent prepares on
- * fake VFs, noop SM and the UFM simulator at 50 / 200 ms: wall time,
- * prepares/s and the SM add calls they took (self-clocking batches: one
- * round trip idle, about two under a burst).
+ * fake VFs, noop SM cold (vf.warm off, the fake driver's default) and warm
+ * (vf.warm on, the netlink driver's default: 1,024 warm VFs, the warm pass
+ * finished untimed before each burst; how many prepares took a warm VF),
+ * and the UFM simulator at 50 / 200 ms: wall time, prepares/s and the SM add
+ * calls they took (self-clocking batches: one round trip idle, about two
+ * under a burst). Noop rows also print the CPU of ibvfd and of the bench's
+ * client threads per prepare and the CPU-bound ceiling they make:
+ * CPUs / (ibvfd + clients CPU per prepare). BENCH_SCALE=cold|warm runs one
+ * noop variant only, BENCH_SCALE_N=<n> one N only (a profile's run).
  */
 static void bench_scale(void)
 {
 	static const int ns[] = {1, 8, 64, 256, 1024};
-	static const int lat[] = {-1, 50, 200}; /* -1: noop */
+	static const int lat[] = {-1, -1, 50, 200}; /* -1: noop (cold, then warm) */
 	struct ufm_sim_opts so = {.user = "admin", .password = "bench"};
 	struct ufm_sim sim;
-	const char *miss = ufm_sim_missing();
+	const char *miss = ufm_sim_missing(), *only = getenv("BENCH_SCALE");
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	bool have_sim = false;
 	char err[512];
 
@@ -882,7 +894,8 @@ static void bench_scale(void)
 	       "SM adds", "SM lists", "RTs", "release ms", "fails", "load1");
 	if (!miss && !ufm_sim_start(&so, &sim, err, sizeof(err)))
 		have_sim = true;
-	for (size_t b = 0; b < 3; b++) {
+	for (size_t b = 0; b < sizeof(lat) / sizeof(lat[0]); b++) {
+		bool warm = b == 1;
 		const char *dir = NULL, *name = lat[b] < 0 ? noop_backend(&dir) : "ufm";
 		char bj[PATH_MAX + 256] = "{}", label[32];
 		struct lab l;
@@ -892,6 +905,8 @@ static void bench_scale(void)
 			continue;
 		}
 		if (lat[b] >= 0 && getenv("BENCH_NOOP_ONLY"))
+			continue;
+		if (lat[b] < 0 && only && strcmp(only, warm ? "warm" : "cold"))
 			continue;
 		if (lat[b] >= 0)
 			snprintf(bj, sizeof(bj),
@@ -903,6 +918,7 @@ static void bench_scale(void)
 			continue;
 		l.window_ms = 0;
 		l.periodic_s = 3600;
+		l.warm = warm;
 		if (getenv("BENCH_SYNC"))
 			snprintf(l.pool_sync, sizeof(l.pool_sync), "%s", getenv("BENCH_SYNC"));
 		if (getenv("BENCH_WORKERS")) /* daemon.workers (default 16) */
@@ -913,12 +929,22 @@ static void bench_scale(void)
 			ufm_sim_reset(&sim);
 		if (lab_start(&l, 60000) > 0) {
 			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
-				int fails, rf;
+				int fails, rf, n_warm = -1;
 				long c0, c1;
 				int64_t ms, rms;
 
-				if (quick && ns[k] > 256)
+				if ((quick && ns[k] > 256) ||
+				    (getenv("BENCH_SCALE_N") &&
+				     atoi(getenv("BENCH_SCALE_N")) != ns[k]))
 					continue;
+				if (warm) {
+					/* every VF warm (the released ones re-GUIDed): untimed */
+					int64_t w0 = ibvf_mono_ms();
+
+					warm_wait_ms(&l, 1024, 600000);
+					printf("   (warm pass before N=%d: %lld ms, not timed)\n",
+					       ns[k], (long long)(ibvf_mono_ms() - w0));
+				}
 				if (lat[b] >= 0) {
 					char cfg[64];
 
@@ -933,7 +959,7 @@ static void bench_scale(void)
 				double d0 = proc_cpu_ms(l.pid), b0 = self_cpu_ms();
 
 				ms = scale_burst_m(&l, ns[k], (int)k, false, NULL,
-						   lat[b] < 0 && ns[k] == 1024, &fails);
+						   lat[b] < 0 && ns[k] == 1024, &fails, &n_warm);
 				d0 = proc_cpu_ms(l.pid) - d0;
 				b0 = self_cpu_ms() - b0;
 				c1 = lat[b] >= 0 ? ufm_sim_calls(&sim, "add")
@@ -941,25 +967,35 @@ static void bench_scale(void)
 				/* prepare reads the new GUID's membership back first (issue 14) */
 				long lists = lat[b] >= 0 ? ufm_sim_calls(&sim, "list") : -1;
 				rms = scale_burst(&l, ns[k], (int)k, true, &rf);
-				snprintf(label, sizeof(label), "%s", name);
+				snprintf(label, sizeof(label), "%s%s", name, warm ? " warm" : "");
 				if (lat[b] >= 0)
 					snprintf(label, sizeof(label), "ufm sim %d ms", lat[b]);
 				char rts[16] = "-";
 
 				if (lat[b] > 0)
 					snprintf(rts, sizeof(rts), "%.2f", (double)ms / lat[b]);
+				double rate = ns[k] * 1000.0 / (double)(ms ? ms : 1);
+
 				printf("%-14s %6d %9lld %11.0f %9ld %9ld %8s %10lld %6d %6s\n",
-				       label, ns[k], (long long)ms,
-				       ns[k] * 1000.0 / (double)(ms ? ms : 1), c1, lists, rts,
+				       label, ns[k], (long long)ms, rate, c1, lists, rts,
 				       (long long)rms, fails + rf, loadavg());
-				if (lat[b] < 0)
+				if (lat[b] < 0) {
+					double per = (d0 + b0) / ns[k];
+
 					printf("   CPU of the %d prepares: ibvfd %.0f ms, the bench's "
-					       "clients %.0f ms, in %lld ms of wall on %ld CPUs\n",
-					       ns[k], d0, b0, (long long)ms,
-					       sysconf(_SC_NPROCESSORS_ONLN));
+					       "clients %.0f ms, in %lld ms of wall on %ld CPUs; %d of "
+					       "%d took a warm VF\n",
+					       ns[k], d0, b0, (long long)ms, ncpu, n_warm, ns[k]);
+					printf("   per prepare: ibvfd %.3f ms + clients %.3f ms = %.3f ms "
+					       "of CPU; CPU-bound ceiling %ld / %.3f ms = %.0f/s; "
+					       "measured %.0f/s = %.0f%% of it; target 5000/s\n",
+					       d0 / ns[k], b0 / ns[k], per, ncpu, per,
+					       per > 0 ? ncpu * 1000.0 / per : 0, rate,
+					       per > 0 ? 100.0 * rate * per / (ncpu * 1000.0) : 0);
+				}
 				fflush(stdout);
 			}
-			if (lat[b] < 0) {
+			if (lat[b] < 0 && !warm) {
 				const char *sy = getenv("BENCH_SYNC");
 
 				scale_floor(&l, quick ? 256 : 1024);
