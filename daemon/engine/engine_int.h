@@ -200,8 +200,9 @@ struct op {
 	/* progress */
 	int64_t deadline;
 	struct ibvf_alloc a;
-	bool created; /* this op allocated the record */
-	bool warm;    /* prepare: took a warm VF's GUID (no program step; warm_vf.c) */
+	bool created;  /* this op allocated the record */
+	bool sm_asked; /* prepare: this op submitted its SM add (rollback removes it) */
+	bool warm;     /* prepare: took a warm VF's GUID (no program step; warm_vf.c) */
 	struct ibvf_attach_vf vf;
 	struct ibvf_port_result port;
 	bool expecting;	     /* counted in the batcher's expected requests */

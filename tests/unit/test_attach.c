@@ -510,11 +510,13 @@ static void test_prepare_commit_release(void **state)
 
 	assert_int_equal(f->code[0], 0);
 	/*
-	 * the store writes crash safety needs (issue 17): allocated (before the
-	 * VF or the SM sees the GUID), sm_requested (before the SM does),
-	 * port_ready (the answer); commit adds handed
+	 * the store writes crash safety needs (issue 17): the allocation, at
+	 * sm_requested (before the VF or the SM sees the GUID), port_ready (the
+	 * answer); commit adds handed
 	 */
-	assert_int_equal(__atomic_load_n(&store_commits, __ATOMIC_SEQ_CST) - commits, 3);
+	assert_int_equal(__atomic_load_n(&store_commits, __ATOMIC_SEQ_CST) - commits, 2);
+	assert_int_equal(ibvf_pool_find_owner(f->pool, "c1", "net1", &a, NULL, 0), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_PORT_READY);
 	g = guid_of(r);
 	assert_true(g >= RANGE_START && g <= RANGE_END);
 	/* the add carried its owner (SM ABI 2 add_members_owned(); the cluster backend's etcd) */
@@ -599,6 +601,9 @@ static void test_rollback_program(void **state)
 	expect_error(f, IBVF_RPC_VF_ERROR, "program");
 	assert_non_null(strstr(f->msg[0], "does not support VF GUIDs"));
 	assert_clean(f, 1);
+	/* stored at sm_requested from the allocation on, but the SM was never asked */
+	assert_int_equal(f->ctl->remove_calls, 0);
+	assert_int_equal(f->ctl->add_calls, 0);
 }
 
 static void test_rollback_sm(void **state)
@@ -2037,10 +2042,9 @@ static void assert_timing(json_t *r, const char *const *want)
 static void test_timing(void **state)
 {
 	static const char *const prep[] = {
-		"queue",    "vf_lookup",  "store_read",		"store_allocate",
-		"sm_check", "vf_program", "store_sm_requested", "sm_add_wait",
-		"sm_add",   "port_wait",  "store_port_ready",	"reply_queue",
-		NULL};
+		"queue",     "vf_lookup",	 "store_read",	"store_allocate",
+		"sm_check",  "vf_program",	 "sm_add_wait", "sm_add",
+		"port_wait", "store_port_ready", "reply_queue", NULL};
 	static const char *const commit[] = {"queue", "store_read", "store_handed", NULL};
 	static const char *const release[] = {"queue",		"store_read",	 "store_releasing",
 					      "sm_remove_wait", "sm_remove",	 "sm_verify",
