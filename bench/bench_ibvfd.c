@@ -31,6 +31,7 @@
  *
  * Prints numbers and ratios; asserts nothing (timings are not tests).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -519,6 +520,7 @@ struct scale_arg {
 	struct ibvf_rpc_error re;
 	json_t *timing;	  /* the reply's "timing" (prepare) */
 	double client_ms; /* barrier to reply, as the client saw it */
+	double done_ms;	  /* CLOCK_MONOTONIC ms when the reply came */
 	int64_t t_bar;	  /* ms: when the burst started (the barrier) */
 };
 
@@ -540,7 +542,8 @@ static void *scale_one(void *p)
 		a->ret = lab_release(a->l, cid);
 	else
 		a->ret = lab_prepare(a->l, cid, a->i, "0x00a6", &res, &a->re);
-	a->client_ms = now_ms_f() - t0;
+	a->done_ms = now_ms_f();
+	a->client_ms = a->done_ms - t0;
 	if (res)
 		a->timing = json_incref(json_object_get(res, "timing"));
 	json_decref(res);
@@ -597,8 +600,98 @@ static void print_breakdown(struct scale_arg *a, int n)
 }
 
 /*
+ * The CPU use over a burst: every STEP_MS, the CPU time so far of ibvfd
+ * (the sum of its threads' /proc/PID/task/TID/schedstat, ns) and of this
+ * process (the clients; getrusage), so a timeline shows the steps in which
+ * less than every CPU was busy.
+ */
+#define STEP_MS	  20
+#define MAX_STEPS 256
+
+struct cpu_sampler {
+	pid_t pid;
+	int stop, n;
+	pthread_t th;
+	double t[MAX_STEPS], d[MAX_STEPS], c[MAX_STEPS];
+};
+
+static double self_cpu_ms(void);
+
+/* CPU time of every thread of @pid so far, ms (schedstat: ns resolution). */
+static double threads_cpu_ms(pid_t pid)
+{
+	char path[96];
+	struct dirent *de;
+	double ms = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		unsigned long long ns = 0;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/schedstat", (int)pid, de->d_name);
+		f = fopen(path, "r");
+		if (f && fscanf(f, "%llu", &ns) == 1)
+			ms += (double)ns / 1e6;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return ms;
+}
+
+static void *sampler_run(void *p)
+{
+	struct cpu_sampler *cs = p;
+
+	while (!__atomic_load_n(&cs->stop, __ATOMIC_ACQUIRE) && cs->n < MAX_STEPS) {
+		cs->t[cs->n] = now_ms_f();
+		cs->d[cs->n] = threads_cpu_ms(cs->pid);
+		cs->c[cs->n] = self_cpu_ms();
+		cs->n++;
+		usleep(STEP_MS * 1000);
+	}
+	return NULL;
+}
+
+/*
+ * The timeline of a burst that started at @t0 (CLOCK_MONOTONIC ms): per
+ * STEP_MS step, the CPUs ibvfd and the clients used (of @ncpu) and the
+ * replies that came in it.
+ */
+static void print_timeline(struct cpu_sampler *cs, struct scale_arg *a, int n, double t0)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	char line[4096];
+	size_t k = 0;
+
+	printf("   timeline in %d ms steps from the burst's start: CPUs busy (ibvfd + clients, of "
+	       "%ld) / replies in the step:\n   ",
+	       STEP_MS, ncpu);
+	for (int i = 1; i < cs->n && k < sizeof(line) - 32; i++) {
+		double dt = cs->t[i] - cs->t[i - 1];
+		double busy =
+			dt > 0 ? ((cs->d[i] - cs->d[i - 1]) + (cs->c[i] - cs->c[i - 1])) / dt : 0;
+		int got = 0;
+
+		for (int j = 0; j < n; j++)
+			got += a[j].done_ms > cs->t[i - 1] && a[j].done_ms <= cs->t[i];
+		k += (size_t)snprintf(line + k, sizeof(line) - k, " %.0f-%.0f:%.1f/%d",
+				      cs->t[i - 1] - t0, cs->t[i] - t0, busy, got);
+	}
+	printf("%s\n", line);
+}
+
+/*
  * @n concurrent clients, one prepare (or release, or @method) each on its
- * own VF; wall ms. @breakdown: print the prepares' per-step breakdown.
+ * own VF; wall ms. @breakdown: print the prepares' per-step breakdown and
+ * the burst's CPU timeline.
  */
 static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, const char *method,
 			     bool breakdown, int *fails, int *warm)
@@ -607,7 +700,9 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 	pthread_t *th = calloc((size_t)n, sizeof(*th));
 	pthread_barrier_t bar;
 	pthread_attr_t attr;
+	struct cpu_sampler *cs = NULL;
 	int64_t t0;
+	double tf = 0;
 
 	pthread_barrier_init(&bar, NULL, (unsigned)n + 1);
 	pthread_attr_init(&attr);
@@ -623,8 +718,19 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 		pthread_create(&th[i], &attr, scale_one, &a[i]);
 	}
 	pthread_attr_destroy(&attr);
+	if (breakdown) {
+		cs = calloc(1, sizeof(*cs));
+		if (cs) {
+			cs->pid = l->pid;
+			if (pthread_create(&cs->th, NULL, sampler_run, cs)) {
+				free(cs);
+				cs = NULL;
+			}
+		}
+	}
 	pthread_barrier_wait(&bar);
 	t0 = ibvf_mono_ms();
+	tf = now_ms_f();
 	*fails = 0;
 	for (int i = 0; i < n; i++) {
 		pthread_join(th[i], NULL);
@@ -642,8 +748,15 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 			*warm += !a[i].ret && a[i].timing &&
 				 !json_object_get(a[i].timing, "store_allocate") &&
 				 !json_object_get(a[i].timing, "vf_program");
+	if (cs) {
+		__atomic_store_n(&cs->stop, 1, __ATOMIC_RELEASE);
+		pthread_join(cs->th, NULL);
+	}
 	if (breakdown)
 		print_breakdown(a, n);
+	if (cs)
+		print_timeline(cs, a, n, tf);
+	free(cs);
 	for (int i = 0; i < n; i++)
 		json_decref(a[i].timing);
 	pthread_barrier_destroy(&bar);
