@@ -31,6 +31,7 @@
  *
  * Prints numbers and ratios; asserts nothing (timings are not tests).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -477,12 +478,11 @@ static void bench_burst(void)
 			       "%s\n",
 			       line);
 			printf("  prepare timing medians (ms): total %.1f queue %.1f store_allocate %.1f "
-			       "sm_check %.1f store_sm_requested %.1f sm_add_wait %.1f sm_add %.1f "
+			       "sm_check %.1f sm_add_wait %.1f sm_add %.1f "
 			       "port_wait %.1f store_port_ready %.1f reply_queue %.1f\n",
 			       step_median(a, N_BURST, "total"), step_median(a, N_BURST, "queue"),
 			       step_median(a, N_BURST, "store_allocate"),
 			       step_median(a, N_BURST, "sm_check"),
-			       step_median(a, N_BURST, "store_sm_requested"),
 			       step_median(a, N_BURST, "sm_add_wait"),
 			       step_median(a, N_BURST, "sm_add"),
 			       step_median(a, N_BURST, "port_wait"),
@@ -520,6 +520,7 @@ struct scale_arg {
 	struct ibvf_rpc_error re;
 	json_t *timing;	  /* the reply's "timing" (prepare) */
 	double client_ms; /* barrier to reply, as the client saw it */
+	double done_ms;	  /* CLOCK_MONOTONIC ms when the reply came */
 	int64_t t_bar;	  /* ms: when the burst started (the barrier) */
 };
 
@@ -541,7 +542,8 @@ static void *scale_one(void *p)
 		a->ret = lab_release(a->l, cid);
 	else
 		a->ret = lab_prepare(a->l, cid, a->i, "0x00a6", &res, &a->re);
-	a->client_ms = now_ms_f() - t0;
+	a->done_ms = now_ms_f();
+	a->client_ms = a->done_ms - t0;
 	if (res)
 		a->timing = json_incref(json_object_get(res, "timing"));
 	json_decref(res);
@@ -598,17 +600,109 @@ static void print_breakdown(struct scale_arg *a, int n)
 }
 
 /*
+ * The CPU use over a burst: every STEP_MS, the CPU time so far of ibvfd
+ * (the sum of its threads' /proc/PID/task/TID/schedstat, ns) and of this
+ * process (the clients; getrusage), so a timeline shows the steps in which
+ * less than every CPU was busy.
+ */
+#define STEP_MS	  20
+#define MAX_STEPS 256
+
+struct cpu_sampler {
+	pid_t pid;
+	int stop, n;
+	pthread_t th;
+	double t[MAX_STEPS], d[MAX_STEPS], c[MAX_STEPS];
+};
+
+static double self_cpu_ms(void);
+
+/* CPU time of every thread of @pid so far, ms (schedstat: ns resolution). */
+static double threads_cpu_ms(pid_t pid)
+{
+	char path[96];
+	struct dirent *de;
+	double ms = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		unsigned long long ns = 0;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/schedstat", (int)pid, de->d_name);
+		f = fopen(path, "r");
+		if (f && fscanf(f, "%llu", &ns) == 1)
+			ms += (double)ns / 1e6;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return ms;
+}
+
+static void *sampler_run(void *p)
+{
+	struct cpu_sampler *cs = p;
+
+	while (!__atomic_load_n(&cs->stop, __ATOMIC_ACQUIRE) && cs->n < MAX_STEPS) {
+		cs->t[cs->n] = now_ms_f();
+		cs->d[cs->n] = threads_cpu_ms(cs->pid);
+		cs->c[cs->n] = self_cpu_ms();
+		cs->n++;
+		usleep(STEP_MS * 1000);
+	}
+	return NULL;
+}
+
+/*
+ * The timeline of a burst that started at @t0 (CLOCK_MONOTONIC ms): per
+ * STEP_MS step, the CPUs ibvfd and the clients used (of @ncpu) and the
+ * replies that came in it.
+ */
+static void print_timeline(struct cpu_sampler *cs, struct scale_arg *a, int n, double t0)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	char line[4096];
+	size_t k = 0;
+
+	printf("   timeline in %d ms steps from the burst's start: CPUs busy (ibvfd + clients, of "
+	       "%ld) / replies in the step:\n   ",
+	       STEP_MS, ncpu);
+	for (int i = 1; i < cs->n && k < sizeof(line) - 32; i++) {
+		double dt = cs->t[i] - cs->t[i - 1];
+		double busy =
+			dt > 0 ? ((cs->d[i] - cs->d[i - 1]) + (cs->c[i] - cs->c[i - 1])) / dt : 0;
+		int got = 0;
+
+		for (int j = 0; j < n; j++)
+			got += a[j].done_ms > cs->t[i - 1] && a[j].done_ms <= cs->t[i];
+		k += (size_t)snprintf(line + k, sizeof(line) - k, " %.0f-%.0f:%.1f/%d",
+				      cs->t[i - 1] - t0, cs->t[i] - t0, busy, got);
+	}
+	printf("%s\n", line);
+}
+
+/*
  * @n concurrent clients, one prepare (or release, or @method) each on its
- * own VF; wall ms. @breakdown: print the prepares' per-step breakdown.
+ * own VF; wall ms. @breakdown: print the prepares' per-step breakdown and
+ * the burst's CPU timeline.
  */
 static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, const char *method,
-			     bool breakdown, int *fails)
+			     bool breakdown, int *fails, int *warm)
 {
 	struct scale_arg *a = calloc((size_t)n, sizeof(*a));
 	pthread_t *th = calloc((size_t)n, sizeof(*th));
 	pthread_barrier_t bar;
 	pthread_attr_t attr;
+	struct cpu_sampler *cs = NULL;
 	int64_t t0;
+	double tf = 0;
 
 	pthread_barrier_init(&bar, NULL, (unsigned)n + 1);
 	pthread_attr_init(&attr);
@@ -624,8 +718,19 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 		pthread_create(&th[i], &attr, scale_one, &a[i]);
 	}
 	pthread_attr_destroy(&attr);
+	if (breakdown) {
+		cs = calloc(1, sizeof(*cs));
+		if (cs) {
+			cs->pid = l->pid;
+			if (pthread_create(&cs->th, NULL, sampler_run, cs)) {
+				free(cs);
+				cs = NULL;
+			}
+		}
+	}
 	pthread_barrier_wait(&bar);
 	t0 = ibvf_mono_ms();
+	tf = now_ms_f();
 	*fails = 0;
 	for (int i = 0; i < n; i++) {
 		pthread_join(th[i], NULL);
@@ -638,8 +743,20 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 		*fails += a[i].ret != 0;
 	}
 	t0 = ibvf_mono_ms() - t0;
+	if (warm) /* a warm prepare neither allocates nor programs the VF (attach.c) */
+		for (int i = *warm = 0; i < n; i++)
+			*warm += !a[i].ret && a[i].timing &&
+				 !json_object_get(a[i].timing, "store_allocate") &&
+				 !json_object_get(a[i].timing, "vf_program");
+	if (cs) {
+		__atomic_store_n(&cs->stop, 1, __ATOMIC_RELEASE);
+		pthread_join(cs->th, NULL);
+	}
 	if (breakdown)
 		print_breakdown(a, n);
+	if (cs)
+		print_timeline(cs, a, n, tf);
+	free(cs);
 	for (int i = 0; i < n; i++)
 		json_decref(a[i].timing);
 	pthread_barrier_destroy(&bar);
@@ -650,18 +767,22 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 
 static int64_t scale_burst(struct lab *l, int n, int round, bool release, int *fails)
 {
-	return scale_burst_m(l, n, round, release, NULL, false, fails);
+	return scale_burst_m(l, n, round, release, NULL, false, fails, NULL);
 }
 
-/* CPU time (user + system) of process @pid so far, ms; -1 if unknown. */
-static double proc_cpu_ms(pid_t pid)
+/* CPU time (user + system) of thread @tid of process @pid so far (@tid 0: the whole process), ms;
+ * -1 if unknown. */
+static double task_cpu_ms(pid_t pid, pid_t tid)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long ut = 0, st = 0;
 	FILE *f;
 	int ok = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -670,6 +791,12 @@ static double proc_cpu_ms(pid_t pid)
 			    &st) == 2;
 	fclose(f);
 	return ok ? (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK) : -1;
+}
+
+/* CPU time of process @pid so far, ms; -1 if unknown. */
+static double proc_cpu_ms(pid_t pid)
+{
+	return task_cpu_ms(pid, 0);
 }
 
 /* CPU time of this process (the bench's client threads), ms. */
@@ -764,15 +891,14 @@ static void *store_one(void *arg)
 		rq.pci = lab_pci(i, pci);
 		rq.pkeys = &pk;
 		rq.n_pkeys = 1;
-		/* store_read, store_allocate, store_sm_requested, store_port_ready */
+		/* store_read, store_allocate (at sm_requested: attach.c), store_port_ready */
+		rq.state = IBVF_ALLOC_SM_REQUESTED;
 		if (ibvf_pool_find_owner(a->p, rq.owner.container_id, "net1", &cur, err,
 					 sizeof(err)) != -ENOENT ||
 		    ibvf_pool_allocate(a->p, &rq, &out, err, sizeof(err))) {
 			a->fails++;
 			continue;
 		}
-		out.state = IBVF_ALLOC_SM_REQUESTED;
-		a->fails += ibvf_pool_update(a->p, &out, err, sizeof(err)) != 0;
 		out.state = IBVF_ALLOC_PORT_READY;
 		a->fails += ibvf_pool_update(a->p, &out, err, sizeof(err)) != 0;
 	}
@@ -781,9 +907,9 @@ static void *store_one(void *arg)
 
 /*
  * The store's own rate: the store calls of @n prepares (one read, the
- * allocation, two state writes), from @threads threads (the daemon's worker
- * count) on a fresh pool with the daemon's sync setting; no daemon. Prints
- * prepares' store sets per second.
+ * allocation at sm_requested, one state write: port_ready), from @threads threads (the daemon's
+ * worker count) on a fresh pool with the daemon's sync setting; no daemon. Prints prepares' store
+ * sets per second.
  */
 static void store_floor(int n, int threads, bool sync_full)
 {
@@ -843,7 +969,7 @@ static void scale_floor(struct lab *l, int n)
 	for (int r = 0; r < 2; r++) {
 		int fails, full = backlog_overflows(l, n);
 		double d0 = proc_cpu_ms(l->pid), b0 = self_cpu_ms();
-		int64_t ms = scale_burst_m(l, n, 100 + r, false, "bench.ping", false, &fails);
+		int64_t ms = scale_burst_m(l, n, 100 + r, false, "bench.ping", false, &fails, NULL);
 
 		d0 = proc_cpu_ms(l->pid) - d0;
 		b0 = self_cpu_ms() - b0;
@@ -861,17 +987,24 @@ static void scale_floor(struct lab *l, int n)
 
 /*
  * Cost growth (issue 17): N = 1, 8, 64, 256, 1024 concurrent prepares on
- * fake VFs, noop SM and the UFM simulator at 50 / 200 ms: wall time,
- * prepares/s and the SM add calls they took (self-clocking batches: one
- * round trip idle, about two under a burst).
+ * fake VFs, noop SM cold (vf.warm off, the fake driver's default) and warm
+ * (vf.warm on, the netlink driver's default: 1,024 warm VFs, the warm pass
+ * finished untimed before each burst; how many prepares took a warm VF),
+ * and the UFM simulator at 50 / 200 ms: wall time, prepares/s and the SM add
+ * calls they took (self-clocking batches: one round trip idle, about two
+ * under a burst). Noop rows also print the CPU of ibvfd and of the bench's
+ * client threads per prepare and the CPU-bound ceiling they make:
+ * CPUs / (ibvfd + clients CPU per prepare). BENCH_SCALE=cold|warm runs one
+ * noop variant only, BENCH_SCALE_N=<n> one N only (a profile's run).
  */
 static void bench_scale(void)
 {
 	static const int ns[] = {1, 8, 64, 256, 1024};
-	static const int lat[] = {-1, 50, 200}; /* -1: noop */
+	static const int lat[] = {-1, -1, 50, 200}; /* -1: noop (cold, then warm) */
 	struct ufm_sim_opts so = {.user = "admin", .password = "bench"};
 	struct ufm_sim sim;
-	const char *miss = ufm_sim_missing();
+	const char *miss = ufm_sim_missing(), *only = getenv("BENCH_SCALE");
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	bool have_sim = false;
 	char err[512];
 
@@ -882,7 +1015,8 @@ static void bench_scale(void)
 	       "SM adds", "SM lists", "RTs", "release ms", "fails", "load1");
 	if (!miss && !ufm_sim_start(&so, &sim, err, sizeof(err)))
 		have_sim = true;
-	for (size_t b = 0; b < 3; b++) {
+	for (size_t b = 0; b < sizeof(lat) / sizeof(lat[0]); b++) {
+		bool warm = b == 1;
 		const char *dir = NULL, *name = lat[b] < 0 ? noop_backend(&dir) : "ufm";
 		char bj[PATH_MAX + 256] = "{}", label[32];
 		struct lab l;
@@ -892,6 +1026,8 @@ static void bench_scale(void)
 			continue;
 		}
 		if (lat[b] >= 0 && getenv("BENCH_NOOP_ONLY"))
+			continue;
+		if (lat[b] < 0 && only && strcmp(only, warm ? "warm" : "cold"))
 			continue;
 		if (lat[b] >= 0)
 			snprintf(bj, sizeof(bj),
@@ -903,6 +1039,7 @@ static void bench_scale(void)
 			continue;
 		l.window_ms = 0;
 		l.periodic_s = 3600;
+		l.warm = warm;
 		if (getenv("BENCH_SYNC"))
 			snprintf(l.pool_sync, sizeof(l.pool_sync), "%s", getenv("BENCH_SYNC"));
 		if (getenv("BENCH_WORKERS")) /* daemon.workers (default 16) */
@@ -913,12 +1050,22 @@ static void bench_scale(void)
 			ufm_sim_reset(&sim);
 		if (lab_start(&l, 60000) > 0) {
 			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
-				int fails, rf;
+				int fails, rf, n_warm = -1;
 				long c0, c1;
 				int64_t ms, rms;
 
-				if (quick && ns[k] > 256)
+				if ((quick && ns[k] > 256) ||
+				    (getenv("BENCH_SCALE_N") &&
+				     atoi(getenv("BENCH_SCALE_N")) != ns[k]))
 					continue;
+				if (warm) {
+					/* every VF warm (the released ones re-GUIDed): untimed */
+					int64_t w0 = ibvf_mono_ms();
+
+					warm_wait_ms(&l, 1024, 600000);
+					printf("   (warm pass before N=%d: %lld ms, not timed)\n",
+					       ns[k], (long long)(ibvf_mono_ms() - w0));
+				}
 				if (lat[b] >= 0) {
 					char cfg[64];
 
@@ -930,36 +1077,54 @@ static void bench_scale(void)
 				} else {
 					c0 = daemon_sm_calls(&l);
 				}
-				double d0 = proc_cpu_ms(l.pid), b0 = self_cpu_ms();
+				/* ibvfd's main thread is its event loop (one thread: a serial part)
+				 */
+				double d0 = proc_cpu_ms(l.pid), b0 = self_cpu_ms(),
+				       l0 = task_cpu_ms(l.pid, l.pid);
 
 				ms = scale_burst_m(&l, ns[k], (int)k, false, NULL,
-						   lat[b] < 0 && ns[k] == 1024, &fails);
+						   lat[b] < 0 && ns[k] == 1024, &fails, &n_warm);
 				d0 = proc_cpu_ms(l.pid) - d0;
 				b0 = self_cpu_ms() - b0;
+				l0 = task_cpu_ms(l.pid, l.pid) - l0;
 				c1 = lat[b] >= 0 ? ufm_sim_calls(&sim, "add")
 						 : daemon_sm_calls(&l) - c0;
 				/* prepare reads the new GUID's membership back first (issue 14) */
 				long lists = lat[b] >= 0 ? ufm_sim_calls(&sim, "list") : -1;
 				rms = scale_burst(&l, ns[k], (int)k, true, &rf);
-				snprintf(label, sizeof(label), "%s", name);
+				snprintf(label, sizeof(label), "%s%s", name, warm ? " warm" : "");
 				if (lat[b] >= 0)
 					snprintf(label, sizeof(label), "ufm sim %d ms", lat[b]);
 				char rts[16] = "-";
 
 				if (lat[b] > 0)
 					snprintf(rts, sizeof(rts), "%.2f", (double)ms / lat[b]);
+				double rate = ns[k] * 1000.0 / (double)(ms ? ms : 1);
+
 				printf("%-14s %6d %9lld %11.0f %9ld %9ld %8s %10lld %6d %6s\n",
-				       label, ns[k], (long long)ms,
-				       ns[k] * 1000.0 / (double)(ms ? ms : 1), c1, lists, rts,
+				       label, ns[k], (long long)ms, rate, c1, lists, rts,
 				       (long long)rms, fails + rf, loadavg());
-				if (lat[b] < 0)
+				if (lat[b] < 0) {
+					double per = (d0 + b0) / ns[k];
+
 					printf("   CPU of the %d prepares: ibvfd %.0f ms, the bench's "
-					       "clients %.0f ms, in %lld ms of wall on %ld CPUs\n",
-					       ns[k], d0, b0, (long long)ms,
-					       sysconf(_SC_NPROCESSORS_ONLN));
+					       "clients %.0f ms, in %lld ms of wall on %ld CPUs; %d of "
+					       "%d took a warm VF\n",
+					       ns[k], d0, b0, (long long)ms, ncpu, n_warm, ns[k]);
+					printf("   per prepare: ibvfd %.3f ms + clients %.3f ms = %.3f ms "
+					       "of CPU; CPU-bound ceiling %ld / %.3f ms = %.0f/s; "
+					       "measured %.0f/s = %.0f%% of it; target 5000/s\n",
+					       d0 / ns[k], b0 / ns[k], per, ncpu, per,
+					       per > 0 ? ncpu * 1000.0 / per : 0, rate,
+					       per > 0 ? 100.0 * rate * per / (ncpu * 1000.0) : 0);
+					printf("   of ibvfd's: its event loop thread %.3f ms per prepare "
+					       "(one thread: at most %.0f/s), the other threads %.3f ms\n",
+					       l0 / ns[k], l0 > 0 ? ns[k] * 1000.0 / l0 : 0,
+					       (d0 - l0) / ns[k]);
+				}
 				fflush(stdout);
 			}
-			if (lat[b] < 0) {
+			if (lat[b] < 0 && !warm) {
 				const char *sy = getenv("BENCH_SYNC");
 
 				scale_floor(&l, quick ? 256 : 1024);

@@ -351,8 +351,9 @@ static void rollback(struct op *op)
 
 	if (!op->created)
 		return;
-	ret = eng_undo(e, &op->a, op->a.state >= IBVF_ALLOC_SM_REQUESTED, &pending, err,
-		       sizeof(err));
+	/* the SM removal only when this op asked the SM (submit_sm()): its record is
+	 * at sm_requested from the allocation (or a warm VF's take) on, before that */
+	ret = eng_undo(e, &op->a, op->sm_asked, &pending, err, sizeof(err));
 	if (ret) {
 		size_t l = strlen(op->msg);
 
@@ -469,6 +470,7 @@ static void submit_sm(struct op *op, enum ibvf_sm_req_kind kind)
 	int ret;
 
 	sm_owner_text(&op->a.owner, owner, sizeof(owner));
+	op->sm_asked = true;
 	op->phase = PH_SM_DONE;
 	op->sm_status = 0;
 	op->sm_pending = (int)n;
@@ -707,6 +709,14 @@ static int prepare_allocate(struct op *op)
 	req.prev_link_state = op->vf.link_state;
 	/* a GUID the SM check just skipped is not given back to this owner again */
 	req.no_owner_return = op->check_tries > 0;
+	/*
+	 * Stored at sm_requested at once: recovery then asks the SM to remove it
+	 * (harmless before the add: a removal of a GUID the SM never had changes
+	 * nothing) and resets the VF when it carries the GUID, as for a record left
+	 * after the program step. One store write less per prepare (issue 17): the
+	 * record is durable before the VF and the SM see the GUID, as before.
+	 */
+	req.state = IBVF_ALLOC_SM_REQUESTED;
 	ret = cluster_reserve(op, &req, &reserve, &reserve_arg);
 	if (ret)
 		return ret;
@@ -917,8 +927,8 @@ static bool prepare_checked(struct op *op)
 			return request_listing(op, PH_SM_CHECK) || prepare_checked(op);
 		}
 	}
-	/* sm_requested: persisted before the SM sees the GUID */
-	if (prepare_program(op) || store_state(op, IBVF_ALLOC_SM_REQUESTED)) {
+	/* sm_requested: persisted with the allocation, before the VF and the SM see the GUID */
+	if (prepare_program(op)) {
 		rollback(op);
 		return false;
 	}

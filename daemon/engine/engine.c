@@ -127,12 +127,61 @@ static bool keys_conflict(const struct keyhold *a, const struct keyhold *b)
 	       (a->pci[0] && !strcmp(a->pci, b->pci));
 }
 
+unsigned eng_key_bucket(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h & (ENG_KEY_BUCKETS - 1);
+}
+
+/*
+ * Under e->lock: is a key of @k held? One bucket per key, not every running
+ * op (a burst of N prepares was O(N^2) strcmp() on the loop thread).
+ */
+static bool keys_held(struct ibvf_engine *e, const struct keyhold *k)
+{
+	if (k->owner[0])
+		for (struct keyhold *h = e->held_owner[eng_key_bucket(k->owner)]; h; h = h->o_next)
+			if (!strcmp(h->owner, k->owner))
+				return true;
+	if (k->pci[0])
+		for (struct keyhold *h = e->held_pci[eng_key_bucket(k->pci)]; h; h = h->p_next)
+			if (!strcmp(h->pci, k->pci))
+				return true;
+	return false;
+}
+
+/* Under e->lock: @k's keys are held now. */
+static void hold_keys(struct ibvf_engine *e, struct keyhold *k)
+{
+	k->o_pprev = k->p_pprev = NULL;
+	if (k->owner[0]) {
+		struct keyhold **b = &e->held_owner[eng_key_bucket(k->owner)];
+
+		k->o_next = *b;
+		if (*b)
+			(*b)->o_pprev = &k->o_next;
+		*b = k;
+		k->o_pprev = b;
+	}
+	if (k->pci[0]) {
+		struct keyhold **b = &e->held_pci[eng_key_bucket(k->pci)];
+
+		k->p_next = *b;
+		if (*b)
+			(*b)->p_pprev = &k->p_next;
+		*b = k;
+		k->p_pprev = b;
+	}
+}
+
 /* Under e->lock. */
 static bool keys_free(struct ibvf_engine *e, const struct keyhold *k, const struct op *upto)
 {
-	for (struct keyhold *h = e->held; h; h = h->next)
-		if (keys_conflict(h, k))
-			return false;
+	if (keys_held(e, k))
+		return false;
 	/* FIFO: do not overtake an earlier waiting op on the same key */
 	for (struct op *w = e->waiting; w && w != upto; w = w->next)
 		if (keys_conflict(&w->keys, k))
@@ -146,23 +195,30 @@ bool eng_try_keys(struct ibvf_engine *e, struct keyhold *k)
 
 	pthread_mutex_lock(&e->lock);
 	ok = keys_free(e, k, NULL);
-	if (ok) {
-		k->next = e->held;
-		e->held = k;
-	}
+	if (ok)
+		hold_keys(e, k);
 	pthread_mutex_unlock(&e->lock);
 	return ok;
 }
 
 static void kick_waiting(void *arg);
 
+/* Under e->lock: drop @k's keys (held by hold_keys()); O(1). */
 static void unlink_keys(struct ibvf_engine *e, struct keyhold *k)
 {
-	for (struct keyhold **pp = &e->held; *pp; pp = &(*pp)->next)
-		if (*pp == k) {
-			*pp = k->next;
-			break;
-		}
+	(void)e;
+	if (k->o_pprev) {
+		*k->o_pprev = k->o_next;
+		if (k->o_next)
+			k->o_next->o_pprev = k->o_pprev;
+		k->o_pprev = NULL;
+	}
+	if (k->p_pprev) {
+		*k->p_pprev = k->p_next;
+		if (k->p_next)
+			k->p_next->p_pprev = k->p_pprev;
+		k->p_pprev = NULL;
+	}
 }
 
 void eng_drop_keys(struct ibvf_engine *e, struct keyhold *k)
@@ -212,8 +268,7 @@ static void kick_waiting(void *arg)
 		if (keys_free(e, &op->keys, op)) {
 			*pp = op->next;
 			op->next = NULL;
-			op->keys.next = e->held;
-			e->held = &op->keys;
+			hold_keys(e, &op->keys);
 			op->holds_keys = true;
 			*tail = op;
 			tail = &op->next;
@@ -437,8 +492,7 @@ static bool take_or_wait(struct op *op)
 	struct op **pp = &e->waiting;
 
 	if (keys_free(e, &op->keys, NULL)) {
-		op->keys.next = e->held;
-		e->held = &op->keys;
+		hold_keys(e, &op->keys);
 		op->holds_keys = true;
 		return true;
 	}

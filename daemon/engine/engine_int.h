@@ -25,8 +25,12 @@
 struct keyhold {
 	char owner[160]; /* container_id '/' ifname, "" = none */
 	char pci[32];	 /* "" = none */
-	struct keyhold *next;
+	/* while held: its chains in the engine's key tables (engine.c), under e->lock */
+	struct keyhold *o_next, **o_pprev, *p_next, **p_pprev;
 };
+
+/* Buckets of each key table (owner, VF): a power of two. */
+#define ENG_KEY_BUCKETS 1024
 
 struct ibvf_engine {
 	struct ibvf_loop *loop;
@@ -59,8 +63,9 @@ struct ibvf_engine {
 	uint64_t parked_guid;
 	char cni_cache_dir[PATH_MAX]; /* daemon.cni_cache_dir */
 	enum ibvf_reconcile_mode reconcile;
-	struct keyhold *held; /* keys of running operations */
-	struct op *waiting;   /* operations waiting for a key (FIFO) */
+	/* keys of running operations, hashed by owner and by VF (engine.c) */
+	struct keyhold *held_owner[ENG_KEY_BUCKETS], *held_pci[ENG_KEY_BUCKETS];
+	struct op *waiting; /* operations waiting for a key (FIFO) */
 	bool sm_ok;
 	int sm_errno; /* last validate()'s error (negative), 0 when it passed */
 	char sm_desc[128];
@@ -195,8 +200,9 @@ struct op {
 	/* progress */
 	int64_t deadline;
 	struct ibvf_alloc a;
-	bool created; /* this op allocated the record */
-	bool warm;    /* prepare: took a warm VF's GUID (no program step; warm_vf.c) */
+	bool created;  /* this op allocated the record */
+	bool sm_asked; /* prepare: this op submitted its SM add (rollback removes it) */
+	bool warm;     /* prepare: took a warm VF's GUID (no program step; warm_vf.c) */
 	struct ibvf_attach_vf vf;
 	struct ibvf_port_result port;
 	bool expecting;	     /* counted in the batcher's expected requests */
@@ -228,6 +234,13 @@ struct op {
 /* ---- engine.c ---- */
 
 /** Try to take @k's keys (worker threads); false when a running op holds one. */
+/**
+ * eng_key_bucket() - the bucket of key @s (an owner key "container_id/ifname"
+ * or a PCI address) in the engine's key tables: FNV-1a (32 bit) of its bytes
+ * masked to ENG_KEY_BUCKETS. Exported for the unit test that makes keys share
+ * a bucket (tests/unit/test_attach.c).
+ */
+unsigned eng_key_bucket(const char *s);
 bool eng_try_keys(struct ibvf_engine *e, struct keyhold *k);
 /** Give them back and let waiting operations start. */
 void eng_drop_keys(struct ibvf_engine *e, struct keyhold *k);

@@ -1640,6 +1640,9 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 	if (req->n_pkeys > IBVF_POOL_MAX_PKEYS)
 		return ibvf_errf(err, errlen, -EINVAL, "at most %d PKeys per owner",
 				 IBVF_POOL_MAX_PKEYS);
+	if (req->state != IBVF_ALLOC_ALLOCATED && req->state != IBVF_ALLOC_SM_REQUESTED)
+		return ibvf_errf(err, errlen, -EINVAL, "a new record cannot start at state %d",
+				 (int)req->state);
 	ret = get_one(p, "container_id = ?1 AND ifname = ?2 AND state != 7",
 		      req->owner.container_id, req->owner.ifname, 0, a, err, errlen);
 	if (ret == 0) {
@@ -1670,7 +1673,7 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 		return ret;
 	memset(a, 0, sizeof(*a));
 	a->guid = g;
-	a->state = IBVF_ALLOC_ALLOCATED;
+	a->state = req->state;
 	a->owner = req->owner;
 	snprintf(a->pf, sizeof(a->pf), "%s", req->pf ? req->pf : "");
 	snprintf(a->pci, sizeof(a->pci), "%s", req->pci ? req->pci : "");

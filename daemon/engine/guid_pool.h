@@ -119,6 +119,10 @@ struct ibvf_alloc_request {
 	 * cluster-wide in etcd (cluster_pool.h): allowed outside the ranges, never on
 	 * the free list, its record deleted (not freed) when its quarantine ends */
 	bool reserved;
+	/* the new record's state: IBVF_ALLOC_ALLOCATED (0, the default) or
+	 * IBVF_ALLOC_SM_REQUESTED (a prepare that asks the SM next: one write less,
+	 * walked back the same way; docs/pool.md "Store writes per attach") */
+	enum ibvf_alloc_state state;
 };
 
 struct ibvf_pool_stats {
@@ -207,7 +211,8 @@ int ibvf_pool_remove_range(struct ibvf_pool *p, uint64_t first, uint64_t last, u
  * GUID back, unless a VF shows it (issue 15 item 8; docs/pool.md); any other
  * owner never does. Otherwise the lowest free GUID.
  * When no GUID is free, the oldest quarantined one is reused (logged).
- * Return: 0, -EINVAL (bad owner/GUID), -ERANGE (GUID outside the ranges),
+ * The new record is at @req->state (allocated or sm_requested).
+ * Return: 0, -EINVAL (bad owner/GUID/state), -ERANGE (GUID outside the ranges),
  * -EEXIST (held by another owner, or in use on a VF or in the SM:
  * ibvf_pool_set_in_use()), -EBUSY (in quarantine), -ENOSPC (exhausted),
  * -ESTALE (the store lost records: ibvf_pool_lost()), -EIO (store error).

@@ -28,6 +28,7 @@
 #include <ibvf/api.h>
 
 #include "attach.h"
+#include "engine_int.h"
 #include "clock.h"
 #include "config.h"
 #include "evloop.h"
@@ -509,11 +510,13 @@ static void test_prepare_commit_release(void **state)
 
 	assert_int_equal(f->code[0], 0);
 	/*
-	 * the store writes crash safety needs (issue 17): allocated (before the
-	 * VF or the SM sees the GUID), sm_requested (before the SM does),
-	 * port_ready (the answer); commit adds handed
+	 * the store writes crash safety needs (issue 17): the allocation, at
+	 * sm_requested (before the VF or the SM sees the GUID), port_ready (the
+	 * answer); commit adds handed
 	 */
-	assert_int_equal(__atomic_load_n(&store_commits, __ATOMIC_SEQ_CST) - commits, 3);
+	assert_int_equal(__atomic_load_n(&store_commits, __ATOMIC_SEQ_CST) - commits, 2);
+	assert_int_equal(ibvf_pool_find_owner(f->pool, "c1", "net1", &a, NULL, 0), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_PORT_READY);
 	g = guid_of(r);
 	assert_true(g >= RANGE_START && g <= RANGE_END);
 	/* the add carried its owner (SM ABI 2 add_members_owned(); the cluster backend's etcd) */
@@ -598,6 +601,9 @@ static void test_rollback_program(void **state)
 	expect_error(f, IBVF_RPC_VF_ERROR, "program");
 	assert_non_null(strstr(f->msg[0], "does not support VF GUIDs"));
 	assert_clean(f, 1);
+	/* stored at sm_requested from the allocation on, but the SM was never asked */
+	assert_int_equal(f->ctl->remove_calls, 0);
+	assert_int_equal(f->ctl->add_calls, 0);
 }
 
 static void test_rollback_sm(void **state)
@@ -923,6 +929,54 @@ static void test_same_owner_serialized(void **state)
 	assert_int_equal(f->code[1], 0);
 	assert_int_equal(guid_of(f->result[0]), guid_of(f->result[1]));
 	assert_int_equal(fv.program_calls, 1);
+}
+
+/*
+ * The key tables (engine.c): owners whose keys share one bucket. Held at once,
+ * only the same owner waits (its second prepare gets the first's answer);
+ * released from the middle, the head and the tail of the bucket's chain, each
+ * key is free again (a key left in a chain would keep the next prepare of
+ * that owner waiting: no reply within 20 s).
+ */
+static void test_keys_share_a_bucket(void **state)
+{
+	static const int order[6] = {3, 0, 5, 1, 4, 2};
+	struct fx *f = *state;
+	char cid[6][24], key[64];
+	unsigned want = 0;
+	int n = 0;
+
+	for (int i = 0; n < 6 && i < 1000000; i++) {
+		snprintf(key, sizeof(key), "kb%d/net1", i); /* eng_owner_key() of the owner */
+		if (!n)
+			want = eng_key_bucket(key);
+		if (eng_key_bucket(key) == want)
+			snprintf(cid[n++], sizeof(cid[0]), "kb%d", i);
+	}
+	assert_int_equal(n, 6);
+	for (int round = 0; round < 2; round++) {
+		clear(f);
+		fv.program_calls = 0;
+		for (int j = 0; j < 6; j++)
+			start(f, j, "prepare", prep_params(cid[j], pci_of(50 + j), "0x0012"));
+		/* the same owners again, while the first ones hold their keys */
+		start(f, 6, "prepare", prep_params(cid[0], pci_of(50), "0x0012"));
+		start(f, 7, "prepare", prep_params(cid[3], pci_of(53), "0x0012"));
+		run_until(f, 8);
+		for (int j = 0; j < 8; j++)
+			if (f->code[j])
+				fail_msg("round %d prepare %d: %s", round, j, f->msg[j]);
+		assert_int_equal(guid_of(f->result[6]), guid_of(f->result[0]));
+		assert_int_equal(guid_of(f->result[7]), guid_of(f->result[3]));
+		assert_int_equal(fv.program_calls, 6);
+		for (int j = 0; j < 6; j++) {
+			call(f, "release",
+			     json_pack("{s:o}", "owner", owner(cid[order[j]], "net1")));
+			if (f->code[0])
+				fail_msg("round %d release %s: %s", round, cid[order[j]],
+					 f->msg[0]);
+		}
+	}
 }
 
 /* SM removal fails: release still succeeds (VF clean), reconciliation finishes it. */
@@ -1988,10 +2042,9 @@ static void assert_timing(json_t *r, const char *const *want)
 static void test_timing(void **state)
 {
 	static const char *const prep[] = {
-		"queue",    "vf_lookup",  "store_read",		"store_allocate",
-		"sm_check", "vf_program", "store_sm_requested", "sm_add_wait",
-		"sm_add",   "port_wait",  "store_port_ready",	"reply_queue",
-		NULL};
+		"queue",     "vf_lookup",	 "store_read",	"store_allocate",
+		"sm_check",  "vf_program",	 "sm_add_wait", "sm_add",
+		"port_wait", "store_port_ready", "reply_queue", NULL};
 	static const char *const commit[] = {"queue", "store_read", "store_handed", NULL};
 	static const char *const release[] = {"queue",		"store_read",	 "store_releasing",
 					      "sm_remove_wait", "sm_remove",	 "sm_verify",
@@ -2522,6 +2575,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gc_list_status, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_prepares_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_owner_serialized, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keys_share_a_bucket, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconcile_linear, setup, teardown),

@@ -438,6 +438,34 @@ static void test_quarantine_expiry(void **state)
 	assert_true(a.released_ms == 0);
 }
 
+/* A new record starts at the request's state: allocated (default) or sm_requested only. */
+static void test_allocate_at_state(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_alloc_request rq = {.vf_index = -1, .state = IBVF_ALLOC_SM_REQUESTED};
+	struct ibvf_alloc a, b;
+
+	assert_int_equal(fx_open(f, r_1_4, 1, 60), 0);
+	fx_owner(&rq.owner, "sr", NULL);
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_SM_REQUESTED);
+	assert_int_equal(ibvf_pool_get(f->p, a.guid, &b, f->err, sizeof(f->err)), 0);
+	assert_int_equal(b.state, IBVF_ALLOC_SM_REQUESTED);
+	fx_owner(&rq.owner, "bad", NULL);
+	for (int st = IBVF_ALLOC_PROGRAMMED; st < IBVF_ALLOC_STATE_COUNT; st++) {
+		if (st == IBVF_ALLOC_SM_REQUESTED)
+			continue;
+		rq.state = (enum ibvf_alloc_state)st;
+		assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)),
+				 -EINVAL);
+	}
+	assert_int_equal(ibvf_pool_find_owner(f->p, "bad", "net1", &a, f->err, sizeof(f->err)),
+			 -ENOENT);
+	assert_true(fx_alloc_ok(f, "al") != 0);
+	assert_int_equal(ibvf_pool_find_owner(f->p, "al", "net1", &a, f->err, sizeof(f->err)), 0);
+	assert_int_equal(a.state, IBVF_ALLOC_ALLOCATED);
+}
+
 static void test_expire_explicitly(void **state)
 {
 	struct pool_fx *f = *state;
@@ -1438,6 +1466,7 @@ int main(void)
 		T(test_open_needs_ranges),
 		T(test_read_only_open),
 		T(test_range_edges),
+		T(test_allocate_at_state),
 		T(test_range_across_sign_bit),
 		T(test_zero_and_all_ones_never_handed_out),
 		T(test_whole_guid_space),
