@@ -12,8 +12,9 @@
  * Group commit (sync_full, issue 17): concurrent writes of one struct
  * ibvf_pool share a transaction and one fdatasync() of the WAL; each write
  * call still returns only once its write is on disk (a failed commit or
- * fdatasync() fails every write of its group). A call that read another
- * thread's not yet durable write waits for it too.
+ * fdatasync() fails every write of its group), except the lazy variants
+ * (ibvf_pool_update_lazy() ...), which return once committed. A call that
+ * read another thread's not yet durable write waits for it too.
  *
  * Threads: a struct ibvf_pool may be shared by threads. Every function below
  * takes the pool's own (recursive) mutex for the whole call, so each call is
