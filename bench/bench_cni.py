@@ -416,11 +416,12 @@ def main():
               f"CPU {med[k][1] / base[1]:.3f}; / kernel floor: wall {med[k][0] / floor[0]:.3f}; "
               f"/ CNI floor: wall {med[k][0] / cni_floor[0]:.3f}")
     for a, b in (("ib-sriov (daemon, ibvfd noop)", noop_b),
+                 ("ib-sriov (daemon, ibvfd noop)", "ib-sriov (daemon, ibvfd B noop)"),
                  ("ib-sriov (compatibility mode)", "ib-sriov B (compatibility mode)")):
         if a in runs and runs.get(b):
             # paired by iteration: the same moment's kernel (RCU backlog, load) for both
             d = sorted(x[0] - y[0] for x, y in zip(runs[a], runs[b]))
-            print(f"paired {a} - B: median {statistics.median(d):+.2f} ms, middle half "
+            print(f"paired {a} - {'ibvfd B' if 'ibvfd B' in b else 'B'}: median {statistics.median(d):+.2f} ms, middle half "
                   f"{d[len(d) // 4]:+.2f} .. {d[3 * len(d) // 4]:+.2f} ms; A faster in "
                   f"{sum(x < 0 for x in d)} of {len(d)} iterations")
     if args.steps > 0:
