@@ -273,8 +273,9 @@ int ibvf_pool_take_over(struct ibvf_pool *p, uint64_t guid, const struct ibvf_ow
 			const uint16_t *pkeys, size_t n_pkeys, enum ibvf_alloc_state state,
 			char *err, size_t errlen);
 
-/*
- * Lazy writes (issue 17; docs/pool.md, "Durability classes"): the same
+/**
+ * ibvf_pool_update_lazy(), ibvf_pool_release_lazy(), ibvf_pool_allocate_lazy()
+ * - lazy writes (issue 17; docs/pool.md, "Durability classes"): the same
  * writes as ibvf_pool_update(), ibvf_pool_release() and ibvf_pool_allocate(),
  * committed with their group (in the WAL, so a kill -9 of the process loses
  * nothing), but returned without waiting for the WAL's fdatasync() under
