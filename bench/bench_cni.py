@@ -33,7 +33,11 @@ timed with the others: the logging costs a little), also for the fake ibvfd
 and compatibility mode: the medians of the kernel's netns moves (ib-sriov's
 debug line) and of ibvfd's per-step "timing" of prepare, commit and release
 (docs/api.md "Per-step timing"). --sync full|normal is the real ibvfd's
-pool.sync (default "full", ibvfd's default). Needs root; prints "SKIP: ..."
+pool.sync (default "full", ibvfd's default). With --ibvfd it also prints the
+durability floor from the same run: the median fdatasync() of a WAL-sized
+append in the real ibvfd's state directory (sampled between the pairs) times
+the synced store writes a pair needs (SYNCED_WRITES: 3 cold, 3 warm), and the
+CNI floor plus that as a ratio to host-device. Needs root; prints "SKIP: ..."
 and exits 77 without it. Numbers, not assertions.
 """
 import argparse
@@ -194,6 +198,47 @@ def warm_takes(d):
         return sum("warm GUID" in line and "no rebind" in line for line in f)
 
 
+# Synced store writes (pool.sync "full": one fdatasync() of the WAL each) on an ADD+DEL
+# pair's path with this tree's ibvfd (docs/pool.md, "Durability classes"): cold prepare
+# allocated, sm_requested, port_ready; warm prepare the take (sm_requested), port_ready;
+# release releasing. handed, the release's quarantine and the warm release's new row are
+# lazy (their fdatasync() is off the path).
+SYNCED_WRITES = {"cold": 3, "warm": 3}  # docs/pool.md "Durability classes"
+WAL_APPEND = 3 * (4096 + 24)  # a state write: ~3 WAL frames (row, index, generation)
+
+
+class FsyncProbe:
+    """fdatasync() of a WAL-sized append to a file in @directory (the real ibvfd's state
+    dir: the store's filesystem), as group commit's leader does after a COMMIT."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "bench-fdatasync.tmp")
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.buf = os.urandom(WAL_APPEND)
+        self.size = 0
+        self.samples = []
+        fs = subprocess.run(["stat", "-f", "-c", "%T", directory], capture_output=True,
+                            text=True)
+        self.fs = fs.stdout.strip() or "?"
+
+    def sample(self, n=4):
+        for _ in range(n):
+            if self.size > (4 << 20):  # a checkpoint truncates the WAL now and then too
+                os.ftruncate(self.fd, 0)
+                os.fsync(self.fd)
+                self.size = 0
+            os.write(self.fd, self.buf)
+            self.size += len(self.buf)
+            t0 = time.perf_counter()
+            os.fdatasync(self.fd)
+            self.samples.append((time.perf_counter() - t0) * 1000)
+        return None
+
+    def close(self):
+        os.close(self.fd)
+        os.unlink(self.path)
+
+
 def loadavg():
     return open("/proc/loadavg").read().split()[0]
 
@@ -290,6 +335,11 @@ def main():
         floor_pair(lab, vf, ns, True)
         for n, c in enumerate(confs.values()):
             pair(lab, c, f"warm{n}-{i}", ns)
+    probe = None
+    if "ib-sriov (daemon, ibvfd noop)" in daemons:
+        probe = FsyncProbe(daemons["ib-sriov (daemon, ibvfd noop)"].state)
+        probe.sample(8)  # untimed warm-up
+        probe.samples = []
     warm_waits = []
     load0 = loadavg()
     plugin_b = os.path.abspath(args.plugin_b) if args.plugin_b else None
@@ -321,8 +371,13 @@ def main():
             ("kernel floor (ip link set netns, there and back)", lambda: floor_pair(lab, vf, ns)),
             ("CNI floor (ip: netns+name+up, back+name)", lambda: floor_pair(lab, vf, ns, True)),
         ]
+        if probe:
+            steps.append(("fdatasync", probe.sample))
         rng.shuffle(steps)
         for k, run in steps:
+            if k == "fdatasync":
+                run()
+                continue
             if "warm" in k:
                 warm_waits.append(wait_warm(daemons[k]))
             runs[k].append(run())
@@ -342,17 +397,31 @@ def main():
     cni_floor = med["CNI floor (ip: netns+name+up, back+name)"]
     print(f"kernel floor / host-device: wall {floor[0] / base[0]:.3f}; CNI floor / host-device: "
           f"wall {cni_floor[0] / base[0]:.3f}")
+    if probe:
+        # what pool.sync "full" costs a pair at least: its synced writes, one fdatasync() each
+        fs = statistics.median(probe.samples)
+        q = statistics.quantiles(probe.samples, n=10)
+        print(f"durability floor: fdatasync() of a {WAL_APPEND} B append in the state dir "
+              f"({probe.fs}): median {fs:.3f} ms, p90 {q[8]:.3f} ms over {len(probe.samples)}, "
+              f"sampled between the pairs")
+        for kind, n in SYNCED_WRITES.items():
+            tot = cni_floor[0] + n * fs
+            print(f"CNI floor + durability floor ({kind}: {n} synced writes x {fs:.3f} = "
+                  f"{n * fs:.2f} ms) = {tot:.2f} ms = {tot / base[0]:.3f} of host-device "
+                  f"(target 0.9 {'reachable' if tot / base[0] <= 0.9 else 'below this floor'})")
+        probe.close()
     for k in [k for k in runs if k.startswith("ib-sriov")]:
         target = "<= 0.86" if "compatibility" in k else "<= 0.9"
         print(f"ratio {k} / host-device: wall {med[k][0] / base[0]:.3f} (target {target}), "
               f"CPU {med[k][1] / base[1]:.3f}; / kernel floor: wall {med[k][0] / floor[0]:.3f}; "
               f"/ CNI floor: wall {med[k][0] / cni_floor[0]:.3f}")
     for a, b in (("ib-sriov (daemon, ibvfd noop)", noop_b),
+                 ("ib-sriov (daemon, ibvfd noop)", "ib-sriov (daemon, ibvfd B noop)"),
                  ("ib-sriov (compatibility mode)", "ib-sriov B (compatibility mode)")):
         if a in runs and runs.get(b):
             # paired by iteration: the same moment's kernel (RCU backlog, load) for both
             d = sorted(x[0] - y[0] for x, y in zip(runs[a], runs[b]))
-            print(f"paired {a} - B: median {statistics.median(d):+.2f} ms, middle half "
+            print(f"paired {a} - {'ibvfd B' if 'ibvfd B' in b else 'B'}: median {statistics.median(d):+.2f} ms, middle half "
                   f"{d[len(d) // 4]:+.2f} .. {d[3 * len(d) // 4]:+.2f} ms; A faster in "
                   f"{sum(x < 0 for x in d)} of {len(d)} iterations")
     if args.steps > 0:

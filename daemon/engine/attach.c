@@ -291,7 +291,13 @@ static int undo_finish(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_fail
 		*sm_pending = true;
 		return ret;
 	}
-	ret = ibvf_pool_release(e->pool, a->guid, err, errlen);
+	/*
+	 * lazy (docs/pool.md, "Durability classes"): the SM removal and the VF
+	 * reset are done; a record left at "releasing" by its loss is finished
+	 * the same way by reconciliation (idempotent removal, a reset only of
+	 * a VF that still carries the GUID, quarantine)
+	 */
+	ret = ibvf_pool_release_lazy(e->pool, a->guid, err, errlen);
 	ibvf_timing_mark_current("store_release");
 	if (ret < 0)
 		return ret;
@@ -399,7 +405,17 @@ static int store_state(struct op *op, enum ibvf_alloc_state st)
 	int ret;
 
 	op->a.state = st;
-	ret = ibvf_pool_update(op->e->pool, &op->a, err, sizeof(err));
+	/*
+	 * "handed" is a lazy write (docs/pool.md, "Durability classes"): it
+	 * records a hand-over that has happened (the VF is in the Pod), and a
+	 * record left at port_ready by its loss (an OS crash only) is kept,
+	 * released by DEL or GC, like a handed one. The others come before
+	 * their step's effects elsewhere: synced.
+	 */
+	if (st == IBVF_ALLOC_HANDED)
+		ret = ibvf_pool_update_lazy(op->e->pool, &op->a, err, sizeof(err));
+	else
+		ret = ibvf_pool_update(op->e->pool, &op->a, err, sizeof(err));
 	ibvf_timing_mark(&op->timing, store_step(st));
 	if (ret)
 		eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ret, ibvf_alloc_state_name(st), "%s",

@@ -105,6 +105,16 @@ struct ibvf_pool {
 	size_t n_failed;
 	uint64_t failed_dropped; /* groups <= this may have failed (older than @failed) */
 	char sync_msg[IBVF_ERR_LEN];
+	/*
+	 * Lazy writes (ibvf_pool_update_lazy() ...): the syncer thread makes
+	 * their groups durable off the caller's path. @lazy_started under @lock;
+	 * the rest under @sync_lock.
+	 */
+	bool lazy_started;
+	bool lazy_stop;
+	uint64_t lazy_want; /* the last lazy write's group */
+	pthread_cond_t lazy_cond;
+	pthread_t lazy_thread;
 	pthread_mutex_t health_lock; /* @health only: status never waits for a transaction */
 	struct ibvf_pool_health health;
 	/* GUIDs other views show in use (ibvf_pool_set_in_use()), each sorted */
@@ -185,6 +195,7 @@ static void pool_lock(struct ibvf_pool *p);
 static int pool_unlock(struct ibvf_pool *p, int ret, char *err, size_t errlen);
 static void pool_unlock_mem(struct ibvf_pool *p);
 static void commit_inline(struct ibvf_pool *p, char *err, size_t errlen);
+static void lazy_join(struct ibvf_pool *p);
 
 static int cmp_u64(const void *x, const void *y)
 {
@@ -905,6 +916,7 @@ static int check_store_files(struct ibvf_pool *p, char *err, size_t errlen)
 static void init_lock(struct ibvf_pool *p)
 {
 	pthread_mutexattr_t a;
+	pthread_condattr_t ca;
 
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
@@ -913,6 +925,10 @@ static void init_lock(struct ibvf_pool *p)
 	pthread_mutex_init(&p->health_lock, NULL);
 	pthread_mutex_init(&p->sync_lock, NULL);
 	pthread_cond_init(&p->sync_cond, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->lazy_cond, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 /*
@@ -1062,6 +1078,7 @@ void ibvf_pool_close(struct ibvf_pool *p)
 {
 	if (!p)
 		return;
+	lazy_join(p);
 	if (p->tx_open && p->db)
 		commit_inline(p, NULL, 0);
 	for (size_t i = 0; i < p->n_stmts; i++) {
@@ -1077,6 +1094,7 @@ void ibvf_pool_close(struct ibvf_pool *p)
 	pthread_mutex_destroy(&p->health_lock);
 	pthread_mutex_destroy(&p->sync_lock);
 	pthread_cond_destroy(&p->sync_cond);
+	pthread_cond_destroy(&p->lazy_cond);
 	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
 		free(p->in_use[v]);
 	free(p->ranges);
@@ -2143,6 +2161,148 @@ static void pool_unlock_mem(struct ibvf_pool *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/*
+ * ------------------------------------------------------------ lazy writes --
+ *
+ * A lazy write (issue 17) records a step that has already happened and whose
+ * loss reconciliation settles the same way (docs/pool.md, "Durability
+ * classes"). It runs and COMMITs like any write (the WAL frames are in the
+ * kernel's page cache when it returns: a kill -9 of the process loses
+ * nothing), but returns without waiting for the fdatasync(). The WAL is
+ * append-only and one fdatasync() covers every frame before it, so the write
+ * is durable with the next synced write's fdatasync(), a checkpoint, or the
+ * syncer thread below, which starts one right away, off the caller's path.
+ * Any later call that reads the store waits for it as for any other write it
+ * may have seen (pool_unlock()), so nothing acts on it before it is durable.
+ * With "normal" a lazy write is an ordinary write (the COMMIT is all
+ * "normal" promises).
+ */
+
+#define LAZY_LINGER_US 300
+
+/* Wait LAZY_LINGER_US on @lazy_cond (under @sync_lock), or until stopped. */
+static void linger(struct ibvf_pool *p)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += LAZY_LINGER_US * 1000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	while (!p->lazy_stop &&
+	       pthread_cond_timedwait(&p->lazy_cond, &p->sync_lock, &ts) != ETIMEDOUT)
+		;
+}
+
+static void *lazy_main(void *arg)
+{
+	struct ibvf_pool *p = arg;
+	char msg[IBVF_ERR_LEN];
+	uint64_t g;
+	int r;
+
+	pthread_mutex_lock(&p->sync_lock);
+	for (;;) {
+		while (!p->lazy_stop && group_result(p, p->lazy_want) <= 0)
+			pthread_cond_wait(&p->lazy_cond, &p->sync_lock);
+		if (p->lazy_stop)
+			break;
+		/*
+		 * Linger LAZY_LINGER_US first: the caller is still on its way to
+		 * its answer (a worker handing a reply to the loop thread), and
+		 * an fdatasync() started on the other core at once delayed that
+		 * by ~0.07 ms on 2 cores (bench_cni, reply_queue). A call that
+		 * needs the write durable meanwhile leads the sync itself.
+		 */
+		linger(p);
+		g = p->lazy_want;
+		pthread_mutex_unlock(&p->sync_lock);
+		msg[0] = 0;
+		r = durable_wait(p, g, msg, sizeof(msg));
+		if (r < 0) /* acknowledged already: the store's health shows it */
+			record_write_msg(p, r, msg);
+		pthread_mutex_lock(&p->sync_lock);
+	}
+	pthread_mutex_unlock(&p->sync_lock);
+	return NULL;
+}
+
+/* Stop the syncer (ibvf_pool_close(): the close's own commit and checkpoint follow). */
+static void lazy_join(struct ibvf_pool *p)
+{
+	if (!p->lazy_started)
+		return;
+	pthread_mutex_lock(&p->sync_lock);
+	p->lazy_stop = true;
+	pthread_cond_broadcast(&p->lazy_cond);
+	pthread_mutex_unlock(&p->sync_lock);
+	pthread_join(p->lazy_thread, NULL);
+	p->lazy_started = false;
+}
+
+/*
+ * Leave a lazy write call (instead of pool_unlock()): COMMIT its group now,
+ * hand the group to the syncer, return without waiting for the disk. Nested
+ * calls, "normal", and a syncer that cannot start: as pool_unlock().
+ */
+static int pool_unlock_lazy(struct ibvf_pool *p, int ret, char *err, size_t errlen)
+{
+	char msg[IBVF_ERR_LEN] = "";
+	bool changed;
+	uint64_t g;
+	int r = 0;
+
+	if (p->depth != 1 || !p->grouped || !p->sync_full || !p->need)
+		return pool_unlock(p, ret, err, errlen);
+	if (!p->lazy_started) {
+		p->lazy_stop = false;
+		if (pthread_create(&p->lazy_thread, NULL, lazy_main, p))
+			return pool_unlock(p, ret, err, errlen); /* synced instead */
+		p->lazy_started = true;
+	}
+	g = p->need;
+	changed = p->need_changed;
+	p->need = 0;
+	p->need_changed = false;
+	if (p->tx_open && p->tx_dirty && p->tx_group <= g)
+		commit_open(p, NULL, 0); /* a failure is recorded for every call of the group */
+	pthread_mutex_lock(&p->sync_lock);
+	r = group_result(p, g);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "%s", p->sync_msg);
+	} else {
+		r = 0;
+		if (g > p->lazy_want)
+			p->lazy_want = g;
+		pthread_cond_signal(&p->lazy_cond);
+	}
+	pthread_mutex_unlock(&p->sync_lock);
+	p->depth--;
+	pthread_mutex_unlock(&p->lock);
+	if (changed || r)
+		record_write_msg(p, r, msg);
+	return r < 0 ? ibvf_errf(err, errlen, r, "%s", msg) : ret;
+}
+
+int ibvf_pool_sync(struct ibvf_pool *p, char *err, size_t errlen)
+{
+	char msg[IBVF_ERR_LEN] = "";
+	uint64_t g;
+	int r;
+
+	if (p->read_only || !p->grouped)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	g = p->tx_open && p->tx_dirty ? p->tx_group : p->committed;
+	pthread_mutex_unlock(&p->lock);
+	if (!g)
+		return 0;
+	r = durable_wait(p, g, msg, sizeof(msg));
+	return r < 0 ? ibvf_errf(err, errlen, r, "%s", msg) : 0;
+}
+
 /* --------------------------------------------------- store identity -- */
 
 /* meta @key into @buf: 1 found, 0 absent, <0 error. */
@@ -2605,6 +2765,16 @@ int ibvf_pool_allocate(struct ibvf_pool *p, const struct ibvf_alloc_request *req
 	return ibvf_pool_allocate_batch(p, req, 1, out, err, errlen);
 }
 
+int ibvf_pool_allocate_lazy(struct ibvf_pool *p, const struct ibvf_alloc_request *req,
+			    struct ibvf_alloc *out, char *err, size_t errlen)
+{
+	int ret;
+
+	pool_lock(p);
+	ret = pool_allocate_batch(p, req, 1, out, err, errlen);
+	return pool_unlock_lazy(p, ret, err, errlen);
+}
+
 static int pool_expire(struct ibvf_pool *p, char *err, size_t errlen)
 {
 	int ret = begin(p, err, errlen);
@@ -2998,6 +3168,15 @@ int ibvf_pool_release(struct ibvf_pool *p, uint64_t guid, char *err, size_t errl
 	return pool_unlock(p, ret, err, errlen);
 }
 
+int ibvf_pool_release_lazy(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen)
+{
+	int ret;
+
+	pool_lock(p);
+	ret = pool_release(p, guid, err, errlen);
+	return pool_unlock_lazy(p, ret, err, errlen);
+}
+
 static int pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
 {
 	char pk[128], s[IBVF_GUID_STR_LEN];
@@ -3045,6 +3224,15 @@ int ibvf_pool_update(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
 	pool_lock(p);
 	ret = pool_update(p, a, err, errlen);
 	return pool_unlock(p, ret, err, errlen);
+}
+
+int ibvf_pool_update_lazy(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err, size_t errlen)
+{
+	int ret;
+
+	pool_lock(p);
+	ret = pool_update(p, a, err, errlen);
+	return pool_unlock_lazy(p, ret, err, errlen);
 }
 
 static int pool_take_over(struct ibvf_pool *p, uint64_t guid, const struct ibvf_owner *from,

@@ -12,8 +12,9 @@
  * Group commit (sync_full, issue 17): concurrent writes of one struct
  * ibvf_pool share a transaction and one fdatasync() of the WAL; each write
  * call still returns only once its write is on disk (a failed commit or
- * fdatasync() fails every write of its group). A call that read another
- * thread's not yet durable write waits for it too.
+ * fdatasync() fails every write of its group), except the lazy variants
+ * (ibvf_pool_update_lazy() ...), which return once committed. A call that
+ * read another thread's not yet durable write waits for it too.
  *
  * Threads: a struct ibvf_pool may be shared by threads. Every function below
  * takes the pool's own (recursive) mutex for the whole call, so each call is
@@ -276,6 +277,36 @@ int ibvf_pool_take_over(struct ibvf_pool *p, uint64_t guid, const struct ibvf_ow
 			enum ibvf_alloc_state from_state, const struct ibvf_owner *to,
 			const uint16_t *pkeys, size_t n_pkeys, enum ibvf_alloc_state state,
 			char *err, size_t errlen);
+
+/**
+ * ibvf_pool_update_lazy(), ibvf_pool_release_lazy(), ibvf_pool_allocate_lazy()
+ * - lazy writes (issue 17; docs/pool.md, "Durability classes"): the same
+ * writes as ibvf_pool_update(), ibvf_pool_release() and ibvf_pool_allocate(),
+ * committed with their group (in the WAL, so a kill -9 of the process loses
+ * nothing), but returned without waiting for the WAL's fdatasync() under
+ * sync_full. A pool thread starts that fdatasync() at once, off the caller's
+ * path; the next synced write or a checkpoint covers it too (the WAL is
+ * append-only: one fdatasync() covers every earlier frame). Any later call
+ * that reads the store waits until it is durable, as for any write it may
+ * have seen. Only an OS crash or power loss before that can lose it: use
+ * them only for a record of a step already done whose loss reconciliation
+ * settles the same safe way (the rule and each write's class: docs/pool.md).
+ * With sync "normal" they are the ordinary writes. Return: as the synced
+ * variant (a failed COMMIT fails it; a later failed fdatasync() is recorded
+ * in ibvf_pool_health()).
+ */
+int ibvf_pool_update_lazy(struct ibvf_pool *p, const struct ibvf_alloc *a, char *err,
+			  size_t errlen);
+int ibvf_pool_release_lazy(struct ibvf_pool *p, uint64_t guid, char *err, size_t errlen);
+int ibvf_pool_allocate_lazy(struct ibvf_pool *p, const struct ibvf_alloc_request *req,
+			    struct ibvf_alloc *out, char *err, size_t errlen);
+
+/**
+ * ibvf_pool_sync() - wait until every write committed so far (lazy ones
+ * included) is durable. Return: 0, or -EIO when an fdatasync() covering them
+ * failed (@err set).
+ */
+int ibvf_pool_sync(struct ibvf_pool *p, char *err, size_t errlen);
 
 /** ibvf_pool_get() - the record of @guid; -ENOENT when there is none. */
 int ibvf_pool_get(struct ibvf_pool *p, uint64_t guid, struct ibvf_alloc *out, char *err,

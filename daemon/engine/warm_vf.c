@@ -628,6 +628,7 @@ int eng_warm_take(struct op *op, const struct ibvf_alloc *w)
 					  IBVF_ALLOC_SM_REQUESTED, err, sizeof(err));
 		if (!ret)
 			ret = ibvf_pool_get(e->pool, w->guid, &op->a, err, sizeof(err));
+		ibvf_timing_mark(&op->timing, "store_take");
 		if (ret) {
 			eng_set_error(op, IBVF_RPC_INTERNAL_ERROR, ret, "allocate",
 				      "taking warm VF %s (GUID %s): %s", w->pci, s, err);
@@ -684,13 +685,22 @@ bool eng_warm_release(struct ibvf_engine *e, const struct ibvf_alloc *a)
 	req.prev_port_guid = a->prev_port_guid;
 	req.prev_link_state = a->prev_link_state;
 	req.no_owner_return = true;
-	/* the new GUID first (so the VF is never without a record), then the old one out */
-	ret = ibvf_pool_allocate(e->pool, &req, &nw, err, sizeof(err));
+	/*
+	 * The new GUID first (so the VF is never without a record), then the old
+	 * one out. Both lazy (docs/pool.md, "Durability classes"): the SM removal
+	 * is done, and the VF gets the new GUID only from a warm pass, whose read
+	 * of the record waits until it is durable; lost (an OS crash), the old
+	 * record is left at "releasing", which reconciliation finishes (and the
+	 * warm pass then warms the VF as any free one). Not on the DEL's answer.
+	 */
+	ret = ibvf_pool_allocate_lazy(e->pool, &req, &nw, err, sizeof(err));
+	ibvf_timing_mark_current("store_warm_new");
 	if (ret) {
 		log_warn("VF %s: no new warm GUID (%s): reset as a cold release", a->pci, err);
 		return false;
 	}
-	ret = ibvf_pool_release(e->pool, a->guid, err, sizeof(err));
+	ret = ibvf_pool_release_lazy(e->pool, a->guid, err, sizeof(err));
+	ibvf_timing_mark_current("store_release");
 	if (ret < 0) {
 		log_err("VF %s: quarantining GUID %s failed: %s", a->pci,
 			ibvf_guid_format(a->guid, s), err);

@@ -2556,6 +2556,224 @@ static void test_warm_off(void **state)
 	assert_int_equal(fv.vf[1].port, 0);
 }
 
+/*
+ * A lazy write lost (docs/pool.md, "Durability classes"; only an OS crash
+ * can lose one): written back to the state before it, straight in the store
+ * file, as the WAL on disk would have it. @state < 0 deletes the row and
+ * gives the GUID back to the free list (a lost allocation).
+ */
+static void lose_write(struct fx *f, uint64_t g, int state)
+{
+	char path[300];
+	sqlite3 *db;
+	sqlite3_stmt *q;
+	sqlite3_int64 k = (sqlite3_int64)(g ^ 0x8000000000000000ull);
+
+	snprintf(path, sizeof(path), "%s/pool.db", f->cfg.state_dir);
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	if (state >= 0) {
+		assert_int_equal(sqlite3_prepare_v2(db,
+						    "UPDATE alloc SET state = ?, released_ms = 0 "
+						    "WHERE guid = ?",
+						    -1, &q, NULL),
+				 SQLITE_OK);
+		sqlite3_bind_int(q, 1, state);
+		sqlite3_bind_int64(q, 2, k);
+		assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+		assert_int_equal(sqlite3_changes(db), 1);
+		sqlite3_finalize(q);
+	} else {
+		assert_int_equal(
+			sqlite3_prepare_v2(db, "DELETE FROM alloc WHERE guid = ?1; ", -1, &q, NULL),
+			SQLITE_OK);
+		sqlite3_bind_int64(q, 1, k);
+		assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+		assert_int_equal(sqlite3_changes(db), 1);
+		sqlite3_finalize(q);
+		assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO free_extent VALUES(?1, ?1)",
+						    -1, &q, NULL),
+				 SQLITE_OK);
+		sqlite3_bind_int64(q, 1, k);
+		assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+		sqlite3_finalize(q);
+	}
+	sqlite3_close(db);
+}
+
+/* The findings of a repair pass that name @g (and what the pass returned). */
+static int repair_findings(struct fx *f, uint64_t g, const char *kind)
+{
+	json_t *fnd = json_array(), *it;
+	int n = 0;
+	size_t i;
+
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0) >= 0);
+	json_array_foreach(fnd, i, it)
+	{
+		uint64_t fg = 0;
+		const char *k = json_string_value(json_object_get(it, "kind"));
+		const char *gs = json_string_value(json_object_get(it, "guid"));
+
+		if (gs && !ibvf_guid_parse(gs, &fg, NULL, 0) && fg == g) {
+			n++;
+			if (kind && strcmp(k, kind))
+				fail_msg("finding %s for GUID %016llx, expected %s", k,
+					 (unsigned long long)g, kind);
+		}
+	}
+	json_decref(fnd);
+	return n;
+}
+
+/*
+ * store_handed lost: the record is back at port_ready. With the VF in the
+ * Pod a pass keeps it as it keeps a handed one (no finding; VF, SM as they
+ * were), and DEL releases it the same way. With the VF back in the host
+ * (the Pod gone, no DEL) it is kept, not released by the pass as a handed
+ * one is: its GUID stays held (never re-issued) with its owner's PKeys only,
+ * until GC (or DEL) releases it, the same way.
+ */
+static void test_lazy_handed_lost(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "lz1", 54), g2 = attach_one(f, "lz2", 55), alive;
+	unsigned programs;
+	json_t *r;
+
+	lose_write(f, g, IBVF_ALLOC_PORT_READY);
+	programs = fv.program_calls;
+	assert_int_equal(repair_findings(f, g, NULL), 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_PORT_READY);
+	assert_int_equal(fv.vf[54].port, g);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), IBVF_MEMBER_FULL);
+	assert_int_equal(fv.program_calls, programs);
+	/* the SM lost its membership meanwhile: re-pushed as for a handed one */
+	fake_sm_drop(f->sm, 0x16, g);
+	assert_int_equal(repair_findings(f, g, "sm-missing"), 1);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), IBVF_MEMBER_FULL);
+	/* DEL: as from handed */
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("lz1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(fv.vf[54].port, 0);
+
+	/* the VF back in the host, the Pod gone without a DEL */
+	lose_write(f, g2, IBVF_ALLOC_PORT_READY);
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[55].host_netdev = true;
+	pthread_mutex_unlock(&fv.lock);
+	assert_int_equal(repair_findings(f, g2, NULL), 0);
+	assert_int_equal(store_state(f, g2), IBVF_ALLOC_PORT_READY);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g2), IBVF_MEMBER_FULL);
+	/* held: another Pod's attach gets another GUID */
+	alive = attach_one(f, "lz3", 56);
+	assert_true(alive != g2);
+	/* the runtime's GC (lz3 valid, lz2 not): released as a handed one would be */
+	r = call(f, "gc",
+		 json_pack("{s:[{s:s,s:s}]}", "valid", "container_id", "lz3", "ifname", "net1"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g2), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g2), -1);
+	assert_int_equal(fv.vf[55].port, 0);
+	assert_int_equal(store_state(f, alive), IBVF_ALLOC_HANDED);
+}
+
+/*
+ * store_release lost: the record is back at "releasing" with the SM removal
+ * and the VF reset done. A pass finishes the release (finding "releasing",
+ * fixed): quarantined, the SM still without it, the VF not touched again.
+ */
+static void test_lazy_release_lost(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "lz4", 57);
+	unsigned programs;
+	json_t *r;
+
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("lz4", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	lose_write(f, g, IBVF_ALLOC_RELEASING);
+	programs = fv.program_calls;
+	assert_int_equal(repair_findings(f, g, "releasing"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(fv.vf[57].port, 0);
+	assert_int_equal(fv.program_calls, programs); /* not ours any more: no reset */
+	assert_int_equal(repair_findings(f, g, NULL), 0);
+}
+
+/*
+ * The warm release's lazy writes lost (vf.warm): the new warm row kept and
+ * the old GUID's quarantine lost, or both lost. Either way a pass finishes
+ * the old record (releasing -> quarantined, the VF reset when it still
+ * carries it) and the warm pass then gives the VF a new warm GUID: the
+ * VF ends warm on a GUID that is not the tenant's, as without a loss.
+ */
+static void test_lazy_warm_release_lost(void **state)
+{
+	struct fx *f = *state;
+
+	for (int both = 0; both < 2; both++) {
+		char cid[8];
+		struct ibvf_alloc a;
+		uint64_t g, nw;
+		json_t *r;
+
+		snprintf(cid, sizeof(cid), "wl%d", both);
+		wait_warm(f, N_VFS);
+		r = call(f, "prepare", prep_nolink(cid, pci_of(3), "0x0012"));
+		assert_int_equal(f->code[0], 0);
+		g = guid_of(r);
+		call(f, "commit", json_pack("{s:o}", "owner", owner(cid, "net1")));
+		assert_int_equal(f->code[0], 0);
+		/* stop the warm pass from re-GUIDing VF 3 before the "crash" */
+		ibvf_engine_free(f->e);
+		open_engine(f);
+		assert_int_equal(ibvf_pool_find_owner(f->pool, cid, "net1", &a, NULL, 0), 0);
+		/* what the release leaves: SM removal done, new warm row, old quarantined */
+		fake_sm_drop(f->sm, 0x12, g);
+		{
+			struct ibvf_alloc_request req = {.vf_index = 3};
+
+			snprintf(req.owner.container_id, sizeof(req.owner.container_id),
+				 "%s0000-03-01.3", IBVF_POOL_WARM_PREFIX);
+			snprintf(req.owner.ifname, sizeof(req.owner.ifname), "%s",
+				 IBVF_POOL_WARM_IFNAME);
+			req.pci = pci_of(3);
+			req.pf = "ib0";
+			req.no_owner_return = true;
+			assert_int_equal(ibvf_pool_allocate(f->pool, &req, &a, NULL, 0), 0);
+			nw = a.guid;
+		}
+		assert_int_equal(ibvf_pool_release(f->pool, g, NULL, 0), 0);
+		/* ... and the lost lazy writes */
+		lose_write(f, g, IBVF_ALLOC_RELEASING);
+		if (both)
+			lose_write(f, nw, -1);
+		assert_int_equal(fv.vf[3].port, g);
+		assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+		assert_int_equal(repair_findings(f, g, "releasing"), 1);
+		assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+		assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+		wait_warm(f, N_VFS);
+		assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(3), &a, NULL, 0), 0);
+		assert_true(ibvf_alloc_is_warm(&a));
+		assert_int_equal(a.state, IBVF_ALLOC_PORT_READY);
+		assert_true(a.guid != g);
+		if (!both)
+			assert_int_equal(a.guid, nw);
+		assert_int_equal(fv.vf[3].port, a.guid);
+		assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+		assert_warm_sane(f);
+		assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2605,6 +2823,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_warm_crash, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_in_sm_adopted, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_off, setup_warm, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_handed_lost, setup_spool, teardown_spool),
+		cmocka_unit_test_setup_teardown(test_lazy_release_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_warm_release_lost, setup_warm, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,

@@ -639,6 +639,224 @@ static void test_normal_crash_mid_commit(void **state)
 	assert_true(acked > 0);
 }
 
+/* ------------------------------------------------------- lazy writes -- */
+
+/* One call on its own thread: a lazy or synced update, or a read. */
+struct call {
+	struct ibvf_pool *p;
+	enum { C_UPDATE_LAZY, C_RELEASE_LAZY, C_UPDATE, C_GET } kind;
+	struct ibvf_alloc a;
+	pthread_t t;
+	bool done;
+	int ret;
+};
+
+static void *call_main(void *arg)
+{
+	struct call *c = arg;
+	struct ibvf_alloc r;
+	int ret = -1;
+
+	switch (c->kind) {
+	case C_UPDATE_LAZY:
+		ret = ibvf_pool_update_lazy(c->p, &c->a, NULL, 0);
+		break;
+	case C_RELEASE_LAZY:
+		ret = ibvf_pool_release_lazy(c->p, c->a.guid, NULL, 0);
+		break;
+	case C_UPDATE:
+		ret = ibvf_pool_update(c->p, &c->a, NULL, 0);
+		break;
+	case C_GET:
+		ret = ibvf_pool_get(c->p, c->a.guid, &r, NULL, 0);
+		break;
+	}
+	pthread_mutex_lock(&sm.mu);
+	c->ret = ret;
+	c->done = true;
+	pthread_mutex_unlock(&sm.mu);
+	return NULL;
+}
+
+static void call_start(struct call *c, struct ibvf_pool *p, int kind, const struct ibvf_alloc *a)
+{
+	memset(c, 0, sizeof(*c));
+	c->p = p;
+	c->kind = kind;
+	c->a = *a;
+	assert_int_equal(pthread_create(&c->t, NULL, call_main, c), 0);
+}
+
+/* Wait (at most 10 s) for @c to return; false if it did not. */
+static bool call_returned(struct call *c)
+{
+	for (int i = 0; i < 1000; i++) {
+		bool d;
+
+		pthread_mutex_lock(&sm.mu);
+		d = c->done;
+		pthread_mutex_unlock(&sm.mu);
+		if (d)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* Wait (at most 10 s) until the call at the gate took its verdict. */
+static void wait_taken(void)
+{
+	for (int i = 0; i < 1000; i++) {
+		bool g;
+
+		pthread_mutex_lock(&sm.mu);
+		g = sm.given;
+		pthread_mutex_unlock(&sm.mu);
+		if (!g)
+			return;
+		usleep(10000);
+	}
+	fail_msg("the verdict was not taken");
+}
+
+static void hold_syncs(bool on)
+{
+	pthread_mutex_lock(&sm.mu);
+	sm.hold = on;
+	pthread_mutex_unlock(&sm.mu);
+}
+
+/*
+ * A lazy write (issue 17, docs/pool.md "Durability classes") returns while
+ * the fdatasync() that makes it durable is still held at the gate (the pool's
+ * syncer runs it, not the caller), and pool.id does not name its generation
+ * yet; a read that comes meanwhile waits for that fdatasync(), as it would
+ * for any write it may have seen. When the syncer's fdatasync() fails, the
+ * next synced write (a checkpoint, after a failed fdatasync()) makes the
+ * lazy write durable with its own: the WAL is append-only.
+ */
+static void test_lazy_write(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_alloc_request rq = {.vf_index = -1};
+	struct ibvf_alloc a, b, rec;
+	struct ibvf_pool_health h;
+	struct call lz, rd, w;
+	unsigned long long gen0;
+
+	seam_reset();
+	assert_int_equal(open_full(f), 0);
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "lazy0");
+	snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), 0);
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "lazy1");
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &b, f->err, sizeof(f->err)), 0);
+	assert_int_equal(syncs(), 2);
+	gen0 = id_generation(f);
+
+	/* 1: the lazy write returns with its fdatasync() still at the gate */
+	hold_syncs(true);
+	a.state = IBVF_ALLOC_HANDED;
+	call_start(&lz, f->p, C_UPDATE_LAZY, &a);
+	assert_true(call_returned(&lz));
+	pthread_join(lz.t, NULL);
+	assert_int_equal(lz.ret, 0);
+	wait_at_gate(1, NULL); /* the syncer's fdatasync() of it */
+	assert_int_equal(id_generation(f), gen0);
+	/* 2: a read of it waits for that fdatasync() */
+	call_start(&rd, f->p, C_GET, &a);
+	usleep(200000);
+	pthread_mutex_lock(&sm.mu);
+	assert_false(rd.done);
+	pthread_mutex_unlock(&sm.mu);
+	give(0);
+	assert_true(call_returned(&rd));
+	pthread_join(rd.t, NULL);
+	assert_int_equal(rd.ret, 0);
+	assert_int_equal(id_generation(f), gen0 + 1);
+	assert_int_equal(ibvf_pool_get(f->p, a.guid, &rec, NULL, 0), 0);
+	assert_int_equal(rec.state, IBVF_ALLOC_HANDED);
+
+	/* 3: the syncer's fdatasync() fails: the next synced write covers the lazy one */
+	call_start(&lz, f->p, C_RELEASE_LAZY, &a);
+	assert_true(call_returned(&lz));
+	pthread_join(lz.t, NULL);
+	assert_int_equal(lz.ret, 0);
+	wait_at_gate(1, NULL);
+	b.state = IBVF_ALLOC_PORT_READY;
+	call_start(&w, f->p, C_UPDATE, &b);
+	give(-EIO); /* the lazy write's own fdatasync() */
+	wait_taken();
+	wait_at_gate(1, &w.done); /* the synced write's: a checkpoint now (a sync failed) */
+	assert_int_equal(id_generation(f), gen0 + 1);
+	give(0);
+	assert_true(call_returned(&w));
+	pthread_join(w.t, NULL);
+	assert_int_equal(w.ret, 0);
+	assert_int_equal(id_generation(f), gen0 + 3); /* both durable */
+	ibvf_pool_health(f->p, &h);
+	assert_true(h.write_failures >= 1); /* the failed fdatasync() is not hidden */
+	hold_syncs(false);
+	assert_int_equal(ibvf_pool_sync(f->p, f->err, sizeof(f->err)), 0);
+	assert_int_equal(open_full(f), 0); /* closed and reopened */
+	assert_int_equal(ibvf_pool_get(f->p, a.guid, &rec, NULL, 0), 0);
+	assert_int_equal(rec.state, IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(ibvf_pool_get(f->p, b.guid, &rec, NULL, 0), 0);
+	assert_int_equal(rec.state, IBVF_ALLOC_PORT_READY);
+}
+
+/*
+ * kill -9 after a lazy write returned, its fdatasync() never done (held at
+ * the gate): the write is in the reopened store. The COMMIT put it in the
+ * WAL in the kernel's page cache; only an OS crash could lose it.
+ */
+static void test_lazy_survives_kill(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_alloc rec;
+	int fds[2], st;
+	char c = 0;
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ibvf_alloc_request rq = {.vf_index = -1};
+		struct ibvf_alloc a;
+
+		close(fds[0]);
+		seam_reset();
+		if (open_full(f))
+			_exit(2);
+		snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "k0");
+		snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+		if (ibvf_pool_allocate(f->p, &rq, &a, NULL, 0))
+			_exit(3);
+		hold_syncs(true); /* no fdatasync() from here on */
+		a.state = IBVF_ALLOC_PORT_READY;
+		if (ibvf_pool_update_lazy(f->p, &a, NULL, 0))
+			_exit(4);
+		if (ibvf_pool_release_lazy(f->p, a.guid, NULL, 0))
+			_exit(5);
+		if (write(fds[1], "L", 1) != 1)
+			_exit(6);
+		for (;;)
+			pause();
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &c, 1), 1);
+	assert_int_equal(c, 'L');
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(fds[0]);
+	seam_reset();
+	assert_int_equal(open_full(f), 0);
+	assert_false(ibvf_pool_lost(f->p, NULL, 0));
+	assert_int_equal(ibvf_pool_get(f->p, G0, &rec, NULL, 0), 0);
+	assert_int_equal(rec.state, IBVF_ALLOC_QUARANTINED);
+}
+
 /* A failed test may leave a call at the gate: open it before closing the pool. */
 static int teardown(void **state)
 {
@@ -661,6 +879,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_normal_no_group_sync, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_normal_ack_after_commit, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_normal_crash_mid_commit, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_write, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_survives_kill, fx_setup, teardown),
 	};
 
 	ibvf_log_init("test_guid_pool_group", IBVF_LOG_STDERR, LOG_WARNING);
