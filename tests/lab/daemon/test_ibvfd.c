@@ -27,6 +27,8 @@
  *       issue 14's campaign (cmd_campaign()): kill -9, store damage and SM
  *       faults over CYCLES (1000; $IBVF_CAMPAIGN_CYCLES overrides) cycles
  *       with the UFM simulator; invariants checked after every restart.
+ *       SEED (20261201; $IBVF_CAMPAIGN_SEED overrides) is printed first, so a
+ *       failed run can be replayed (kill points still vary with timing).
  *   test_ibvfd ufm-leaks IBVFD UFM_MODULE_DIR
  *       issue 14's two SM leaks against the UFM simulator, daemon.reconcile
  *       "report": an add UFM applies after ibvfd timed out and retried
@@ -2043,13 +2045,19 @@ int main(int argc, char **argv)
 	else if (!strcmp(argv[1], "adopted") && argc > 4)
 		cmd_adopted(argv[2], argv[3], argv[4]);
 	else if ((!strcmp(argv[1], "campaign") || !strcmp(argv[1], "campaign-warm")) && argc > 4) {
-		/* IBVF_CAMPAIGN_CYCLES: a longer soak (bench-style runs) */
-		const char *env = getenv("IBVF_CAMPAIGN_CYCLES");
+		/*
+		 * IBVF_CAMPAIGN_CYCLES: a longer soak (bench-style runs);
+		 * IBVF_CAMPAIGN_SEED: another seed, or the printed one of a failed run again
+		 */
+		const char *env = getenv("IBVF_CAMPAIGN_CYCLES"),
+			   *sd = getenv("IBVF_CAMPAIGN_SEED");
 		int r = cmd_campaign(argv[2], argv[3], argv[4],
 				     env	? atoi(env)
 				     : argc > 5 ? atoi(argv[5])
 						: 1000,
-				     argc > 6 ? (unsigned)strtoul(argv[6], NULL, 0) : 20261201u,
+				     sd		? (unsigned)strtoul(sd, NULL, 0)
+				     : argc > 6 ? (unsigned)strtoul(argv[6], NULL, 0)
+						: 20261201u,
 				     argv[1][8] == '-');
 
 		if (r == 77 || (r && !lab_n_ok && !lab_n_fail))
