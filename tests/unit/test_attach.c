@@ -2519,7 +2519,8 @@ static void warm_allocated(struct fx *f, int k, struct ibvf_alloc *w)
  * VF step, after the records). Reconciliation drops the rows of VFs 4 and 5
  * (warm-stale) and binds the adoptions of 6 and 7, the warm pass drops the
  * rows of 6 and 7; no Pod's VF is touched, each keeps its GUID and its PKey,
- * and a second pass finds nothing.
+ * and a second pass finds nothing. Then a take: another Pod's prepare for a
+ * VF in that state is refused (VF in use), not run cold over the Pod's GUID.
  */
 static void test_warm_stale_rollback(void **state)
 {
@@ -2571,6 +2572,21 @@ static void test_warm_stale_rollback(void **state)
 		fail_msg("second pass: %s", txt);
 	free(txt);
 	json_decref(fnd);
+
+	/*
+	 * A prepare of another Pod for a VF in that state, before any pass or
+	 * warm pass (warm VF 8 found by the take: its row is the older): in use,
+	 * and the Pod's VF keeps its GUID (the take's cold path would re-GUID it)
+	 */
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(8), &w[8], NULL, 0), 0);
+	assert_true(ibvf_alloc_is_warm(&w[8]));
+	adopt_pod(f, 8, RANGE_END - 8, false);
+	assert_null(call(f, "prepare", prep_nolink("other", pci_of(8), "0x0034")));
+	assert_int_equal(f->code[0], IBVF_RPC_VF_IN_USE);
+	assert_int_equal(fv.vf[8].port, RANGE_END - 8);
+	assert_int_equal(store_state(f, w[8].guid), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(8), &a, NULL, 0), 0);
+	assert_int_equal(a.guid, RANGE_END - 8);
 }
 
 /*
