@@ -322,6 +322,8 @@ void eng_warm_kick(struct ibvf_engine *e);
  * the record becomes the owner's at sm_requested (persisted before the SM
  * sees it in a tenant PKey): op->a, op->created, op->warm are set. Otherwise
  * @w is quarantined (never given to a tenant later) and the cold path runs.
+ * When the VF carries a GUID another live record holds (a Pod's, beside a
+ * stale warm row a rolled-back store kept), neither: IBVF_RPC_VF_IN_USE.
  * Return: 1 taken, 0 cold path, <0 error set on @op.
  */
 int eng_warm_take(struct op *op, const struct ibvf_alloc *w);

@@ -385,6 +385,57 @@ static void release_in_host(struct rec_ctx *r, struct ibvf_alloc *a,
 		ret ? err : (pending ? " (SM removal still pending)" : ""));
 }
 
+/*
+ * A warm record (vf.warm) whose VF carries another GUID, held by a settled
+ * (port_ready, handed) record of the same VF: a rolled-back store brought
+ * back an older warm row of a VF that a Pod holds now (the store lost the
+ * Pod's attach; `ibvfctl pool rebuild` adopted the VF's GUID beside it, or
+ * the attach itself is back). Left as it is, the warm pass could re-GUID the
+ * Pod's VF, or a release could leave two warm rows for one VF. A healthy
+ * store never has this: a take turns the warm row into the Pod's, a cold
+ * attach quarantines it first, a release writes the new warm row only once
+ * its old record is on its way out. Walk it back (the VF does not carry its
+ * GUID, so it is not touched; quarantine), unless a dry run or the store
+ * lost records. @a is read under its hold. Return: true when handled.
+ */
+static bool stale_warm(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_alloc *snap)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	char s[IBVF_GUID_STR_LEN], s2[IBVF_GUID_STR_LEN], err[IBVF_ERR_LEN];
+	struct ibvf_attach_vf vf;
+	struct ibvf_alloc o;
+	const char *tail = "";
+	bool act, pending = false;
+	int ret = 0;
+
+	if (!ibvf_alloc_is_warm(a) || !a->pci[0] ||
+	    env->vf->lookup(env->vf->ctx, a->pci, &vf, err, sizeof(err)) || !vf.guids_known ||
+	    !vf.port_guid || vf.port_guid == a->guid ||
+	    ibvf_pool_get(env->pool, vf.port_guid, &o, err, sizeof(err)) ||
+	    (o.state != IBVF_ALLOC_PORT_READY && o.state != IBVF_ALLOC_HANDED) ||
+	    strcmp(o.pci, a->pci))
+		return false;
+	ibvf_guid_format(a->guid, s);
+	ibvf_guid_format(o.guid, s2);
+	act = r->mode != IBVF_PASS_DRY_RUN && !env->store_lost;
+	if (act)
+		ret = env->ops->undo(env->ctx, a, false, &pending, err, sizeof(err));
+	if (act && ret)
+		tail = err;
+	else if (!act && env->store_lost)
+		tail = " (the store lost records: left as it is until 'ibvfctl pool rebuild')";
+	finding(r, "warm-stale", true, a->guid, -1, a->pci, "drop the warm record (quarantine)",
+		act && !ret,
+		"warm GUID %s of VF %s (%s) is stale: the VF carries GUID %s of container %.12s "
+		"ifname %s (%s)%s%s",
+		s, a->pci, ibvf_alloc_state_name(snap->state), s2, o.owner.container_id,
+		o.owner.ifname, ibvf_alloc_state_name(o.state), act && ret ? ": " : "", tail);
+	/* handled here: its GUID is no longer a live record's (an SM listing of it is an orphan) */
+	if (act && !ret)
+		snap->state = IBVF_ALLOC_QUARANTINED;
+	return true;
+}
+
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
@@ -430,6 +481,9 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	if (ret || a.state == IBVF_ALLOC_QUARANTINED)
 		goto out;
 	ibvf_guid_format(a.guid, s);
+	/* a warm row a rolled-back store kept next to the record of a Pod's VF */
+	if (stale_warm(r, &a, snap))
+		goto out;
 	/*
 	 * A warm VF's record still being set up (engine/warm_vf.c: a warm-up
 	 * or a release's new GUID, cut short or not yet done) is the warm
@@ -786,14 +840,18 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}
-		/* the released tenant's GUID, until the warm pass sets the VF's new one */
-		if (ret == 0 && a.state == IBVF_ALLOC_ALLOCATED && ibvf_alloc_is_warm(&a)) {
+		/*
+		 * (also when a stale record of a lost store names this VF with
+		 * another GUID, a warm one at "allocated" too: before the skip
+		 * below, or the warm pass would take the Pod's VF for a free one)
+		 */
+		if ((ret == -ENOENT || (ret == 0 && a.guid != vf->port_guid)) &&
+		    bind_adopted(r, vf)) {
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}
-		/* (also when a stale record of a lost store names this VF with another GUID) */
-		if ((ret == -ENOENT || (ret == 0 && a.guid != vf->port_guid)) &&
-		    bind_adopted(r, vf)) {
+		/* the released tenant's GUID, until the warm pass sets the VF's new one */
+		if (ret == 0 && a.state == IBVF_ALLOC_ALLOCATED && ibvf_alloc_is_warm(&a)) {
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}

@@ -299,13 +299,53 @@ static bool in_cni_cache(struct ibvf_engine *e, struct cni_snap *c, const char *
 	return (c->ret < 0 && c->ret != -ENOENT) || (!c->ret && snap_names(c, pci));
 }
 
+/*
+ * Does a live record other than the warm record @w hold the GUID the VF @vf
+ * carries (into *@o)? Then the VF is a Pod's (or being released): never
+ * re-GUIDed by a warm-up, nor given to another Pod by a take. A healthy store never has a warm
+ * record next to another live record of the same VF but during a release's hand-over (the old
+ * record "releasing", reconciliation finishes it); a rolled-back store can:
+ * it brings back an older warm row of a VF a Pod holds now, and `ibvfctl
+ * pool rebuild` adopts the GUID the VF carries beside it. When that record
+ * is settled (port_ready, handed) and names this VF, the warm record is
+ * stale: walked back (its GUID is on no VF, so the VF is not touched;
+ * quarantined). Source of the rule: docs/vf-guid-lifecycle.md, "Warm VFs"
+ * (issue 17 item 3: a warm GUID never replaces a tenant's); a port GUID is
+ * live on at most one VF.
+ */
+static bool held_by_other(struct ibvf_engine *e, const struct ibvf_attach_vf *vf,
+			  struct ibvf_alloc *w, struct ibvf_alloc *o)
+{
+	char s[IBVF_GUID_STR_LEN], s2[IBVF_GUID_STR_LEN];
+
+	if (!vf->guids_known || !vf->port_guid || vf->port_guid == w->guid ||
+	    ibvf_pool_get(e->pool, vf->port_guid, o, NULL, 0) || o->state == IBVF_ALLOC_QUARANTINED)
+		return false;
+	ibvf_guid_format(w->guid, s);
+	ibvf_guid_format(o->guid, s2);
+	if ((o->state == IBVF_ALLOC_PORT_READY || o->state == IBVF_ALLOC_HANDED) &&
+	    !strcmp(o->pci, vf->pci)) {
+		log_warn("warm VF %s (PF %s VF %d): it carries GUID %s of container %.12s ifname "
+			 "%s (%s): its warm record of GUID %s is stale (a rolled-back store): "
+			 "dropped, the VF is not touched",
+			 vf->pci, vf->pf, vf->vf_index, s2, o->owner.container_id, o->owner.ifname,
+			 ibvf_alloc_state_name(o->state), s);
+		warm_undo(e, w);
+	} else {
+		log_info("warm VF %s: it carries GUID %s of container %.12s (%s): not warmed (warm "
+			 "record of GUID %s kept)",
+			 vf->pci, s2, o->owner.container_id, ibvf_alloc_state_name(o->state), s);
+	}
+	return true;
+}
+
 /* Warm the VF @pci (the keys are held). Return: true when it is warm now. */
 static bool warm_one(struct ibvf_engine *e, const char *pci, struct cni_snap *cache)
 {
 	struct ibvf_alloc_request req = {.vf_index = -1};
 	struct ibvf_port_result pr;
 	struct ibvf_attach_vf vf;
-	struct ibvf_alloc a;
+	struct ibvf_alloc a, o;
 	char err[IBVF_ERR_LEN + 96], s[IBVF_GUID_STR_LEN];
 	uint16_t pk = 0;
 	int64_t dl;
@@ -329,6 +369,9 @@ static bool warm_one(struct ibvf_engine *e, const char *pci, struct cni_snap *ca
 		if (!ibvf_alloc_is_warm(&a) ||
 		    (a.state != IBVF_ALLOC_ALLOCATED && a.state != IBVF_ALLOC_PORT_READY))
 			return false; /* a Pod's, or being released */
+		/* another record holds what the VF carries: a Pod's VF, never re-GUIDed */
+		if (held_by_other(e, &vf, &a, &o))
+			return false;
 		/* warm already; else recorded by a release (or left by a crash): set it up */
 		if (a.state == IBVF_ALLOC_PORT_READY && vf.guids_known && vf.port_guid == a.guid)
 			return true;
@@ -600,6 +643,7 @@ void eng_warm_kick(struct ibvf_engine *e)
 int eng_warm_take(struct op *op, const struct ibvf_alloc *w)
 {
 	struct ibvf_engine *e = op->e;
+	struct ibvf_alloc stale, o;
 	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
 	const char *why = NULL;
 	bool on;
@@ -607,6 +651,16 @@ int eng_warm_take(struct op *op, const struct ibvf_alloc *w)
 
 	if (!ibvf_alloc_is_warm(w))
 		return 0;
+	/* the VF carries what another live record holds: a Pod's VF (a stale warm row) */
+	stale = *w;
+	if (held_by_other(e, &op->vf, &stale, &o)) {
+		eng_set_error(
+			op, IBVF_RPC_VF_IN_USE, EBUSY, "allocate",
+			"VF %s (PF %s VF %d) is held by container %.64s ifname %s with GUID %s",
+			w->pci, w->pf, w->vf_index, o.owner.container_id, o.owner.ifname,
+			ibvf_guid_format(o.guid, s));
+		return -EBUSY;
+	}
 	pthread_mutex_lock(&e->lock);
 	on = e->warm;
 	pthread_mutex_unlock(&e->lock);

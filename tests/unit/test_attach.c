@@ -2523,6 +2523,126 @@ static void test_warm_in_sm_adopted(void **state)
 }
 
 /*
+ * The Pod's GUID @t on VF @k in PKey 0x12, as `ibvfctl pool rebuild` adopts
+ * it after a store loss: with the VF's PCI address, or (@sm_only) from the
+ * SM alone, with none.
+ */
+static void adopt_pod(struct fx *f, int k, uint64_t t, bool sm_only)
+{
+	struct ibvf_alloc a = {.guid = t, .vf_index = sm_only ? -1 : k, .n_pkeys = 1};
+
+	a.pkeys[0] = 0x8012;
+	snprintf(a.owner.container_id, sizeof(a.owner.container_id),
+		 IBVF_POOL_ADOPTED_PREFIX "%016llx", (unsigned long long)t);
+	snprintf(a.owner.ifname, sizeof(a.owner.ifname), "adopted");
+	if (!sm_only) {
+		snprintf(a.pci, sizeof(a.pci), "%s", pci_of(k));
+		snprintf(a.pf, sizeof(a.pf), "ib0");
+	}
+	assert_int_equal(ibvf_pool_adopt(f->pool, &a, NULL, 0), 0);
+	fv.vf[k].port = fv.vf[k].node = t;
+	fake_sm_put(f->sm, 0x12, t, true);
+}
+
+/* VF @k's warm row replaced by a release's new one, at "allocated" (into @w). */
+static void warm_allocated(struct fx *f, int k, struct ibvf_alloc *w)
+{
+	struct ibvf_alloc_request req = {.vf_index = k, .no_owner_return = true};
+	struct ibvf_alloc a;
+
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(k), &a, NULL, 0), 0);
+	assert_int_equal(ibvf_pool_release(f->pool, a.guid, NULL, 0), 0);
+	snprintf(req.owner.container_id, sizeof(req.owner.container_id), "%s0000-03-01.%d",
+		 IBVF_POOL_WARM_PREFIX, k);
+	snprintf(req.owner.ifname, sizeof(req.owner.ifname), "%s", IBVF_POOL_WARM_IFNAME);
+	req.pci = pci_of(k);
+	req.pf = "ib0";
+	assert_int_equal(ibvf_pool_allocate(f->pool, &req, w, NULL, 0), 0);
+}
+
+/*
+ * A rolled-back store (a damaged WAL) brings back an older warm row of a VF
+ * a Pod holds now, next to the record `ibvfctl pool rebuild` adopted for the
+ * GUID the VF carries (the ibvfd-campaign-warm "leaked record" failure: the
+ * warm pass took the stale row for its own and re-GUIDed the Pod's VF). The
+ * warm row at port_ready (the VF was warm, a Pod attached cold later: VFs 4,
+ * 6) or at allocated (a release's new warm GUID, the next Pod attached cold
+ * before the warm pass: VFs 5, 7); the Pod's GUID adopted with the VF's PCI
+ * address (4, 5) or from the SM alone (6, 7: bound to the VF in the pass's
+ * VF step, after the records). Reconciliation drops the rows of VFs 4 and 5
+ * (warm-stale) and binds the adoptions of 6 and 7, the warm pass drops the
+ * rows of 6 and 7; no Pod's VF is touched, each keeps its GUID and its PKey,
+ * and a second pass finds nothing. Then a take: another Pod's prepare for a
+ * VF in that state is refused (VF in use), not run cold over the Pod's GUID.
+ */
+static void test_warm_stale_rollback(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_alloc w[N_VFS], a;
+	json_t *fnd = json_array();
+	char *txt;
+	int n;
+
+	wait_warm(f, N_VFS);
+	ibvf_engine_free(f->e);
+	open_engine(f);
+	for (int k = 4; k <= 7; k++) {
+		if (k % 2)
+			warm_allocated(f, k, &w[k]);
+		else
+			assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(k), &w[k], NULL, 0), 0);
+		assert_int_equal(w[k].state, k % 2 ? IBVF_ALLOC_ALLOCATED : IBVF_ALLOC_PORT_READY);
+		adopt_pod(f, k, RANGE_END - (uint64_t)k, k >= 6);
+	}
+
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0) >= 0);
+	txt = json_dumps(fnd, 0);
+	n = 0;
+	for (const char *p = txt; (p = strstr(p, "\"warm-stale\"")); p++)
+		n++;
+	if (n != 2)
+		fail_msg("%d warm-stale findings, expected 2 (VFs 4, 5): %s", n, txt);
+	free(txt);
+	json_decref(fnd);
+	wait_warm(f, N_VFS - 4);
+	for (int k = 4; k <= 7; k++) {
+		uint64_t t = RANGE_END - (uint64_t)k;
+
+		if (fv.vf[k].port != t)
+			fail_msg("VF %d (a Pod's) carries %016llx, not the Pod's %016llx", k,
+				 (unsigned long long)fv.vf[k].port, (unsigned long long)t);
+		assert_int_equal(store_state(f, w[k].guid), IBVF_ALLOC_QUARANTINED);
+		assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(k), &a, NULL, 0), 0);
+		assert_int_equal(a.guid, t);
+		assert_int_equal(fake_sm_has(f->sm, 0x12, t), IBVF_MEMBER_FULL);
+	}
+	assert_warm_sane(f);
+	fnd = json_array();
+	n = ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0);
+	txt = json_dumps(fnd, 0);
+	if (n)
+		fail_msg("second pass: %s", txt);
+	free(txt);
+	json_decref(fnd);
+
+	/*
+	 * A prepare of another Pod for a VF in that state, before any pass or
+	 * warm pass (warm VF 8 found by the take: its row is the older): in use,
+	 * and the Pod's VF keeps its GUID (the take's cold path would re-GUID it)
+	 */
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(8), &w[8], NULL, 0), 0);
+	assert_true(ibvf_alloc_is_warm(&w[8]));
+	adopt_pod(f, 8, RANGE_END - 8, false);
+	assert_null(call(f, "prepare", prep_nolink("other", pci_of(8), "0x0034")));
+	assert_int_equal(f->code[0], IBVF_RPC_VF_IN_USE);
+	assert_int_equal(fv.vf[8].port, RANGE_END - 8);
+	assert_int_equal(store_state(f, w[8].guid), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(ibvf_pool_find_pci(f->pool, pci_of(8), &a, NULL, 0), 0);
+	assert_int_equal(a.guid, RANGE_END - 8);
+}
+
+/*
  * vf.warm turned off (SIGHUP): the warm VFs are reset to their pre-warm
  * GUIDs and their GUIDs quarantined; prepare and release are then as before
  * (the ADD programs the VF, the DEL resets it).
@@ -2822,6 +2942,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_warm_cold_paths, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_crash, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_in_sm_adopted, setup_warm, teardown),
+		cmocka_unit_test_setup_teardown(test_warm_stale_rollback, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_warm_off, setup_warm, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_handed_lost, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_lazy_release_lost, setup, teardown),
