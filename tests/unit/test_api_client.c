@@ -76,7 +76,8 @@ static void answer(int fd, const char *line, int conn)
 	char out[256];
 	int n;
 
-	n = snprintf(out, sizeof(out), "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"result\":{\"conn\":%d}}\n",
+	n = snprintf(out, sizeof(out),
+		     "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"result\":{\"conn\":%d}}\n",
 		     (long long)json_integer_value(json_object_get(req, "id")), conn);
 	json_decref(req);
 	assert_int_equal(write(fd, out, (size_t)n), n);
