@@ -139,7 +139,8 @@ static struct fake *fake_start(const enum act *acts, size_t n)
 	snprintf(f->dir, sizeof(f->dir), "/tmp/ibvf-apic-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->sock, sizeof(f->sock), "%s/s", f->dir);
-	memcpy(f->acts, acts, n * sizeof(*acts));
+	if (n)
+		memcpy(f->acts, acts, n * sizeof(*acts));
 	f->n_acts = n;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
