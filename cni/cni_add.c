@@ -640,6 +640,7 @@ int cni_cmd_add(struct cni_ctx *ctx)
 		log_info("VF %s: attached as %s in %s (%s)", a.vf.pci, ctx->env.ifname,
 			 ctx->env.netns, a.what);
 out:
+	cni_daemon_disconnect(); /* prepare, commit, a rollback's release: one connection */
 	cni_unlock(a.locks);
 	json_decref(a.ipam_res);
 	json_decref(a.owner);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <ibvf/api.h>
 
@@ -76,13 +77,47 @@ static int cni_code_for(int ret, const struct ibvf_rpc_error *rpc)
 	}
 }
 
+/*
+ * The one connection to ibvfd a plugin process keeps: ADD's prepare and
+ * commit (and a rollback's release) go over it instead of one connection
+ * each (issue 17). ibvf_api_conn_call() replaces it when ibvfd has closed it.
+ */
+static struct ibvf_api_conn *kept;
+static char kept_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+static int kept_conn(const char *socket, char *err, size_t errlen)
+{
+	int ret;
+
+	if (kept && !strcmp(kept_socket, socket))
+		return 0;
+	cni_daemon_disconnect();
+	ret = ibvf_api_conn_open(socket, &kept, err, errlen);
+	if (!ret)
+		snprintf(kept_socket, sizeof(kept_socket), "%s", socket);
+	return ret;
+}
+
+void cni_daemon_disconnect(void)
+{
+	if (kept)
+		log_debug("ibvfd at %s: %u connection(s) made", kept_socket,
+			  ibvf_api_conn_connects(kept));
+	ibvf_api_conn_close(kept);
+	kept = NULL;
+	kept_socket[0] = 0;
+}
+
 static int call(const char *socket, const char *method, json_t *params, unsigned timeout_ms,
 		json_t **result, struct cni_daemon_error *de, char *err, size_t errlen)
 {
 	int ret;
 
 	memset(de, 0, sizeof(*de));
-	ret = ibvf_api_call(socket, method, params, (int)timeout_ms, result, &de->rpc, err, errlen);
+	ret = kept_conn(socket, err, errlen);
+	if (!ret)
+		ret = ibvf_api_conn_call(kept, method, params, (int)timeout_ms, result, &de->rpc,
+					 err, errlen);
 	if (ret) {
 		de->ret = ret;
 		de->cni_code = cni_code_for(ret, &de->rpc);

@@ -24,6 +24,15 @@
  */
 enum cni_mode cni_mode_select(const struct cni_netconf *nc, const char **socket);
 
+/**
+ * cni_daemon_disconnect() - close the connection to ibvfd the calls below
+ * keep. Every call of a process goes over one kept connection (for the
+ * socket last called; one to another socket replaces it), made at the first
+ * call and made again when ibvfd has closed it (api_client.h,
+ * ibvf_api_conn_call()); ADD closes it when done, process exit otherwise.
+ */
+void cni_daemon_disconnect(void);
+
 /** An owner as the API names it: {container_id, ifname, pod_*?, network?}. */
 json_t *cni_owner_new(const char *container_id, const char *ifname, const char *pod_namespace,
 		      const char *pod_name, const char *pod_uid, const char *network);

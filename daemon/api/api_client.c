@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "log.h"
 
 /* Wait for @events on @fd until @deadline (monotonic ms). */
 static int wait_fd(int fd, short events, long long deadline)
@@ -121,13 +123,19 @@ static int send_all(int fd, const char *buf, size_t len, long long deadline)
 	return 0;
 }
 
-/* Read one '\n'-terminated line into a malloc'd buffer. */
-static int recv_line(int fd, char **out, long long deadline)
+/*
+ * Read one '\n'-terminated line into a malloc'd buffer. *@got tells whether
+ * any byte of it arrived (a kept connection's request is sent again only when
+ * none did); *@extra whether bytes followed the line (the connection is then
+ * out of step with its requests and must not be reused).
+ */
+static int recv_line(int fd, char **out, long long deadline, bool *got, bool *extra)
 {
 	size_t cap = 4096, len = 0;
 	char *buf = malloc(cap);
 	int ret;
 
+	*got = *extra = false;
 	if (!buf)
 		return -ENOMEM;
 	for (;;) {
@@ -151,10 +159,12 @@ static int recv_line(int fd, char **out, long long deadline)
 		}
 		n = recv(fd, buf + len, cap - len - 1, 0);
 		if (n > 0) {
+			*got = true;
 			len += (size_t)n;
 			buf[len] = 0;
 			nl = memchr(buf, '\n', len);
 			if (nl) {
+				*extra = (size_t)(nl - buf) + 1 < len;
 				*nl = 0;
 				*out = buf;
 				return 0;
@@ -214,40 +224,170 @@ static int parse_reply(const char *line, json_t **result, struct ibvf_rpc_error 
 	return ret;
 }
 
+struct ibvf_api_conn {
+	int fd;		   /* -1: not connected */
+	unsigned connects; /* connections made */
+	unsigned next_id;  /* JSON-RPC id of the next request */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+static int conn_init(struct ibvf_api_conn *c, const char *path, char *err, size_t errlen)
+{
+	if (strlen(path) >= sizeof(c->path))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "socket path %s too long", path);
+	memcpy(c->path, path, strlen(path) + 1);
+	c->fd = -1;
+	c->connects = 0;
+	c->next_id = 1;
+	return 0;
+}
+
+static void conn_drop(struct ibvf_api_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/*
+ * A kept connection the daemon has closed (idle timeout, eviction at the
+ * connection limit, restart) reads as EOF or hang-up; a connection in step
+ * with its requests has nothing to read between them. Either way a readable
+ * or hung-up kept connection is not used again.
+ */
+static bool conn_closed_by_peer(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) != 0;
+}
+
+/* The request as one '\n'-terminated line, to send in one write. */
+static char *request_line(const char *method, json_t *params, unsigned id)
+{
+	json_t *req = json_pack("{s:s,s:s,s:O,s:I}", "jsonrpc", "2.0", "method", method, "params",
+				params ? params : json_object(), "id", (json_int_t)id);
+	char *text, *line;
+	size_t n;
+
+	if (!params && req)
+		json_decref(json_object_get(req, "params")); /* drop the extra reference */
+	text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	if (!text)
+		return NULL;
+	n = strlen(text);
+	line = realloc(text, n + 2);
+	if (!line) {
+		free(text);
+		return NULL;
+	}
+	line[n] = '\n';
+	line[n + 1] = 0;
+	return line;
+}
+
+int ibvf_api_conn_call(struct ibvf_api_conn *c, const char *method, json_t *params, int timeout_ms,
+		       json_t **result, struct ibvf_rpc_error *rerr, char *err, size_t errlen)
+{
+	long long deadline = ibvf_mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	char *text, *line = NULL;
+	bool kept = false, got, extra = false;
+	int ret;
+
+	*result = NULL;
+	text = request_line(method, params, c->next_id++);
+	if (!text)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (c->fd >= 0) {
+		kept = !conn_closed_by_peer(c->fd);
+		if (!kept) {
+			log_debug("ibvfd at %s closed the kept connection: connecting again",
+				  c->path);
+			conn_drop(c);
+		}
+	}
+	for (;;) {
+		if (c->fd < 0) {
+			ret = connect_socket(c->path, deadline, err, errlen);
+			if (ret < 0) {
+				free(text);
+				return ret;
+			}
+			c->fd = ret;
+			c->connects++;
+		}
+		got = false;
+		ret = send_all(c->fd, text, strlen(text), deadline);
+		if (!ret)
+			ret = recv_line(c->fd, &line, deadline, &got, &extra);
+		if (!ret)
+			break;
+		conn_drop(c);
+		if (kept && !got && (ret == -EPIPE || ret == -ECONNRESET)) {
+			/* closed under the request before any reply: once more, new connection */
+			log_debug("ibvfd at %s closed the kept connection under %s: sending it "
+				  "again on a new one",
+				  c->path, method);
+			kept = false;
+			continue;
+		}
+		free(text);
+		return ibvf_errf(err, errlen, ret, "ibvfd at %s, method %s: %s", c->path, method,
+				 ret == -ETIMEDOUT ? "no reply in time" : strerror(-ret));
+	}
+	free(text);
+	if (extra)
+		conn_drop(c);
+	ret = parse_reply(line, result, rerr, err, errlen);
+	if (ret && ret != -EREMOTEIO)
+		conn_drop(c);
+	free(line);
+	return ret;
+}
+
+int ibvf_api_conn_open(const char *socket_path, struct ibvf_api_conn **out, char *err,
+		       size_t errlen)
+{
+	struct ibvf_api_conn *c = malloc(sizeof(*c));
+	int ret;
+
+	*out = NULL;
+	if (!c)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = conn_init(c, socket_path, err, errlen);
+	if (ret) {
+		free(c);
+		return ret;
+	}
+	*out = c;
+	return 0;
+}
+
+unsigned ibvf_api_conn_connects(const struct ibvf_api_conn *c)
+{
+	return c->connects;
+}
+
+void ibvf_api_conn_close(struct ibvf_api_conn *c)
+{
+	if (!c)
+		return;
+	conn_drop(c);
+	free(c);
+}
+
 int ibvf_api_call(const char *socket_path, const char *method, json_t *params, int timeout_ms,
 		  json_t **result, struct ibvf_rpc_error *rerr, char *err, size_t errlen)
 {
-	long long deadline = ibvf_mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
-	json_t *req;
-	char *text = NULL, *line = NULL;
-	int fd, ret;
+	struct ibvf_api_conn c;
+	int ret;
 
 	*result = NULL;
-	req = json_pack("{s:s,s:s,s:O,s:i}", "jsonrpc", "2.0", "method", method, "params",
-			params ? params : json_object(), "id", 1);
-	if (!params && req)
-		json_decref(json_object_get(req, "params")); /* drop the extra reference */
-	if (!req || !(text = json_dumps(req, JSON_COMPACT))) {
-		json_decref(req);
-		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	}
-	json_decref(req);
-	fd = connect_socket(socket_path, deadline, err, errlen);
-	if (fd < 0) {
-		free(text);
-		return fd;
-	}
-	ret = send_all(fd, text, strlen(text), deadline);
-	if (!ret)
-		ret = send_all(fd, "\n", 1, deadline);
-	free(text);
-	if (!ret)
-		ret = recv_line(fd, &line, deadline);
-	close(fd);
+	ret = conn_init(&c, socket_path, err, errlen);
 	if (ret)
-		return ibvf_errf(err, errlen, ret, "ibvfd at %s, method %s: %s", socket_path,
-				 method, ret == -ETIMEDOUT ? "no reply in time" : strerror(-ret));
-	ret = parse_reply(line, result, rerr, err, errlen);
-	free(line);
+		return ret;
+	ret = ibvf_api_conn_call(&c, method, params, timeout_ms, result, rerr, err, errlen);
+	conn_drop(&c);
 	return ret;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Client of the ibvfd local API (include/ibvf/api.h), used by the ib-sriov
- * CNI plugin and ibvfctl. One call = one connection, one request, one reply.
+ * CNI plugin and ibvfctl. ibvf_api_call(): one connection, one request, one
+ * reply. A connection object (ibvf_api_conn_*) keeps one connection for
+ * several calls in sequence (the plugin's ADD: prepare, then commit).
  */
 #ifndef IBVF_API_CLIENT_H
 #define IBVF_API_CLIENT_H
@@ -32,5 +34,43 @@ struct ibvf_rpc_error {
  */
 int ibvf_api_call(const char *socket_path, const char *method, json_t *params, int timeout_ms,
 		  json_t **result, struct ibvf_rpc_error *rerr, char *err, size_t errlen);
+
+/** A connection to ibvfd kept for calls made one after another (not thread-safe). */
+struct ibvf_api_conn;
+
+/**
+ * ibvf_api_conn_open() - a connection object for the daemon at @socket_path.
+ * It connects at its first call, not here, so that call's timeout covers the
+ * connect (and its backlog retries) as ibvf_api_call()'s does.
+ *
+ * Return: 0 with *@out set; -ENAMETOOLONG (path longer than sun_path), -ENOMEM.
+ * @err gets the reason on failure.
+ */
+int ibvf_api_conn_open(const char *socket_path, struct ibvf_api_conn **out, char *err,
+		       size_t errlen);
+
+/**
+ * ibvf_api_conn_call() - ibvf_api_call() over @c's connection: same
+ * arguments, results and errors. The connection stays open after a reply
+ * (also an error reply, -EREMOTEIO) and is closed on any other failure.
+ * ibvfd closes idle connections (api.idle_timeout_ms, 60 s; sooner, at
+ * least 1 s idle, when its connection limit is reached: daemon/engine/
+ * api_server.c) and a restart closes them all, so a kept connection the
+ * daemon has closed is replaced by a new one: without sending when the
+ * close is already seen (EOF or hang-up before the request), and by sending
+ * the request once more on a new connection when the kept one was closed
+ * under it with no byte of reply (EPIPE, ECONNRESET). Only done for a kept
+ * connection, and once: every method the plugin repeats this way is
+ * idempotent per owner (docs/api.md, prepare, commit, release); a request
+ * whose reply was partly read is never sent again.
+ */
+int ibvf_api_conn_call(struct ibvf_api_conn *c, const char *method, json_t *params, int timeout_ms,
+		       json_t **result, struct ibvf_rpc_error *rerr, char *err, size_t errlen);
+
+/** ibvf_api_conn_connects() - how many connections @c has made (tests, debug logs). */
+unsigned ibvf_api_conn_connects(const struct ibvf_api_conn *c);
+
+/** ibvf_api_conn_close() - close the connection if open and free @c; NULL is a no-op. */
+void ibvf_api_conn_close(struct ibvf_api_conn *c);
 
 #endif /* IBVF_API_CLIENT_H */

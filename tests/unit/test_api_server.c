@@ -789,6 +789,34 @@ static void test_idle_connection_closed(void **state)
 	assert_int_equal(stat_of(f, "closed_idle"), 2);
 }
 
+/*
+ * The client's kept connection (ibvf_api_conn_*) across the server's idle
+ * close: the CNI plugin's prepare, then its commit after the netns move,
+ * with the connection closed in between; the commit gets through on a new
+ * connection (issue 17).
+ */
+static void test_kept_connection_after_idle_close(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_api_conn *c;
+	json_t *r = NULL;
+	char err[256];
+
+	assert_int_equal(ibvf_api_conn_open(f->sock, &c, err, sizeof(err)), 0);
+	assert_int_equal(ibvf_api_conn_call(c, "echo", NULL, 5000, &r, NULL, err, sizeof(err)), 0);
+	json_decref(r);
+	assert_int_equal(ibvf_api_conn_call(c, "echo", NULL, 5000, &r, NULL, err, sizeof(err)), 0);
+	json_decref(r);
+	assert_int_equal(ibvf_api_conn_connects(c), 1);
+	while (stat_of(f, "closed_idle") < 1)
+		usleep(50 * 1000); /* no time limit here: meson's timeout is the bound */
+	if (ibvf_api_conn_call(c, "echo", NULL, 5000, &r, NULL, err, sizeof(err)))
+		fail_msg("call after the idle close: %s", err);
+	json_decref(r);
+	assert_int_equal(ibvf_api_conn_connects(c), 2);
+	ibvf_api_conn_close(c);
+}
+
 static const struct params line_params = {.idle_ms = 10000, .line_ms = 300};
 
 /* Slowloris: a request line dribbled a byte every 50 ms is closed after the line timeout. */
@@ -977,6 +1005,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_prestate_setup_teardown(test_idle_connection_closed, setup,
 							 teardown, (void *)&idle_params),
+		cmocka_unit_test_prestate_setup_teardown(test_kept_connection_after_idle_close,
+							 setup, teardown, (void *)&idle_params),
 		cmocka_unit_test_prestate_setup_teardown(test_slowloris_closed, setup, teardown,
 							 (void *)&line_params),
 		cmocka_unit_test_setup_teardown(test_burst_of_clients_all_answered, setup,

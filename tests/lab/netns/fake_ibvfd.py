@@ -8,7 +8,10 @@ store to STATE (JSON) after every change so tests can assert what it holds.
 Faults come from CONTROL (JSON, re-read on every request):
   {"fail": {"prepare": {"code": -32003, "message": "..."}, "commit": ...},
    "status": {"ready": false, "backend_ok": false, "error": "..."},
-   "delay_ms": {"prepare": 50}}
+   "delay_ms": {"prepare": 50},
+   "close_after": ["prepare"],   # answer, then close the connection (idle close)
+   "drop_once": "commit"}        # read the next such request, close unanswered
+STATE's "conns" holds each call's connection number (parallel to "calls").
 Usage: fake_ibvfd.py SOCKET STATE CONTROL [--netdev-map PCI=NAME,...]
 """
 import json
@@ -31,6 +34,9 @@ for arg in sys.argv[4:]:
 lock = threading.Lock()
 owners = {}          # "cid/ifname" -> record
 calls = []           # method names, in order
+conns = []           # the connection number of each call
+n_conns = [0]
+dropped = set()      # drop_once methods already dropped
 next_guid = [0x0200000000000001]
 
 
@@ -42,7 +48,7 @@ def fmt_guid(g):
 def save():
     tmp = STATE + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"owners": owners, "calls": calls}, f)
+        json.dump({"owners": owners, "calls": calls, "conns": conns}, f)
     os.replace(tmp, STATE)
 
 
@@ -134,6 +140,9 @@ METHODS = {"prepare": m_prepare, "commit": m_commit, "release": m_release,
 
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
+        with lock:
+            n_conns[0] += 1
+            conn = n_conns[0]
         for line in self.rfile:
             try:
                 req = json.loads(line)
@@ -147,7 +156,14 @@ class Handler(socketserver.StreamRequestHandler):
             if delay:
                 time.sleep(delay / 1000)
             with lock:
+                drop = ctl.get("drop_once") == method and method not in dropped
+                if drop:
+                    dropped.add(method)
+            if drop:
+                return  # closed under the request, as a restarting ibvfd does
+            with lock:
                 calls.append(method)
+                conns.append(conn)
                 fault = ctl.get("fail", {}).get(method)
                 try:
                     if fault:
@@ -162,6 +178,8 @@ class Handler(socketserver.StreamRequestHandler):
                                      "data": {"errno": 5, "step": e.step}}}
                 save()
             self.reply(out)
+            if method in ctl.get("close_after", []):
+                return
 
     def reply(self, obj):
         self.wfile.write((json.dumps(obj) + "\n").encode())

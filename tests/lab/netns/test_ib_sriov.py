@@ -135,6 +135,34 @@ def t_add_check_del(lab, t):
     t.ok(rc == 1 and out["code"] == 104, "CHECK after DEL fails", out)
 
 
+def t_one_connection(lab, t):
+    """ADD's prepare and commit over one ibvfd connection; a closed one is replaced (issue 17)."""
+    vf = lab.vf()
+    conf = base(lab, vf, runtimeConfig={"infinibandGUID": GUID})
+    for ctl, what in (({}, "kept connection"),
+                      ({"close_after": ["prepare"]}, "ibvfd closed the connection after prepare"),
+                      ({"drop_once": "commit"}, "ibvfd closed the connection under commit")):
+        ns, cid = lab.ns(), "c-conn"
+        lab.set_control(ctl)
+        n = len(lab.store()["calls"])
+        rc, res, err = lab.run("ADD", conf, cid, netns=ns)
+        lab.set_control({})
+        st = lab.store()
+        calls, conns = st["calls"][n:], st["conns"][n:]
+        t.ok(rc == 0 and st["owners"].get(f"{cid}/net1", {}).get("state") == "handed",
+             f"{what}: ADD succeeds, owner handed", f"{res}\n{err}")
+        t.ok(calls == ["prepare", "commit"], f"{what}: ibvfd got prepare and commit once each",
+             calls)
+        if not ctl:
+            t.ok(len(conns) == 2 and conns[0] == conns[1],
+                 "prepare and commit came over one connection", conns)
+        else:
+            t.ok(len(conns) == 2 and conns[0] != conns[1],
+                 f"{what}: commit came over a new connection", conns)
+        rc, out, err = lab.run("DEL", conf, cid, netns=ns)
+        t.ok(rc == 0, f"{what}: DEL succeeds", f"{out}\n{err}")
+
+
 def pod_clean(lab, t, ns, what, keep=()):
     left = [n for n in lab.links(ns) if n != "lo" and n not in keep]
     t.ok(left == [], f"{what}: Pod netns holds no VF netdev", left)
@@ -730,7 +758,7 @@ def t_vfio(lab, t):
     nothing_held(lab, t, cid, "ibvfio", "vfio DEL")
 
 
-TESTS = [t_version, t_add_check_del, t_rendered_sriovibnetwork, t_metaplugins_conflist,
+TESTS = [t_version, t_add_check_del, t_one_connection, t_rendered_sriovibnetwork, t_metaplugins_conflist,
          t_versions, t_gc, t_status, t_del_missing_state, t_legacy_cache, t_add_failures,
          t_move_names, t_bad_input, t_compat_mode, t_vfio, t_concurrent]
 
