@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ibvf/api.h>
+
 #include "cni_daemon.h"
 #include "cni_ipam.h"
 #include "cni_netns.h"
@@ -292,6 +294,16 @@ static void td_owner(struct td *t)
 		ret = cni_host->vf_restore(c, err, sizeof(err));
 		if (ret)
 			td_fail(t, CNI_ERR_VF, "restoring the VF: %s", err);
+		return;
+	}
+	if (ibvf_owner_reserved(c->container_id)) {
+		/*
+		 * ibvfd refuses this owner at ADD (and at release: an error DEL
+		 * would repeat forever), so it holds nothing for it (api.h)
+		 */
+		log_warn("VF %s: container ID %.64s starts with a prefix ibvfd reserves for its "
+			 "own records: ibvfd holds nothing for it, nothing to release",
+			 c->device_id, c->container_id);
 		return;
 	}
 	cni_mode_select(&ctx->nc, &socket);

@@ -462,6 +462,13 @@ static int pool_allocate(struct ctl_ctx *ctx, int argc, char **argv)
 		return ctl_error(CTL_USAGE, "unexpected argument '%s'", argv[optind]);
 	if (!req.owner.container_id[0])
 		return ctl_error(CTL_USAGE, "pool allocate needs --owner CONTAINER_ID");
+	/* ibvfd's own records' owners (api.h): refused by pool.allocate, and offline too */
+	if (ibvf_owner_reserved(req.owner.container_id))
+		return ctl_error(CTL_USAGE,
+				 "container ID '%.64s' starts with a prefix ibvfd reserves for its "
+				 "own records (" IBVF_OWNER_WARM_PREFIX
+				 ", " IBVF_OWNER_ADOPTED_PREFIX ")",
+				 req.owner.container_id);
 	ret = ctl_load_config(ctx);
 	if (ret)
 		return ret;

@@ -746,6 +746,14 @@ static int spool_cb(void *arg, const char *name, const struct ibvf_release_req *
 		ibvf_spool_remove(e->spool_dir, name);
 		return 0;
 	}
+	if (ibvf_owner_reserved(r->container_id)) {
+		/* ibvfd's own records (api.h): the API refuses a release of them too */
+		log_warn("release spool: %s/%s names container %.64s, an owner ibvfd reserves for "
+			 "its own records: removed, nothing released",
+			 e->spool_dir, name, r->container_id);
+		ibvf_spool_remove(e->spool_dir, name);
+		return 0;
+	}
 	ret = ibvf_pool_find_owner(e->pool, r->container_id, r->ifname, &a, err, sizeof(err));
 	if (!ret && (a.created_ms > r->created_ms || (r->guid && r->guid != a.guid)))
 		ret = -ENOENT; /* a newer attachment: not the one the DEL meant */

@@ -1076,9 +1076,18 @@ fail:
 
 void ibvf_pool_close(struct ibvf_pool *p)
 {
+	char err[IBVF_ERR_LEN] = "";
+
 	if (!p)
 		return;
 	lazy_join(p);
+	/*
+	 * The syncer stops without syncing what a lazy write left: make it
+	 * durable here (and pool.id name it), not only by SQLite's checkpoint at
+	 * close, which another connection to the store prevents.
+	 */
+	if (p->db && ibvf_pool_sync(p, err, sizeof(err)))
+		log_err("GUID pool store: closing with writes not durable: %s", err);
 	if (p->tx_open && p->db)
 		commit_inline(p, NULL, 0);
 	for (size_t i = 0; i < p->n_stmts; i++) {

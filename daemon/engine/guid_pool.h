@@ -36,16 +36,18 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <ibvf/api.h>
+
 #include "config.h"
 #include "err.h"
 
 #define IBVF_POOL_DB_NAME "pool.db"
 #define IBVF_POOL_ID_NAME "pool.id" /* the store's identity, outside it (issue 14) */
 /* container_id prefix of the records ibvfctl pool rebuild adopts */
-#define IBVF_POOL_ADOPTED_PREFIX "ibvf-adopted-"
+#define IBVF_POOL_ADOPTED_PREFIX IBVF_OWNER_ADOPTED_PREFIX
 /* container_id prefix of a warm VF's record (engine/warm_vf.c): "ibvf-warm-<pci, ':' as '-'>",
  * ifname "warm"; no PKeys; "allocated" while it is set up, "port_ready" when warm */
-#define IBVF_POOL_WARM_PREFIX "ibvf-warm-"
+#define IBVF_POOL_WARM_PREFIX IBVF_OWNER_WARM_PREFIX
 #define IBVF_POOL_WARM_IFNAME "warm"
 #define IBVF_POOL_MAX_PKEYS   8
 

@@ -72,7 +72,31 @@
 #ifndef IBVF_API_H
 #define IBVF_API_H
 
+#include <stdbool.h>
+#include <string.h>
+
 #define IBVF_API_DEFAULT_SOCKET "/run/ibvf/ibvfd.sock"
+
+/*
+ * container_id prefixes ibvfd reserves for its own records (docs/api.md,
+ * "Owners"): warm VFs ("ibvf-warm-<pci>"/"warm", engine/warm_vf.c) and the
+ * records `ibvfctl pool rebuild` adopts ("ibvf-adopted-<guid>"/"adopted").
+ */
+#define IBVF_OWNER_WARM_PREFIX	  "ibvf-warm-"
+#define IBVF_OWNER_ADOPTED_PREFIX "ibvf-adopted-"
+
+/**
+ * ibvf_owner_reserved() - does @container_id start with a prefix ibvfd
+ * reserves? prepare, commit, release and pool.allocate refuse such an owner
+ * (-32602), so no API caller ever holds anything under it; a DEL of one has
+ * nothing to release, and a release request in the spool for one is dropped.
+ * Source of the rule: docs/api.md, "Owners".
+ */
+static inline bool ibvf_owner_reserved(const char *container_id)
+{
+	return !strncmp(container_id, IBVF_OWNER_WARM_PREFIX, strlen(IBVF_OWNER_WARM_PREFIX)) ||
+	       !strncmp(container_id, IBVF_OWNER_ADOPTED_PREFIX, strlen(IBVF_OWNER_ADOPTED_PREFIX));
+}
 /** Largest request or response line, bytes (including the newline). */
 #define IBVF_API_MAX_LINE (1024 * 1024)
 

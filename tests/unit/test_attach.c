@@ -1978,6 +1978,38 @@ static void test_release_spool(void **state)
 	assert_int_equal(ibvf_engine_apply_spool(f->e, err, sizeof(err)), 0);
 }
 
+/*
+ * A release request in the spool for an owner ibvfd reserves (a DEL of a
+ * container ID "ibvf-adopted-<guid>" or "ibvf-warm-<pci>" while ibvfd was
+ * down, or a file written by hand): dropped, the record that carries that
+ * name (an adopted Pod's GUID, a warm VF) is left alone.
+ */
+static void test_release_spool_reserved(void **state)
+{
+	struct fx *f = *state;
+	struct ibvf_release_req rq = {.created_ms = ibvf_wall_ms() + 1000};
+	struct ibvf_alloc a = {.guid = RANGE_START + 100, .vf_index = 52, .n_pkeys = 1};
+	char dir[128], err[IBVF_ERR_LEN];
+	int n = 0;
+
+	a.pkeys[0] = 0x8016;
+	snprintf(a.owner.container_id, sizeof(a.owner.container_id),
+		 IBVF_POOL_ADOPTED_PREFIX "%016llx", (unsigned long long)a.guid);
+	snprintf(a.owner.ifname, sizeof(a.owner.ifname), "adopted");
+	snprintf(a.pci, sizeof(a.pci), "%s", pci_of(52));
+	assert_int_equal(ibvf_pool_adopt(f->pool, &a, NULL, 0), 0);
+	snprintf(dir, sizeof(dir), "%s/release.d", spool_base);
+	snprintf(rq.container_id, sizeof(rq.container_id), "%s", a.owner.container_id);
+	snprintf(rq.ifname, sizeof(rq.ifname), "adopted");
+	snprintf(rq.network, sizeof(rq.network), "net-a");
+	assert_int_equal(ibvf_spool_write(dir, &rq, err, sizeof(err)), 0);
+
+	assert_int_equal(ibvf_engine_apply_spool(f->e, err, sizeof(err)), 0);
+	assert_int_equal(store_state(f, a.guid), IBVF_ALLOC_HANDED);
+	assert_int_equal(ibvf_spool_scan(dir, spool_count, &n, NULL, 0), 0);
+	assert_int_equal(n, 0); /* the request is gone */
+}
+
 /* A handed VF whose netdev is in the host netns again (the Pod is gone): released. */
 static void test_handed_in_host(void **state)
 {
@@ -2929,6 +2961,8 @@ int main(void)
 		cmocka_unit_test(test_reconcile_sm_down),
 		cmocka_unit_test_setup_teardown(test_store_lost_no_reissue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_spool, setup_spool, teardown_spool),
+		cmocka_unit_test_setup_teardown(test_release_spool_reserved, setup_spool,
+						teardown_spool),
 		cmocka_unit_test_setup_teardown(test_handed_in_host, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_cni_cache_in_use, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timing, setup, teardown),

@@ -543,6 +543,22 @@ static int d_fail(const char *op, const char *what, struct cni_daemon_error *de,
 	return 0;
 }
 
+/*
+ * ibvfd's refusal of an owner it reserves (api_methods.c, reserved_owner()):
+ * "invalid params" for prepare, commit and release alike. Spelled out here,
+ * not through api.h's check, so that the test does not share the rule it tests.
+ */
+static int d_reserved(const char *cid, struct cni_daemon_error *de, char *err, size_t errlen)
+{
+	if (strncmp(cid, "ibvf-warm-", 10) && strncmp(cid, "ibvf-adopted-", 13))
+		return 0;
+	de->ret = -EREMOTEIO;
+	de->cni_code = CNI_ERR_INVALID_CONFIG;
+	de->rpc.code = IBVF_RPC_INVALID_PARAMS;
+	return ibvf_errf(err, errlen, -EREMOTEIO,
+			 "owner: container_id '%s' starts with a prefix ibvfd reserves", cid);
+}
+
 static int d_prepare(const char *socket, const struct cni_netconf *nc, json_t *owner,
 		     const char *pci, struct cni_prepared *out, struct cni_daemon_error *de,
 		     char *err, size_t errlen)
@@ -555,7 +571,8 @@ static int d_prepare(const char *socket, const struct cni_netconf *nc, json_t *o
 
 	(void)socket;
 	snprintf(what, sizeof(what), "prepare:%s/%s", cid, ifn);
-	if ((ret = d_fail("prepare", what, de, err, errlen)))
+	if ((ret = d_fail("prepare", what, de, err, errlen)) ||
+	    (ret = d_reserved(cid, de, err, errlen)))
 		return ret;
 	assert_non_null(v);
 	assert_string_equal(jstr(owner, "network"), nc->name);
@@ -605,7 +622,8 @@ static int d_release(const char *socket, unsigned timeout_ms, json_t *owner, boo
 	(void)socket;
 	(void)timeout_ms;
 	snprintf(what, sizeof(what), "release:%s/%s", cid, ifn);
-	if ((ret = d_fail("release", what, de, err, errlen)))
+	if ((ret = d_fail("release", what, de, err, errlen)) ||
+	    (ret = d_reserved(cid, de, err, errlen)))
 		return ret;
 	if (released)
 		*released = o != NULL;
@@ -1211,6 +1229,52 @@ static void test_del_twice(void **state)
 	call_free(&k);
 }
 
+static int spool_n(void *arg, const char *name, const struct ibvf_release_req *r)
+{
+	(void)name;
+	(void)r;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/*
+ * A container ID with a prefix ibvfd reserves (ibvf-warm-, ibvf-adopted-):
+ * ADD is refused, and the DEL the runtime sends after it succeeds without
+ * asking ibvfd (whose refusal would fail every DEL the runtime repeats), and
+ * leaves no release request in the spool when ibvfd is down (one that
+ * ibvfd's start would apply to its own record of that name).
+ */
+static void test_del_reserved_owner(void **state)
+{
+	static const char *const cids[] = {"ibvf-warm-0000-03-00.2",
+					   "ibvf-adopted-0200000000001001"};
+	char *spool = tu_path(T.dir, "release.d");
+	struct call k;
+	int n;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cids) / sizeof(cids[0]); i++) {
+		W.log[0] = 0;
+		run(&k, "ADD", cids[i], POD_A, conf_new(&(struct conf_opts){0}));
+		assert_int_not_equal(k.ret, 0);
+		call_free(&k);
+		W.log[0] = 0;
+		run(&k, "DEL", cids[i], POD_A, conf_new(&(struct conf_opts){0}));
+		assert_int_equal(k.ret, 0);
+		assert_null(strstr(W.log, "release:"));
+		call_free(&k);
+		W.daemon_down = true;
+		run(&k, "DEL", cids[i], POD_A, conf_new(&(struct conf_opts){0}));
+		assert_int_equal(k.ret, 0);
+		call_free(&k);
+		W.daemon_down = false;
+		n = 0;
+		ibvf_spool_scan(spool, spool_n, &n, NULL, 0); /* no directory: none */
+		assert_int_equal(n, 0);
+	}
+	free(spool);
+}
+
 /* No cache and no ibvfd socket: nothing says ibvfd held it, so it is not asked. */
 static void test_del_unknown_no_daemon(void **state)
 {
@@ -1743,6 +1807,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_add_compat_dead_vf, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_twice, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_unknown_no_daemon, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_del_reserved_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_after_failed_add, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_missing_netns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_release_fails, setup, teardown),

@@ -857,6 +857,60 @@ static void test_lazy_survives_kill(void **state)
 	assert_int_equal(rec.state, IBVF_ALLOC_QUARANTINED);
 }
 
+static void *close_main(void *arg)
+{
+	ibvf_pool_close(arg);
+	return NULL;
+}
+
+/*
+ * Close (shutdown, SIGHUP's reopen) with a lazy write pending: the syncer is
+ * at the gate with an earlier lazy write's fdatasync() when the close stops
+ * it, and a second lazy write is committed, not synced. The close makes it
+ * durable: after the close pool.id names its generation (pool.id follows
+ * only an fdatasync() that covered it), and the reopened store has both. A
+ * close that left it to SQLite's own checkpoint would lose it to an OS crash
+ * whenever another connection (ibvfctl, a reader) kept the WAL from one.
+ */
+static void test_lazy_pending_at_close(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_alloc_request rq = {.vf_index = -1};
+	struct ibvf_alloc a, b, rec;
+	unsigned long long gen0;
+	pthread_t closer;
+
+	seam_reset();
+	assert_int_equal(open_full(f), 0);
+	snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "close0");
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), 0);
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "close1");
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &b, f->err, sizeof(f->err)), 0);
+	gen0 = id_generation(f);
+
+	hold_syncs(true);
+	a.state = IBVF_ALLOC_HANDED;
+	assert_int_equal(ibvf_pool_update_lazy(f->p, &a, f->err, sizeof(f->err)), 0);
+	wait_at_gate(1, NULL); /* the syncer, with the first lazy write's fdatasync() */
+	b.state = IBVF_ALLOC_HANDED;
+	assert_int_equal(ibvf_pool_update_lazy(f->p, &b, f->err, sizeof(f->err)), 0);
+	assert_int_equal(pthread_create(&closer, NULL, close_main, f->p), 0);
+	usleep(200000); /* the close stops the syncer, waits for it to leave the gate */
+	hold_syncs(false);
+	give(0);
+	pthread_join(closer, NULL);
+	f->p = NULL;
+	assert_int_equal(id_generation(f), gen0 + 2); /* the second lazy write too */
+
+	assert_int_equal(open_full(f), 0);
+	assert_false(ibvf_pool_lost(f->p, NULL, 0));
+	assert_int_equal(ibvf_pool_get(f->p, a.guid, &rec, NULL, 0), 0);
+	assert_int_equal(rec.state, IBVF_ALLOC_HANDED);
+	assert_int_equal(ibvf_pool_get(f->p, b.guid, &rec, NULL, 0), 0);
+	assert_int_equal(rec.state, IBVF_ALLOC_HANDED);
+}
+
 /* A failed test may leave a call at the gate: open it before closing the pool. */
 static int teardown(void **state)
 {
@@ -881,6 +935,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_normal_crash_mid_commit, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_write, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_survives_kill, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_pending_at_close, fx_setup, teardown),
 	};
 
 	ibvf_log_init("test_guid_pool_group", IBVF_LOG_STDERR, LOG_WARNING);

@@ -495,6 +495,11 @@ static void test_allocate_errors(void **state)
 			     "a-very-long-interface-name"),
 			 2);
 	assert_contains(f->r.err, "ifname");
+	/* ibvfd's own records' owners: refused offline as pool.allocate refuses them */
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "ibvf-warm-0000-03-00.2"), 2);
+	assert_contains(f->r.err, "reserves for its own records");
+	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "ibvf-adopted-x"), 2);
+	assert_contains(f->r.err, "reserves for its own records");
 	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "x", "extra"), 2);
 	assert_int_equal(ctl(f, "pool", "allocate", "--owner", "x", "--bogus"), 2);
 	assert_contains(f->r.err, "Usage: ibvfctl");
