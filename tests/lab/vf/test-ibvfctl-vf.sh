@@ -80,8 +80,19 @@ check "link state disable: port down, not relinked on rebind" \
 check "vf list shows link disable" \
 	grep -qE '^ib0 +3 .* +disable +free +-$' <<<"$("${C[@]}" vf list 2>/dev/null)"
 # a warm VF's record (vf.warm, engine/warm_vf.c): no owner, state warming until port_ready
+# (ibvfctl refuses the reserved owner, so a stand-in owner is renamed in the store)
 "${C[@]}" pool allocate --owner ibvf-warm-0000-03-00.5 --ifname warm \
 	--guid 02:00:00:00:00:00:10:05 >/dev/null 2>&1
+check "pool allocate refuses the reserved warm owner: exit 2" test $? = 2
+"${C[@]}" pool allocate --owner warm-stand-in --ifname warm \
+	--guid 02:00:00:00:00:00:10:05 >/dev/null 2>&1
+python3 -c '
+import sqlite3,sys
+db=sqlite3.connect(sys.argv[1])
+n=db.execute("UPDATE alloc SET container_id=? WHERE container_id=?",
+             ("ibvf-warm-0000-03-00.5","warm-stand-in")).rowcount
+db.commit(); assert n==1, n' "$D/state/pool.db"
+check "stand-in record renamed to the warm owner" test $? = 0
 check "vf list shows a warm VF's record as warming, no owner" \
 	grep -qE '^ib0 +3 .* +disable +warming +-$' <<<"$("${C[@]}" vf list 2>/dev/null)"
 check "vf list --json: state of VF 3" python3 -c '
