@@ -188,31 +188,9 @@ int cni_link_set(struct cni_ns *ns, int ifindex, const char *name, int up, const
 	return 0;
 }
 
-static int link_move(struct cni_ns *ns, int ifindex, const struct cni_ns *to, char *err,
-		     size_t errlen)
-{
-	struct rtnl_link *chg = rtnl_link_alloc();
-	uint64_t t0;
-	int ret;
-
-	if (!chg)
-		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	rtnl_link_set_ns_fd(chg, to->fd);
-	t0 = ibvf_mono_ns();
-	ret = link_change(ns, ifindex, chg, false);
-	rtnl_link_put(chg);
-	/* the kernel's part of an ADD/DEL (rcu_barrier() in the move): docs/benchmarks.md */
-	log_debug("netdev %d: netns move %s -> %s took %.3f ms (kernel)", ifindex, ns->path,
-		  to->path, (double)(ibvf_mono_ns() - t0) / 1e6);
-	if (ret)
-		return ibvf_errf(err, errlen, ret, "moving netdev %d from netns %s to %s: %s",
-				 ifindex, ns->path, to->path, strerror(-ret));
-	return 0;
-}
-
 /*
  * One RTM_NEWLINK for the whole move: into @to (IFLA_NET_NS_FD), renamed
- * @name there, ifalias @alias ("" clears it, NULL leaves it), and up when
+ * @name there (NULL keeps its name), ifalias @alias ("" clears it, NULL leaves it), and up when
  * @up is 1 (-1 leaves the flags). rtnetlink's do_setlink() changes the netns
  * first (__dev_change_net_namespace() closes a running netdev, and uses
  * @name at once when the netdev's own name is taken in @to), then renames
@@ -233,7 +211,8 @@ static int link_move_as(struct cni_ns *ns, int ifindex, const struct cni_ns *to,
 	if (!chg)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	rtnl_link_set_ns_fd(chg, to->fd);
-	rtnl_link_set_name(chg, name);
+	if (name)
+		rtnl_link_set_name(chg, name);
 	if (up == 1)
 		rtnl_link_set_flags(chg, IFF_UP);
 	if (alias && *alias)
@@ -241,12 +220,22 @@ static int link_move_as(struct cni_ns *ns, int ifindex, const struct cni_ns *to,
 	t0 = ibvf_mono_ns();
 	ret = link_change(ns, ifindex, chg, alias && !*alias);
 	rtnl_link_put(chg);
-	log_debug("netdev %d: netns move %s -> %s as %s took %.3f ms (kernel)", ifindex, ns->path,
-		  to->path, name, (double)(ibvf_mono_ns() - t0) / 1e6);
+	/* the kernel's part of an ADD/DEL (rcu_barrier() in the move): docs/benchmarks.md */
+	log_debug("netdev %d: netns move %s -> %s%s%s took %.3f ms (kernel)", ifindex, ns->path,
+		  to->path, name ? " as " : "", name ? name : "",
+		  (double)(ibvf_mono_ns() - t0) / 1e6);
 	if (ret)
-		return ibvf_errf(err, errlen, ret, "moving netdev %d from netns %s to %s as %s: %s",
-				 ifindex, ns->path, to->path, name, strerror(-ret));
+		return ibvf_errf(err, errlen, ret, "moving netdev %d from netns %s to %s%s%s: %s",
+				 ifindex, ns->path, to->path, name ? " as " : "", name ? name : "",
+				 strerror(-ret));
 	return 0;
+}
+
+/* The move alone (the stepwise path): link_move_as() keeping name, alias and flags. */
+static int link_move(struct cni_ns *ns, int ifindex, const struct cni_ns *to, char *err,
+		     size_t errlen)
+{
+	return link_move_as(ns, ifindex, to, NULL, -1, NULL, err, errlen);
 }
 
 int cni_link_del_altname(struct cni_ns *ns, int ifindex, const char *altname, char *err,

@@ -53,20 +53,15 @@ static int copy_str(json_t *o, const char *key, char *dst, size_t len, bool requ
  */
 static int reserved_owner(const char *cid, char *err, size_t errlen)
 {
-	static const struct {
-		const char *prefix, *what;
-	} reserved[] = {
-		{IBVF_POOL_WARM_PREFIX, "its warm VF records (vf.warm)"},
-		{IBVF_POOL_ADOPTED_PREFIX, "the records 'ibvfctl pool rebuild' adopts"},
-	};
+	bool warm = !strncmp(cid, IBVF_OWNER_WARM_PREFIX, strlen(IBVF_OWNER_WARM_PREFIX));
 
-	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (!strncmp(cid, reserved[i].prefix, strlen(reserved[i].prefix)))
-			return ibvf_errf(err, errlen, -EINVAL,
-					 "container_id '%.64s' starts with '%s', which ibvfd "
-					 "reserves for %s",
-					 cid, reserved[i].prefix, reserved[i].what);
-	return 0;
+	if (!ibvf_owner_reserved(cid)) /* <ibvf/api.h>: the one list of the prefixes */
+		return 0;
+	return ibvf_errf(err, errlen, -EINVAL,
+			 "container_id '%.64s' starts with '%s', which ibvfd reserves for %s", cid,
+			 warm ? IBVF_OWNER_WARM_PREFIX : IBVF_OWNER_ADOPTED_PREFIX,
+			 warm ? "its warm VF records (vf.warm)"
+			      : "the records 'ibvfctl pool rebuild' adopts");
 }
 
 int eng_parse_owner(json_t *params, struct ibvf_owner *o, char *err, size_t errlen)
