@@ -276,12 +276,24 @@ static void running_claims(const char *ibvfd, const char *moddir)
 	for (int m = 0; m < 3; m++)
 		etcd_lab_member_stop(&elab, m, true);
 	/* (the claimer holds up to 8 blocks more after a run of prepares) */
-	for (i = 0; i < 400 && !not_ready; i++) {
+	for (i = 0; i < 600 && !not_ready; i++) {
 		char cid[32];
 
 		snprintf(cid, sizeof(cid), "down-%d", i);
 		g = cycle(&c, cid, &re);
 		not_ready = !g && re.code == IBVF_RPC_NOT_READY;
+		/*
+		 * "a new block is being claimed": the pool was empty while the
+		 * claimer was adding a block it had claimed before etcd went
+		 * down (attach.c): not used up yet, go on
+		 */
+		if (not_ready && strstr(re.message, "being claimed")) {
+			printf("# prepare %s: not ready while a block was being added: %s\n", cid,
+			       re.message);
+			not_ready = false;
+			usleep(100000);
+			continue;
+		}
 		if (!g && !not_ready)
 			printf("# prepare %s: %d %s\n", cid, re.code, re.message);
 	}
