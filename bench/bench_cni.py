@@ -29,8 +29,9 @@ each, in a random order (--seed), timed from process start to exit, as a
 runtime sees it. Prints per-pair medians, p90s, the load average, and the
 ratios to host-device and to the floor. After the timed runs, --steps N more
 pairs per real ibvfd run with ib-sriov at debug level into a log file (not
-timed with the others: the logging costs a little), also for the fake ibvfd
-and compatibility mode, interleaved in a random order per round: the medians
+timed with the others: the logging costs a little), also for the fake ibvfd,
+compatibility mode and --plugin-b's binary (real noop ibvfd, compatibility
+mode), interleaved in a random order per round: the medians
 of the kernel's netns moves (ib-sriov's debug line), of the plugin's own
 steps (its "ADD/DEL steps" line) and of ibvfd's per-step "timing" of
 prepare, commit and release (docs/api.md "Per-step timing"), and each
@@ -139,7 +140,7 @@ STEPS_RE = re.compile(r"ib-sriov debug: (ADD|DEL) steps \(ms\): (\{.*\})")
 
 
 def step_breakdowns(lab, variants, ns, n, rng):
-    """@n ADD+DEL pairs of each variant (label -> (conf, extra env)) with ib-sriov at debug
+    """@n ADD+DEL pairs of each variant (label -> (conf, extra env, binary or None)) at debug
     level (IBVF_CNI_LOG_LEVEL: to its stderr, a pipe; a logFile on disk would add its own
     journal waits to the steps), interleaved in a random order per round (a variant's moves
     then see the same moments' kernel as the others'); print per variant the medians of the
@@ -148,16 +149,17 @@ def step_breakdowns(lab, variants, ns, n, rng):
     cost the plugin beyond ibvfd's total, then each variant's moves against compatibility
     mode's, paired by round."""
     res = {}
-    for k, (conf, extra) in variants.items():
+    for k, (conf, extra, binary) in variants.items():
         res[k] = types.SimpleNamespace(conf=conf, extra=dict(extra or {},
                                                              IBVF_CNI_LOG_LEVEL="debug"),
-                                       walls=[], errs=[], tag=len(res))
+                                       binary=binary, walls=[], errs=[], tag=len(res))
     for i in range(n):
         order = list(res)
         rng.shuffle(order)
         for k in order:
             r = res[k]
-            r.walls.append(pair(lab, r.conf, f"s{r.tag}-{i}", ns, extra=r.extra, errs=r.errs))
+            r.walls.append(pair(lab, r.conf, f"s{r.tag}-{i}", ns, binary=r.binary, extra=r.extra,
+                                errs=r.errs))
     for k, r in res.items():
         steps = collections.defaultdict(lambda: collections.defaultdict(list))
         own = {"ADD": collections.defaultdict(list), "DEL": collections.defaultdict(list)}
@@ -174,6 +176,12 @@ def step_breakdowns(lab, variants, ns, n, rng):
             if m:
                 for s, v in json.loads(m.group(2)).items():
                     own[m.group(1)][s].append(v)
+        # exec to exit minus the steps' total, per run: the dynamic loader and the
+        # libraries' start-up, main()'s parsing, the result and the exit (one line per run)
+        for cmd, j in (("ADD", 2), ("DEL", 3)):
+            tot = own[cmd].get("total", [])
+            if len(tot) == n:
+                own[cmd]["outside the steps"] = [w[j] - t for w, t in zip(r.walls, tot)]
         if len(r.moves) == 2 * n:
             add, dl = r.moves[0::2], r.moves[1::2]
             print(f"# {k}: over {n} pairs at debug level (interleaved): ADD "
@@ -187,7 +195,10 @@ def step_breakdowns(lab, variants, ns, n, rng):
         for cmd, st in own.items():
             if st.get("total"):
                 parts = " ".join(f"{s} {statistics.median(v):.3f}" for s, v in st.items()
-                                 if s != "total")
+                                 if s != "total" and s != "outside the steps")
+                if st.get("outside the steps"):
+                    parts += (f"; outside the steps (loader, parsing, exit) "
+                              f"{statistics.median(st['outside the steps']):.3f}")
                 print(f"  plugin {cmd} steps, medians in ms: total "
                       f"{statistics.median(st['total']):.3f} (exec to exit "
                       f"{statistics.median(w[2 if cmd == 'ADD' else 3] for w in r.walls):.3f}):"
@@ -478,9 +489,13 @@ def main():
                   f"{d[len(d) // 4]:+.2f} .. {d[3 * len(d) // 4]:+.2f} ms; A faster in "
                   f"{sum(x < 0 for x in d)} of {len(d)} iterations")
     if args.steps > 0:
-        variants = {k: (c, None) for k, c in confs.items()}
-        variants["ib-sriov (daemon, fake ibvfd)"] = (ib, None)
-        variants["ib-sriov (compatibility mode)"] = (ib, compat)
+        variants = {k: (c, None, None) for k, c in confs.items()}
+        if plugin_b and noop_b in runs:
+            variants[noop_b] = (confs["ib-sriov (daemon, ibvfd noop)"], None, plugin_b)
+        variants["ib-sriov (daemon, fake ibvfd)"] = (ib, None, None)
+        variants["ib-sriov (compatibility mode)"] = (ib, compat, None)
+        if plugin_b:
+            variants["ib-sriov B (compatibility mode)"] = (ib, compat, plugin_b)
         step_breakdowns(lab, variants, ns, args.steps, rng)
     for d in daemons.values():
         d.stop()
