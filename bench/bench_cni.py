@@ -29,10 +29,13 @@ each, in a random order (--seed), timed from process start to exit, as a
 runtime sees it. Prints per-pair medians, p90s, the load average, and the
 ratios to host-device and to the floor. After the timed runs, --steps N more
 pairs per real ibvfd run with ib-sriov at debug level into a log file (not
-timed with the others: the logging costs a little), also for the fake ibvfd
-and compatibility mode: the medians of the kernel's netns moves (ib-sriov's
-debug line) and of ibvfd's per-step "timing" of prepare, commit and release
-(docs/api.md "Per-step timing"). --sync full|normal is the real ibvfd's
+timed with the others: the logging costs a little), also for the fake ibvfd,
+compatibility mode and --plugin-b's binary (real noop ibvfd, compatibility
+mode), interleaved in a random order per round: the medians
+of the kernel's netns moves (ib-sriov's debug line), of the plugin's own
+steps (its "ADD/DEL steps" line) and of ibvfd's per-step "timing" of
+prepare, commit and release (docs/api.md "Per-step timing"), and each
+variant's moves minus compatibility mode's, paired by round. --sync full|normal is the real ibvfd's
 pool.sync (default "full", ibvfd's default). With --ibvfd it also prints the
 durability floor from the same run: the median fdatasync() of a WAL-sized
 append in the real ibvfd's state directory (sampled between the pairs) times
@@ -58,8 +61,9 @@ from cni_lab import Lab, Tap, need_lab  # noqa: E402
 from test_cni_ibvfd import Ibvfd  # noqa: E402
 
 
-def timed(lab, cmd, conf, cid, ns, binary, extra):
-    """One plugin run: (wall ms, CPU ms = user + system of the child)."""
+def timed(lab, cmd, conf, cid, ns, binary, extra, errs=None):
+    """One plugin run: (wall ms, CPU ms = user + system of the child); its stderr appended
+    to @errs when given."""
     p = subprocess.Popen([binary or lab.plugin], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=lab.env(cmd, cid, "net1", ns, extra))
     t0 = time.perf_counter()
@@ -72,12 +76,14 @@ def timed(lab, cmd, conf, cid, ns, binary, extra):
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode:
         raise RuntimeError(f"{binary or 'ib-sriov'} {cmd} failed: {out} {err}")
+    if errs is not None:
+        errs.append(err.decode(errors="replace"))
     return wall, (ru.ru_utime + ru.ru_stime) * 1000
 
 
-def pair(lab, conf, cid, ns, binary=None, extra=None):
-    a = timed(lab, "ADD", conf, cid, ns, binary, extra)
-    d = timed(lab, "DEL", conf, cid, ns, binary, extra)
+def pair(lab, conf, cid, ns, binary=None, extra=None, errs=None):
+    a = timed(lab, "ADD", conf, cid, ns, binary, extra, errs)
+    d = timed(lab, "DEL", conf, cid, ns, binary, extra, errs)
     return a[0] + d[0], a[1] + d[1], a[0], d[0]
 
 
@@ -130,43 +136,101 @@ def opensm_ibvfd(lab, binary, moddir, vf):
 
 TIMING_RE = re.compile(r"ibvfd (prepare|commit|release) timing \(ms\): (\{.*\})")
 MOVE_RE = re.compile(r"netns move .* took ([0-9.]+) ms \(kernel\)")
+STEPS_RE = re.compile(r"ib-sriov debug: (ADD|DEL) steps \(ms\): (\{.*\})")
 
 
-def step_breakdown(lab, label, conf, ns, n, extra=None):
-    """@n ADD+DEL pairs with ib-sriov at debug level: the kernel's netns moves and
-    ibvfd's per-step timing (when it is a real ibvfd); print the medians."""
-    log = os.path.join(lab.tmp, "steps-%d.log" % abs(hash(label)))
-    c = dict(conf, logLevel="debug", logFile=log)
-    walls = [pair(lab, c, f"s{abs(hash(label)) % 1000}-{i}", ns, extra=extra) for i in range(n)]
-    steps = collections.defaultdict(lambda: collections.defaultdict(list))
-    moves = []
-    with open(log) as f:
-        for line in f:
+def step_breakdowns(lab, variants, ns, n, rng):
+    """@n ADD+DEL pairs of each variant (label -> (conf, extra env, binary or None)) at debug
+    level (IBVF_CNI_LOG_LEVEL: to its stderr, a pipe; a logFile on disk would add its own
+    journal waits to the steps), interleaved in a random order per round (a variant's moves
+    then see the same moments' kernel as the others'); print per variant the medians of the
+    kernel's netns moves, of the plugin's own steps ("ADD/DEL steps" lines: docs/cni.md
+    "Logging") and of ibvfd's per-step timing (when it is a real ibvfd) with what each call
+    cost the plugin beyond ibvfd's total, then each variant's moves against compatibility
+    mode's, paired by round."""
+    res = {}
+    for k, (conf, extra, binary) in variants.items():
+        res[k] = types.SimpleNamespace(conf=conf, extra=dict(extra or {},
+                                                             IBVF_CNI_LOG_LEVEL="debug"),
+                                       binary=binary, walls=[], errs=[], tag=len(res))
+    for i in range(n):
+        order = list(res)
+        rng.shuffle(order)
+        for k in order:
+            r = res[k]
+            r.walls.append(pair(lab, r.conf, f"s{r.tag}-{i}", ns, binary=r.binary, extra=r.extra,
+                                errs=r.errs))
+    for k, r in res.items():
+        steps = collections.defaultdict(lambda: collections.defaultdict(list))
+        own = {"ADD": collections.defaultdict(list), "DEL": collections.defaultdict(list)}
+        r.moves = []
+        for line in "".join(r.errs).splitlines():
             m = TIMING_RE.search(line)
             if m:
-                for k, v in json.loads(m.group(2)).items():
-                    steps[m.group(1)][k].append(v)
+                for s, v in json.loads(m.group(2)).items():
+                    steps[m.group(1)][s].append(v)
             m = MOVE_RE.search(line)
             if m:
-                moves.append(float(m.group(1)))
-    if len(moves) == 2 * n:
-        add, dl = moves[0::2], moves[1::2]
-        print(f"# {label}: over {n} pairs at debug level: ADD "
-              f"{statistics.median(w[2] for w in walls):.2f} ms of which the kernel's netns "
-              f"move {statistics.median(add):.2f}; DEL {statistics.median(w[3] for w in walls):.2f}"
-              f" ms of which the move back {statistics.median(dl):.2f}")
-    else:
-        print(f"# {label}: {len(moves)} netns move lines for {n} pairs: moves not broken down")
-    if not steps:
-        return
-    print(f"# {label}: ibvfd per-step medians over {n} pairs, ms (docs/api.md)")
-    for method in ("prepare", "commit", "release"):
-        st = steps.get(method)
-        if not st:
-            print(f"  {method}: no timing in {log}")
+                r.moves.append(float(m.group(1)))
+            m = STEPS_RE.search(line)
+            if m:
+                for s, v in json.loads(m.group(2)).items():
+                    own[m.group(1)][s].append(v)
+        # exec to exit minus the steps' total, per run: the dynamic loader and the
+        # libraries' start-up, main()'s parsing, the result and the exit (one line per run)
+        for cmd, j in (("ADD", 2), ("DEL", 3)):
+            tot = own[cmd].get("total", [])
+            if len(tot) == n:
+                own[cmd]["outside the steps"] = [w[j] - t for w, t in zip(r.walls, tot)]
+        if len(r.moves) == 2 * n:
+            add, dl = r.moves[0::2], r.moves[1::2]
+            print(f"# {k}: over {n} pairs at debug level (interleaved): ADD "
+                  f"{statistics.median(w[2] for w in r.walls):.2f} ms of which the kernel's "
+                  f"netns move {statistics.median(add):.2f}; DEL "
+                  f"{statistics.median(w[3] for w in r.walls):.2f} ms of which the move back "
+                  f"{statistics.median(dl):.2f}")
+        else:
+            print(f"# {k}: {len(r.moves)} netns move lines for {n} pairs: moves not broken down")
+            r.moves = None
+        for cmd, st in own.items():
+            if st.get("total"):
+                parts = " ".join(f"{s} {statistics.median(v):.3f}" for s, v in st.items()
+                                 if s != "total" and s != "outside the steps")
+                if st.get("outside the steps"):
+                    parts += (f"; outside the steps (loader, parsing, exit) "
+                              f"{statistics.median(st['outside the steps']):.3f}")
+                print(f"  plugin {cmd} steps, medians in ms: total "
+                      f"{statistics.median(st['total']):.3f} (exec to exit "
+                      f"{statistics.median(w[2 if cmd == 'ADD' else 3] for w in r.walls):.3f}):"
+                      f" {parts}")
+        if not steps:
             continue
-        parts = " ".join(f"{k} {statistics.median(v):.3f}" for k, v in st.items() if k != "total")
-        print(f"  {method:8s} total {statistics.median(st['total']):7.3f}: {parts}")
+        print(f"  ibvfd per-step medians over {n} pairs, ms (docs/api.md)")
+        for method, cmd in (("prepare", "ADD"), ("commit", "ADD"), ("release", "DEL")):
+            st = steps.get(method)
+            if not st:
+                print(f"  {method}: no timing in the plugin's stderr")
+                continue
+            parts = " ".join(f"{s} {statistics.median(v):.3f}" for s, v in st.items()
+                             if s != "total")
+            call = own[cmd].get(method)
+            # the call as the plugin waits for it (its step) minus ibvfd's own total:
+            # connect, the request and reply through the socket, both sides' wake-ups
+            extra = (f"; the plugin's call {statistics.median(call):.3f}, beyond ibvfd's total "
+                     f"{statistics.median(a - b for a, b in zip(call, st['total'])):.3f}"
+                     if call and len(call) == len(st["total"]) else "")
+            print(f"  {method:8s} total {statistics.median(st['total']):7.3f}: {parts}{extra}")
+    base = res.get("ib-sriov (compatibility mode)")
+    if not base or not base.moves:
+        return
+    for k, r in res.items():
+        if r is base or not r.moves:
+            continue
+        for j, what in ((0, "ADD move"), (1, "DEL move back")):
+            d = sorted(x - y for x, y in zip(r.moves[j::2], base.moves[j::2]))
+            print(f"# paired {what}, {k} - compatibility mode: median "
+                  f"{statistics.median(d):+.2f} ms, middle half {d[len(d) // 4]:+.2f} .. "
+                  f"{d[3 * len(d) // 4]:+.2f} ms")
 
 
 def wait_warm(d, timeout=5.0):
@@ -425,10 +489,14 @@ def main():
                   f"{d[len(d) // 4]:+.2f} .. {d[3 * len(d) // 4]:+.2f} ms; A faster in "
                   f"{sum(x < 0 for x in d)} of {len(d)} iterations")
     if args.steps > 0:
-        for k, c in confs.items():
-            step_breakdown(lab, k, c, ns, args.steps)
-        step_breakdown(lab, "ib-sriov (daemon, fake ibvfd)", ib, ns, args.steps)
-        step_breakdown(lab, "ib-sriov (compatibility mode)", ib, ns, args.steps, extra=compat)
+        variants = {k: (c, None, None) for k, c in confs.items()}
+        if plugin_b and noop_b in runs:
+            variants[noop_b] = (confs["ib-sriov (daemon, ibvfd noop)"], None, plugin_b)
+        variants["ib-sriov (daemon, fake ibvfd)"] = (ib, None, None)
+        variants["ib-sriov (compatibility mode)"] = (ib, compat, None)
+        if plugin_b:
+            variants["ib-sriov B (compatibility mode)"] = (ib, compat, plugin_b)
+        step_breakdowns(lab, variants, ns, args.steps, rng)
     for d in daemons.values():
         d.stop()
         if getattr(d, "stand_in", None):

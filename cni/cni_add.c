@@ -331,11 +331,13 @@ static int step_netdev(struct add *a)
 	 * the netdev and udev may have renamed it.
 	 */
 	ret = wait_netdev(a, err, sizeof(err));
+	cni_steps_mark(&ctx->steps, "netdev_lookup");
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "VF netdev not found", "%s: %s", a->what, err);
 	snprintf(alias, sizeof(alias), CNI_ALIAS_PREFIX "%s %s", a->vf.pci, a->c.host_ifname);
 	ret = cni_host->netdev_to_pod(&a->host, &a->pod, a->c.host_ifname, ctx->env.ifname, alias,
 				      &a->moved, err, sizeof(err));
+	cni_steps_mark(&ctx->steps, "netdev_move");
 	if (ret)
 		return cni_failf(ctx, CNI_ERR_VF, "failed to move the VF netdev into the Pod",
 				 "%s: netdev %s: %s", a->what, a->c.host_ifname, err);
@@ -598,8 +600,10 @@ int cni_cmd_add(struct cni_ctx *ctx)
 	char err[IBVF_ERR_LEN];
 	int ret;
 
+	cni_steps_start(&ctx->steps);
 	cni_cache_init(&a.c);
 	ret = validate(&a);
+	cni_steps_mark(&ctx->steps, "validate");
 	if (ret)
 		goto out;
 	a.owner = cni_owner_new(ctx->env.container_id, ctx->env.ifname, ctx->env.pod_namespace,
@@ -609,34 +613,47 @@ int cni_cmd_add(struct cni_ctx *ctx)
 		goto out;
 	}
 	ret = cni_lock(a.vf.pci, a.mode == CNI_MODE_COMPAT, a.locks, err, sizeof(err));
+	cni_steps_mark(&ctx->steps, "lock");
 	if (ret) {
 		ret = cni_failf(ctx, CNI_ERR_IO, "cannot take the plugin lock", "%s", err);
 		goto out;
 	}
 	fill_cache(&a);
 	ret = step_prepare(&a);
+	cni_steps_mark(&ctx->steps, a.mode == CNI_MODE_DAEMON ? "prepare" : "apply");
 	if (ret)
 		goto out; /* prepare and apply undo their own partial work */
 	fill_cache(&a);
 	if (!a.vfio)
 		find_rdma_dev(&a);
-	if (ctx->nc.rdma_isolation && !a.vfio)
+	if (ctx->nc.rdma_isolation && !a.vfio) {
 		ret = step_rdma(&a);
+		cni_steps_mark(&ctx->steps, "rdma_move");
+	}
 	if (!ret && !a.vfio)
 		ret = step_netdev(&a);
-	if (!ret && ctx->nc.ipam_type && !a.vfio)
+	if (!ret && ctx->nc.ipam_type && !a.vfio) {
 		ret = step_ipam(&a);
-	if (!ret && !a.vfio)
+		cni_steps_mark(&ctx->steps, "ipam");
+	}
+	if (!ret && !a.vfio) {
 		ret = step_rc_check(&a);
-	if (!ret)
+		cni_steps_mark(&ctx->steps, "rc_check");
+	}
+	if (!ret) {
 		ret = step_cache(&a);
-	if (!ret && a.mode == CNI_MODE_DAEMON)
+		cni_steps_mark(&ctx->steps, "cache");
+	}
+	if (!ret && a.mode == CNI_MODE_DAEMON) {
 		ret = step_commit(&a);
+		cni_steps_mark(&ctx->steps, "commit");
+	}
 	if (!ret)
 		ret = build_result(&a);
-	if (ret)
+	if (ret) {
 		rollback(&a);
-	else
+		cni_steps_mark(&ctx->steps, "rollback");
+	} else
 		log_info("VF %s: attached as %s in %s (%s)", a.vf.pci, ctx->env.ifname,
 			 ctx->env.netns, a.what);
 out:
@@ -647,5 +664,7 @@ out:
 	cni_host->ns_close(&a.pod);
 	cni_host->ns_close(&a.host);
 	cni_cache_free(&a.c);
+	cni_steps_mark(&ctx->steps, "close");
+	cni_steps_log(&ctx->steps, "ADD");
 	return ret;
 }

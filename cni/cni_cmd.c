@@ -15,6 +15,7 @@
 
 #include <ibvf/api.h>
 
+#include "clock.h"
 #include "cni_daemon.h"
 #include "cni_ipam.h"
 #include "cni_netns.h"
@@ -46,6 +47,47 @@ int cni_failf(struct cni_ctx *ctx, int code, const char *msg, const char *fmt, .
 		snprintf(f->details, sizeof(f->details), "%.2000s", body);
 	log_err("%s: %s", f->msg, f->details);
 	return -1;
+}
+
+void cni_steps_start(struct cni_steps *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->t0 = s->last = ibvf_mono_ns();
+}
+
+void cni_steps_mark(struct cni_steps *s, const char *name)
+{
+	uint64_t now = ibvf_mono_ns();
+	unsigned i;
+
+	if (!s->t0)
+		return;
+	for (i = 0; i < s->n && strcmp(s->name[i], name); i++)
+		;
+	if (i == s->n) {
+		if (s->n < CNI_STEPS_MAX)
+			s->name[s->n++] = name;
+		else
+			i = s->n - 1;
+	}
+	s->ns[i] += now - s->last;
+	s->last = now;
+}
+
+void cni_steps_log(const struct cni_steps *s, const char *what)
+{
+	char buf[64 * CNI_STEPS_MAX + 64];
+	size_t off = 0;
+
+	if (!s->t0 || ibvf_log_level() < LOG_DEBUG)
+		return;
+	for (unsigned i = 0; i < s->n && off < sizeof(buf); i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "\"%s\":%.3f,", s->name[i],
+					(double)s->ns[i] / 1e6);
+	if (off < sizeof(buf))
+		snprintf(buf + off, sizeof(buf) - off, "\"total\":%.3f",
+			 (double)(ibvf_mono_ns() - s->t0) / 1e6);
+	log_debug("%s steps (ms): {%s}", what, buf);
 }
 
 const char *cni_lock_dir(void)
@@ -340,6 +382,7 @@ int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_pat
 	int ret;
 
 	td_ipam(&t, conf_text, conf_len, is_gc);
+	cni_steps_mark(&ctx->steps, "ipam");
 	if (netns_path && *netns_path) {
 		ret = cni_host->ns_open(&pod, netns_path, err, sizeof(err));
 		if (ret == -ENOENT || ret == -EINVAL)
@@ -353,18 +396,24 @@ int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_pat
 	}
 	if (have_pod) {
 		ret = cni_host->ns_open(&host, NULL, err, sizeof(err));
+		cni_steps_mark(&ctx->steps, "netns_open");
 		if (ret) {
 			td_fail(&t, CNI_ERR_VF, "%s", err);
 		} else {
 			if (!c->vfio && c->ifname[0])
 				td_netdev(&t, &host, &pod);
-			if (c->rdma_isolation && c->rdma_dev[0])
+			cni_steps_mark(&ctx->steps, "netdev_move");
+			if (c->rdma_isolation && c->rdma_dev[0]) {
 				td_rdma(&t, &host, &pod);
+				cni_steps_mark(&ctx->steps, "rdma_move");
+			}
 		}
 	}
 	cni_host->ns_close(&pod);
 	cni_host->ns_close(&host);
+	cni_steps_mark(&ctx->steps, "netns_close");
 	td_owner(&t);
+	cni_steps_mark(&ctx->steps, c->mode == CNI_MODE_COMPAT ? "restore" : "release");
 	if (t.code)
 		return cni_failf(ctx, t.code, "failed to release the attachment", "%s", t.first);
 	return 0;

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cni_cache.h"
 #include "cni_config.h"
@@ -23,6 +24,15 @@ struct cni_fail {
 	char details[4 * IBVF_ERR_LEN]; /* long: names VF, GUID, PKey and the cause */
 };
 
+/** Per-step wall times of one command (cni_steps_mark()), logged at debug level. */
+#define CNI_STEPS_MAX 16
+struct cni_steps {
+	uint64_t t0, last; /* CLOCK_MONOTONIC ns: the command's start, the last mark */
+	unsigned n;
+	const char *name[CNI_STEPS_MAX];
+	uint64_t ns[CNI_STEPS_MAX]; /* time since the mark before */
+};
+
 struct cni_ctx {
 	struct cni_env env;
 	struct cni_netconf nc;
@@ -31,6 +41,7 @@ struct cni_ctx {
 	const char *cache_dir;
 	json_t *result; /* ADD: the result in the 1.1.0 layout */
 	struct cni_fail fail;
+	struct cni_steps steps;
 };
 
 /**
@@ -56,6 +67,23 @@ int cni_cmd_gc(struct cni_ctx *ctx);
 int cni_cmd_status(struct cni_ctx *ctx);
 
 /* ---- shared by the commands (cni_cmd.c) ---- */
+
+/** cni_steps_start() - start @s's clock (CLOCK_MONOTONIC) with no steps. */
+void cni_steps_start(struct cni_steps *s);
+
+/**
+ * cni_steps_mark() - end step @name (a string literal): the time since the
+ * last mark (or the start) is charged to it; a name marked again adds up.
+ * Beyond CNI_STEPS_MAX names the time goes to the last one.
+ */
+void cni_steps_mark(struct cni_steps *s, const char *name);
+
+/**
+ * cni_steps_log() - at debug level, one line "@what steps (ms): {"step": ms,
+ * ..., "total": ms}" (JSON, the plugin's own wall time per step from
+ * cni_steps_start(); docs/cni.md "Logging", bench/bench_cni.py parses it).
+ */
+void cni_steps_log(const struct cni_steps *s, const char *what);
 
 /** Lock directory: $IBVF_CNI_LOCK_DIR or /var/run/cni/ib-sriov (ib-sriov-cni's). */
 const char *cni_lock_dir(void);

@@ -55,6 +55,7 @@ int cni_cmd_del(struct cni_ctx *ctx)
 	int locks[2] = {-1, -1}, ret;
 	bool cached;
 
+	cni_steps_start(&ctx->steps);
 	ret = cni_cache_read(ctx->cache_dir, ctx->env.container_id, ctx->env.ifname, &c, err,
 			     sizeof(err));
 	cached = !ret;
@@ -70,8 +71,10 @@ int cni_cmd_del(struct cni_ctx *ctx)
 	}
 	if (!netns && c.netns[0])
 		netns = c.netns;
+	cni_steps_mark(&ctx->steps, "cache_read");
 	ret = cni_lock(c.device_id[0] ? c.device_id : NULL, c.mode == CNI_MODE_COMPAT, locks, err,
 		       sizeof(err));
+	cni_steps_mark(&ctx->steps, "lock");
 	if (ret) {
 		ret = cni_failf(ctx, CNI_ERR_IO, "cannot take the plugin lock", "%s", err);
 		goto out;
@@ -80,8 +83,11 @@ int cni_cmd_del(struct cni_ctx *ctx)
 	if (!ret && cni_cache_remove(ctx->cache_dir, ctx->env.container_id, ctx->env.ifname, err,
 				     sizeof(err)))
 		ret = cni_failf(ctx, CNI_ERR_STATE, "failed to remove the plugin cache", "%s", err);
+	cni_steps_mark(&ctx->steps, "cache_remove");
 out:
 	cni_unlock(locks);
 	cni_cache_free(&c);
+	cni_steps_mark(&ctx->steps, "close");
+	cni_steps_log(&ctx->steps, "DEL");
 	return ret;
 }

@@ -1204,6 +1204,88 @@ static void test_add_compat_dead_vf(void **state)
 
 /* ------------------------------------------------------------------- DEL -- */
 
+/* The steps' times add up to the time from the start to the last mark, exactly. */
+static void assert_steps_add_up(const struct cni_steps *st)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < st->n; i++)
+		sum += st->ns[i];
+	assert_true(st->t0 != 0 && st->last >= st->t0);
+	assert_true(sum == st->last - st->t0);
+}
+
+static void assert_steps(const struct cni_steps *st, const char *want)
+{
+	char got[512] = "";
+	size_t off = 0;
+
+	for (unsigned i = 0; i < st->n; i++)
+		off += (size_t)snprintf(got + off, sizeof(got) - off, "%s%s", i ? " " : "",
+					st->name[i]);
+	if (strcmp(got, want))
+		print_error("steps \"%s\", want \"%s\"\n", got, want);
+	assert_string_equal(got, want);
+	assert_steps_add_up(st);
+}
+
+/*
+ * The plugin's per-step times (the debug line "ADD steps (ms)" that
+ * bench/bench_cni.py reads): a name marked again adds up, names past
+ * CNI_STEPS_MAX go to the last one, and nothing is lost; ADD and DEL mark
+ * their steps in order, daemon mode "prepare"/"commit"/"release", compatibility
+ * mode "apply"/"restore".
+ */
+static void test_steps(void **state)
+{
+	static const char *const many[] = {"s0",  "s1",	 "s2",	"s3",  "s4",  "s5",
+					   "s6",  "s7",	 "s8",	"s9",  "s10", "s11",
+					   "s12", "s13", "s14", "s15", "s16", "s17"};
+	json_t *rc = json_pack("{s:{s:s}}", "runtimeConfig", "infinibandGUID",
+			       "02:00:00:00:00:00:00:07");
+	struct cni_steps st;
+	struct call k;
+
+	(void)state;
+	cni_steps_start(&st);
+	cni_steps_mark(&st, "a");
+	cni_steps_mark(&st, "b");
+	usleep(1000);
+	cni_steps_mark(&st, "a");
+	assert_steps(&st, "a b");
+	assert_true(st.ns[0] >= 1000000); /* the second "a" (after the sleep) is in it */
+	for (size_t i = 0; i < sizeof(many) / sizeof(many[0]); i++)
+		cni_steps_mark(&st, many[i]);
+	assert_int_equal(st.n, CNI_STEPS_MAX);
+	assert_string_equal(st.name[CNI_STEPS_MAX - 1], "s13");
+	assert_steps_add_up(&st);
+	/* not started (GC's teardown): marks are ignored */
+	memset(&st, 0, sizeof(st));
+	cni_steps_mark(&st, "a");
+	assert_int_equal(st.n, 0);
+
+	run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+	assert_int_equal(k.ret, 0);
+	assert_steps(&k.ctx.steps, "validate lock prepare rdma_move netdev_lookup netdev_move "
+				   "ipam rc_check cache commit close");
+	call_free(&k);
+	run(&k, "DEL", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+	assert_int_equal(k.ret, 0);
+	assert_steps(&k.ctx.steps, "cache_read lock ipam netns_open netdev_move rdma_move "
+				   "netns_close release cache_remove close");
+	call_free(&k);
+	run(&k, "ADD", "c2", POD_A,
+	    conf_new(&(struct conf_opts){.compat = true, .no_rdma_iso = true, .extra = rc}));
+	assert_int_equal(k.ret, 0);
+	assert_steps(&k.ctx.steps,
+		     "validate lock apply netdev_lookup netdev_move ipam rc_check cache close");
+	call_free(&k);
+	run(&k, "DEL", "c2", POD_A, conf_new(&(struct conf_opts){.compat = true}));
+	assert_int_equal(k.ret, 0);
+	assert_true(strstr(k.ctx.steps.name[k.ctx.steps.n - 3], "restore") != NULL);
+	call_free(&k);
+}
+
 static void test_del_twice(void **state)
 {
 	struct call k;
@@ -1806,6 +1888,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_add_compat, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_compat_dead_vf, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_twice, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_steps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_unknown_no_daemon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_reserved_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_after_failed_add, setup, teardown),
