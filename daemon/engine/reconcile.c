@@ -439,19 +439,24 @@ static bool stale_warm(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_allo
 }
 
 /*
- * A record at sm_requested whose VF carries the record's GUID with its
- * netdev out of ibvfd's netns (none listed in the host, or a name that does
- * not resolve here): the VF is in a Pod. The plugin moves a VF only after
+ * A record at sm_requested whose VF carries the record's GUID and lists no
+ * netdev: the VF is in a Pod (the host's sysfs, which the inventory reads,
+ * shows a VF's netdev only while it is in the host netns; a netdev moved
+ * into a Pod's netns disappears there). The plugin moves a VF only after
  * the prepare's answer, and the answer comes after port_ready's COMMIT, so
  * port_ready was written and lost (a lazy write: an OS crash or power loss
  * before its fdatasync(); docs/pool.md, "Durability classes"). Stored as
  * port_ready again (finding "port-ready-lost"), so the port_ready checks that
  * follow keep it as they keep one that was not lost (the SM membership
  * re-pushed for its own owner's PKeys when missing), and commit, DEL and GC
- * reach the same outcome. A VF in the host (the attach cut short before the
- * answer, or not moved yet), one not carrying the GUID, or a missing one:
- * not this case, rolled back by the caller. Dry run, or a store that lost
- * records: reported only. @a is read under its hold.
+ * reach the same outcome. A VF with a netdev (in the host: the attach cut
+ * short before the answer, or not moved yet; a lab driver, which names a
+ * netdev wherever it is, proves nothing either), one not carrying the GUID,
+ * or a missing one: not this case, rolled back by the caller, as after a
+ * kill -9 (which never loses a lazy write). A VF without any netdev (VFIO,
+ * a driver left unbound by a kill inside the VF step) is kept too: the safe
+ * side, held for its owner with its owner's PKeys until DEL or GC. Dry run,
+ * or a store that lost records: reported only. @a is read under its hold.
  * Return: 1 kept (@a and @snap now port_ready), 0 not this case, -1 handled
  * (reported, or the store write failed: left as it is for the next pass).
  */
@@ -466,7 +471,7 @@ static int port_ready_lost(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_
 
 	if (a->state != IBVF_ALLOC_SM_REQUESTED || !a->pci[0] ||
 	    env->vf->lookup(env->vf->ctx, a->pci, &vf, err, sizeof(err)) || !vf.guids_known ||
-	    vf.port_guid != a->guid || (vf.netdev[0] && if_nametoindex(vf.netdev)))
+	    vf.port_guid != a->guid || vf.netdev[0])
 		return 0;
 	ibvf_guid_format(a->guid, s);
 	act = r->mode != IBVF_PASS_DRY_RUN && !env->store_lost;
@@ -483,10 +488,9 @@ static int port_ready_lost(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_
 	finding(r, "port-ready-lost", true, a->guid, -1, a->pci, "store it as port_ready",
 		act && !ret,
 		"GUID %s of container %.12s ifname %s was left sm_requested, but VF %s carries it "
-		"with its netdev %s out of the host netns (in the Pod): its port_ready was "
+		"with no netdev in the host netns (moved into the Pod): its port_ready was "
 		"written and lost%s%s",
-		s, a->owner.container_id, a->owner.ifname, a->pci, vf.netdev[0] ? vf.netdev : "-",
-		act && ret ? ": " : "", tail);
+		s, a->owner.container_id, a->owner.ifname, a->pci, act && ret ? ": " : "", tail);
 	if (!act || ret) {
 		snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
 		return -1;

@@ -3006,9 +3006,10 @@ static uint64_t prepare_one(struct fx *f, const char *cid, int vf)
  * port_ready ("port-ready-lost"; a dry run only reports it), the VF and the
  * SM as they were (the membership re-pushed when the SM lost it too), and
  * commit, DEL and GC reach the same outcome as without the loss. With the VF
- * in the host (the answer not acted on yet), or not carrying the GUID, the
- * attach is rolled back as today: SM removal, VF reset, quarantine; the
- * plugin's commit then fails and its undo (release) finds nothing left.
+ * in the host (the answer not acted on yet), not carrying the GUID, or
+ * showing a netdev name the host lacks (a lab driver's), the attach is
+ * rolled back as today: SM removal, VF reset, quarantine; the plugin's
+ * commit then fails and its undo (release) finds nothing left.
  */
 static void test_lazy_port_ready_lost(void **state)
 {
@@ -3093,6 +3094,21 @@ static void test_lazy_port_ready_lost(void **state)
 	assert_int_equal(repair_findings(f, g, "mid-flight"), 1);
 	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
 	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+
+	/* a netdev name the host does not have (a lab driver names one wherever the
+	 * VF is, as after a kill -9 in the daemon lab) proves nothing: rolled back */
+	g = prepare_one(f, "lp6", 64);
+	pthread_mutex_lock(&fv.lock);
+	fv.pod_netdev_names = true;
+	pthread_mutex_unlock(&fv.lock);
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	assert_int_equal(repair_findings(f, g, "mid-flight"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(fv.vf[64].port, 0);
+	pthread_mutex_lock(&fv.lock);
+	fv.pod_netdev_names = false;
+	pthread_mutex_unlock(&fv.lock);
 	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0), 0);
 }
 
