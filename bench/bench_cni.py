@@ -39,7 +39,7 @@ variant's moves minus compatibility mode's, paired by round. --sync full|normal 
 pool.sync (default "full", ibvfd's default). With --ibvfd it also prints the
 durability floor from the same run: the median fdatasync() of a WAL-sized
 append in the real ibvfd's state directory (sampled between the pairs) times
-the synced store writes a pair needs (SYNCED_WRITES: 3 cold, 3 warm), and the
+the synced store writes a pair needs (SYNCED_WRITES: 2 cold, 2 warm), and the
 CNI floor plus that as a ratio to host-device. Needs root; prints "SKIP: ..."
 and exits 77 without it. Numbers, not assertions.
 """
@@ -264,10 +264,10 @@ def warm_takes(d):
 
 # Synced store writes (pool.sync "full": one fdatasync() of the WAL each) on an ADD+DEL
 # pair's path with this tree's ibvfd (docs/pool.md, "Durability classes"): cold prepare
-# allocated, sm_requested, port_ready; warm prepare the take (sm_requested), port_ready;
-# release releasing. handed, the release's quarantine and the warm release's new row are
-# lazy (their fdatasync() is off the path).
-SYNCED_WRITES = {"cold": 3, "warm": 3}  # docs/pool.md "Durability classes"
+# the allocation (stored at sm_requested); warm prepare the take (sm_requested); release
+# releasing. port_ready, handed, the release's quarantine and the warm release's new row
+# are lazy (their fdatasync() is off the path).
+SYNCED_WRITES = {"cold": 2, "warm": 2}  # docs/pool.md "Durability classes"
 WAL_APPEND = 3 * (4096 + 24)  # a state write: ~3 WAL frames (row, index, generation)
 
 

@@ -334,7 +334,8 @@ static void check_rec(struct audit *au, const struct ibvf_alloc *a)
 	if (a->state < IBVF_ALLOC_PORT_READY && a->pci[0]) {
 		add_finding(au, "mid-flight", true, a->guid, -1, a->pci,
 			    "GUID %s of container %.12s ifname %s was left %s; ibvfd rolls the "
-			    "attach back when it starts",
+			    "attach back when it starts (keeps it as port_ready if its VF "
+			    "carries the GUID in a Pod's netns: a lost port_ready)",
 			    s, a->owner.container_id, a->owner.ifname, st);
 		return;
 	}

@@ -406,13 +406,20 @@ static int store_state(struct op *op, enum ibvf_alloc_state st)
 
 	op->a.state = st;
 	/*
-	 * "handed" is a lazy write (docs/pool.md, "Durability classes"): it
-	 * records a hand-over that has happened (the VF is in the Pod), and a
-	 * record left at port_ready by its loss (an OS crash only) is kept,
-	 * released by DEL or GC, like a handed one. The others come before
-	 * their step's effects elsewhere: synced.
+	 * "port_ready" and "handed" are lazy writes (docs/pool.md, "Durability
+	 * classes"): COMMITted before this returns (a kill -9 loses neither),
+	 * only their fdatasync() is deferred, so only an OS crash can lose one.
+	 * port_ready records an attach whose effects are all done (VF, SM,
+	 * port): lost, the record is at sm_requested, and reconciliation keeps
+	 * it as port_ready when the VF carries the GUID in a Pod's netns (the
+	 * plugin moves it only after this answer: reconcile.c,
+	 * port_ready_lost()), and rolls it back otherwise (no Pod has it).
+	 * handed records a hand-over that has happened (the VF is in the Pod):
+	 * a record left at port_ready by its loss is kept, released by DEL or
+	 * GC, like a handed one. The others come before their step's effects
+	 * elsewhere: synced.
 	 */
-	if (st == IBVF_ALLOC_HANDED)
+	if (st == IBVF_ALLOC_PORT_READY || st == IBVF_ALLOC_HANDED)
 		ret = ibvf_pool_update_lazy(op->e->pool, &op->a, err, sizeof(err));
 	else
 		ret = ibvf_pool_update(op->e->pool, &op->a, err, sizeof(err));

@@ -6,7 +6,9 @@
  * sm.periodic_update_s seconds; `ibvfctl pool audit` asks for a pass too.
  *
  *  - store records in a transient state (allocated .. sm_confirmed) with no
- *    running operation were cut short by a crash or kill: rolled back; a
+ *    running operation were cut short by a crash or kill: rolled back, but
+ *    one at sm_requested whose VF carries its GUID in a Pod's netns is kept
+ *    as port_ready (its lazy port_ready write was lost: port_ready_lost()); a
  *    warm VF's record at "allocated" (vf.warm) is left to the warm pass,
  *    which finishes it (and the VF meanwhile carries no tenant's PKey);
  *  - records in "releasing" are finished (SM removal, VF reset, pool release);
@@ -436,6 +438,67 @@ static bool stale_warm(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_allo
 	return true;
 }
 
+/*
+ * A record at sm_requested whose VF carries the record's GUID and lists no
+ * netdev: the VF is in a Pod (the host's sysfs, which the inventory reads,
+ * shows a VF's netdev only while it is in the host netns; a netdev moved
+ * into a Pod's netns disappears there). The plugin moves a VF only after
+ * the prepare's answer, and the answer comes after port_ready's COMMIT, so
+ * port_ready was written and lost (a lazy write: an OS crash or power loss
+ * before its fdatasync(); docs/pool.md, "Durability classes"). Stored as
+ * port_ready again (finding "port-ready-lost"), so the port_ready checks that
+ * follow keep it as they keep one that was not lost (the SM membership
+ * re-pushed for its own owner's PKeys when missing), and commit, DEL and GC
+ * reach the same outcome. A VF with a netdev (in the host: the attach cut
+ * short before the answer, or not moved yet; a lab driver, which names a
+ * netdev wherever it is, proves nothing either), one not carrying the GUID,
+ * or a missing one: not this case, rolled back by the caller, as after a
+ * kill -9 (which never loses a lazy write). A VF without any netdev (VFIO,
+ * a driver left unbound by a kill inside the VF step) is kept too: the safe
+ * side, held for its owner with its owner's PKeys until DEL or GC. Dry run,
+ * or a store that lost records: reported only. @a is read under its hold.
+ * Return: 1 kept (@a and @snap now port_ready), 0 not this case, -1 handled
+ * (reported, or the store write failed: left as it is for the next pass).
+ */
+static int port_ready_lost(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_alloc *snap)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+	struct ibvf_attach_vf vf;
+	const char *tail = "";
+	bool act;
+	int ret = 0;
+
+	if (a->state != IBVF_ALLOC_SM_REQUESTED || !a->pci[0] ||
+	    env->vf->lookup(env->vf->ctx, a->pci, &vf, err, sizeof(err)) || !vf.guids_known ||
+	    vf.port_guid != a->guid || vf.netdev[0])
+		return 0;
+	ibvf_guid_format(a->guid, s);
+	act = r->mode != IBVF_PASS_DRY_RUN && !env->store_lost;
+	if (act) {
+		a->state = IBVF_ALLOC_PORT_READY;
+		ret = ibvf_pool_update(env->pool, a, err, sizeof(err));
+		if (ret)
+			a->state = IBVF_ALLOC_SM_REQUESTED;
+	}
+	if (act && ret)
+		tail = err;
+	else if (!act && env->store_lost)
+		tail = " (the store lost records: left as it is until 'ibvfctl pool rebuild')";
+	finding(r, "port-ready-lost", true, a->guid, -1, a->pci, "store it as port_ready",
+		act && !ret,
+		"GUID %s of container %.12s ifname %s was left sm_requested, but VF %s carries it "
+		"with no netdev in the host netns (moved into the Pod): its port_ready was "
+		"written and lost%s%s",
+		s, a->owner.container_id, a->owner.ifname, a->pci, act && ret ? ": " : "", tail);
+	if (!act || ret) {
+		snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
+		return -1;
+	}
+	*snap = *a;
+	return 1;
+}
+
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
@@ -496,6 +559,10 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 			false, "warm GUID %s of VF %s is not set up yet", s, a.pci);
 		goto out;
 	}
+	/* a lost port_ready (the VF in the Pod): kept, checked as port_ready below */
+	ret = port_ready_lost(r, &a, snap);
+	if (ret < 0)
+		goto out;
 	if (a.state < IBVF_ALLOC_PORT_READY || a.state == IBVF_ALLOC_RELEASING) {
 		bool mid = a.state != IBVF_ALLOC_RELEASING;
 		const char *st = ibvf_alloc_state_name(a.state);

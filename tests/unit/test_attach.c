@@ -64,6 +64,8 @@ struct fake_vfs {
 	/* VFs not in the host show a netdev name no netdev of this netns has (as the
 	 * lab drivers name a Pod's netdev), instead of none */
 	bool pod_netdev_names;
+	/* the next port wait arms the sync gate (sync_gate), right before port_ready */
+	bool arm_sync_gate;
 };
 
 static struct fake_vfs fv;
@@ -200,6 +202,57 @@ static int f_list(void *ctx, int (*cb)(void *arg, const struct ibvf_attach_vf *v
 	return 0;
 }
 
+/*
+ * The store's fdatasync() seam (ibvf_pool_opts.sync_fault; sync "full"
+ * fixtures only, setup_sync_full): while armed, each fdatasync() of the WAL
+ * waits at the gate until the test opens it (10 s at most: a safety net, so
+ * that a write that should not wait makes its test fail, not hang).
+ */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool armed;
+	int waiting; /* fdatasync() calls at the gate now */
+	int passed;  /* fdatasync() calls that went through it since it was armed */
+} sync_gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, 0};
+
+static void sync_gate_arm(void)
+{
+	pthread_mutex_lock(&sync_gate.mu);
+	sync_gate.armed = true;
+	sync_gate.passed = 0;
+	pthread_mutex_unlock(&sync_gate.mu);
+}
+
+static void sync_gate_open(void)
+{
+	pthread_mutex_lock(&sync_gate.mu);
+	sync_gate.armed = false;
+	pthread_cond_broadcast(&sync_gate.cv);
+	pthread_mutex_unlock(&sync_gate.mu);
+}
+
+static int f_sync_fault(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	pthread_mutex_lock(&sync_gate.mu);
+	if (sync_gate.armed) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 10;
+		sync_gate.waiting++;
+		while (sync_gate.armed &&
+		       pthread_cond_timedwait(&sync_gate.cv, &sync_gate.mu, &ts) != ETIMEDOUT)
+			;
+		sync_gate.armed = false;
+		sync_gate.waiting--;
+		sync_gate.passed++;
+	}
+	pthread_mutex_unlock(&sync_gate.mu);
+	return 0;
+}
+
 static int f_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port_guid,
 		       const uint16_t *pkeys, size_t n, int64_t deadline_ms,
 		       struct ibvf_port_result *out, char *err, size_t errlen)
@@ -213,6 +266,9 @@ static int f_port_wait(void *ctx, const struct ibvf_attach_vf *vf, uint64_t port
 	fail = fv.fail_port;
 	if (fail)
 		fv.fail_port--;
+	if (fv.arm_sync_gate)
+		sync_gate_arm();
+	fv.arm_sync_gate = false;
 	pthread_mutex_unlock(&fv.lock);
 	if (fv.port_delay_ms)
 		usleep(fv.port_delay_ms * 1000u);
@@ -420,6 +476,8 @@ static int setup_opts(void **state, const char *extra, unsigned sm_attempts)
 
 /* ibvf_engine_opts.checkpoint_ms of the next open_engine() (0: the default). */
 static uint32_t checkpoint_ms;
+/* the store of the next open_engine() runs with sync "full" (setup_sync_full) */
+static bool sync_full_next;
 
 /* Open the pool and an engine over f->cfg, f->loop and f->sm (fake VFs kept). */
 static void open_engine(struct fx *f)
@@ -433,6 +491,8 @@ static void open_engine(struct fx *f)
 	po.n_ranges = f->cfg.pool.n_ranges;
 	po.quarantine_s = f->cfg.pool.quarantine_s;
 	po.write_fault = f_write_fault;
+	po.sync_full = sync_full_next;
+	po.sync_fault = f_sync_fault;
 	po.now_ms = f_now;
 	__atomic_store_n(&store_fault, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&clock_ahead_ms, 0, __ATOMIC_SEQ_CST);
@@ -1310,6 +1370,7 @@ static void test_reconcile(void **state)
 	mid.state = IBVF_ALLOC_SM_REQUESTED;
 	assert_int_equal(ibvf_pool_update(f->pool, &mid, NULL, 0), 0);
 	fv.vf[40].port = fv.vf[40].node = mid.guid;
+	fv.vf[40].host_netdev = true; /* not moved into a Pod (no answer went out) */
 	fake_sm_put(f->sm, 0x16, mid.guid, true);
 
 	/* 2: a handed attach whose membership the SM lost */
@@ -2926,6 +2987,245 @@ static void test_lazy_warm_release_lost(void **state)
 	}
 }
 
+/* A prepare answered (port_ready), the VF in the Pod: no commit yet. */
+static uint64_t prepare_one(struct fx *f, const char *cid, int vf)
+{
+	json_t *r = call(f, "prepare", prep_params(cid, pci_of(vf), "0x0016"));
+	uint64_t g;
+
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_PORT_READY);
+	return g;
+}
+
+/*
+ * store_port_ready lost: the record is back at sm_requested after the
+ * prepare's answer. The plugin moves the VF only after that answer, so a VF
+ * carrying the GUID in a Pod's netns proves the write: a pass stores it as
+ * port_ready ("port-ready-lost"; a dry run only reports it), the VF and the
+ * SM as they were (the membership re-pushed when the SM lost it too), and
+ * commit, DEL and GC reach the same outcome as without the loss. With the VF
+ * in the host (the answer not acted on yet), not carrying the GUID, or
+ * showing a netdev name the host lacks (a lab driver's), the attach is
+ * rolled back as today: SM removal, VF reset, quarantine; the plugin's
+ * commit then fails and its undo (release) finds nothing left.
+ */
+static void test_lazy_port_ready_lost(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = prepare_one(f, "lp1", 58), g2 = prepare_one(f, "lp2", 59), alive;
+	json_t *dry = json_array(), *r;
+	unsigned programs;
+
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	/* audit (dry run): reported, nothing touched */
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_DRY_RUN, dry, NULL, 0) >= 1);
+	assert_int_equal(count_kind(dry, "port-ready-lost"), 1);
+	assert_int_equal(count_kind(dry, "mid-flight"), 0);
+	json_decref(dry);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_SM_REQUESTED);
+	/* a pass keeps it: port_ready again, VF and SM untouched */
+	programs = fv.program_calls;
+	assert_int_equal(repair_findings(f, g, "port-ready-lost"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_PORT_READY);
+	assert_int_equal(fv.vf[58].port, g);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), IBVF_MEMBER_FULL);
+	assert_int_equal(fv.program_calls, programs);
+	assert_int_equal(repair_findings(f, g, NULL), 0);
+	/* lost again, and the SM lost the membership too: kept and re-pushed */
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	fake_sm_drop(f->sm, 0x16, g);
+	assert_int_equal(repair_findings(f, g, NULL), 2);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_PORT_READY);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), IBVF_MEMBER_FULL);
+	assert_int_equal(fv.program_calls, programs);
+	/* commit and DEL: as without the loss */
+	call(f, "commit", json_pack("{s:o}", "owner", owner("lp1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("lp1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(fv.vf[58].port, 0);
+
+	/* GC of the dead sandbox: released as a port_ready one is */
+	lose_write(f, g2, IBVF_ALLOC_SM_REQUESTED);
+	assert_int_equal(repair_findings(f, g2, "port-ready-lost"), 1);
+	assert_int_equal(store_state(f, g2), IBVF_ALLOC_PORT_READY);
+	/* held: another Pod's attach gets another GUID */
+	alive = attach_one(f, "lp3", 60);
+	assert_true(alive != g2);
+	r = call(f, "gc",
+		 json_pack("{s:[{s:s,s:s}]}", "valid", "container_id", "lp3", "ifname", "net1"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g2), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g2), -1);
+	assert_int_equal(fv.vf[59].port, 0);
+	assert_int_equal(store_state(f, alive), IBVF_ALLOC_HANDED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, alive), IBVF_MEMBER_FULL);
+
+	/* the VF still in the host: no Pod has it, rolled back */
+	g = prepare_one(f, "lp4", 61);
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[61].host_netdev = true;
+	pthread_mutex_unlock(&fv.lock);
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	assert_int_equal(repair_findings(f, g, "mid-flight"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(fv.vf[61].port, 0);
+	/* the plugin's commit fails; its undo of the ADD (release) finds nothing */
+	call(f, "commit", json_pack("{s:o}", "owner", owner("lp4", "net1")));
+	assert_true(f->code[0] != 0);
+	call(f, "release", json_pack("{s:o}", "owner", owner("lp4", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+
+	/* the VF no longer carries the GUID: rolled back (SM removal, quarantine) */
+	g = prepare_one(f, "lp5", 62);
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[62].port = fv.vf[62].node = 0;
+	pthread_mutex_unlock(&fv.lock);
+	assert_int_equal(repair_findings(f, g, "mid-flight"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+
+	/* a netdev name the host does not have (a lab driver names one wherever the
+	 * VF is, as after a kill -9 in the daemon lab) proves nothing: rolled back */
+	g = prepare_one(f, "lp6", 64);
+	pthread_mutex_lock(&fv.lock);
+	fv.pod_netdev_names = true;
+	pthread_mutex_unlock(&fv.lock);
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	assert_int_equal(repair_findings(f, g, "mid-flight"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(fv.vf[64].port, 0);
+	pthread_mutex_lock(&fv.lock);
+	fv.pod_netdev_names = false;
+	pthread_mutex_unlock(&fv.lock);
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0), 0);
+}
+
+/*
+ * store_port_ready lost after a warm take (vf.warm: the warm row handed to
+ * the Pod at sm_requested, then port_ready): the warm pass leaves the VF
+ * alone (a Pod's record, whatever its state), a pass keeps it as port_ready,
+ * commit and DEL as without the loss (the VF warm again on a new GUID). With
+ * the VF in the host: rolled back, and the VF warmed again.
+ */
+static void test_lazy_port_ready_lost_warm(void **state)
+{
+	struct fx *f = *state;
+	unsigned programs;
+	uint64_t g;
+	json_t *r;
+
+	wait_warm(f, N_VFS);
+	g = fv.vf[4].port;
+	r = call(f, "prepare", prep_nolink("lw1", pci_of(4), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), g); /* taken warm */
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	/* a warm pass meanwhile: the Pod's VF is not re-GUIDed */
+	programs = fv.program_calls;
+	eng_warm_kick(f->e);
+	wait_warm(f, N_VFS - 1);
+	assert_int_equal(fv.vf[4].port, g);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_SM_REQUESTED);
+	assert_int_equal(fv.program_calls, programs);
+	assert_int_equal(repair_findings(f, g, "port-ready-lost"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_PORT_READY);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), IBVF_MEMBER_FULL);
+	wait_warm(f, N_VFS - 1);
+	assert_int_equal(fv.vf[4].port, g);
+	assert_int_equal(fv.program_calls, programs);
+	call(f, "commit", json_pack("{s:o}", "owner", owner("lw1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	r = call(f, "release", json_pack("{s:o}", "owner", owner("lw1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	wait_warm(f, N_VFS);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+	assert_true(fv.vf[4].port != g);
+	assert_warm_sane(f);
+
+	/* the VF still in the host: rolled back, then warm again on another GUID */
+	g = fv.vf[5].port;
+	r = call(f, "prepare", prep_nolink("lw2", pci_of(5), "0x0012"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(guid_of(r), g);
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[5].host_netdev = true;
+	pthread_mutex_unlock(&fv.lock);
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	assert_int_equal(repair_findings(f, g, "mid-flight"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x12, g), -1);
+	wait_warm(f, N_VFS);
+	assert_true(fv.vf[5].port != g);
+	assert_warm_sane(f);
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0), 0);
+}
+
+static int setup_sync_full(void **state)
+{
+	int ret;
+
+	sync_full_next = true;
+	ret = setup(state);
+	sync_full_next = false;
+	return ret;
+}
+
+/*
+ * store_port_ready is lazy (sync "full"): COMMITted before the answer (a
+ * read sees it at once), its fdatasync() off the prepare's path. The gate
+ * holds every fdatasync() from the port wait on: the prepare answers with
+ * none through it, and the syncer's fdatasync() of port_ready then waits
+ * there. The allocation before it is synced: its fdatasync() is done
+ * before the gate is armed.
+ */
+static void test_lazy_port_ready(void **state)
+{
+	struct fx *f = *state;
+	int passed, waiting = 0;
+	json_t *r;
+	uint64_t g;
+
+	pthread_mutex_lock(&fv.lock);
+	fv.arm_sync_gate = true;
+	pthread_mutex_unlock(&fv.lock);
+	r = call(f, "prepare", prep_params("ls1", pci_of(63), "0x0016"));
+	pthread_mutex_lock(&sync_gate.mu);
+	passed = sync_gate.passed;
+	pthread_mutex_unlock(&sync_gate.mu);
+	assert_int_equal(f->code[0], 0);
+	g = guid_of(r);
+	/* answered before any fdatasync() went through the gate */
+	assert_int_equal(passed, 0);
+	/* ... and port_ready's fdatasync() is pending (the syncer, at the gate) */
+	for (int i = 0; i < 1000 && !waiting; i++) {
+		pthread_mutex_lock(&sync_gate.mu);
+		waiting = sync_gate.waiting;
+		pthread_mutex_unlock(&sync_gate.mu);
+		if (!waiting)
+			usleep(10000);
+	}
+	assert_int_equal(waiting, 1);
+	sync_gate_open();
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_PORT_READY);
+	call(f, "commit", json_pack("{s:o}", "owner", owner("ls1", "net1")));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2981,6 +3281,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lazy_handed_lost, setup_spool, teardown_spool),
 		cmocka_unit_test_setup_teardown(test_lazy_release_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_warm_release_lost, setup_warm, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_port_ready_lost, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_port_ready_lost_warm, setup_warm,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_port_ready, setup_sync_full, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
