@@ -26,6 +26,12 @@ struct ibvf_attach_vf {
 	uint64_t node_guid; /* host order */
 	uint64_t port_guid;
 	char link_state[8]; /* "auto" / "enable" / "disable" / "" unknown */
+	/*
+	 * No kernel driver bound (sysfs "driver" link absent): its "" netdev then
+	 * says nothing of a Pod (a rebind cut short). Drivers that cannot tell
+	 * leave it false.
+	 */
+	bool unbound;
 };
 
 /** VF seam: inventory and GUID programming (vf_netlink / lab ibsim driver, or fakes). */

@@ -26,6 +26,7 @@ static void fill(struct ibvf_attach_vf *out, const struct ibvf_vf_info *vf,
 	out->vf_index = vf->index;
 	snprintf(out->netdev, sizeof(out->netdev), "%s", vf->netdev);
 	snprintf(out->rdma_dev, sizeof(out->rdma_dev), "%.31s", vf->rdma_dev);
+	out->unbound = !vf->driver[0];
 	if (st) {
 		out->guids_known = st->node_guid_known && st->port_guid_known;
 		out->node_guid = st->node_guid_known ? st->node_guid : 0;

@@ -453,9 +453,11 @@ static bool stale_warm(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_allo
  * short before the answer, or not moved yet; a lab driver, which names a
  * netdev wherever it is, proves nothing either), one not carrying the GUID,
  * or a missing one: not this case, rolled back by the caller, as after a
- * kill -9 (which never loses a lazy write). A VF without any netdev (VFIO,
- * a driver left unbound by a kill inside the VF step) is kept too: the safe
- * side, held for its owner with its owner's PKeys until DEL or GC. Dry run,
+ * kill -9 (which never loses a lazy write). A VF with no driver bound (a
+ * kill between the VF step's unbind and bind: no netdev anywhere) proves
+ * nothing either: rolled back, and the VF reset binds it again. A bound VF
+ * without any netdev (vfio-pci) is kept: the safe side, held for its owner
+ * with its owner's PKeys until DEL or GC. Dry run,
  * or a store that lost records: reported only. @a is read under its hold.
  * Return: 1 kept (@a and @snap now port_ready), 0 not this case, -1 handled
  * (reported, or the store write failed: left as it is for the next pass).
@@ -471,7 +473,7 @@ static int port_ready_lost(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_
 
 	if (a->state != IBVF_ALLOC_SM_REQUESTED || !a->pci[0] ||
 	    env->vf->lookup(env->vf->ctx, a->pci, &vf, err, sizeof(err)) || !vf.guids_known ||
-	    vf.port_guid != a->guid || vf.netdev[0])
+	    vf.port_guid != a->guid || vf.netdev[0] || vf.unbound)
 		return 0;
 	ibvf_guid_format(a->guid, s);
 	act = r->mode != IBVF_PASS_DRY_RUN && !env->store_lost;

@@ -49,6 +49,7 @@ struct fvf {
 	char link[8];
 	unsigned gen;
 	bool host_netdev; /* lookup() shows the netdev in the host netns (the Pod is gone) */
+	bool unbound;	  /* lookup() shows no driver bound (a rebind cut short) */
 };
 
 struct fake_vfs {
@@ -87,6 +88,7 @@ static void fill(const struct fvf *v, struct ibvf_attach_vf *out)
 	snprintf(out->netdev, sizeof(out->netdev), "ib0v%dg%u", out->vf_index, v->gen);
 	snprintf(out->rdma_dev, sizeof(out->rdma_dev), "mlx5_%d", out->vf_index + 2);
 	out->guids_known = true;
+	out->unbound = v->unbound;
 	out->node_guid = v->node;
 	out->port_guid = v->port;
 	snprintf(out->link_state, sizeof(out->link_state), "%s", v->link);
@@ -3094,6 +3096,21 @@ static void test_lazy_port_ready_lost(void **state)
 	assert_int_equal(repair_findings(f, g, "mid-flight"), 1);
 	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
 	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+
+	/* no netdev because no driver is bound (a kill -9 between the VF's unbind
+	 * and bind): no Pod has it, rolled back (the VF reset binds it again) */
+	g = prepare_one(f, "lp7", 65);
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[65].unbound = true;
+	pthread_mutex_unlock(&fv.lock);
+	lose_write(f, g, IBVF_ALLOC_SM_REQUESTED);
+	assert_int_equal(repair_findings(f, g, "mid-flight"), 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(fv.vf[65].port, 0);
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[65].unbound = false;
+	pthread_mutex_unlock(&fv.lock);
 
 	/* a netdev name the host does not have (a lab driver names one wherever the
 	 * VF is, as after a kill -9 in the daemon lab) proves nothing: rolled back */
