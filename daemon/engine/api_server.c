@@ -385,7 +385,9 @@ static void read_input(struct conn *c)
 			c->in = p;
 			c->in_cap = cap;
 		}
-		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		size_t room = c->in_cap - c->in_len;
+
+		n = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
 		if (n > 0) {
 			size_t old = c->in_len;
 
@@ -407,6 +409,13 @@ static void read_input(struct conn *c)
 			process_input(c);
 			if (!can_take(c))
 				return; /* paused: resume when replies come back / went out */
+			/*
+			 * A short read took all the socket had: the next recv() would be
+			 * EAGAIN (one system call per request for nothing, issue 17). The
+			 * watch is level-triggered: more bytes, or EOF, wake us again.
+			 */
+			if ((size_t)n < room)
+				return;
 			continue;
 		}
 		if (n == 0) {
