@@ -34,6 +34,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -510,13 +511,29 @@ static void bench_burst(void)
 
 /* ------------------------------------------------------------ scale -- */
 
+/*
+ * One burst's start and end for its client threads: each says it is ready
+ * (then waits at @go), says when its reply came (the last one posts @done)
+ * and waits at @end before it exits, so the bench measures the CPU of the
+ * burst between "every client waits at the start line" and "every reply is
+ * in": neither the clients' thread creation nor their exits (stack unmaps,
+ * futex wake-ups at join) count as the clients' CPU per prepare, and no
+ * exiting thread competes with ibvfd while other prepares are still
+ * running.
+ */
+struct burst_sync {
+	pthread_barrier_t go, end;
+	int ready, left; /* atomic */
+	sem_t done;
+};
+
 struct scale_arg {
 	struct lab *l;
 	int i, round;
 	int ret;
 	bool release;
 	const char *method; /* NULL: prepare / release; else this method (the ping floor) */
-	pthread_barrier_t *bar;
+	struct burst_sync *bs;
 	struct ibvf_rpc_error re;
 	json_t *timing;	  /* the reply's "timing" (prepare) */
 	double client_ms; /* barrier to reply, as the client saw it */
@@ -534,7 +551,8 @@ static void *scale_one(void *p)
 	double t0;
 
 	snprintf(cid, sizeof(cid), "s%d-%04d", a->round, a->i);
-	pthread_barrier_wait(a->bar);
+	__atomic_add_fetch(&a->bs->ready, 1, __ATOMIC_RELEASE);
+	pthread_barrier_wait(&a->bs->go);
 	t0 = now_ms_f();
 	if (a->method)
 		a->ret = lab_api(a->l, a->method, NULL, NULL, &a->re, 70000);
@@ -547,6 +565,9 @@ static void *scale_one(void *p)
 	if (res)
 		a->timing = json_incref(json_object_get(res, "timing"));
 	json_decref(res);
+	if (__atomic_sub_fetch(&a->bs->left, 1, __ATOMIC_ACQ_REL) == 0)
+		sem_post(&a->bs->done);
+	pthread_barrier_wait(&a->bs->end);
 	return NULL;
 }
 
@@ -688,23 +709,36 @@ static void print_timeline(struct cpu_sampler *cs, struct scale_arg *a, int n, d
 	printf("%s\n", line);
 }
 
+/* The CPU, ms, of one burst from its start line to its last reply. */
+struct burst_cpu {
+	double ibvfd; /* every thread of ibvfd (schedstat, ns resolution) */
+	double loop;  /* ibvfd's main thread: its event loop */
+	double bench; /* this process: the client threads (getrusage) */
+};
+
+static double task_schedstat_ms(pid_t pid, pid_t tid);
+
 /*
  * @n concurrent clients, one prepare (or release, or @method) each on its
- * own VF; wall ms. @breakdown: print the prepares' per-step breakdown and
- * the burst's CPU timeline.
+ * own VF; wall ms, from the start line to the last reply. @breakdown: print
+ * the prepares' per-step breakdown and the burst's CPU timeline. @cpu (may
+ * be NULL): the CPU of the same window (struct burst_sync).
  */
 static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, const char *method,
-			     bool breakdown, int *fails, int *warm)
+			     bool breakdown, int *fails, int *warm, struct burst_cpu *cpu)
 {
 	struct scale_arg *a = calloc((size_t)n, sizeof(*a));
 	pthread_t *th = calloc((size_t)n, sizeof(*th));
-	pthread_barrier_t bar;
+	struct burst_sync bs = {.left = n};
 	pthread_attr_t attr;
 	struct cpu_sampler *cs = NULL;
+	struct burst_cpu c0 = {0}, c1 = {0};
 	int64_t t0;
 	double tf = 0;
 
-	pthread_barrier_init(&bar, NULL, (unsigned)n + 1);
+	pthread_barrier_init(&bs.go, NULL, (unsigned)n + 1);
+	pthread_barrier_init(&bs.end, NULL, (unsigned)n + 1);
+	sem_init(&bs.done, 0, 0);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	for (int i = 0; i < n; i++) {
@@ -714,10 +748,15 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 					  .ret = -1,
 					  .release = release,
 					  .method = method,
-					  .bar = &bar};
+					  .bs = &bs};
 		pthread_create(&th[i], &attr, scale_one, &a[i]);
 	}
 	pthread_attr_destroy(&attr);
+	/* every client at the start line (a thread between its count and its futex wait is a
+	 * few instructions from it) */
+	while (__atomic_load_n(&bs.ready, __ATOMIC_ACQUIRE) < n)
+		usleep(1000);
+	usleep(2000);
 	if (breakdown) {
 		cs = calloc(1, sizeof(*cs));
 		if (cs) {
@@ -728,9 +767,20 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 			}
 		}
 	}
-	pthread_barrier_wait(&bar);
+	c0 = (struct burst_cpu){threads_cpu_ms(l->pid), task_schedstat_ms(l->pid, l->pid),
+				self_cpu_ms()};
+	pthread_barrier_wait(&bs.go);
 	t0 = ibvf_mono_ms();
 	tf = now_ms_f();
+	while (sem_wait(&bs.done) && errno == EINTR)
+		;
+	t0 = ibvf_mono_ms() - t0;
+	c1 = (struct burst_cpu){threads_cpu_ms(l->pid), task_schedstat_ms(l->pid, l->pid),
+				self_cpu_ms()};
+	if (cpu)
+		*cpu = (struct burst_cpu){c1.ibvfd - c0.ibvfd, c1.loop - c0.loop,
+					  c1.bench - c0.bench};
+	pthread_barrier_wait(&bs.end);
 	*fails = 0;
 	for (int i = 0; i < n; i++) {
 		pthread_join(th[i], NULL);
@@ -742,7 +792,6 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 				a[i].re.step, a[i].re.message);
 		*fails += a[i].ret != 0;
 	}
-	t0 = ibvf_mono_ms() - t0;
 	if (warm) /* a warm prepare neither allocates nor programs the VF (attach.c) */
 		for (int i = *warm = 0; i < n; i++)
 			*warm += !a[i].ret && a[i].timing &&
@@ -752,14 +801,21 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 		__atomic_store_n(&cs->stop, 1, __ATOMIC_RELEASE);
 		pthread_join(cs->th, NULL);
 	}
-	if (breakdown)
+	if (breakdown) {
+		/* for a profile of the burst alone: perf record -k CLOCK_MONOTONIC, then
+		 * perf report --time START,END */
+		printf("   burst on CLOCK_MONOTONIC %.6f,%.6f s (barrier to last reply)\n",
+		       tf / 1000.0, (tf + (double)t0) / 1000.0);
 		print_breakdown(a, n);
+	}
 	if (cs)
 		print_timeline(cs, a, n, tf);
 	free(cs);
 	for (int i = 0; i < n; i++)
 		json_decref(a[i].timing);
-	pthread_barrier_destroy(&bar);
+	pthread_barrier_destroy(&bs.go);
+	pthread_barrier_destroy(&bs.end);
+	sem_destroy(&bs.done);
 	free(a);
 	free(th);
 	return t0;
@@ -767,36 +823,24 @@ static int64_t scale_burst_m(struct lab *l, int n, int round, bool release, cons
 
 static int64_t scale_burst(struct lab *l, int n, int round, bool release, int *fails)
 {
-	return scale_burst_m(l, n, round, release, NULL, false, fails, NULL);
+	return scale_burst_m(l, n, round, release, NULL, false, fails, NULL, NULL);
 }
 
-/* CPU time (user + system) of thread @tid of process @pid so far (@tid 0: the whole process), ms;
- * -1 if unknown. */
-static double task_cpu_ms(pid_t pid, pid_t tid)
+/* CPU time of thread @tid of process @pid so far, ms (schedstat: ns resolution); -1 if unknown. */
+static double task_schedstat_ms(pid_t pid, pid_t tid)
 {
-	char path[64], buf[1024], *p;
-	unsigned long long ut = 0, st = 0;
+	char path[96];
+	unsigned long long ns = 0;
 	FILE *f;
-	int ok = 0;
+	int ok;
 
-	if (tid)
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
-	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
-		ok = sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-			    &st) == 2;
+	ok = fscanf(f, "%llu", &ns) == 1;
 	fclose(f);
-	return ok ? (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK) : -1;
-}
-
-/* CPU time of process @pid so far, ms; -1 if unknown. */
-static double proc_cpu_ms(pid_t pid)
-{
-	return task_cpu_ms(pid, 0);
+	return ok ? (double)ns / 1e6 : -1;
 }
 
 /* CPU time of this process (the bench's client threads), ms. */
@@ -968,11 +1012,10 @@ static void scale_floor(struct lab *l, int n)
 {
 	for (int r = 0; r < 2; r++) {
 		int fails, full = backlog_overflows(l, n);
-		double d0 = proc_cpu_ms(l->pid), b0 = self_cpu_ms();
-		int64_t ms = scale_burst_m(l, n, 100 + r, false, "bench.ping", false, &fails, NULL);
-
-		d0 = proc_cpu_ms(l->pid) - d0;
-		b0 = self_cpu_ms() - b0;
+		struct burst_cpu cpu = {0};
+		int64_t ms = scale_burst_m(l, n, 100 + r, false, "bench.ping", false, &fails, NULL,
+					   &cpu);
+		double d0 = cpu.ibvfd, b0 = cpu.bench;
 
 		printf("%-14s %6d %9lld %11.0f %9s %9s %8s %10s %6d %6s   (floor: connect + "
 		       "request + error reply, no work; %d of %d connects found the listen "
@@ -992,8 +1035,11 @@ static void scale_floor(struct lab *l, int n)
  * finished untimed before each burst; how many prepares took a warm VF),
  * and the UFM simulator at 50 / 200 ms: wall time, prepares/s and the SM add
  * calls they took (self-clocking batches: one round trip idle, about two
- * under a burst). Noop rows also print the CPU of ibvfd and of the bench's
- * client threads per prepare and the CPU-bound ceiling they make:
+ * under a burst). Noop rows also print the CPU of ibvfd (its threads'
+ * schedstat) and of the bench's client threads (getrusage) per prepare, from
+ * the moment every client waits at the start line to the last reply
+ * (struct burst_sync: not the clients' thread creation or exit), and the
+ * CPU-bound ceiling they make:
  * CPUs / (ibvfd + clients CPU per prepare). BENCH_SCALE=cold|warm runs one
  * noop variant only, BENCH_SCALE_N=<n> one N only (a profile's run).
  */
@@ -1079,14 +1125,12 @@ static void bench_scale(void)
 				}
 				/* ibvfd's main thread is its event loop (one thread: a serial part)
 				 */
-				double d0 = proc_cpu_ms(l.pid), b0 = self_cpu_ms(),
-				       l0 = task_cpu_ms(l.pid, l.pid);
+				struct burst_cpu cpu = {0};
 
 				ms = scale_burst_m(&l, ns[k], (int)k, false, NULL,
-						   lat[b] < 0 && ns[k] == 1024, &fails, &n_warm);
-				d0 = proc_cpu_ms(l.pid) - d0;
-				b0 = self_cpu_ms() - b0;
-				l0 = task_cpu_ms(l.pid, l.pid) - l0;
+						   lat[b] < 0 && ns[k] == 1024, &fails, &n_warm,
+						   &cpu);
+				double d0 = cpu.ibvfd, b0 = cpu.bench, l0 = cpu.loop;
 				c1 = lat[b] >= 0 ? ufm_sim_calls(&sim, "add")
 						 : daemon_sm_calls(&l) - c0;
 				/* prepare reads the new GUID's membership back first (issue 14) */
@@ -1107,7 +1151,8 @@ static void bench_scale(void)
 				if (lat[b] < 0) {
 					double per = (d0 + b0) / ns[k];
 
-					printf("   CPU of the %d prepares: ibvfd %.0f ms, the bench's "
+					printf("   CPU of the %d prepares (every client at the start "
+					       "line to the last reply): ibvfd %.0f ms, the bench's "
 					       "clients %.0f ms, in %lld ms of wall on %ld CPUs; %d of "
 					       "%d took a warm VF\n",
 					       ns[k], d0, b0, (long long)ms, ncpu, n_warm, ns[k]);

@@ -127,7 +127,9 @@ static int send_all(int fd, const char *buf, size_t len, long long deadline)
  * Read one '\n'-terminated line into a malloc'd buffer. *@got tells whether
  * any byte of it arrived (a kept connection's request is sent again only when
  * none did); *@extra whether bytes followed the line (the connection is then
- * out of step with its requests and must not be reused).
+ * out of step with its requests and must not be reused). It waits for the
+ * socket before its first recv(): called right after the request went out,
+ * a recv() first would nearly always be EAGAIN (a system call for nothing).
  */
 static int recv_line(int fd, char **out, long long deadline, bool *got, bool *extra)
 {
@@ -138,6 +140,11 @@ static int recv_line(int fd, char **out, long long deadline, bool *got, bool *ex
 	*got = *extra = false;
 	if (!buf)
 		return -ENOMEM;
+	ret = wait_fd(fd, POLLIN, deadline);
+	if (ret) {
+		free(buf);
+		return ret;
+	}
 	for (;;) {
 		ssize_t n;
 		char *nl;

@@ -81,18 +81,30 @@ bad:
 			 s);
 }
 
+/*
+ * The GUID formats by table, not snprintf(): a prepare's reply and log lines
+ * format its GUID several times, and snprintf() with eight arguments was
+ * ~2% of ibvfd's CPU in a 1,024-prepare burst (issue 17).
+ */
+static const char hex_digit[] = "0123456789abcdef";
+
 char *ibvf_guid_format(uint64_t g, char buf[IBVF_GUID_STR_LEN])
 {
-	snprintf(buf, IBVF_GUID_STR_LEN, "%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x",
-		 (unsigned)(g >> 56) & 0xff, (unsigned)(g >> 48) & 0xff, (unsigned)(g >> 40) & 0xff,
-		 (unsigned)(g >> 32) & 0xff, (unsigned)(g >> 24) & 0xff, (unsigned)(g >> 16) & 0xff,
-		 (unsigned)(g >> 8) & 0xff, (unsigned)g & 0xff);
+	for (int i = 0; i < 8; i++) {
+		unsigned b = (unsigned)(g >> (56 - 8 * i)) & 0xff;
+
+		buf[3 * i] = hex_digit[b >> 4];
+		buf[3 * i + 1] = hex_digit[b & 0xf];
+		buf[3 * i + 2] = i < 7 ? ':' : 0;
+	}
 	return buf;
 }
 
 char *ibvf_guid_format_hex(uint64_t g, char buf[IBVF_GUID_HEX_LEN])
 {
-	snprintf(buf, IBVF_GUID_HEX_LEN, "%016llx", (unsigned long long)g);
+	for (int i = 0; i < 16; i++)
+		buf[i] = hex_digit[(g >> (60 - 4 * i)) & 0xf];
+	buf[16] = 0;
 	return buf;
 }
 

@@ -494,7 +494,7 @@ static json_t *not_ready_json(const struct eng_readiness *rd)
 
 static json_t *status_json(struct op *op)
 {
-	const struct eng_status *st = &op->status;
+	const struct eng_status *st = op->status;
 	json_t *backend, *r;
 
 	backend = json_pack("{s:s,s:b,s:s,s:I,s:o,s:o,s:o}", "name", st->sm_name, "ok", st->sm_ok,
@@ -668,7 +668,13 @@ void ibvf_engine_call(struct ibvf_engine *e, const char *method, json_t *params,
 		return;
 	}
 	op = calloc(1, sizeof(*op));
+	if (op && m->kind == OP_STATUS && !(op->status = calloc(1, sizeof(*op->status)))) {
+		free(op);
+		op = NULL;
+	}
 	if (!op || (m->sink && sink_new(op))) {
+		if (op)
+			free(op->status);
 		free(op);
 		reply(ctx, NULL, IBVF_RPC_INTERNAL_ERROR, "out of memory", ENOMEM, "");
 		return;

@@ -106,13 +106,19 @@ static bool can_take(const struct conn *c)
 
 /* ------------------------------------------------------------ output -- */
 
-static int out_append(struct conn *c, const char *data, size_t len)
+/* Keep only what is unsent: the buffer stays ~ the queue. */
+static void out_compact(struct conn *c)
 {
-	if (c->out_off) { /* keep only what is unsent: the buffer stays ~ the queue */
+	if (c->out_off) {
 		memmove(c->out, c->out + c->out_off, out_pending(c));
 		c->out_len -= c->out_off;
 		c->out_off = 0;
 	}
+}
+
+static int out_append(struct conn *c, const char *data, size_t len)
+{
+	out_compact(c);
 	if (c->out_len + len + 1 > c->out_cap) {
 		size_t cap = c->out_cap ? c->out_cap : 4096;
 		char *p;
@@ -157,41 +163,57 @@ static void flush_out(struct conn *c)
 	}
 }
 
+/* json_dump_callback() into a connection's output, the line limit kept. */
+struct dump_out {
+	struct conn *c;
+	size_t start; /* c->out_len before the message */
+	bool over;    /* longer than the line limit */
+};
+
+static int dump_out_cb(const char *buf, size_t size, void *data)
+{
+	struct dump_out *d = data;
+
+	if (d->c->out_len - d->start + size + 1 > d->c->s->o.max_line) {
+		d->over = true;
+		return -1;
+	}
+	return out_append(d->c, buf, size) ? -1 : 0;
+}
+
 /*
  * Send one JSON-RPC response object (stolen). Reals (the replies' "timing"
- * in ms, microsecond resolution) get 9 significant digits, not 17.
+ * in ms, microsecond resolution) get 9 significant digits, not 17. The text
+ * goes straight into the output buffer (json_dump_callback()): not a
+ * json_dumps() string grown by doubling, copied once more and freed.
  */
 static void send_msg(struct conn *c, json_t *msg)
 {
-	char *text = json_dumps(msg, JSON_COMPACT | JSON_REAL_PRECISION(9));
-	size_t len;
+	struct dump_out d = {.c = c};
+	int ret;
 
+	out_compact(c); /* no memmove under the dump: d.start stays valid */
+	d.start = c->out_len;
+	ret = json_dump_callback(msg, dump_out_cb, &d, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	json_decref(msg);
-	if (!text) {
-		log_err("api: out of memory formatting a response");
-		c->dead = true;
-		return;
-	}
-	len = strlen(text);
-	if (len + 1 > c->s->o.max_line) {
-		free(text);
-		text = NULL;
+	if (ret && d.over) {
+		c->out_len = d.start; /* drop the part written */
 		msg = json_pack("{s:s,s:{s:i,s:s},s:n}", "jsonrpc", "2.0", "error", "code",
 				IBVF_RPC_INTERNAL_ERROR, "message",
 				"response larger than the line limit; narrow the request (e.g. "
 				"list with limit/offset)",
 				"id");
-		text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+		ret = msg ? json_dump_callback(msg, dump_out_cb, &d, JSON_COMPACT) : -1;
 		json_decref(msg);
-		if (!text) {
-			c->dead = true;
-			return;
-		}
-		len = strlen(text);
 	}
-	if (out_append(c, text, len) || out_append(c, "\n", 1))
+	if (ret) {
+		log_err("api: out of memory formatting a response");
+		c->out_len = d.start;
 		c->dead = true;
-	free(text);
+		return;
+	}
+	if (out_append(c, "\n", 1))
+		c->dead = true;
 	flush_out(c);
 }
 
@@ -385,7 +407,9 @@ static void read_input(struct conn *c)
 			c->in = p;
 			c->in_cap = cap;
 		}
-		n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+		size_t room = c->in_cap - c->in_len;
+
+		n = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
 		if (n > 0) {
 			size_t old = c->in_len;
 
@@ -407,6 +431,13 @@ static void read_input(struct conn *c)
 			process_input(c);
 			if (!can_take(c))
 				return; /* paused: resume when replies come back / went out */
+			/*
+			 * A short read took all the socket had: the next recv() would be
+			 * EAGAIN (one system call per request for nothing, issue 17). The
+			 * watch is level-triggered: more bytes, or EOF, wake us again.
+			 */
+			if ((size_t)n < room)
+				return;
 			continue;
 		}
 		if (n == 0) {

@@ -1280,13 +1280,13 @@ static void do_status(struct op *op)
 	char err[IBVF_ERR_LEN];
 	int ret;
 
-	eng_status_snapshot(e, &op->status);
+	eng_status_snapshot(e, op->status);
 	/* a store that cannot be read is a reason to report, not a failed status */
-	ret = ibvf_pool_stats(e->pool, &op->status.pool, err, sizeof(err));
-	op->status.pool_ok = ret == 0;
+	ret = ibvf_pool_stats(e->pool, &op->status->pool, err, sizeof(err));
+	op->status->pool_ok = ret == 0;
 	if (ret)
-		eng_readiness_add(&op->status.rd, "store", "reading the GUID pool store failed: %s",
-				  err);
+		eng_readiness_add(&op->status->rd, "store",
+				  "reading the GUID pool store failed: %s", err);
 	op->have_result = true;
 }
 

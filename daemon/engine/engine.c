@@ -545,6 +545,7 @@ void eng_op_free(struct op *op)
 	free(op->req.valid);
 	free(op->gc_released.v);
 	free(op->gc_skipped.v);
+	free(op->status);
 	free(op);
 }
 

@@ -219,7 +219,9 @@ struct op {
 	bool have_result;
 	bool released, sm_removal_pending; /* release */
 	struct eng_guids gc_released, gc_skipped;
-	struct eng_status status;
+	/* status only (api_methods.c allocates it): 6.8 KB that every other op
+	 * zeroed and page-faulted in, ~2.5% of ibvfd's CPU in a prepare burst */
+	struct eng_status *status;
 	size_t total; /* list: records that matched */
 	int problems; /* audit */
 

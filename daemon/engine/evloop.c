@@ -21,6 +21,7 @@ struct ibvf_watch {
 	int fd;
 	ibvf_fd_cb cb;
 	void *arg;
+	uint32_t events; /* as epoll has them */
 	bool dead;
 	struct ibvf_watch *next_dead;
 };
@@ -153,6 +154,7 @@ struct ibvf_watch *ibvf_loop_watch(struct ibvf_loop *l, int fd, uint32_t events,
 	w->fd = fd;
 	w->cb = cb;
 	w->arg = arg;
+	w->events = events;
 	ev.data.ptr = w;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev)) {
 		int e = errno;
@@ -168,7 +170,17 @@ int ibvf_watch_modify(struct ibvf_watch *w, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = w};
 
-	return epoll_ctl(w->loop->epfd, EPOLL_CTL_MOD, w->fd, &ev) ? -errno : 0;
+	/*
+	 * Level-triggered: the same events again change nothing, so no system
+	 * call (the API server re-evaluates a connection after every read and
+	 * reply: two epoll_ctl() per request, issue 17).
+	 */
+	if (events == w->events)
+		return 0;
+	if (epoll_ctl(w->loop->epfd, EPOLL_CTL_MOD, w->fd, &ev))
+		return -errno;
+	w->events = events;
+	return 0;
 }
 
 void ibvf_watch_remove(struct ibvf_watch *w)

@@ -39,7 +39,11 @@ void ibvf_loop_free(struct ibvf_loop *l);
  */
 struct ibvf_watch *ibvf_loop_watch(struct ibvf_loop *l, int fd, uint32_t events, ibvf_fd_cb cb,
 				   void *arg);
-/** ibvf_watch_modify() - change the events of a watch (e.g. add EPOLLOUT). */
+/**
+ * ibvf_watch_modify() - change the events of a watch (e.g. add EPOLLOUT); the
+ * events it has already are no epoll_ctl(2) (watches are level-triggered).
+ * Return: 0 or -errno of epoll_ctl(2).
+ */
 int ibvf_watch_modify(struct ibvf_watch *w, uint32_t events);
 /** ibvf_watch_remove() - stop watching (the fd is not closed); NULL is a no-op. */
 void ibvf_watch_remove(struct ibvf_watch *w);

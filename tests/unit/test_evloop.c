@@ -166,6 +166,81 @@ static void on_sig(struct ibvf_loop *l, int signo, void *arg)
 }
 
 /* Signals arrive through the signalfd, no handler runs. */
+/*
+ * ibvf_watch_modify() skips the events a watch has already (no epoll_ctl),
+ * so it must know them: a writable socket watched for EPOLLOUT, then for
+ * nothing (must go quiet), then, from a post, EPOLLOUT (fires); then nothing
+ * twice (quiet again) and EPOLLOUT from a post once more. An event while the
+ * watch should be quiet is a failure (epoll's ready list delivers the socket
+ * before the post's eventfd).
+ */
+struct modctx {
+	struct ibvf_loop *l;
+	struct ibvf_watch *w;
+	int armed, fires, stray;
+};
+
+static void mod_arm(void *arg)
+{
+	struct modctx *m = arg;
+
+	m->armed = 1;
+	assert_int_equal(ibvf_watch_modify(m->w, EPOLLOUT), 0);
+}
+
+static void mod_event(struct ibvf_loop *l, int fd, uint32_t ev, void *arg)
+{
+	struct modctx *m = arg;
+
+	(void)fd;
+	assert_true(ev & EPOLLOUT);
+	if (!m->armed) { /* still armed after modify(0): the skip was wrong */
+		m->stray++;
+		ibvf_loop_quit(l);
+		return;
+	}
+	if (++m->fires == 2) {
+		ibvf_loop_quit(l);
+		return;
+	}
+	m->armed = 0;
+	assert_int_equal(ibvf_watch_modify(m->w, 0), 0);
+	assert_int_equal(ibvf_watch_modify(m->w, 0), 0);
+	assert_int_equal(ibvf_loop_post(l, mod_arm, m), 0);
+}
+
+static void mod_stop(struct ibvf_loop *l, struct ibvf_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	ibvf_loop_quit(l);
+}
+
+static void test_watch_modify_same_events(void **state)
+{
+	struct modctx m = {0};
+	struct ibvf_timer *guard;
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(ibvf_loop_new(&m.l, NULL, 0), 0);
+	m.w = ibvf_loop_watch(m.l, sv[0], EPOLLOUT, mod_event, &m);
+	assert_non_null(m.w);
+	assert_int_equal(ibvf_watch_modify(m.w, 0), 0);
+	assert_int_equal(ibvf_loop_post(m.l, mod_arm, &m), 0);
+	guard = ibvf_loop_timer(m.l, 5000, 0, mod_stop, NULL); /* a hang is a failure, not a wait */
+	assert_non_null(guard);
+	assert_int_equal(ibvf_loop_run(m.l), 0);
+	assert_int_equal(m.stray, 0);
+	assert_int_equal(m.fires, 2);
+	ibvf_timer_free(guard);
+	ibvf_watch_remove(m.w);
+	ibvf_loop_free(m.l);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static void test_signal(void **state)
 {
 	static const int sigs[] = {SIGUSR1};
@@ -266,6 +341,7 @@ int main(void)
 		cmocka_unit_test(test_timer),
 		cmocka_unit_test(test_post_from_threads),
 		cmocka_unit_test(test_post_wakeups_not_lost),
+		cmocka_unit_test(test_watch_modify_same_events),
 		cmocka_unit_test(test_signal),
 		cmocka_unit_test(test_workq),
 		cmocka_unit_test(test_sd_notify),

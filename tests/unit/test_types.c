@@ -155,6 +155,15 @@ static void test_guid_roundtrip(void **state)
 		snprintf(x, sizeof(x), "0x%016llX", (unsigned long long)v);
 		assert_int_equal(ibvf_guid_parse(x, &c, NULL, 0), 0);
 		assert_true(a == v && b == v && c == v);
+		/* the table formatting is snprintf's, byte for byte */
+		snprintf(x, sizeof(x), "%016llx", (unsigned long long)v);
+		assert_string_equal(h, x);
+		snprintf(x, sizeof(x), "%02x:%02x:%02x:%02x:%02x:%02x:%02x:%02x",
+			 (unsigned)(v >> 56) & 0xff, (unsigned)(v >> 48) & 0xff,
+			 (unsigned)(v >> 40) & 0xff, (unsigned)(v >> 32) & 0xff,
+			 (unsigned)(v >> 24) & 0xff, (unsigned)(v >> 16) & 0xff,
+			 (unsigned)(v >> 8) & 0xff, (unsigned)v & 0xff);
+		assert_string_equal(s, x);
 	}
 }
 

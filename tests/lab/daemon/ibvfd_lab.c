@@ -49,7 +49,10 @@ void lab_write_config(struct lab *l)
 		" \"api\": {\"socket\": \"%s\"},\n"
 		" \"daemon\": {\"stop_timeout_s\": 5, \"reconcile\": \"%s\"%s}}\n",
 		l->state, l->dir, LAB_RANGE_START, LAB_RANGE_END,
-		l->pool_sync[0] ? l->pool_sync : "normal", sm, l->vfdir, IBVF_LAB_VF_MODULE_DIR,
+		l->pool_sync[0] ? l->pool_sync : "normal", sm, l->vfdir,
+		/* an A/B against another build's fake VF driver (bench_ibvfd) */
+		getenv("IBVF_LAB_VF_MODULE_DIR") ? getenv("IBVF_LAB_VF_MODULE_DIR")
+						 : IBVF_LAB_VF_MODULE_DIR,
 		l->warm ? "true" : "false", l->sock, l->reconcile ? l->reconcile : "fix",
 		l->daemon_extra);
 	fclose(f);

@@ -11,9 +11,11 @@
  * RTM_GETLINK dump per PF: a listing reads a table in one read, not one file
  * per VF (issue 17). A PCI address is in one place only (lookup tries its
  * own file first). "program"
- * rewrites the file or the table atomically (write temp + rename; a table
- * under flock(2) of <dir>), bumping gen (the "rebind" that renames the
- * netdev to <pf>v<index>g<gen>). The port
+ * rewrites a VF's own file in place, its fixed-width record in one pwrite()
+ * under flock(LOCK_EX) of the file (readers take LOCK_SH), reading the old
+ * record and the new one back through the same open file; a table line by
+ * write temp + rename under flock(2) of <dir>. Either bumps gen (the "rebind"
+ * that renames the netdev to <pf>v<index>g<gen>). The port
  * seam of this driver reports ACTIVE at once, with LID = 0x100 + VF index and
  * pkey_index = position of the PKey + 1 (index 0 is the default PKey).
  *
