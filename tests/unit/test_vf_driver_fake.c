@@ -73,6 +73,19 @@ static void put(struct fx *f, const char *name, const char *text)
 }
 
 /* Created, looked up: the fields and the names the driver derives. */
+/* No directory (NULL or ""): a clear error, nothing opened. */
+static void test_no_dir(void **state)
+{
+	struct ibvf_vf_ops vf;
+	struct ibvf_port_ops port;
+	char err[IBVF_ERR_LEN] = "";
+
+	(void)state;
+	assert_int_equal(ibvf_vf_fake_init(NULL, &vf, &port, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no fake VF directory"));
+	assert_int_equal(ibvf_vf_fake_init("", &vf, &port, err, sizeof(err)), -EINVAL);
+}
+
 static void test_lookup_fields(void **state)
 {
 	struct fx *f = *state;
@@ -503,6 +516,7 @@ static void test_no_torn_reads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_dir),
 		cmocka_unit_test_setup_teardown(test_lookup_fields, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hand_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),

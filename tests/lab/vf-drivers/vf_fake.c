@@ -651,6 +651,10 @@ int ibvf_vf_fake_init(const char *dir, struct ibvf_vf_ops *vf, struct ibvf_port_
 
 	if (!f)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	if (!dir || !*dir) {
+		free(f);
+		return ibvf_errf(err, errlen, -EINVAL, "no fake VF directory given");
+	}
 	if (access(dir, R_OK | W_OK | X_OK)) {
 		free(f);
 		return ibvf_errf(err, errlen, -errno, "fake VF directory %s: %s", dir,
