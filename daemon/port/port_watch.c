@@ -88,14 +88,7 @@ static void lid_cache_drop(struct ibvf_port_src *s, const struct ibvf_port_targe
 			s->lids[i].lid = 0;
 }
 
-void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw)
-{
-	pw->source = 0; /* IBVF_PORT_SRC_LOCAL */
-	pw->poll_min_ms = 10;
-	pw->poll_max_ms = 500;
-	pw->mad_timeout_ms = 200;
-	pw->mad_retries = 2;
-}
+/* ibvf_port_watch_config_defaults() is in port_watch_config.c (no libibumad there). */
 
 /* ------------------------------------------------------------ names -- */
 

@@ -47,7 +47,12 @@ struct ibvf_port_watch_config {
 	uint32_t mad_retries;	 /* libibmad retries per MAD; default 2 */
 };
 
-/** ibvf_port_watch_config_defaults() - fill @pw with the defaults above. */
+/**
+ * ibvf_port_watch_config_defaults() - fill @pw with the defaults above.
+ * Pure data, in port_watch_config.c (layer port_config: links no libibumad
+ * or libibmad, so programs that only read a config, e.g. the CNI plugin,
+ * do not load them). No errors.
+ */
 void ibvf_port_watch_config_defaults(struct ibvf_port_watch_config *pw);
 
 /** Most P_Key table entries read from one port (16 blocks of 32; mlx5 ports have 128). */

@@ -32,6 +32,7 @@
 #include "sort.h"
 #include "clock.h"
 #include "rc_check.h"
+#include "rc_verbs.h"
 
 /*
  * Fault injection for tests/lab/vm/rc_check_vmtest.c, which includes this
@@ -76,7 +77,8 @@ struct rc_run {
 	struct ibvf_rc_result *res;
 	char *err;
 	size_t errlen;
-	const char *netns_label; /* for "no RDMA device visible in this netns" */
+	const char *netns_label;    /* for "no RDMA device visible in this netns" */
+	const struct ibvf_verbs *v; /* libibverbs, loaded by ibvf_rc_check() (rc_verbs.h) */
 
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -482,14 +484,14 @@ static int rc_open(struct rc_run *r)
 	size_t off = 0;
 	int n = 0;
 
-	list = rc_fault() ? NULL : ibv_get_device_list(&n);
+	list = rc_fault() ? NULL : r->v->get_device_list(&n);
 	if (!list)
 		return rc_verb_fail(r, "ibv_get_device_list", errno,
 				    errno == ENOSYS ? "the kernel has no RDMA support (ib_uverbs "
 						      "not loaded?)"
 						    : NULL);
 	if (n == 0) {
-		ibv_free_device_list(list);
+		r->v->free_device_list(list);
 		return rc_fail(r, IBVF_RC_FAIL, "ibv_get_device_list", -ENODEV,
 			       "no RDMA device visible in this netns%s%s%s (looking for %s)",
 			       r->netns_label ? " (" : "", r->netns_label ? r->netns_label : "",
@@ -497,17 +499,17 @@ static int rc_open(struct rc_run *r)
 	}
 	names[0] = 0;
 	for (int i = 0; i < n; i++) {
-		if (!strcmp(ibv_get_device_name(list[i]), r->o->dev))
+		if (!strcmp(r->v->get_device_name(list[i]), r->o->dev))
 			dev = list[i];
 		rc_appendf(names, sizeof(names), &off, "%s%s", i ? " " : "",
-			   ibv_get_device_name(list[i]));
+			   r->v->get_device_name(list[i]));
 	}
 	if (!dev) {
-		ibv_free_device_list(list);
+		r->v->free_device_list(list);
 		return rc_fail(r, IBVF_RC_FAIL, "ibv_get_device_list", -ENODEV,
 			       "RDMA device not found in this netns (visible: %s)", names);
 	}
-	r->ctx = rc_fault() ? NULL : ibv_open_device(dev);
+	r->ctx = rc_fault() ? NULL : r->v->open_device(dev);
 	if (!r->ctx) {
 		int e = errno;
 		char hint[256];
@@ -516,13 +518,13 @@ static int rc_open(struct rc_run *r)
 			 e == EACCES || e == EPERM ? "; check the device file's permissions "
 						     "and the container's device cgroup"
 						   : "");
-		ibv_free_device_list(list);
+		r->v->free_device_list(list);
 		return rc_verb_fail(r, "ibv_open_device", e, hint);
 	}
 	snprintf(r->uverbs_path, sizeof(r->uverbs_path), "%s", dev->dev_path);
 	if (access(r->uverbs_path, F_OK))
 		r->uverbs_path[0] = 0; /* no sysfs view of it: liveness by events only */
-	ibv_free_device_list(list);
+	r->v->free_device_list(list);
 	return 0;
 }
 
@@ -554,13 +556,13 @@ static int rc_port(struct rc_run *r)
 	struct ibv_device_attr da;
 	int ret;
 
-	ret = ibv_query_device(r->ctx, &da);
+	ret = r->v->query_device(r->ctx, &da);
 	if (ret)
 		return rc_verb_fail(r, "ibv_query_device", ret, NULL);
 	if (r->o->port > da.phys_port_cnt)
 		return rc_fail(r, IBVF_RC_FAIL, "ibv_query_port", -ENODEV,
 			       "no such port: the device has %u port(s)", da.phys_port_cnt);
-	ret = ibv_query_port(r->ctx, r->o->port, &r->pa);
+	ret = ibvf_verbs_query_port(r->v, r->ctx, r->o->port, &r->pa);
 	if (ret)
 		return rc_verb_fail(r, "ibv_query_port", ret, NULL);
 	r->res->ethernet = r->pa.link_layer == IBV_LINK_LAYER_ETHERNET;
@@ -568,7 +570,7 @@ static int rc_port(struct rc_run *r)
 	r->res->mtu = 128u << r->pa.active_mtu;
 	if (r->pa.state != IBV_PORT_ACTIVE)
 		return rc_fail(r, IBVF_RC_FAIL, "ibv_query_port", -ENETDOWN,
-			       "port state is %s, not ACTIVE", ibv_port_state_str(r->pa.state));
+			       "port state is %s, not ACTIVE", r->v->port_state_str(r->pa.state));
 	if (!r->res->ethernet && !r->pa.lid)
 		return rc_fail(r, IBVF_RC_FAIL, "ibv_query_port", -ENETDOWN,
 			       "port has LID 0: no subnet manager has configured it");
@@ -595,7 +597,7 @@ static int rc_pkey(struct rc_run *r)
 	for (size_t i = 0; i < len; i++) {
 		__be16 v;
 
-		if (ibv_query_pkey(r->ctx, r->o->port, (int)i, &v))
+		if (r->v->query_pkey(r->ctx, r->o->port, (int)i, &v))
 			return rc_verb_fail(r, "ibv_query_pkey", errno, "reading the P_Key table");
 		r->pkeys[i] = be16toh(v);
 	}
@@ -636,19 +638,19 @@ static int rc_gid(struct rc_run *r)
 
 	if (!r->res->ethernet && r->o->gid_index < 0)
 		return 0; /* InfiniBand: LID routed, no GRH */
-	ret = ibv_query_device(r->ctx, &da);
+	ret = r->v->query_device(r->ctx, &da);
 	if (ret)
 		return rc_verb_fail(r, "ibv_query_device", ret, NULL);
 	for (unsigned int p = 1; p <= da.phys_port_cnt; p++) {
 		struct ibv_port_attr pa;
 
-		if (!ibv_query_port(r->ctx, (uint8_t)p, &pa))
+		if (!ibvf_verbs_query_port(r->v, r->ctx, (uint8_t)p, &pa))
 			cap += (size_t)pa.gid_tbl_len;
 	}
 	r->gids = calloc(cap ? cap : 1, sizeof(*r->gids));
 	if (!r->gids)
 		return rc_fail(r, IBVF_RC_ERROR, "calloc", -ENOMEM, "out of memory");
-	n = ibv_query_gid_table(r->ctx, r->gids, cap, 0);
+	n = r->v->_query_gid_table(r->ctx, r->gids, cap, 0, sizeof(*r->gids));
 	if (n < 0)
 		return rc_verb_fail(r, "ibv_query_gid_table", (int)-n, "reading the GID table");
 	ret = ibvf_rc_gid_pick(r->gids, (size_t)n, r->o->port, r->res->ethernet, r->o->gid_index,
@@ -696,10 +698,10 @@ static int rc_setup(struct rc_run *r)
 			       strerror(ret));
 	}
 	memset(r->buf, 0, r->buf_len);
-	r->pd = rc_fault() ? NULL : ibv_alloc_pd(r->ctx);
+	r->pd = rc_fault() ? NULL : r->v->alloc_pd(r->ctx);
 	if (!r->pd)
 		return rc_verb_fail(r, "ibv_alloc_pd", errno, NULL);
-	r->mr = rc_fault() ? NULL : ibv_reg_mr(r->pd, r->buf, r->buf_len, IBV_ACCESS_LOCAL_WRITE);
+	r->mr = rc_fault() ? NULL : r->v->reg_mr(r->pd, r->buf, r->buf_len, IBV_ACCESS_LOCAL_WRITE);
 	if (!r->mr) {
 		int e = errno;
 		struct rlimit rl = {0};
@@ -715,10 +717,10 @@ static int rc_setup(struct rc_run *r)
 		return rc_verb_fail(r, "ibv_reg_mr", e, hint);
 	}
 	r->res->mr_bytes = r->buf_len;
-	r->chan = rc_fault() ? NULL : ibv_create_comp_channel(r->ctx);
+	r->chan = rc_fault() ? NULL : r->v->create_comp_channel(r->ctx);
 	if (!r->chan)
 		return rc_verb_fail(r, "ibv_create_comp_channel", errno, NULL);
-	r->cq = rc_fault() ? NULL : ibv_create_cq(r->ctx, RC_CQ_DEPTH, NULL, r->chan, 0);
+	r->cq = rc_fault() ? NULL : r->v->create_cq(r->ctx, RC_CQ_DEPTH, NULL, r->chan, 0);
 	if (!r->cq)
 		return rc_verb_fail(r, "ibv_create_cq", errno, NULL);
 	qia.send_cq = r->cq;
@@ -726,7 +728,7 @@ static int rc_setup(struct rc_run *r)
 	for (int s = QP_A; s <= QP_B; s++) {
 		struct ibv_qp_init_attr a = qia;
 
-		r->qp[s] = rc_fault() ? NULL : ibv_create_qp(r->pd, &a);
+		r->qp[s] = rc_fault() ? NULL : r->v->create_qp(r->pd, &a);
 		if (!r->qp[s])
 			return rc_verb_fail(r, "ibv_create_qp", errno, NULL);
 	}
@@ -740,21 +742,21 @@ static int rc_setup(struct rc_run *r)
 static void rc_release(struct rc_run *r)
 {
 	for (int s = QP_A; s <= QP_B; s++)
-		if (r->qp[s] && ibv_destroy_qp(r->qp[s]))
+		if (r->qp[s] && r->v->destroy_qp(r->qp[s]))
 			log_warn("rc-check %s: ibv_destroy_qp failed", r->o->dev);
 	if (r->cq) {
-		ibv_ack_cq_events(r->cq, r->cq_events);
-		if (ibv_destroy_cq(r->cq))
+		r->v->ack_cq_events(r->cq, r->cq_events);
+		if (r->v->destroy_cq(r->cq))
 			log_warn("rc-check %s: ibv_destroy_cq failed", r->o->dev);
 	}
-	if (r->chan && ibv_destroy_comp_channel(r->chan))
+	if (r->chan && r->v->destroy_comp_channel(r->chan))
 		log_warn("rc-check %s: ibv_destroy_comp_channel failed", r->o->dev);
-	if (r->mr && ibv_dereg_mr(r->mr))
+	if (r->mr && r->v->dereg_mr(r->mr))
 		log_warn("rc-check %s: ibv_dereg_mr failed", r->o->dev);
 	free(r->buf);
-	if (r->pd && ibv_dealloc_pd(r->pd))
+	if (r->pd && r->v->dealloc_pd(r->pd))
 		log_warn("rc-check %s: ibv_dealloc_pd failed", r->o->dev);
-	if (r->ctx && ibv_close_device(r->ctx))
+	if (r->ctx && r->v->close_device(r->ctx))
 		log_warn("rc-check %s: ibv_close_device failed", r->o->dev);
 	free(r->pkeys);
 	free(r->gids);
@@ -765,7 +767,7 @@ static void rc_release(struct rc_run *r)
 
 static int rc_modify(struct rc_run *r, int s, struct ibv_qp_attr *a, int mask, const char *verb)
 {
-	int ret = rc_fault() ? EIO : ibv_modify_qp(r->qp[s], a, mask);
+	int ret = rc_fault() ? EIO : r->v->modify_qp(r->qp[s], a, mask);
 
 	if (!ret)
 		return 0;
@@ -894,7 +896,7 @@ static int rc_async(struct rc_run *r)
 {
 	struct ibv_async_event ev;
 
-	while (!ibv_get_async_event(r->ctx, &ev)) {
+	while (!r->v->get_async_event(r->ctx, &ev)) {
 		enum ibv_event_type t = ev.event_type;
 		bool ours_qp = (t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
 				t == IBV_EVENT_QP_ACCESS_ERR) &&
@@ -903,14 +905,14 @@ static int rc_async(struct rc_run *r)
 		bool fatal = t == IBV_EVENT_DEVICE_FATAL ||
 			     (t == IBV_EVENT_CQ_ERR && ev.element.cq == r->cq);
 
-		ibv_ack_async_event(&ev);
-		log_debug("rc-check %s: async event %s", r->o->dev, ibv_event_type_str(t));
+		r->v->ack_async_event(&ev);
+		log_debug("rc-check %s: async event %s", r->o->dev, r->v->event_type_str(t));
 		if (ours_qp || port_down || fatal)
 			return rc_fail(r, IBVF_RC_FAIL, "ibv_get_async_event",
 				       t == IBV_EVENT_DEVICE_FATAL ? -ENODEV
 				       : port_down		   ? -ENETDOWN
 								   : -EIO,
-				       "async event %s during the check", ibv_event_type_str(t));
+				       "async event %s during the check", r->v->event_type_str(t));
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
 		return rc_verb_fail(r, "ibv_get_async_event", errno, NULL);
@@ -925,7 +927,7 @@ static int rc_handle_wc(struct rc_run *r, const struct ibv_wc *wc)
 	if (wc->status != IBV_WC_SUCCESS)
 		return rc_fail(r, IBVF_RC_FAIL, "ibv_poll_cq", -EIO,
 			       "%s on QP %c completed with status %s (%d, vendor_err 0x%x)%s",
-			       recv ? "receive" : "send", 'A' + s, ibv_wc_status_str(wc->status),
+			       recv ? "receive" : "send", 'A' + s, r->v->wc_status_str(wc->status),
 			       wc->status, wc->vendor_err,
 			       wc->status == IBV_WC_RETRY_EXC_ERR
 				       ? ": the peer never acknowledged (packets lost: P_Key "
@@ -988,7 +990,7 @@ static int rc_block(struct rc_run *r, uint64_t t, uint64_t op_deadline, const ch
 		struct ibv_cq *cq;
 		void *cq_ctx;
 
-		if (!ibv_get_cq_event(r->chan, &cq, &cq_ctx)) {
+		if (!r->v->get_cq_event(r->chan, &cq, &cq_ctx)) {
 			r->cq_events++;
 			r->armed = false;
 		} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -1096,11 +1098,16 @@ static int rc_pingpong(struct rc_run *r)
 
 /* --------------------------------------------------------------- check -- */
 
-static int rc_run_check(const struct ibvf_rc_opts *o, struct ibvf_rc_result *res, char *err,
-			size_t errlen, const char *netns_label)
+static int rc_run_check(const struct ibvf_rc_opts *o, const struct ibvf_verbs *v,
+			struct ibvf_rc_result *res, char *err, size_t errlen,
+			const char *netns_label)
 {
-	struct rc_run r = {
-		.o = o, .res = res, .err = err, .errlen = errlen, .netns_label = netns_label};
+	struct rc_run r = {.o = o,
+			   .res = res,
+			   .err = err,
+			   .errlen = errlen,
+			   .netns_label = netns_label,
+			   .v = v};
 	uint64_t t0 = ibvf_mono_ns();
 	int ret;
 
@@ -1183,7 +1190,8 @@ static int rc_enter_netns(int fd, const char *label, struct rc_child_msg *m)
 	return -1;
 }
 
-static void rc_child(int fd, int wfd, const struct ibvf_rc_opts *o, const char *label)
+static void rc_child(int fd, int wfd, const struct ibvf_rc_opts *o, const struct ibvf_verbs *v,
+		     const char *label)
 {
 	struct ibvf_rc_opts co = *o;
 	struct rc_child_msg m;
@@ -1197,7 +1205,7 @@ static void rc_child(int fd, int wfd, const struct ibvf_rc_opts *o, const char *
 	rc_result_init(&m.res, o);
 	co.netns = NULL;
 	if (!rc_enter_netns(fd, label, &m))
-		m.ret = rc_run_check(&co, &m.res, m.err, sizeof(m.err), label);
+		m.ret = rc_run_check(&co, v, &m.res, m.err, sizeof(m.err), label);
 	while (off < sizeof(m)) {
 		ssize_t n = write(wfd, (char *)&m + off, sizeof(m) - off);
 
@@ -1238,8 +1246,8 @@ rc_parent_err(struct ibvf_rc_result *res, enum ibvf_rc_status st, const char *ve
 	return code;
 }
 
-static int rc_check_netns(const struct ibvf_rc_opts *o, struct ibvf_rc_result *res, char *err,
-			  size_t errlen)
+static int rc_check_netns(const struct ibvf_rc_opts *o, const struct ibvf_verbs *v,
+			  struct ibvf_rc_result *res, char *err, size_t errlen)
 {
 	uint64_t deadline = ibvf_mono_ns() + ((uint64_t)o->timeout_ms + 2000u) * 1000000u;
 	struct rc_child_msg m;
@@ -1277,7 +1285,7 @@ static int rc_check_netns(const struct ibvf_rc_opts *o, struct ibvf_rc_result *r
 	}
 	if (pid == 0) {
 		close(p[0]);
-		rc_child(fd, p[1], o, o->netns);
+		rc_child(fd, p[1], o, v, o->netns);
 	}
 	close(fd);
 	close(p[1]);
@@ -1328,13 +1336,18 @@ int ibvf_rc_check(const struct ibvf_rc_opts *o, struct ibvf_rc_result *res, char
 		  size_t errlen)
 {
 	struct rc_run r = {.o = o, .res = res, .err = err, .errlen = errlen};
+	char lerr[IBVF_ERR_LEN];
 	int ret;
 
 	rc_result_init(res, o);
 	ret = rc_validate(&r);
 	if (ret)
 		return ret;
+	/* in this process, before a netns child forks: the child inherits it */
+	ret = ibvf_verbs_load(o->verbs_lib, &r.v, lerr, sizeof(lerr));
+	if (ret)
+		return rc_fail(&r, IBVF_RC_ERROR, "dlopen", ret, "%s", lerr);
 	if (o->netns)
-		return rc_check_netns(o, res, err, errlen);
-	return rc_run_check(o, res, err, errlen, NULL);
+		return rc_check_netns(o, r.v, res, err, errlen);
+	return rc_run_check(o, r.v, res, err, errlen, NULL);
 }

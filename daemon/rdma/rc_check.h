@@ -16,7 +16,9 @@
  * only), every failure is returned as a negative errno with a one-line reason
  * in the caller's error buffer, and the details (failing verb, errno,
  * latency figures) are in struct ibvf_rc_result. Used by `ibvfctl rc-check`
- * and by the ib-sriov CNI plugin.
+ * and by the ib-sriov CNI plugin. libibverbs is loaded at the first check
+ * (dlopen, rc_verbs.h), so programs that link this module do not load it
+ * at start.
  *
  * See docs/rc-check.md for what a passing check proves and what it does not.
  */
@@ -92,6 +94,7 @@ struct ibvf_rc_opts {
 	double p99_max_us;	    /* > 0: IBVF_RC_SLOW when p99 exceeds it; 0 = off */
 	const char *netns;	    /* NULL, a name (/run/netns/NAME) or a path */
 	bool roce_default_pkey;	    /* RoCE rule of ibvf_rc_pkey_pick_port(); default off */
+	const char *verbs_lib;	    /* NULL: libibverbs.so.1 (rc_verbs.h); tests name another */
 };
 
 /**
@@ -154,7 +157,10 @@ void ibvf_rc_opts_init(struct ibvf_rc_opts *o);
  *   port missing, device removed, no RDMA device in the netns), -ENOENT
  *   (P_Key or GID not in its table), -ENETDOWN (port not ACTIVE),
  *   -ETIMEDOUT (no completion in time), -EIO (bad completion or payload);
- *   for IBVF_RC_ERROR the errno of setns/fork/pipe/malloc.
+ *   for IBVF_RC_ERROR the errno of setns/fork/pipe/malloc, or -ELIBACC
+ *   (libibverbs cannot be loaded: @err names the library and the Debian
+ *   package, "rcCheck needs libibverbs.so.1 (Debian: libibverbs1): ...";
+ *   it is loaded at the first check, not at program start: rc_verbs.h).
  */
 int ibvf_rc_check(const struct ibvf_rc_opts *o, struct ibvf_rc_result *res, char *err,
 		  size_t errlen);

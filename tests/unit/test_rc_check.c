@@ -453,6 +453,50 @@ static void test_netns_missing(void **state)
 	assert_non_null(strstr(err, "cannot open /run/netns/ibvf-test-absent-"));
 }
 
+/*
+ * libibverbs is loaded at the first check (rc_verbs.h). Where it is absent,
+ * the check says which library and which Debian package it needs, with
+ * dlerror()'s text, instead of a loader error at the plugin's start; a
+ * library without the verbs is refused by the symbol it lacks; a failed
+ * load is not kept. Runs first: the first successful load is kept for the
+ * process, later calls do not look at verbs_lib.
+ */
+static void test_verbs_lib_absent(void **state)
+{
+	const struct ibvf_verbs *v = NULL;
+	struct ibvf_rc_opts o;
+	struct ibvf_rc_result r;
+	char err[IBVF_ERR_LEN];
+
+	(void)state;
+	ibvf_rc_opts_init(&o);
+	o.dev = "rxe0";
+	o.verbs_lib = "/nonexistent/libibverbs.so.1";
+	assert_int_equal(ibvf_rc_check(&o, &r, err, sizeof(err)), -ELIBACC);
+	assert_int_equal(r.status, IBVF_RC_ERROR);
+	assert_string_equal(r.verb, "dlopen");
+	assert_int_equal(r.error_errno, ELIBACC);
+	assert_non_null(strstr(err, "rxe0 port 1: rcCheck needs /nonexistent/libibverbs.so.1 "
+				    "(Debian: libibverbs1): /nonexistent/libibverbs.so.1: "));
+	assert_non_null(strstr(err, "No such file"));
+
+	/* a library that loads but is not libibverbs: the missing symbol is named */
+	assert_int_equal(ibvf_verbs_load("libc.so.6", &v, err, sizeof(err)), -ELIBACC);
+	assert_null(v);
+	assert_non_null(strstr(err, "rcCheck needs libc.so.6 (Debian: libibverbs1): libc.so.6 has "
+				    "no ibv_get_device_list"));
+
+	/* nothing was kept: the real library loads now, every entry filled */
+	assert_int_equal(ibvf_verbs_load(NULL, &v, err, sizeof(err)), 0);
+	assert_non_null(v);
+	for (size_t i = 0; i < sizeof(*v) / sizeof(void (*)(void)); i++) {
+		void (*f)(void);
+
+		memcpy(&f, (const char *)v + i * sizeof(f), sizeof(f));
+		assert_non_null(f);
+	}
+}
+
 static ino_t ns_inode(const char *which)
 {
 	struct stat st;
@@ -521,6 +565,7 @@ static void test_netns_child_killed_on_timeout(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_verbs_lib_absent), /* first: see its comment */
 		cmocka_unit_test(test_pkey_full_found),
 		cmocka_unit_test(test_pkey_not_in_table),
 		cmocka_unit_test(test_pkey_full_wanted_port_limited),
