@@ -59,6 +59,10 @@ struct ibvf_pool {
 	bool id_write_failed;
 	struct ibvf_guid_range *ranges;
 	size_t n_ranges;
+	/* ranges_text() of @ranges, kept for the check at every BEGIN (free_list_matches()) */
+	char *rtext;
+	struct ibvf_guid_range *rtext_for; /* the ranges @rtext was made of */
+	size_t rtext_n;
 	uint32_t quarantine_s;
 	bool sm_check; /* ibvf_pool_set_sm_check(): quarantine waits for the SM */
 	bool read_only;
@@ -340,6 +344,25 @@ static int run(struct ibvf_pool *p, sqlite3_stmt *st, char *err, size_t errlen)
 	stmt_done(p, st);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		return db_err(p, err, errlen, "step");
+	return 0;
+}
+
+/*
+ * exec() of one statement without parameters through the statement cache:
+ * sqlite3_exec() parses its SQL on every call (BEGIN IMMEDIATE, COMMIT: a
+ * tenth of a lone write's CPU). The error names @sql, as exec() does.
+ */
+static int exec_cached(struct ibvf_pool *p, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (prep(p, &st, sql, err, errlen))
+		return -EIO;
+	rc = sqlite3_step(st);
+	stmt_done(p, st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return db_err(p, err, errlen, sql);
 	return 0;
 }
 
@@ -747,6 +770,34 @@ static char *ranges_text(const struct ibvf_pool *p)
 	return buf;
 }
 
+/*
+ * ranges_text() kept in the pool (free_list_matches() runs at every BEGIN:
+ * its malloc and snprintf()s were a few percent of a write's CPU), made
+ * anew whenever @ranges differ from those it was made of. NULL: no memory.
+ */
+static const char *ranges_text_cached(struct ibvf_pool *p)
+{
+	size_t sz = p->n_ranges * sizeof(*p->ranges);
+
+	if (p->rtext && p->rtext_n == p->n_ranges && (!sz || !memcmp(p->rtext_for, p->ranges, sz)))
+		return p->rtext;
+	free(p->rtext);
+	free(p->rtext_for);
+	p->rtext = ranges_text(p);
+	p->rtext_for = malloc(sz + 1);
+	if (!p->rtext || !p->rtext_for) {
+		free(p->rtext);
+		free(p->rtext_for);
+		p->rtext = NULL;
+		p->rtext_for = NULL;
+		return NULL;
+	}
+	if (sz)
+		memcpy(p->rtext_for, p->ranges, sz);
+	p->rtext_n = p->n_ranges;
+	return p->rtext;
+}
+
 /* Free extents for the GUIDs of [@a, @b] that have no record: O(records in it). */
 static int free_span(struct ibvf_pool *p, uint64_t a, uint64_t b, char *err, size_t errlen)
 {
@@ -793,23 +844,20 @@ static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
  */
 static int free_list_matches(struct ibvf_pool *p, char *err, size_t errlen)
 {
-	char *want = ranges_text(p);
+	const char *want = ranges_text_cached(p);
 	const unsigned char *have = NULL;
 	sqlite3_stmt *st;
 	int rc, same;
 
 	if (!want)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen)) {
-		free(want);
+	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen))
 		return -EIO;
-	}
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		have = sqlite3_column_text(st, 0);
 	same = have && !strcmp(want, (const char *)have);
 	stmt_done(p, st);
-	free(want);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return db_err(p, err, errlen, "reading the ranges");
 	return same;
@@ -1107,6 +1155,8 @@ void ibvf_pool_close(struct ibvf_pool *p)
 	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
 		free(p->in_use[v]);
 	free(p->ranges);
+	free(p->rtext);
+	free(p->rtext_for);
 	free(p);
 }
 
@@ -1788,6 +1838,32 @@ static void groups_synced(struct ibvf_pool *p, uint64_t target, int ret, const c
 }
 
 /*
+ * The generation of this commit (check_identity()), in the open transaction:
+ * meta 'generation' + 1, into @gen. A plain UPDATE and a point read, both
+ * cached: the upsert with RETURNING they replace opened an ephemeral table
+ * and a statement journal on every commit (a sixth of a lone write's CPU,
+ * bench_pool -l). A store without the row (never written since its
+ * creation) gets it from the upsert. Return: 0 or -EIO.
+ */
+static int bump_generation(struct ibvf_pool *p, sqlite3_int64 *gen, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (prep(p, &st,
+		 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'", err,
+		 errlen) ||
+	    run(p, st, err, errlen))
+		return -EIO;
+	if (sqlite3_changes(p->db) == 0 &&
+	    exec_cached(p, "INSERT INTO meta VALUES('generation', '1')", err, errlen))
+		return -EIO;
+	return scalar_i64(p, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'generation'", 0,
+			  0, gen, err, errlen) == 1
+		       ? 0
+		       : -EIO;
+}
+
+/*
  * COMMIT the open transaction (under @lock): the generation bump of a group
  * that changed rows, the fault seam, COMMIT, then pool.id. A failure rolls
  * the whole group back and fails every call in it. Return: 0 or -EIO.
@@ -1802,16 +1878,11 @@ static int commit_open(struct ibvf_pool *p, char *err, size_t errlen)
 	if (!p->tx_open)
 		return 0;
 	p->store_failed = false;
-	/* one cached statement: the generation of this commit (check_identity()) */
-	if (dirty &&
-	    scalar_i64(p,
-		       "INSERT INTO meta VALUES('generation', '1') ON CONFLICT(key) DO UPDATE SET "
-		       "value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
-		       0, 0, &gen, err, errlen) != 1)
+	if (dirty && bump_generation(p, &gen, err, errlen))
 		ret = -EIO;
 	if (!ret && injected_fault(p, err, errlen))
 		ret = -EIO;
-	if (!ret && exec(p, "COMMIT", err, errlen))
+	if (!ret && exec_cached(p, "COMMIT", err, errlen))
 		ret = -EIO;
 	if (ret && !sqlite3_get_autocommit(p->db))
 		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
@@ -2032,7 +2103,7 @@ static int begin(struct ibvf_pool *p, char *err, size_t errlen)
 		return ibvf_errf(err, errlen, -EROFS, "pool store %s is open read-only", p->path);
 	p->store_failed = false;
 	if (!p->tx_open) {
-		ret = exec(p, "BEGIN IMMEDIATE", err, errlen);
+		ret = exec_cached(p, "BEGIN IMMEDIATE", err, errlen);
 		if (ret) {
 			if (p->store_failed)
 				record_write(p, p->store_ret);
