@@ -56,7 +56,9 @@ struct ibvf_pool {
 	char store_id[40];	/* meta 'store_id' */
 	uint64_t generation;	/* meta 'generation' after our last commit */
 	int id_fd;		/* pool.id, open for pwrite() in place; -1 = none */
-	dev_t db_dev;		/* pool.db as opened (check_files()) */
+	dev_t id_dev;		/* @id_fd's file (open_id_fd(): check_files() compares) */
+	ino_t id_ino;
+	dev_t db_dev; /* pool.db as opened (check_files()) */
 	ino_t db_ino;
 	bool id_write_failed;
 	struct ibvf_guid_range *ranges;
@@ -189,6 +191,7 @@ static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
 
 /* Every SQLite failure passes here: it is remembered for ibvf_pool_health(). */
 static void write_id_file(struct ibvf_pool *p);
+static void open_id_fd(struct ibvf_pool *p);
 static int begin(struct ibvf_pool *p, char *err, size_t errlen);
 static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen);
 static int meta_set(struct ibvf_pool *p, const char *key, const char *value, char *err,
@@ -2524,7 +2527,7 @@ static bool is_lost(struct ibvf_pool *p, char *why, size_t len)
 static bool check_files(struct ibvf_pool *p)
 {
 	char why[IBVF_ERR_LEN] = "", e2[IBVF_ERR_LEN];
-	struct stat a, b;
+	struct stat a;
 
 	if (p->read_only || !p->store_id[0])
 		return false;
@@ -2543,8 +2546,7 @@ static bool check_files(struct ibvf_pool *p)
 			 "the store identity %.200s was removed while ibvfd ran (%s): a store "
 			 "lost with it could no longer be detected",
 			 p->id_path, strerror(errno));
-	else if (p->id_fd >= 0 &&
-		 (fstat(p->id_fd, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
+	else if (p->id_fd >= 0 && (a.st_dev != p->id_dev || a.st_ino != p->id_ino)) {
 		char fid[40] = "";
 		uint64_t fgen = 0;
 
@@ -2561,7 +2563,7 @@ static bool check_files(struct ibvf_pool *p)
 				 p->id_path, fid[0] ? fid : e2);
 		else {
 			close(p->id_fd); /* write the one that is there from now on */
-			p->id_fd = open(p->id_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+			open_id_fd(p);
 		}
 	}
 	if (!why[0])
@@ -2580,6 +2582,26 @@ static bool check_files(struct ibvf_pool *p)
 	if (p->tx_open)
 		commit_inline(p, NULL, 0);
 	return true;
+}
+
+/*
+ * Open pool.id for the in-place writes (@id_fd, -1 when it cannot be) and
+ * keep which file it is: check_files() compares the path's stat() with it
+ * on every pool.id write, one fstat() less per commit.
+ */
+static void open_id_fd(struct ibvf_pool *p)
+{
+	struct stat st;
+
+	p->id_fd = open(p->id_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (p->id_fd >= 0 && fstat(p->id_fd, &st)) {
+		close(p->id_fd);
+		p->id_fd = -1;
+	}
+	if (p->id_fd >= 0) {
+		p->id_dev = st.st_dev;
+		p->id_ino = st.st_ino;
+	}
 }
 
 static void write_id_file(struct ibvf_pool *p)
@@ -2610,7 +2632,7 @@ static void write_id_file_gen(struct ibvf_pool *p, uint64_t gen)
 	ret = ibvf_file_replace(p->id_path, buf, (size_t)n, 0600, IBVF_FILE_FSYNC, err,
 				sizeof(err));
 	if (!ret) {
-		p->id_fd = open(p->id_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		open_id_fd(p);
 		goto ok;
 	}
 	if (!p->id_write_failed)
