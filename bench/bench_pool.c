@@ -14,16 +14,18 @@
  *   in us next to the median fdatasync() of a WAL-sized append in the same
  *   directory, in the same run (the floor a synced write cannot go under).
  *
- * Usage: bench_pool [-n N] [-t SECONDS] [-c PATH_TO_IBVFCTL] [-d DIR] [-k] [-l [-i ITER]] [-p]
+ * Usage: bench_pool [-n N] [-t SECONDS] [-c IBVFCTL] [-d DIR] [-k]
+ *                   [-l [-i ITER] [-g GAP_US]] [-p]
  *   -n  allocations in the store for the scale part (default 1000000)
  *   -t  seconds per single-allocation rate measurement (default 2)
  *   -c  ibvfctl binary (default $IBVFCTL; without it the CLI part is skipped)
  *   -d  work directory (default a new one under $TMPDIR or /tmp)
  *   -k  keep the work directory
- *   -l  the lone-write latency part only (-i: its iterations, default 300)
- *   -p  the prepare's-store-calls part only (1024 cold prepares' calls from 16
- *       threads, sync NORMAL and FULL, 3 rounds; then from 1 thread, 2 rounds;
- *       BENCH_POOL_THREADS=<n>: n threads only)
+ *   -l  the lone-write latency part only (-i: its rounds, default 300; -g:
+ *       microseconds between the writes, default 1000)
+ *   -p  the prepare's-store-calls part only (1024 cold prepares' calls from
+ *       16 threads, sync NORMAL and FULL, 3 rounds; then from 1 thread, 2
+ *       rounds; BENCH_POOL_THREADS=<n>: n threads only)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -281,13 +283,14 @@ static void pause_us(long us)
 }
 
 /*
- * One attach's store writes in order, each alone (1 ms apart, so the lazy
- * syncer is done), except "releasing" right after "handed": allocate at
+ * One attach's store writes in order, each alone (@gap_us apart, default
+ * 1 ms, so the lazy syncer is done; ibvfd's ADD and DEL are ~20 ms apart,
+ * the netns moves), except "releasing" right after "handed": allocate at
  * sm_requested, port_ready (synced), handed (lazy), releasing (synced, at
  * once), quarantine (lazy); then the fdatasync() probe on a file next to the
  * store. @iters rounds; prints p50/p99 per row and each p50 over the floor.
  */
-static int lone_latency(const char *state, unsigned long *next, unsigned long iters)
+static int lone_latency(const char *state, unsigned long *next, unsigned long iters, long gap_us)
 {
 	static double v[L_ROWS][4096];
 	char err[IBVF_ERR_LEN], probe[4300];
@@ -321,12 +324,12 @@ static int lone_latency(const char *state, unsigned long *next, unsigned long it
 		t = now_s();
 		ret = ibvf_pool_allocate(p, &rq, &a, err, sizeof(err));
 		v[L_ALLOC][i] = now_s() - t;
-		pause_us(1000);
+		pause_us(gap_us);
 		a.state = IBVF_ALLOC_PORT_READY;
 		t = now_s();
 		ret = ret ? ret : ibvf_pool_update(p, &a, err, sizeof(err));
 		v[L_UPDATE][i] = now_s() - t;
-		pause_us(1000);
+		pause_us(gap_us);
 		a.state = IBVF_ALLOC_HANDED;
 		t = now_s();
 		ret = ret ? ret : ibvf_pool_update_lazy(p, &a, err, sizeof(err));
@@ -335,11 +338,11 @@ static int lone_latency(const char *state, unsigned long *next, unsigned long it
 		t = now_s();
 		ret = ret ? ret : ibvf_pool_update(p, &a, err, sizeof(err));
 		v[L_AFTER_LAZY][i] = now_s() - t;
-		pause_us(1000);
+		pause_us(gap_us);
 		t = now_s();
 		ret = ret ? ret : ibvf_pool_release_lazy(p, a.guid, err, sizeof(err));
 		v[L_RELEASE_LAZY][i] = now_s() - t;
-		pause_us(1000);
+		pause_us(gap_us);
 		if (size > (4 << 20)) { /* a checkpoint truncates the WAL now and then too */
 			if (ftruncate(fd, 0) || fsync(fd))
 				ret = -errno;
@@ -352,7 +355,7 @@ static int lone_latency(const char *state, unsigned long *next, unsigned long it
 		if (fdatasync(fd))
 			ret = -errno;
 		v[L_FSYNC][i] = now_s() - t;
-		pause_us(1000);
+		pause_us(gap_us);
 	}
 	if (ret)
 		fprintf(stderr, "bench_pool: lone writes: %s\n", err);
@@ -365,9 +368,9 @@ static int lone_latency(const char *state, unsigned long *next, unsigned long it
 	for (int r = 0; r < L_ROWS; r++)
 		qsort(v[r], iters, sizeof(double), cmp_dbl);
 	floor50 = pct(v[L_FSYNC], iters, 0.5);
-	printf("lone writes, sync FULL, %lu rounds (%.1f us CPU per round of 5 writes), load "
-	       "average %.2f -> %.2f:\n",
-	       iters, (cpu_s() - c0) * 1e6 / (double)iters, load0, loadavg());
+	printf("lone writes, sync FULL, %lu rounds, %ld us apart (%.1f us CPU per round of 5 "
+	       "writes), load average %.2f -> %.2f:\n",
+	       iters, gap_us, (cpu_s() - c0) * 1e6 / (double)iters, load0, loadavg());
 	for (int r = 0; r < L_ROWS; r++)
 		printf("  %-44s p50 %7.1f us  p99 %7.1f us  p50 %5.2fx floor\n", lone_name[r],
 		       pct(v[r], iters, 0.5) * 1e6, pct(v[r], iters, 0.99) * 1e6,
@@ -511,11 +514,12 @@ int main(int argc, char **argv)
 	char dir[4096] = "", state[4200], cfg[4200], err[IBVF_ERR_LEN];
 	double secs = 2, t0, c0, t_open, t_audit, c_open, c_audit;
 	unsigned long iters = 300;
+	long gap_us = 1000;
 	bool keep = false, lone_only = false, prep_only = false;
 	struct ibvf_pool *p;
 	int c, findings = 0, problems;
 
-	while ((c = getopt(argc, argv, "n:t:c:d:klpi:")) != -1) {
+	while ((c = getopt(argc, argv, "n:t:c:d:klpi:g:")) != -1) {
 		switch (c) {
 		case 'n':
 			total = strtoul(optarg, NULL, 0);
@@ -541,9 +545,12 @@ int main(int argc, char **argv)
 		case 'i':
 			iters = strtoul(optarg, NULL, 0);
 			break;
+		case 'g':
+			gap_us = atol(optarg);
+			break;
 		default:
 			fprintf(stderr,
-				"usage: %s [-n N] [-t SECONDS] [-c IBVFCTL] [-d DIR] [-k] [-l [-i ITER]] [-p]\n",
+				"usage: %s [-n N] [-t SECONDS] [-c IBVFCTL] [-d DIR] [-k] [-l [-i ITER] [-g GAP_US]] [-p]\n",
 				argv[0]);
 			return 2;
 		}
@@ -560,7 +567,7 @@ int main(int argc, char **argv)
 	snprintf(cfg, sizeof(cfg), "%s/ibvfd.json", dir);
 	printf("bench_pool: store %s/pool.db, %lu allocations for the scale part\n", state, total);
 	if (lone_only) {
-		c = lone_latency(state, &next, iters) ? 1 : 0;
+		c = lone_latency(state, &next, iters, gap_us) ? 1 : 0;
 		goto out;
 	}
 	if (prep_only) {
@@ -648,7 +655,7 @@ int main(int argc, char **argv)
 		printf("ibvfctl: not measured (set IBVFCTL or -c to the built binary)\n");
 	}
 	/* 5. lone writes, at the scale's store; 6. a burst of prepares' store calls */
-	c = lone_latency(state, &next, iters) ? 1 : 0;
+	c = lone_latency(state, &next, iters, gap_us) ? 1 : 0;
 	if (!c)
 		c = prepare_calls(dir, 1024, 16, false) || prepare_calls(dir, 1024, 16, true);
 out:
