@@ -1993,8 +1993,9 @@ static void sync_outcome(struct ibvf_pool *p, bool broken, int rc)
  * this group as before and the leader commits afterwards, so no call
  * returns before its group's COMMIT (and with sync_full its fdatasync()).
  * Bounded: at most GROUP_FILL_MAX calls go first, even when calls keep
- * coming, and each wait at most GROUP_FILL_WAIT_US (a call that never left:
- * the commit is late, never lost).
+ * coming, and the leader stops at the first wait of GROUP_FILL_WAIT_US that
+ * no call came through (a waiter that did not get a CPU meanwhile: the
+ * commit is a little late, never lost).
  */
 #define GROUP_FILL_MAX	   64
 #define GROUP_FILL_WAIT_US 1000
@@ -2013,7 +2014,8 @@ static void group_fill(struct ibvf_pool *p)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&p->fill_cond, &p->lock, &ts);
+		if (pthread_cond_timedwait(&p->fill_cond, &p->lock, &ts) == ETIMEDOUT)
+			break; /* no call came through: commit now */
 	}
 	p->filling = false;
 }
