@@ -867,6 +867,67 @@ static void test_lazy_write(void **state)
 }
 
 /*
+ * A lazy write is still pending (its fdatasync() held at the gate, or the
+ * syncer still lingering) when a synced write comes: the synced write
+ * returns only once an fdatasync() that covers both has succeeded, so the
+ * lazy write is durable when it returns (pool.id names the synced write's
+ * generation, and nothing is left to sync). Every fdatasync() that reaches
+ * the gate meanwhile is let go; the synced write must not return before.
+ */
+static void test_lazy_then_synced(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_alloc_request rq = {.vf_index = -1};
+	struct ibvf_alloc a, b;
+	struct call lz, w;
+	unsigned long long gen0;
+	int before, given = 0;
+	bool done = false;
+
+	seam_reset();
+	assert_int_equal(open_full(f), 0);
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "ls0");
+	snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), 0);
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "ls1");
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &b, f->err, sizeof(f->err)), 0);
+	gen0 = id_generation(f);
+	hold_syncs(true);
+	a.state = IBVF_ALLOC_HANDED;
+	call_start(&lz, f->p, C_UPDATE_LAZY, &a);
+	assert_true(call_returned(&lz));
+	pthread_join(lz.t, NULL);
+	assert_int_equal(lz.ret, 0);
+	b.state = IBVF_ALLOC_PORT_READY;
+	call_start(&w, f->p, C_UPDATE, &b);
+	/* let each fdatasync() at the gate go (the syncer's, the synced write's) */
+	for (int i = 0; i < 1000 && !done; i++) {
+		int at;
+
+		pthread_mutex_lock(&sm.mu);
+		at = sm.at_gate;
+		done = w.done;
+		pthread_mutex_unlock(&sm.mu);
+		if (at && !done) {
+			give(0);
+			wait_taken();
+			given++;
+		} else if (!done) {
+			usleep(10000);
+		}
+	}
+	assert_true(done);
+	pthread_join(w.t, NULL);
+	assert_int_equal(w.ret, 0);
+	assert_true(given >= 1);		      /* it did not return without an fdatasync() */
+	assert_int_equal(id_generation(f), gen0 + 2); /* both generations durable */
+	before = syncs();
+	hold_syncs(false);
+	assert_int_equal(ibvf_pool_sync(f->p, f->err, sizeof(f->err)), 0);
+	assert_int_equal(syncs(), before); /* nothing was left to sync */
+}
+
+/*
  * kill -9 after a lazy write returned, its fdatasync() never done (held at
  * the gate): the write is in the reopened store. The COMMIT put it in the
  * WAL in the kernel's page cache; only an OS crash could lose it.
@@ -997,6 +1058,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_normal_crash_mid_commit, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_write, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_then_synced, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_survives_kill, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_pending_at_close, fx_setup, teardown),
 	};
