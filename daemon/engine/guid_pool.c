@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ struct stmt_slot {
 #define STMT_CACHE_MAX 48
 
 struct ibvf_pool {
-	pthread_mutex_t lock; /* recursive; held by every public call (guid_pool.h) */
+	pthread_mutex_t lock;	 /* recursive; held by every public call (guid_pool.h) */
+	atomic_int lock_waiters; /* public calls waiting for @lock (pool_lock()) */
 	sqlite3 *db;
 	struct stmt_slot stmts[STMT_CACHE_MAX];
 	size_t n_stmts;
@@ -54,11 +56,17 @@ struct ibvf_pool {
 	char store_id[40];	/* meta 'store_id' */
 	uint64_t generation;	/* meta 'generation' after our last commit */
 	int id_fd;		/* pool.id, open for pwrite() in place; -1 = none */
-	dev_t db_dev;		/* pool.db as opened (check_files()) */
+	dev_t id_dev;		/* @id_fd's file (open_id_fd(): check_files() compares) */
+	ino_t id_ino;
+	dev_t db_dev; /* pool.db as opened (check_files()) */
 	ino_t db_ino;
 	bool id_write_failed;
 	struct ibvf_guid_range *ranges;
 	size_t n_ranges;
+	/* ranges_text() of @ranges, kept for the check at every BEGIN (free_list_matches()) */
+	char *rtext;
+	struct ibvf_guid_range *rtext_for; /* the ranges @rtext was made of */
+	size_t rtext_n;
 	uint32_t quarantine_s;
 	bool sm_check; /* ibvf_pool_set_sm_check(): quarantine waits for the SM */
 	bool read_only;
@@ -83,6 +91,8 @@ struct ibvf_pool {
 	bool tx_open;	   /* BEGIN IMMEDIATE done, not yet committed */
 	bool tx_dirty;	   /* a call changed rows in it: someone waits for it */
 	uint64_t tx_group; /* the open transaction's group number */
+	bool filling;	   /* a leader waits in group_fill() (on @fill_cond) */
+	pthread_cond_t fill_cond;
 	uint64_t next_group;
 	uint64_t committed;	/* the last group whose COMMIT succeeded */
 	uint64_t committed_gen; /* ... and the store generation it committed */
@@ -181,6 +191,7 @@ static bool in_ranges(const struct ibvf_pool *p, uint64_t g)
 
 /* Every SQLite failure passes here: it is remembered for ibvf_pool_health(). */
 static void write_id_file(struct ibvf_pool *p);
+static void open_id_fd(struct ibvf_pool *p);
 static int begin(struct ibvf_pool *p, char *err, size_t errlen);
 static int finish(struct ibvf_pool *p, int ret, char *err, size_t errlen);
 static int meta_set(struct ibvf_pool *p, const char *key, const char *value, char *err,
@@ -340,6 +351,25 @@ static int run(struct ibvf_pool *p, sqlite3_stmt *st, char *err, size_t errlen)
 	stmt_done(p, st);
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		return db_err(p, err, errlen, "step");
+	return 0;
+}
+
+/*
+ * exec() of one statement without parameters through the statement cache:
+ * sqlite3_exec() parses its SQL on every call (BEGIN IMMEDIATE, COMMIT: a
+ * tenth of a lone write's CPU). The error names @sql, as exec() does.
+ */
+static int exec_cached(struct ibvf_pool *p, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (prep(p, &st, sql, err, errlen))
+		return -EIO;
+	rc = sqlite3_step(st);
+	stmt_done(p, st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return db_err(p, err, errlen, sql);
 	return 0;
 }
 
@@ -747,6 +777,34 @@ static char *ranges_text(const struct ibvf_pool *p)
 	return buf;
 }
 
+/*
+ * ranges_text() kept in the pool (free_list_matches() runs at every BEGIN:
+ * its malloc and snprintf()s were a few percent of a write's CPU), made
+ * anew whenever @ranges differ from those it was made of. NULL: no memory.
+ */
+static const char *ranges_text_cached(struct ibvf_pool *p)
+{
+	size_t sz = p->n_ranges * sizeof(*p->ranges);
+
+	if (p->rtext && p->rtext_n == p->n_ranges && (!sz || !memcmp(p->rtext_for, p->ranges, sz)))
+		return p->rtext;
+	free(p->rtext);
+	free(p->rtext_for);
+	p->rtext = ranges_text(p);
+	p->rtext_for = malloc(sz + 1);
+	if (!p->rtext || !p->rtext_for) {
+		free(p->rtext);
+		free(p->rtext_for);
+		p->rtext = NULL;
+		p->rtext_for = NULL;
+		return NULL;
+	}
+	if (sz)
+		memcpy(p->rtext_for, p->ranges, sz);
+	p->rtext_n = p->n_ranges;
+	return p->rtext;
+}
+
 /* Free extents for the GUIDs of [@a, @b] that have no record: O(records in it). */
 static int free_span(struct ibvf_pool *p, uint64_t a, uint64_t b, char *err, size_t errlen)
 {
@@ -793,23 +851,20 @@ static int rebuild_free(struct ibvf_pool *p, char *err, size_t errlen)
  */
 static int free_list_matches(struct ibvf_pool *p, char *err, size_t errlen)
 {
-	char *want = ranges_text(p);
+	const char *want = ranges_text_cached(p);
 	const unsigned char *have = NULL;
 	sqlite3_stmt *st;
 	int rc, same;
 
 	if (!want)
 		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen)) {
-		free(want);
+	if (prep(p, &st, "SELECT value FROM meta WHERE key = 'ranges'", err, errlen))
 		return -EIO;
-	}
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		have = sqlite3_column_text(st, 0);
 	same = have && !strcmp(want, (const char *)have);
 	stmt_done(p, st);
-	free(want);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return db_err(p, err, errlen, "reading the ranges");
 	return same;
@@ -921,6 +976,7 @@ static void init_lock(struct ibvf_pool *p)
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&p->lock, &a);
+	atomic_init(&p->lock_waiters, 0);
 	pthread_mutexattr_destroy(&a);
 	pthread_mutex_init(&p->health_lock, NULL);
 	pthread_mutex_init(&p->sync_lock, NULL);
@@ -928,6 +984,7 @@ static void init_lock(struct ibvf_pool *p)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->lazy_cond, &ca);
+	pthread_cond_init(&p->fill_cond, &ca);
 	pthread_condattr_destroy(&ca);
 }
 
@@ -1104,9 +1161,12 @@ void ibvf_pool_close(struct ibvf_pool *p)
 	pthread_mutex_destroy(&p->sync_lock);
 	pthread_cond_destroy(&p->sync_cond);
 	pthread_cond_destroy(&p->lazy_cond);
+	pthread_cond_destroy(&p->fill_cond);
 	for (int v = 0; v < IBVF_VIEW_COUNT; v++)
 		free(p->in_use[v]);
 	free(p->ranges);
+	free(p->rtext);
+	free(p->rtext_for);
 	free(p);
 }
 
@@ -1744,7 +1804,9 @@ static int allocate_locked(struct ibvf_pool *p, const struct ibvf_alloc_request 
 
 static void pool_lock(struct ibvf_pool *p)
 {
+	atomic_fetch_add_explicit(&p->lock_waiters, 1, memory_order_relaxed);
 	pthread_mutex_lock(&p->lock);
+	atomic_fetch_sub_explicit(&p->lock_waiters, 1, memory_order_relaxed);
 	p->depth++;
 }
 
@@ -1788,6 +1850,32 @@ static void groups_synced(struct ibvf_pool *p, uint64_t target, int ret, const c
 }
 
 /*
+ * The generation of this commit (check_identity()), in the open transaction:
+ * meta 'generation' + 1, into @gen. A plain UPDATE and a point read, both
+ * cached: the upsert with RETURNING they replace opened an ephemeral table
+ * and a statement journal on every commit (a sixth of a lone write's CPU,
+ * bench_pool -l). A store without the row (never written since its
+ * creation) gets it from the upsert. Return: 0 or -EIO.
+ */
+static int bump_generation(struct ibvf_pool *p, sqlite3_int64 *gen, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (prep(p, &st,
+		 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'", err,
+		 errlen) ||
+	    run(p, st, err, errlen))
+		return -EIO;
+	if (sqlite3_changes(p->db) == 0 &&
+	    exec_cached(p, "INSERT INTO meta VALUES('generation', '1')", err, errlen))
+		return -EIO;
+	return scalar_i64(p, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'generation'", 0,
+			  0, gen, err, errlen) == 1
+		       ? 0
+		       : -EIO;
+}
+
+/*
  * COMMIT the open transaction (under @lock): the generation bump of a group
  * that changed rows, the fault seam, COMMIT, then pool.id. A failure rolls
  * the whole group back and fails every call in it. Return: 0 or -EIO.
@@ -1802,16 +1890,11 @@ static int commit_open(struct ibvf_pool *p, char *err, size_t errlen)
 	if (!p->tx_open)
 		return 0;
 	p->store_failed = false;
-	/* one cached statement: the generation of this commit (check_identity()) */
-	if (dirty &&
-	    scalar_i64(p,
-		       "INSERT INTO meta VALUES('generation', '1') ON CONFLICT(key) DO UPDATE SET "
-		       "value = CAST(value AS INTEGER) + 1 RETURNING CAST(value AS INTEGER)",
-		       0, 0, &gen, err, errlen) != 1)
+	if (dirty && bump_generation(p, &gen, err, errlen))
 		ret = -EIO;
 	if (!ret && injected_fault(p, err, errlen))
 		ret = -EIO;
-	if (!ret && exec(p, "COMMIT", err, errlen))
+	if (!ret && exec_cached(p, "COMMIT", err, errlen))
 		ret = -EIO;
 	if (ret && !sqlite3_get_autocommit(p->db))
 		sqlite3_exec(p->db, "ROLLBACK", NULL, NULL, NULL);
@@ -1900,6 +1983,51 @@ static void sync_outcome(struct ibvf_pool *p, bool broken, int rc)
 }
 
 /*
+ * Before the leader COMMITs the open group (holding @lock): while public
+ * calls wait for @lock, let them in first, so that they join this group
+ * instead of each committing one of their own. Under a burst the calls
+ * queue on @lock and a group was about one call (bench_pool -p, 16 threads,
+ * sync normal: ~1 COMMIT per write call, the COMMIT a third of the store's
+ * CPU). The leader waits on @fill_cond, which releases @lock; each public
+ * call signals it when it leaves (call_left()). A call that joins waits for
+ * this group as before and the leader commits afterwards, so no call
+ * returns before its group's COMMIT (and with sync_full its fdatasync()).
+ * Bounded: at most GROUP_FILL_MAX calls go first, even when calls keep
+ * coming, and the leader stops at the first wait of GROUP_FILL_WAIT_US that
+ * no call came through (a waiter that did not get a CPU meanwhile: the
+ * commit is a little late, never lost).
+ */
+#define GROUP_FILL_MAX	   64
+#define GROUP_FILL_WAIT_US 1000
+
+static void group_fill(struct ibvf_pool *p)
+{
+	p->filling = true;
+	for (int i = 0; i < GROUP_FILL_MAX && p->tx_open && p->tx_dirty &&
+			atomic_load_explicit(&p->lock_waiters, memory_order_relaxed) > 0;
+	     i++) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += GROUP_FILL_WAIT_US * 1000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		if (pthread_cond_timedwait(&p->fill_cond, &p->lock, &ts) == ETIMEDOUT)
+			break; /* no call came through: commit now */
+	}
+	p->filling = false;
+}
+
+/* A public call leaves (@lock held, its depth back at 0): a filling leader goes on. */
+static void call_left(struct ibvf_pool *p)
+{
+	if (p->filling)
+		pthread_cond_signal(&p->fill_cond);
+}
+
+/*
  * Wait until group @g is durable, leading the commit and fdatasync() when no
  * one else does. Called without @lock. Return: 0, or -EIO (@msg set).
  */
@@ -1920,6 +2048,7 @@ static int durable_wait(struct ibvf_pool *p, uint64_t g, char *msg, size_t len)
 		broken = p->sync_broken;
 		pthread_mutex_unlock(&p->sync_lock);
 		pthread_mutex_lock(&p->lock);
+		group_fill(p);
 		/* everything written so far shares this fdatasync() */
 		if (p->tx_open && p->tx_dirty)
 			commit_open(p, NULL, 0);
@@ -2032,7 +2161,7 @@ static int begin(struct ibvf_pool *p, char *err, size_t errlen)
 		return ibvf_errf(err, errlen, -EROFS, "pool store %s is open read-only", p->path);
 	p->store_failed = false;
 	if (!p->tx_open) {
-		ret = exec(p, "BEGIN IMMEDIATE", err, errlen);
+		ret = exec_cached(p, "BEGIN IMMEDIATE", err, errlen);
 		if (ret) {
 			if (p->store_failed)
 				record_write(p, p->store_ret);
@@ -2144,7 +2273,9 @@ static int pool_unlock(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 	uint64_t g = 0, vis;
 	int r;
 
-	if (--p->depth == 0 && p->grouped) {
+	if (--p->depth == 0)
+		call_left(p);
+	if (p->depth == 0 && p->grouped) {
 		g = p->need;
 		changed = p->need_changed;
 		p->need = 0;
@@ -2166,7 +2297,8 @@ static int pool_unlock(struct ibvf_pool *p, int ret, char *err, size_t errlen)
 /* Leave a call that touched no store state. */
 static void pool_unlock_mem(struct ibvf_pool *p)
 {
-	p->depth--;
+	if (--p->depth == 0)
+		call_left(p);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -2288,7 +2420,8 @@ static int pool_unlock_lazy(struct ibvf_pool *p, int ret, char *err, size_t errl
 		pthread_cond_signal(&p->lazy_cond);
 	}
 	pthread_mutex_unlock(&p->sync_lock);
-	p->depth--;
+	if (--p->depth == 0)
+		call_left(p);
 	pthread_mutex_unlock(&p->lock);
 	if (changed || r)
 		record_write_msg(p, r, msg);
@@ -2396,7 +2529,7 @@ static bool is_lost(struct ibvf_pool *p, char *why, size_t len)
 static bool check_files(struct ibvf_pool *p)
 {
 	char why[IBVF_ERR_LEN] = "", e2[IBVF_ERR_LEN];
-	struct stat a, b;
+	struct stat a;
 
 	if (p->read_only || !p->store_id[0])
 		return false;
@@ -2415,8 +2548,7 @@ static bool check_files(struct ibvf_pool *p)
 			 "the store identity %.200s was removed while ibvfd ran (%s): a store "
 			 "lost with it could no longer be detected",
 			 p->id_path, strerror(errno));
-	else if (p->id_fd >= 0 &&
-		 (fstat(p->id_fd, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
+	else if (p->id_fd >= 0 && (a.st_dev != p->id_dev || a.st_ino != p->id_ino)) {
 		char fid[40] = "";
 		uint64_t fgen = 0;
 
@@ -2433,7 +2565,7 @@ static bool check_files(struct ibvf_pool *p)
 				 p->id_path, fid[0] ? fid : e2);
 		else {
 			close(p->id_fd); /* write the one that is there from now on */
-			p->id_fd = open(p->id_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+			open_id_fd(p);
 		}
 	}
 	if (!why[0])
@@ -2452,6 +2584,26 @@ static bool check_files(struct ibvf_pool *p)
 	if (p->tx_open)
 		commit_inline(p, NULL, 0);
 	return true;
+}
+
+/*
+ * Open pool.id for the in-place writes (@id_fd, -1 when it cannot be) and
+ * keep which file it is: check_files() compares the path's stat() with it
+ * on every pool.id write, one fstat() less per commit.
+ */
+static void open_id_fd(struct ibvf_pool *p)
+{
+	struct stat st;
+
+	p->id_fd = open(p->id_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (p->id_fd >= 0 && fstat(p->id_fd, &st)) {
+		close(p->id_fd);
+		p->id_fd = -1;
+	}
+	if (p->id_fd >= 0) {
+		p->id_dev = st.st_dev;
+		p->id_ino = st.st_ino;
+	}
 }
 
 static void write_id_file(struct ibvf_pool *p)
@@ -2482,7 +2634,7 @@ static void write_id_file_gen(struct ibvf_pool *p, uint64_t gen)
 	ret = ibvf_file_replace(p->id_path, buf, (size_t)n, 0600, IBVF_FILE_FSYNC, err,
 				sizeof(err));
 	if (!ret) {
-		p->id_fd = open(p->id_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		open_id_fd(p);
 		goto ok;
 	}
 	if (!p->id_write_failed)

@@ -529,6 +529,67 @@ static void test_normal_ack_after_commit(void **state)
 	assert_int_equal(ibvf_pool_find_owner(f->p, "a0", "net1", &rec, NULL, 0), 0);
 }
 
+/*
+ * Under a burst the calls queue on the pool's lock; the leader lets them
+ * join its open group before it COMMITs (group_fill()), instead of each
+ * committing alone (issue 17: ~1 COMMIT per write before, bench_pool -p).
+ * Writer "a"'s COMMIT is held (it holds the lock); 15 writers queue behind
+ * it; once "a" goes on, the 15 share far fewer COMMITs than 15 (at most 4:
+ * a writer that reaches the lock late forms another group), each returns
+ * only after its group's COMMIT, and every one is in the store.
+ * (Without the fill: 15 COMMITs.)
+ */
+#define N_QUEUED 15
+
+static void test_normal_burst_shares_commit(void **state)
+{
+	struct pool_fx *f = *state;
+	struct writer a, b[N_QUEUED];
+	struct ibvf_alloc rec;
+	int seen = 0, after;
+
+	seam_reset();
+	hold_commit_at = 0;
+	assert_int_equal(open_normal_seam(f), 0);
+	pthread_mutex_lock(&sm.mu);
+	commits_seen = 0;
+	sm.hold = true;
+	pthread_mutex_unlock(&sm.mu);
+	start(&a, f->p, "a", 0);
+	for (int i = 0; i < 1000 && !seen; i++) { /* a's COMMIT at the seam (10 s at most) */
+		pthread_mutex_lock(&sm.mu);
+		seen = commits_seen;
+		pthread_mutex_unlock(&sm.mu);
+		if (!seen)
+			usleep(10000);
+	}
+	assert_int_equal(seen, 1);
+	for (int i = 0; i < N_QUEUED; i++)
+		start(&b[i], f->p, "q", i);
+	usleep(200000); /* let them queue on the lock (a late one only forms one more group) */
+	assert_int_equal(n_done(b, N_QUEUED), 0);
+	pthread_mutex_lock(&sm.mu);
+	sm.hold = false;
+	pthread_cond_broadcast(&sm.cv);
+	pthread_mutex_unlock(&sm.mu);
+	pthread_join(a.t, NULL);
+	assert_int_equal(a.ret, 0);
+	for (int i = 0; i < N_QUEUED; i++) {
+		char owner[32];
+
+		pthread_join(b[i].t, NULL);
+		assert_int_equal(b[i].ret, 0);
+		snprintf(owner, sizeof(owner), "q%d", i);
+		assert_int_equal(ibvf_pool_find_owner(f->p, owner, "net1", &rec, NULL, 0), 0);
+	}
+	pthread_mutex_lock(&sm.mu);
+	after = commits_seen - 1;
+	pthread_mutex_unlock(&sm.mu);
+	print_message("%d queued writes: %d COMMITs\n", N_QUEUED, after);
+	assert_true(after >= 1);
+	assert_true(after <= 4);
+}
+
 /* Child of test_normal_crash_mid_commit: 16 writers; each acknowledged owner to @fd. */
 struct ack_writer {
 	struct ibvf_pool *p;
@@ -806,6 +867,67 @@ static void test_lazy_write(void **state)
 }
 
 /*
+ * A lazy write is still pending (its fdatasync() held at the gate, or the
+ * syncer still lingering) when a synced write comes: the synced write
+ * returns only once an fdatasync() that covers both has succeeded, so the
+ * lazy write is durable when it returns (pool.id names the synced write's
+ * generation, and nothing is left to sync). Every fdatasync() that reaches
+ * the gate meanwhile is let go; the synced write must not return before.
+ */
+static void test_lazy_then_synced(void **state)
+{
+	struct pool_fx *f = *state;
+	struct ibvf_alloc_request rq = {.vf_index = -1};
+	struct ibvf_alloc a, b;
+	struct call lz, w;
+	unsigned long long gen0;
+	int before, given = 0;
+	bool done = false;
+
+	seam_reset();
+	assert_int_equal(open_full(f), 0);
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "ls0");
+	snprintf(rq.owner.ifname, sizeof(rq.owner.ifname), "net1");
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &a, f->err, sizeof(f->err)), 0);
+	snprintf(rq.owner.container_id, sizeof(rq.owner.container_id), "ls1");
+	assert_int_equal(ibvf_pool_allocate(f->p, &rq, &b, f->err, sizeof(f->err)), 0);
+	gen0 = id_generation(f);
+	hold_syncs(true);
+	a.state = IBVF_ALLOC_HANDED;
+	call_start(&lz, f->p, C_UPDATE_LAZY, &a);
+	assert_true(call_returned(&lz));
+	pthread_join(lz.t, NULL);
+	assert_int_equal(lz.ret, 0);
+	b.state = IBVF_ALLOC_PORT_READY;
+	call_start(&w, f->p, C_UPDATE, &b);
+	/* let each fdatasync() at the gate go (the syncer's, the synced write's) */
+	for (int i = 0; i < 1000 && !done; i++) {
+		int at;
+
+		pthread_mutex_lock(&sm.mu);
+		at = sm.at_gate;
+		done = w.done;
+		pthread_mutex_unlock(&sm.mu);
+		if (at && !done) {
+			give(0);
+			wait_taken();
+			given++;
+		} else if (!done) {
+			usleep(10000);
+		}
+	}
+	assert_true(done);
+	pthread_join(w.t, NULL);
+	assert_int_equal(w.ret, 0);
+	assert_true(given >= 1);		      /* it did not return without an fdatasync() */
+	assert_int_equal(id_generation(f), gen0 + 2); /* both generations durable */
+	before = syncs();
+	hold_syncs(false);
+	assert_int_equal(ibvf_pool_sync(f->p, f->err, sizeof(f->err)), 0);
+	assert_int_equal(syncs(), before); /* nothing was left to sync */
+}
+
+/*
  * kill -9 after a lazy write returned, its fdatasync() never done (held at
  * the gate): the write is in the reopened store. The COMMIT put it in the
  * WAL in the kernel's page cache; only an OS crash could lose it.
@@ -932,8 +1054,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_writers, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_normal_no_group_sync, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_normal_ack_after_commit, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_normal_burst_shares_commit, fx_setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_normal_crash_mid_commit, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_write, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_then_synced, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_survives_kill, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_pending_at_close, fx_setup, teardown),
 	};
