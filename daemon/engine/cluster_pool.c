@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ibvf/types.h>
@@ -16,6 +17,7 @@
 #include "err.h"
 #include "etcd_client.h"
 #include "attach_seams.h"
+#include "clock.h"
 #include "guid_blocks.h"
 #include "json_util.h"
 #include "log.h"
@@ -617,13 +619,7 @@ static void *hb_main(void *arg)
 		/* the claimer looks at the free count every 500 ms, sooner while GUIDs
 		 * are being used (claim_need()), every 2 s while claims fail */
 		wait = again ? 0 : h->claim_failing ? 2000 : h->look_ms > 0 ? h->look_ms : 500;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += wait / 1000;
-		ts.tv_nsec += (wait % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		ibvf_mono_deadline_us((int64_t)wait * 1000, &ts);
 		pthread_mutex_lock(&h->mu);
 		/* a kick (a readiness query) is ignored while claims fail: every prepare
 		 * would start another etcd timeout */
@@ -737,7 +733,15 @@ static int hb_start(struct etcd_client *etcd, struct cluster_blocks *b,
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_mutex_init(&h->attach_mu, NULL);
 	pthread_mutex_init(&h->resv_mu, NULL);
-	pthread_cond_init(&h->cond, NULL);
+	{
+		pthread_condattr_t ca;
+
+		/* its waits are deadlines: immune to wall-clock steps (clock.h) */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&h->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	if (pthread_create(&h->thread, NULL, hb_main, h)) {
 		pthread_mutex_destroy(&h->mu);
 		pthread_mutex_destroy(&h->attach_mu);

@@ -2008,12 +2008,7 @@ static void group_fill(struct ibvf_pool *p)
 	     i++) {
 		struct timespec ts;
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += GROUP_FILL_WAIT_US * 1000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ibvf_mono_deadline_us(GROUP_FILL_WAIT_US, &ts);
 		if (pthread_cond_timedwait(&p->fill_cond, &p->lock, &ts) == ETIMEDOUT)
 			break; /* no call came through: commit now */
 	}
@@ -2326,12 +2321,7 @@ static void linger(struct ibvf_pool *p)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += LAZY_LINGER_US * 1000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ibvf_mono_deadline_us(LAZY_LINGER_US, &ts);
 	while (!p->lazy_stop &&
 	       pthread_cond_timedwait(&p->lazy_cond, &p->sync_lock, &ts) != ETIMEDOUT)
 		;

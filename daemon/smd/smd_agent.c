@@ -245,13 +245,7 @@ static void *ka_main(void *arg)
 		struct timespec ts;
 		int ret;
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(period / 1000);
-		ts.tv_nsec += (long)(period % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ibvf_mono_deadline_us((int64_t)period * 1000, &ts);
 		pthread_cond_timedwait(&a->ka_cond, &a->ka_lock, &ts);
 		if (a->ka_stop)
 			break;
