@@ -1033,6 +1033,82 @@ static void test_lazy_pending_at_close(void **state)
 	assert_int_equal(rec.state, IBVF_ALLOC_HANDED);
 }
 
+/*
+ * Two handles on one store, as ibvfd and an admin's ibvfctl with other
+ * ranges are two processes (issue 17's caches: the ranges text kept in the
+ * pool, the generation bump as a cached UPDATE). After the other handle
+ * rebuilt the free list for its ranges, this one's next write must see the
+ * store's ranges differ from its own and rebuild it again: every GUID it
+ * hands out is in its own ranges and none is one the other holds. And each
+ * write of either handle raises meta 'generation' past the other's, and
+ * pool.id always names the store's generation (no loss at the next open).
+ */
+static void test_other_process_ranges_and_generation(void **state)
+{
+	static const struct ibvf_guid_range mine[] = {
+		{0x0200000000001000ull, 0x0200000000001003ull}};
+	static const struct ibvf_guid_range theirs[] = {
+		{0x0200000000002000ull, 0x0200000000002003ull}};
+	struct pool_fx *f = *state;
+	struct ibvf_pool_opts o = {
+		.state_dir = f->state,
+		.ranges = theirs,
+		.n_ranges = 1,
+		.quarantine_s = 60,
+		.now_ms = fx_clock,
+		.now_arg = &f->now,
+	};
+	struct ibvf_pool *other = NULL;
+	struct ibvf_alloc_request rq = {.vf_index = -1};
+	struct ibvf_alloc a;
+	sqlite3_int64 gen, last;
+	uint64_t g;
+	const char *gen_sql = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'generation'";
+
+	assert_int_equal(fx_open(f, mine, 1, 60), 0);
+	g = fx_alloc_ok(f, "mine0"); /* the ranges text is cached now */
+	assert_int_equal(g, 0x0200000000001000ull);
+	last = fx_sql_int(f, gen_sql);
+
+	assert_int_equal(ibvf_pool_open(&o, &other, f->err, sizeof(f->err)), 0);
+	fx_owner(&rq.owner, "theirs0", NULL);
+	assert_int_equal(ibvf_pool_allocate(other, &rq, &a, f->err, sizeof(f->err)), 0);
+	assert_int_equal(a.guid, 0x0200000000002000ull);
+	gen = fx_sql_int(f, gen_sql);
+	assert_true(gen > last);
+	last = gen;
+	assert_int_equal(id_generation(f), (unsigned long long)gen);
+
+	for (int i = 1; i < 4; i++) {
+		char cid[16];
+
+		snprintf(cid, sizeof(cid), "mine%d", i);
+		g = fx_alloc_ok(f, cid);
+		/* from its own ranges, not the free list the other one left */
+		assert_true(g >= mine[0].start && g <= mine[0].end);
+		assert_int_equal(g, mine[0].start + (uint64_t)i);
+		gen = fx_sql_int(f, gen_sql);
+		assert_true(gen > last); /* past the other handle's bump */
+		last = gen;
+		assert_int_equal(id_generation(f), (unsigned long long)gen);
+
+		snprintf(cid, sizeof(cid), "theirs%d", i);
+		fx_owner(&rq.owner, cid, NULL);
+		assert_int_equal(ibvf_pool_allocate(other, &rq, &a, f->err, sizeof(f->err)), 0);
+		assert_true(a.guid >= theirs[0].start && a.guid <= theirs[0].end);
+		gen = fx_sql_int(f, gen_sql);
+		assert_true(gen > last);
+		last = gen;
+	}
+	/* mine is full: the other's free GUIDs are none of its */
+	assert_int_equal(fx_alloc(f, "mine4", 0, &g), -ENOSPC);
+
+	ibvf_pool_close(other);
+	assert_int_equal(fx_open(f, mine, 1, 60), 0);
+	assert_false(ibvf_pool_lost(f->p, NULL, 0));
+	assert_int_equal(fx_sql_int(f, "SELECT COUNT(*) FROM alloc"), 8);
+}
+
 /* A failed test may leave a call at the gate: open it before closing the pool. */
 static int teardown(void **state)
 {
@@ -1061,6 +1137,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lazy_then_synced, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_survives_kill, fx_setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_pending_at_close, fx_setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_process_ranges_and_generation, fx_setup,
+						teardown),
 	};
 
 	ibvf_log_init("test_guid_pool_group", IBVF_LOG_STDERR, LOG_WARNING);
