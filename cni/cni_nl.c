@@ -38,6 +38,17 @@ int cni_ns_leave(int saved)
 	return ret;
 }
 
+/*
+ * The receive buffer of every socket here, one recvmsg(2) per message batch.
+ * With no buffer size set, libnl peeks each message first (MSG_PEEK |
+ * MSG_TRUNC) and reads it again: two system calls per reply and per ACK
+ * (issue 17). The kernel builds a dump's batches up to 32 KiB (netlink_dump()
+ * caps max_recvmsg_len at SKB_WITH_OVERHEAD(32768)), and the plugin's unicast
+ * replies (one link without RTEXT_FILTER_VF, RDMA device commands) are a few
+ * KiB; a larger message fails as NLE_MSG_TRUNC (-EMSGSIZE here), never cut.
+ */
+#define CNI_NL_RECV_BUF (64u << 10)
+
 struct nl_sock *cni_nl_socket(int protocol, int netns_fd, char *err, size_t errlen)
 {
 	struct nl_sock *sk = nl_socket_alloc();
@@ -71,6 +82,7 @@ struct nl_sock *cni_nl_socket(int protocol, int netns_fd, char *err, size_t errl
 	}
 	nl_socket_set_buffer_size(sk, 1 << 20, 0);
 	nl_socket_disable_auto_ack(sk); /* cni_nl_talk() asks for ACKs itself */
+	nl_socket_set_msg_buf_size(sk, CNI_NL_RECV_BUF);
 	return sk;
 }
 
@@ -90,6 +102,7 @@ int cni_nlerr_to_errno(int nlerr)
 		{NLE_AGAIN, EAGAIN},
 		{NLE_RANGE, ERANGE},
 		{NLE_MSGSIZE, EMSGSIZE},
+		{NLE_MSG_TRUNC, EMSGSIZE},
 		{NLE_NOMEM, ENOMEM},
 		{NLE_NOACCESS, EACCES},
 		{NLE_AF_NOSUPPORT, EAFNOSUPPORT},
