@@ -183,7 +183,10 @@ static void td_ipam(struct td *t, const char *conf_text, size_t conf_len, bool i
 	json_t *conf = NULL;
 	int ret;
 
-	if (conf_text)
+	if (conf_text && conf_text == ctx->conf_text && ctx->nc.root)
+		/* DEL: main() parsed this text already; only ipam.type is read */
+		conf = json_incref(ctx->nc.root);
+	else if (conf_text)
 		conf = json_loadb(conf_text, conf_len, 0, NULL);
 	else
 		conf = json_incref(c->conf);
