@@ -53,9 +53,14 @@ static json_t *str(const char *s)
 	return json_string(s ? s : "");
 }
 
+/*
+ * The entry: @conf's keys (a shallow copy: only top-level keys are added and
+ * removed here, the nested values are shared with @conf and only dumped) with
+ * ib-sriov-cni's runtime keys and ours.
+ */
 static json_t *build(const struct cni_cache *c, json_t *conf)
 {
-	json_t *o = conf ? json_deep_copy(conf) : json_object(), *ibvf, *rdma;
+	json_t *o = conf ? json_copy(conf) : json_object(), *ibvf, *rdma;
 	char guid[IBVF_GUID_STR_LEN] = "";
 	const char *key;
 	json_t *v;
