@@ -28,13 +28,11 @@
 
 int cni_ns_open(struct cni_ns *ns, const char *path, char *err, size_t errlen)
 {
-	const char *p = path ? path : "/proc/thread-self/ns/net";
-
 	memset(ns, 0, sizeof(*ns));
 	ns->fd = -1;
 	snprintf(ns->path, sizeof(ns->path), "%s", path ? path : "host");
 	/* non-blocking, and it must be a network namespace (file_read.h) */
-	ns->fd = ibvf_file_open_netns(p, err, errlen);
+	ns->fd = path ? ibvf_file_open_netns(path, err, errlen) : cni_ns_current(err, errlen);
 	if (ns->fd < 0) {
 		int ret = ns->fd;
 

@@ -16,12 +16,23 @@
 
 /**
  * cni_ns_enter() - switch to the network namespace @fd; *@saved gets an fd of
- * the current one for cni_ns_leave(). Return: 0 or -errno.
+ * the current one for cni_ns_leave() (outside any other enter: the plugin's
+ * own netns fd, kept open until exit). Return: 0 or -errno.
  */
 int cni_ns_enter(int fd, int *saved);
 
-/** cni_ns_leave() - switch back to @saved and close it. Return: 0 or -errno. */
+/**
+ * cni_ns_leave() - switch back to @saved and close it (unless it is the kept
+ * fd of the plugin's own netns). Return: 0 or -errno.
+ */
 int cni_ns_leave(int saved);
+
+/**
+ * cni_ns_current() - a new fd (close-on-exec) of the current network
+ * namespace, as opening /proc/thread-self/ns/net gives one, the message in
+ * @err naming that path. Return: the fd (close it) or -errno.
+ */
+int cni_ns_current(char *err, size_t errlen);
 
 /**
  * cni_nl_socket() - a connected netlink socket of @protocol (NETLINK_ROUTE,
