@@ -521,9 +521,14 @@ def t_add_failures(lab, t):
     vf, ns, cid = lab.vf(), lab.ns(), "c-f-cache"
     blocker = os.path.join(lab.tmp, "not-a-dir")
     open(blocker, "w").close()
+    n = len(lab.store()["calls"])
     rc, out, _ = lab.run("ADD", base(lab, vf, net=net), cid, netns=ns,
                          extra={"IBVF_CNI_CACHE_DIR": os.path.join(blocker, "cache")})
     t.ok(rc == 1 and out["code"] == 105, "cache not writable: code 105", out)
+    # the commit went out before the cache write (issue 17); the rollback released it
+    t.ok(lab.store()["calls"][n:] == ["prepare", "commit", "release"],
+         "cache not writable: the commit sent before the cache write is walked back",
+         lab.store()["calls"][n:])
     assert_rollback(lab, t, vf, ns, cid, net, "cache write failed")
 
     # 8. ibvfd refuses the commit
