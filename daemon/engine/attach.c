@@ -1396,7 +1396,14 @@ static void do_gc(struct op *op)
 		}
 		/* re-read under the keys: it may have changed since the listing */
 		ret = ibvf_pool_get(e->pool, a->guid, a, err, sizeof(err));
-		if (!ret && a->state != IBVF_ALLOC_QUARANTINED) {
+		if (!ret && a->state == IBVF_ALLOC_RELEASING && eng_sm_note_pending(e, a->guid)) {
+			/*
+			 * its DEL sent release.sm and may be moving the netdev
+			 * back right now: no VF reset under the move; its
+			 * release (or a pass once the netdev is back) ends it
+			 */
+			guids_add(&op->gc_skipped, a->guid);
+		} else if (!ret && a->state != IBVF_ALLOC_QUARANTINED) {
 			ret = eng_undo(e, a, a->state >= IBVF_ALLOC_SM_REQUESTED, &pending, err,
 				       sizeof(err));
 			if (ret)

@@ -509,11 +509,10 @@ static int port_ready_lost(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_
  * the GUID, a driver bound and no netdev in ibvfd's netns: the plugin's DEL
  * is moving the netdev back from the Pod right now, or was killed before it
  * did. The VF is not reset under that move (a rebind would race it): the
- * record is left as it is, and finished by the plain release of the DEL (or
- * of the runtime's retried DEL), by the CNI GC (which the plugin never runs
- * beside a DEL of the same VF: its locks), or by a pass once the netdev is
- * back in the host (the Pod's netns gone: the kernel returns it). Return:
- * true when left (a notice).
+ * record is left as it is (ibvfd's gc skips it too, attach.c do_gc()), and
+ * finished by the plain release of the DEL (or of the runtime's retried
+ * DEL), or by a pass once the netdev is back in the host (the Pod's netns
+ * gone: the kernel returns it). Return: true when left (a notice).
  */
 static bool releasing_in_pod(struct rec_ctx *r, const struct ibvf_alloc *a)
 {

@@ -3418,6 +3418,31 @@ static void test_release_sm_killed_between(void **state)
 	assert_no_foreign(f, "after the killed DEL");
 }
 
+/*
+ * ibvfd's gc (the runtime's CNI GC) while a DEL is between release.sm and
+ * release: the owner is not valid any more, but its VF may be moving back
+ * right now: skipped (skipped_busy), VF untouched; the DEL's release ends it.
+ */
+static void test_release_sm_gc_skips(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm7", 36);
+	json_t *r;
+
+	call(f, "release.sm", rel_params("rsm7"));
+	assert_int_equal(f->code[0], 0);
+	r = call(f, "gc", json_pack("{s:[]}", "valid"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(json_array_size(json_object_get(r, "released")), 0);
+	assert_int_equal(json_array_size(json_object_get(r, "skipped_busy")), 1);
+	assert_int_equal(fv.vf[36].port, g);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_RELEASING);
+	call(f, "release", rel_params("rsm7"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(fv.vf[36].port, 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3482,6 +3507,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_sm_then_prepare, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_then_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_killed_between, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_gc_skips, setup, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
