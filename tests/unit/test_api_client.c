@@ -40,6 +40,7 @@ enum act {
 	DROP,	      /* read the request, close without answering */
 	PARTIAL,      /* read the request, send half an answer, close */
 	HOLD,	      /* read the request, never answer, read the next */
+	LATE,	      /* read the request, answer 100 ms later (the client may be gone) */
 };
 
 #define MAX_ACTS 8
@@ -125,9 +126,17 @@ static void *serve(void *arg)
 			next++;
 			if (a == ANSWER_KEEP || a == ANSWER_CLOSE)
 				answer(fd, line, conn);
+			if (a == LATE) {
+				static const char late[] =
+					"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+
+				usleep(100 * 1000);
+				/* MSG_NOSIGNAL: the client timed out and closed, no SIGPIPE */
+				(void)!send(fd, late, sizeof(late) - 1, MSG_NOSIGNAL);
+			}
 			if (a == PARTIAL)
 				assert_int_equal(write(fd, "{\"jsonrpc\":", 11), 11);
-			if (a != ANSWER_KEEP && a != HOLD) {
+			if (a != ANSWER_KEEP && a != HOLD && a != LATE) {
 				note_close(f, fd);
 				break;
 			}
@@ -410,13 +419,14 @@ static void test_split_dropped_sent_again(void **state)
 }
 
 /*
- * The deadline runs from the send: a server that never answers times the
- * receive out (no reply in time, the connection given up), and the next call
+ * The deadline runs from the send: a reply that comes after it (the server
+ * answers 100 ms after a 20 ms timeout, the receive starts 50 ms after the
+ * send) is no reply in time, and the connection is given up; the next call
  * makes a new connection. No timing is asserted, only the outcome.
  */
 static void test_split_deadline_from_send(void **state)
 {
-	static const enum act acts[] = {HOLD, ANSWER_KEEP};
+	static const enum act acts[] = {LATE, ANSWER_KEEP};
 	struct fake *f = fake_start(acts, 2);
 	struct ibvf_api_conn *c = open_conn(f);
 	char err[256];
