@@ -5,6 +5,8 @@
  *   validate -> lock -> prepare (ibvfd) | apply (compatibility mode)
  *   -> RDMA device into the Pod netns (rdmaIsolation) -> netdev into the Pod
  *   -> IPAM -> RC check -> cache -> commit (ibvfd) -> result
+ *   (daemon mode: the commit is sent before the cache write and its answer
+ *   read after it, step_commit_send())
  *
  * Any failure after the prepare/apply step undoes every step done so far, in
  * reverse order (IPAM DEL, netdev back under its host name, RDMA device back,
@@ -489,6 +491,46 @@ static int step_commit(struct add *a)
 	return 0;
 }
 
+/*
+ * The commit in two halves around the cache write (issue 17): ibvfd records
+ * the hand-over while the plugin writes its cache. The orders that matter
+ * hold: the commit leaves only after the netdev is in the Pod and the RC
+ * check passed (a handed record's VF is in its Pod: reconcile.c,
+ * release_in_host()), and ADD answers only after both the cache is written
+ * and ibvfd accepted the commit. Which of the two lands first is no rule: a
+ * failure of either rolls everything back (cache removed, ibvfd release,
+ * which walks back a handed record as a prepared one), and a plugin killed
+ * between them leaves what a kill around the cache write always could, an
+ * ADD the runtime reports failed and DELs (with or without a cache entry).
+ * Return: 0 when the commit is out (step_commit_recv() must follow).
+ */
+static int step_commit_send(struct add *a)
+{
+	struct cni_daemon_error de;
+	char err[IBVF_ERR_LEN];
+	int ret;
+
+	ret = cni_ibvfd->commit_send(a->socket, a->ctx->nc.ibvfd_timeout_ms, a->owner, &de, err,
+				     sizeof(err));
+	if (ret)
+		return cni_failf(a->ctx, de.cni_code, "ibvfd did not accept the hand-over",
+				 "%s: %s", a->what, err);
+	return 0;
+}
+
+/* The commit's answer; @report false: ADD failed already, only read it (the connection). */
+static int step_commit_recv(struct add *a, bool report)
+{
+	struct cni_daemon_error de;
+	char err[IBVF_ERR_LEN];
+	int ret = cni_ibvfd->commit_recv(&de, err, sizeof(err));
+
+	if (ret && report)
+		return cni_failf(a->ctx, de.cni_code, "ibvfd did not accept the hand-over",
+				 "%s: %s", a->what, err);
+	return report ? 0 : ret;
+}
+
 /* Append " rollback: ..." to the failure's details. */
 __attribute__((format(printf, 2, 3))) static void rollback_note(struct add *a, const char *fmt, ...)
 {
@@ -640,13 +682,28 @@ int cni_cmd_add(struct cni_ctx *ctx)
 		ret = step_rc_check(&a);
 		cni_steps_mark(&ctx->steps, "rc_check");
 	}
-	if (!ret) {
-		ret = step_cache(&a);
-		cni_steps_mark(&ctx->steps, "cache");
-	}
-	if (!ret && a.mode == CNI_MODE_DAEMON) {
-		ret = step_commit(&a);
+	if (!ret && a.mode == CNI_MODE_DAEMON && cni_ibvfd->commit_send && cni_ibvfd->commit_recv) {
+		/* commit out, cache written meanwhile, then the commit's answer */
+		ret = step_commit_send(&a);
 		cni_steps_mark(&ctx->steps, "commit");
+		if (!ret) {
+			ret = step_cache(&a);
+			cni_steps_mark(&ctx->steps, "cache");
+			if (ret)
+				step_commit_recv(&a, false);
+			else
+				ret = step_commit_recv(&a, true);
+			cni_steps_mark(&ctx->steps, "commit");
+		}
+	} else {
+		if (!ret) {
+			ret = step_cache(&a);
+			cni_steps_mark(&ctx->steps, "cache");
+		}
+		if (!ret && a.mode == CNI_MODE_DAEMON) {
+			ret = step_commit(&a);
+			cni_steps_mark(&ctx->steps, "commit");
+		}
 	}
 	if (!ret)
 		ret = build_result(&a);

@@ -155,6 +155,7 @@ struct td {
 	const struct cni_cache *c;
 	int code;
 	char first[IBVF_ERR_LEN * 2];
+	bool staged; /* release.sm is out, its answer not read yet (td_stage()) */
 };
 
 __attribute__((format(printf, 3, 4))) static void td_fail(struct td *t, int code, const char *fmt,
@@ -324,6 +325,67 @@ static bool spool_release(const struct cni_cache *c, const char *socket, const c
 	return true;
 }
 
+/* The owner ibvfd knows the attachment by (release, release.sm). */
+static json_t *td_owner_json(const struct cni_cache *c)
+{
+	return cni_owner_new(c->container_id, c->ifname, NULL, NULL, NULL, c->network);
+}
+
+/*
+ * Daemon mode, with a netdev to move back from the Pod: send "release.sm"
+ * now and read its answer after the move (td_owner()), so ibvfd removes the
+ * SM membership during the move (docs/api.md, "release.sm"; issue 17).
+ * ibvfd touches no VF for it: the move does not race a rebind. A failure
+ * here only means the plain release does everything, as it always did.
+ */
+static void td_stage(struct td *t)
+{
+	const struct cni_cache *c = t->c;
+	const char *socket;
+	char err[IBVF_ERR_LEN];
+	struct cni_daemon_error de;
+	json_t *owner;
+
+	if (c->mode == CNI_MODE_COMPAT || c->vfio || !c->ifname[0] ||
+	    ibvf_owner_reserved(c->container_id) || !cni_ibvfd->release_sm_send ||
+	    !cni_ibvfd->release_sm_recv)
+		return;
+	cni_mode_select(&t->ctx->nc, &socket);
+	owner = td_owner_json(c);
+	if (owner && !cni_ibvfd->release_sm_send(socket, t->ctx->nc.ibvfd_timeout_ms, owner,
+						 c->device_id, c->guid, &de, err, sizeof(err)))
+		t->staged = true;
+	else
+		log_debug("VF %s: release.sm not sent (%s): the release does it all", c->device_id,
+			  owner ? err : "out of memory");
+	json_decref(owner);
+}
+
+/* The answer of td_stage()'s release.sm; the plain release follows whatever it says. */
+static void td_stage_answer(struct td *t)
+{
+	const struct cni_cache *c = t->c;
+	char err[IBVF_ERR_LEN];
+	struct cni_daemon_error de;
+	bool removed = false;
+	int ret;
+
+	if (!t->staged)
+		return;
+	t->staged = false;
+	ret = cni_ibvfd->release_sm_recv(&removed, &de, err, sizeof(err));
+	if (ret == -EREMOTEIO && de.rpc.code == IBVF_RPC_METHOD_NOT_FOUND)
+		log_debug("VF %s: ibvfd does not know release.sm (an older ibvfd): the release "
+			  "does it all",
+			  c->device_id);
+	else if (ret)
+		log_debug("VF %s: release.sm failed (%s): the release does it all", c->device_id,
+			  err);
+	else
+		log_debug("VF %s: release.sm answered, SM %s", c->device_id,
+			  removed ? "seen without the GUID" : "removal not verified");
+}
+
 static void td_owner(struct td *t)
 {
 	struct cni_ctx *ctx = t->ctx;
@@ -352,7 +414,7 @@ static void td_owner(struct td *t)
 		return;
 	}
 	cni_mode_select(&ctx->nc, &socket);
-	owner = cni_owner_new(c->container_id, c->ifname, NULL, NULL, NULL, c->network);
+	owner = td_owner_json(c);
 	/* with where it was: reaches a record adopted after a store loss (issue 14) */
 	if (!owner)
 		ret = -ENOMEM;
@@ -403,6 +465,9 @@ int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_pat
 		if (ret) {
 			td_fail(&t, CNI_ERR_VF, "%s", err);
 		} else {
+			td_stage(&t); /* the SM half of the release, during the move */
+			if (t.staged)
+				cni_steps_mark(&ctx->steps, "release_sm");
 			if (!c->vfio && c->ifname[0])
 				td_netdev(&t, &host, &pod);
 			cni_steps_mark(&ctx->steps, "netdev_move");
@@ -415,6 +480,10 @@ int cni_teardown(struct cni_ctx *ctx, struct cni_cache *c, const char *netns_pat
 	cni_host->ns_close(&pod);
 	cni_host->ns_close(&host);
 	cni_steps_mark(&ctx->steps, "netns_close");
+	if (t.staged) {
+		td_stage_answer(&t);
+		cni_steps_mark(&ctx->steps, "release_sm_wait");
+	}
 	td_owner(&t);
 	cni_steps_mark(&ctx->steps, c->mode == CNI_MODE_COMPAT ? "restore" : "release");
 	if (t.code)

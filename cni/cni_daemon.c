@@ -108,20 +108,40 @@ void cni_daemon_disconnect(void)
 	kept_socket[0] = 0;
 }
 
-static int call(const char *socket, const char *method, json_t *params, unsigned timeout_ms,
-		json_t **result, struct cni_daemon_error *de, char *err, size_t errlen)
+static void call_failed(const char *method, int ret, struct cni_daemon_error *de, const char *err)
+{
+	de->ret = ret;
+	de->cni_code = cni_code_for(ret, &de->rpc);
+	log_debug("ibvfd %s: %s", method, err);
+}
+
+/* The first half of call(): @method's request is out on the kept connection. */
+static int call_send(const char *socket, const char *method, json_t *params, unsigned timeout_ms,
+		     struct cni_daemon_error *de, char *err, size_t errlen)
 {
 	int ret;
 
 	memset(de, 0, sizeof(*de));
 	ret = kept_conn(socket, err, errlen);
 	if (!ret)
-		ret = ibvf_api_conn_call(kept, method, params, (int)timeout_ms, result, &de->rpc,
-					 err, errlen);
+		ret = ibvf_api_conn_send(kept, method, params, (int)timeout_ms, err, errlen);
+	if (ret)
+		call_failed(method, ret, de, err);
+	return ret;
+}
+
+/* The second half: the reply of the request call_send() sent. */
+static int call_recv(const char *method, json_t **result, struct cni_daemon_error *de, char *err,
+		     size_t errlen)
+{
+	int ret;
+
+	memset(de, 0, sizeof(*de));
+	*result = NULL;
+	ret = kept ? ibvf_api_conn_recv(kept, result, &de->rpc, err, errlen)
+		   : ibvf_errf(err, errlen, -EINVAL, "no request to ibvfd waits for a reply");
 	if (ret) {
-		de->ret = ret;
-		de->cni_code = cni_code_for(ret, &de->rpc);
-		log_debug("ibvfd %s: %s", method, err);
+		call_failed(method, ret, de, err);
 	} else if (json_object_get(*result, "timing") && ibvf_log_level() >= LOG_DEBUG) {
 		/* ibvfd's per-step ms (docs/api.md "Per-step timing") */
 		char *t = json_dumps(json_object_get(*result, "timing"),
@@ -131,6 +151,15 @@ static int call(const char *socket, const char *method, json_t *params, unsigned
 		free(t);
 	}
 	return ret;
+}
+
+static int call(const char *socket, const char *method, json_t *params, unsigned timeout_ms,
+		json_t **result, struct cni_daemon_error *de, char *err, size_t errlen)
+{
+	int ret = call_send(socket, method, params, timeout_ms, de, err, errlen);
+
+	*result = NULL;
+	return ret ? ret : call_recv(method, result, de, err, errlen);
 }
 
 static void copy(char *dst, size_t len, json_t *o, const char *key)
@@ -225,6 +254,67 @@ int cni_daemon_commit(const char *socket, unsigned timeout_ms, json_t *owner,
 	return ret;
 }
 
+int cni_daemon_commit_send(const char *socket, unsigned timeout_ms, json_t *owner,
+			   struct cni_daemon_error *de, char *err, size_t errlen)
+{
+	json_t *params = json_pack("{s:O}", "owner", owner);
+	int ret;
+
+	if (!params)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = call_send(socket, "commit", params, timeout_ms, de, err, errlen);
+	json_decref(params);
+	return ret;
+}
+
+int cni_daemon_commit_recv(struct cni_daemon_error *de, char *err, size_t errlen)
+{
+	json_t *res = NULL;
+	int ret = call_recv("commit", &res, de, err, errlen);
+
+	json_decref(res);
+	return ret;
+}
+
+/* release's and release.sm's params: the owner, and where it was (cache) */
+static json_t *release_params(json_t *owner, const char *pci, uint64_t guid)
+{
+	json_t *params = json_pack("{s:O}", "owner", owner);
+	char g[IBVF_GUID_STR_LEN];
+
+	if (params && pci && *pci)
+		json_object_set_new(params, "pci", json_string(pci));
+	if (params && guid)
+		json_object_set_new(params, "guid", json_string(ibvf_guid_format(guid, g)));
+	return params;
+}
+
+int cni_daemon_release_sm_send(const char *socket, unsigned timeout_ms, json_t *owner,
+			       const char *pci, uint64_t guid, struct cni_daemon_error *de,
+			       char *err, size_t errlen)
+{
+	json_t *params = release_params(owner, pci, guid);
+	int ret;
+
+	if (!params)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	ret = call_send(socket, "release.sm", params, timeout_ms, de, err, errlen);
+	json_decref(params);
+	return ret;
+}
+
+int cni_daemon_release_sm_recv(bool *sm_removed, struct cni_daemon_error *de, char *err,
+			       size_t errlen)
+{
+	json_t *res = NULL;
+	int ret = call_recv("release.sm", &res, de, err, errlen);
+
+	if (sm_removed)
+		*sm_removed = !ret && json_is_true(json_object_get(res, "sm_removed"));
+	json_decref(res);
+	return ret;
+}
+
 int cni_daemon_release(const char *socket, unsigned timeout_ms, json_t *owner, bool *released,
 		       struct cni_daemon_error *de, char *err, size_t errlen)
 {
@@ -235,14 +325,9 @@ int cni_daemon_release_at(const char *socket, unsigned timeout_ms, json_t *owner
 			  uint64_t guid, bool *released, struct cni_daemon_error *de, char *err,
 			  size_t errlen)
 {
-	json_t *params = json_pack("{s:O}", "owner", owner), *res = NULL;
-	char g[IBVF_GUID_STR_LEN];
+	json_t *params = release_params(owner, pci, guid), *res = NULL;
 	int ret;
 
-	if (params && pci && *pci)
-		json_object_set_new(params, "pci", json_string(pci));
-	if (params && guid)
-		json_object_set_new(params, "guid", json_string(ibvf_guid_format(guid, g)));
 	ret = call(socket, "release", params, timeout_ms, &res, de, err, errlen);
 
 	if (!ret && released)

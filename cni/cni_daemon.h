@@ -69,6 +69,34 @@ int cni_daemon_prepare(const char *socket, const struct cni_netconf *nc, json_t 
 int cni_daemon_commit(const char *socket, unsigned timeout_ms, json_t *owner,
 		      struct cni_daemon_error *de, char *err, size_t errlen);
 
+/**
+ * cni_daemon_commit_send() / cni_daemon_commit_recv() - cni_daemon_commit()
+ * in two halves over the kept connection (api_client.h,
+ * ibvf_api_conn_send()), so ADD writes its cache while ibvfd records the
+ * hand-over; @timeout_ms runs from the send. Nothing else may be sent in
+ * between. Return: as cni_daemon_commit() (the send's failure: nothing to
+ * receive).
+ */
+int cni_daemon_commit_send(const char *socket, unsigned timeout_ms, json_t *owner,
+			   struct cni_daemon_error *de, char *err, size_t errlen);
+int cni_daemon_commit_recv(struct cni_daemon_error *de, char *err, size_t errlen);
+
+/**
+ * cni_daemon_release_sm_send() / cni_daemon_release_sm_recv() - ibvfd's
+ * "release.sm" (docs/api.md) in two halves: DEL sends it before it moves the
+ * VF's netdev back from the Pod and reads the answer after the move, so the
+ * SM removal runs during the move; the plain release (cni_daemon_release_at())
+ * follows either way, and does everything when this failed. *@sm_removed
+ * (may be NULL): ibvfd saw the SM without the GUID. An ibvfd that predates
+ * it answers -EREMOTEIO with IBVF_RPC_METHOD_NOT_FOUND and changed nothing.
+ * Return: 0 or -errno with @de and @err filled.
+ */
+int cni_daemon_release_sm_send(const char *socket, unsigned timeout_ms, json_t *owner,
+			       const char *pci, uint64_t guid, struct cni_daemon_error *de,
+			       char *err, size_t errlen);
+int cni_daemon_release_sm_recv(bool *sm_removed, struct cni_daemon_error *de, char *err,
+			       size_t errlen);
+
 /** cni_daemon_release() - walk @owner back; idempotent. *@released (may be NULL) tells if it held
  * anything. */
 int cni_daemon_release(const char *socket, unsigned timeout_ms, json_t *owner, bool *released,

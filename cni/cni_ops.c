@@ -13,6 +13,10 @@ const struct cni_ibvfd_ops cni_ibvfd_real = {
 	.owner = cni_daemon_owner,
 	.gc = cni_daemon_gc,
 	.status = cni_daemon_status,
+	.release_sm_send = cni_daemon_release_sm_send,
+	.release_sm_recv = cni_daemon_release_sm_recv,
+	.commit_send = cni_daemon_commit_send,
+	.commit_recv = cni_daemon_commit_recv,
 };
 
 const struct cni_host_ops cni_host_real = {

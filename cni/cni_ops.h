@@ -45,6 +45,16 @@ struct cni_ibvfd_ops {
 	int (*release_at)(const char *socket, unsigned timeout_ms, json_t *owner, const char *pci,
 			  uint64_t guid, bool *released, struct cni_daemon_error *de, char *err,
 			  size_t errlen);
+	/* release.sm in two halves around DEL's netdev move; NULL: not sent */
+	int (*release_sm_send)(const char *socket, unsigned timeout_ms, json_t *owner,
+			       const char *pci, uint64_t guid, struct cni_daemon_error *de,
+			       char *err, size_t errlen);
+	int (*release_sm_recv)(bool *sm_removed, struct cni_daemon_error *de, char *err,
+			       size_t errlen);
+	/* commit in two halves around ADD's cache write; NULL: .commit is used */
+	int (*commit_send)(const char *socket, unsigned timeout_ms, json_t *owner,
+			   struct cni_daemon_error *de, char *err, size_t errlen);
+	int (*commit_recv)(struct cni_daemon_error *de, char *err, size_t errlen);
 };
 
 /** The host-side operations (cni_netns.h, cni_rdma.h, cni_vf.h, cni_ipam.h, rc_check.h). */

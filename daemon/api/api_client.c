@@ -236,6 +236,11 @@ struct ibvf_api_conn {
 	unsigned connects; /* connections made */
 	unsigned next_id;  /* JSON-RPC id of the next request */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	/* the request ibvf_api_conn_send() sent and ibvf_api_conn_recv() has not read */
+	char *pending;	    /* its '\n'-terminated line; NULL: none */
+	char method[64];    /* its method, for messages */
+	long long deadline; /* monotonic ms: the send's timeout, covering connect and reply */
+	bool kept;	    /* sent on a connection kept from an earlier call (may be resent) */
 };
 
 static int conn_init(struct ibvf_api_conn *c, const char *path, char *err, size_t errlen)
@@ -246,7 +251,17 @@ static int conn_init(struct ibvf_api_conn *c, const char *path, char *err, size_
 	c->fd = -1;
 	c->connects = 0;
 	c->next_id = 1;
+	c->pending = NULL;
+	c->method[0] = 0;
+	c->deadline = 0;
+	c->kept = false;
 	return 0;
+}
+
+static void conn_forget(struct ibvf_api_conn *c)
+{
+	free(c->pending);
+	c->pending = NULL;
 }
 
 static void conn_drop(struct ibvf_api_conn *c)
@@ -294,62 +309,121 @@ static char *request_line(const char *method, json_t *params, unsigned id)
 	return line;
 }
 
-int ibvf_api_conn_call(struct ibvf_api_conn *c, const char *method, json_t *params, int timeout_ms,
-		       json_t **result, struct ibvf_rpc_error *rerr, char *err, size_t errlen)
+/* The request was dropped unanswered (@ret, @got): send it once more? */
+static bool resend_once(struct ibvf_api_conn *c, int ret, bool got)
 {
-	long long deadline = ibvf_mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
-	char *text, *line = NULL;
-	bool kept = false, got, extra = false;
+	if (!c->kept || got || (ret != -EPIPE && ret != -ECONNRESET))
+		return false;
+	/* closed under the request before any reply: once more, new connection */
+	log_debug("ibvfd at %s closed the kept connection under %s: sending it again on a new "
+		  "one",
+		  c->path, c->method);
+	c->kept = false;
+	return true;
+}
+
+static int conn_fail(struct ibvf_api_conn *c, int ret, char *err, size_t errlen)
+{
+	conn_forget(c);
+	return ibvf_errf(err, errlen, ret, "ibvfd at %s, method %s: %s", c->path, c->method,
+			 ret == -ETIMEDOUT ? "no reply in time" : strerror(-ret));
+}
+
+/*
+ * Send @c's pending request, connecting first when @c is not connected; a
+ * kept connection closed under it is replaced and the request sent once more
+ * (resend_once()). On failure the request is forgotten, @c is closed, @err
+ * says why. Return: 0 or -errno.
+ */
+static int transmit(struct ibvf_api_conn *c, char *err, size_t errlen)
+{
 	int ret;
 
-	*result = NULL;
-	text = request_line(method, params, c->next_id++);
-	if (!text)
-		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
-	if (c->fd >= 0) {
-		kept = !conn_closed_by_peer(c->fd);
-		if (!kept) {
-			log_debug("ibvfd at %s closed the kept connection: connecting again",
-				  c->path);
-			conn_drop(c);
-		}
-	}
 	for (;;) {
 		if (c->fd < 0) {
-			ret = connect_socket(c->path, deadline, err, errlen);
+			ret = connect_socket(c->path, c->deadline, err, errlen);
 			if (ret < 0) {
-				free(text);
+				conn_forget(c);
 				return ret;
 			}
 			c->fd = ret;
 			c->connects++;
 		}
-		got = false;
-		ret = send_all(c->fd, text, strlen(text), deadline);
+		ret = send_all(c->fd, c->pending, strlen(c->pending), c->deadline);
 		if (!ret)
-			ret = recv_line(c->fd, &line, deadline, &got, &extra);
+			return 0;
+		conn_drop(c);
+		if (!resend_once(c, ret, false))
+			return conn_fail(c, ret, err, errlen);
+	}
+}
+
+int ibvf_api_conn_send(struct ibvf_api_conn *c, const char *method, json_t *params, int timeout_ms,
+		       char *err, size_t errlen)
+{
+	if (c->pending)
+		return ibvf_errf(err, errlen, -EBUSY,
+				 "ibvfd at %s: method %s sent while %s waits for its reply",
+				 c->path, method, c->method);
+	c->deadline = ibvf_mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	snprintf(c->method, sizeof(c->method), "%s", method);
+	c->pending = request_line(method, params, c->next_id++);
+	if (!c->pending)
+		return ibvf_errf(err, errlen, -ENOMEM, "out of memory");
+	c->kept = false;
+	if (c->fd >= 0) {
+		c->kept = !conn_closed_by_peer(c->fd);
+		if (!c->kept) {
+			log_debug("ibvfd at %s closed the kept connection: connecting again",
+				  c->path);
+			conn_drop(c);
+		}
+	}
+	return transmit(c, err, errlen);
+}
+
+int ibvf_api_conn_recv(struct ibvf_api_conn *c, json_t **result, struct ibvf_rpc_error *rerr,
+		       char *err, size_t errlen)
+{
+	char *line = NULL;
+	bool got, extra = false;
+	int ret;
+
+	*result = NULL;
+	if (!c->pending)
+		return ibvf_errf(err, errlen, -EINVAL, "ibvfd at %s: no request waits for a reply",
+				 c->path);
+	for (;;) {
+		got = false;
+		ret = c->fd >= 0 ? recv_line(c->fd, &line, c->deadline, &got, &extra) : -EPIPE;
 		if (!ret)
 			break;
 		conn_drop(c);
-		if (kept && !got && (ret == -EPIPE || ret == -ECONNRESET)) {
-			/* closed under the request before any reply: once more, new connection */
-			log_debug("ibvfd at %s closed the kept connection under %s: sending it "
-				  "again on a new one",
-				  c->path, method);
-			kept = false;
-			continue;
-		}
-		free(text);
-		return ibvf_errf(err, errlen, ret, "ibvfd at %s, method %s: %s", c->path, method,
-				 ret == -ETIMEDOUT ? "no reply in time" : strerror(-ret));
+		if (!resend_once(c, ret, got))
+			return conn_fail(c, ret, err, errlen);
+		ret = transmit(c, err, errlen);
+		if (ret)
+			return ret;
 	}
-	free(text);
+	conn_forget(c);
 	if (extra)
 		conn_drop(c);
 	ret = parse_reply(line, result, rerr, err, errlen);
 	if (ret && ret != -EREMOTEIO)
 		conn_drop(c);
 	free(line);
+	return ret;
+}
+
+int ibvf_api_conn_call(struct ibvf_api_conn *c, const char *method, json_t *params, int timeout_ms,
+		       json_t **result, struct ibvf_rpc_error *rerr, char *err, size_t errlen)
+{
+	int ret;
+
+	*result = NULL;
+	ret = ibvf_api_conn_send(c, method, params, timeout_ms, err, errlen);
+	if (!ret)
+		ret = ibvf_api_conn_recv(c, result, rerr, err, errlen);
 	return ret;
 }
 
@@ -381,6 +455,7 @@ void ibvf_api_conn_close(struct ibvf_api_conn *c)
 	if (!c)
 		return;
 	conn_drop(c);
+	conn_forget(c);
 	free(c);
 }
 
@@ -396,5 +471,6 @@ int ibvf_api_call(const char *socket_path, const char *method, json_t *params, i
 		return ret;
 	ret = ibvf_api_conn_call(&c, method, params, timeout_ms, result, rerr, err, errlen);
 	conn_drop(&c);
+	conn_forget(&c);
 	return ret;
 }

@@ -3,7 +3,11 @@
  * Client of the ibvfd local API (include/ibvf/api.h), used by the ib-sriov
  * CNI plugin and ibvfctl. ibvf_api_call(): one connection, one request, one
  * reply. A connection object (ibvf_api_conn_*) keeps one connection for
- * several calls in sequence (the plugin's ADD: prepare, then commit).
+ * several calls in sequence (the plugin's ADD: prepare, then commit), and
+ * can send a request and read its reply apart (ibvf_api_conn_send(),
+ * ibvf_api_conn_recv()), so the caller works while ibvfd does (issue 17:
+ * the plugin's DEL moves the netdev back while ibvfd removes the SM
+ * membership).
  */
 #ifndef IBVF_API_CLIENT_H
 #define IBVF_API_CLIENT_H
@@ -51,7 +55,8 @@ int ibvf_api_conn_open(const char *socket_path, struct ibvf_api_conn **out, char
 
 /**
  * ibvf_api_conn_call() - ibvf_api_call() over @c's connection: same
- * arguments, results and errors. The connection stays open after a reply
+ * arguments, results and errors (ibvf_api_conn_send() then
+ * ibvf_api_conn_recv()). The connection stays open after a reply
  * (also an error reply, -EREMOTEIO) and is closed on any other failure.
  * ibvfd closes idle connections (api.idle_timeout_ms, 60 s; sooner, at
  * least 1 s idle, when its connection limit is reached: daemon/engine/
@@ -66,6 +71,34 @@ int ibvf_api_conn_open(const char *socket_path, struct ibvf_api_conn **out, char
  */
 int ibvf_api_conn_call(struct ibvf_api_conn *c, const char *method, json_t *params, int timeout_ms,
 		       json_t **result, struct ibvf_rpc_error *rerr, char *err, size_t errlen);
+
+/**
+ * ibvf_api_conn_send() - the first half of ibvf_api_conn_call(): connect
+ * if needed and send @method with @params (borrowed; NULL = {}); its reply
+ * is read by ibvf_api_conn_recv(), with nothing else sent on @c in between.
+ * @timeout_ms starts here and covers the connect (and its backlog retries),
+ * the send and the reply that ibvf_api_conn_recv() reads, as one call's
+ * does. A kept connection closed before or under the send is replaced as
+ * ibvf_api_conn_call() says.
+ *
+ * Return: 0 (the request is out); -EBUSY (a request sent earlier still
+ * waits for its reply); the errors of ibvf_api_conn_call() that come before
+ * a reply (-ENOENT, -ECONNREFUSED, -EACCES, -ETIMEDOUT, -EPIPE, -ENOMEM).
+ * On failure nothing waits for a reply and @err says why.
+ */
+int ibvf_api_conn_send(struct ibvf_api_conn *c, const char *method, json_t *params, int timeout_ms,
+		       char *err, size_t errlen);
+
+/**
+ * ibvf_api_conn_recv() - the second half: wait (until the deadline of the
+ * send) for the reply of the request ibvf_api_conn_send() sent. A kept
+ * connection closed under the request with no byte of reply is replaced and
+ * the request sent once more, once (as ibvf_api_conn_call()). Results and
+ * errors as ibvf_api_conn_call()'s; -EINVAL when no request was sent. The
+ * request is answered or given up when this returns, either way.
+ */
+int ibvf_api_conn_recv(struct ibvf_api_conn *c, json_t **result, struct ibvf_rpc_error *rerr,
+		       char *err, size_t errlen);
 
 /** ibvf_api_conn_connects() - how many connections @c has made (tests, debug logs). */
 unsigned ibvf_api_conn_connects(const struct ibvf_api_conn *c);

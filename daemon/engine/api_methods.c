@@ -344,6 +344,19 @@ static int parse_release_req(struct ibvf_engine *e, json_t *params, struct eng_r
 	return ret;
 }
 
+/*
+ * release.sm: release's parameters; the SM half of the release only (the
+ * VF's netdev is still in the Pod: attach.c, release_finish()).
+ */
+static int parse_release_sm_req(struct ibvf_engine *e, json_t *params, struct eng_req *req,
+				char *err, size_t errlen)
+{
+	int ret = parse_release_req(e, params, req, err, errlen);
+
+	req->sm_stage = true;
+	return ret;
+}
+
 static int parse_audit(struct ibvf_engine *e, json_t *params, struct eng_req *req, char *err,
 		       size_t errlen)
 {
@@ -419,6 +432,15 @@ static json_t *release_json(struct op *op)
 	if (r && op->sm_removal_pending)
 		json_object_set_new(r, "sm_removal_pending", json_true());
 	return r;
+}
+
+/* release.sm: {held: false} or {held: true, guid, sm_removed} */
+static json_t *release_sm_json(struct op *op)
+{
+	if (!op->created)
+		return json_pack("{s:b}", "held", 0);
+	return json_pack("{s:b,s:o,s:b}", "held", 1, "guid", guid_json(op->a.guid), "sm_removed",
+			 op->sm_removed);
 }
 
 static json_t *guids_json(const struct eng_guids *l)
@@ -603,6 +625,7 @@ static const struct api_method methods[] = {
 	{"prepare", OP_PREPARE, parse_prepare, prepare_json, false},
 	{"commit", OP_COMMIT, parse_owner_req, commit_json, false},
 	{"release", OP_RELEASE, parse_release_req, release_json, false},
+	{"release.sm", OP_RELEASE, parse_release_sm_req, release_sm_json, false},
 	{"status", OP_STATUS, NULL, status_json, false},
 	{"list", OP_LIST, parse_list, list_json, true},
 	{"gc", OP_GC, parse_gc, gc_json, false},

@@ -209,6 +209,8 @@ static bool sm_removal_verified(struct ibvf_engine *e, const struct ibvf_alloc *
 	}
 }
 
+static void note_drop_guid(struct ibvf_engine *e, uint64_t guid);
+
 /* --------------------------------------------------------------- undo -- */
 
 /* The GUIDs a released VF gets: parked value, else pre-attach (0 if it was ours). */
@@ -301,6 +303,7 @@ static int undo_finish(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_fail
 	ibvf_timing_mark_current("store_release");
 	if (ret < 0)
 		return ret;
+	note_drop_guid(e, a->guid); /* released: no release.sm of it is pending any more */
 	log_info("GUID %s released (container %.12s ifname %s)", ibvf_guid_format(a->guid, s),
 		 a->owner.container_id, a->owner.ifname);
 	return 0;
@@ -891,6 +894,8 @@ static bool prepare_warm(struct op *op)
 /* Return: true when the op was handed on (SM listing or batcher): hands off. */
 static bool prepare_begin(struct op *op)
 {
+	/* the owner asks again: a release.sm note of it no longer stands (attach.c notes) */
+	eng_sm_note_drop(op->e, &op->req.owner);
 	if (!prepare_check(op))
 		return false;
 	if (op->warm) {
@@ -1008,6 +1013,111 @@ static void prepare_sm_done(struct op *op)
 	prepare_result(op);
 }
 
+/* --------------------------------------------------- release.sm notes -- */
+
+int eng_sm_notes_new(struct ibvf_engine *e)
+{
+	e->sm_notes = calloc(ENG_SM_NOTES, sizeof(*e->sm_notes));
+	return e->sm_notes ? 0 : -ENOMEM;
+}
+
+void eng_sm_notes_free(struct ibvf_engine *e)
+{
+	free(e->sm_notes);
+	e->sm_notes = NULL;
+}
+
+/* The slot of @key's note, or NULL; under e->lock. */
+static struct eng_sm_note *note_find(struct ibvf_engine *e, const char *key)
+{
+	for (size_t i = 0; i < ENG_SM_NOTES; i++)
+		if (e->sm_notes[i].owner[0] && !strcmp(e->sm_notes[i].owner, key))
+			return &e->sm_notes[i];
+	return NULL;
+}
+
+/* release.sm saw the SM without @guid for @owner: note it (the oldest note makes room). */
+static void note_set(struct ibvf_engine *e, const struct ibvf_owner *owner, uint64_t guid)
+{
+	struct eng_sm_note *n;
+	char key[sizeof(n->owner)];
+
+	eng_owner_key(owner, key, sizeof(key));
+	pthread_mutex_lock(&e->lock);
+	n = note_find(e, key);
+	if (!n) {
+		n = &e->sm_notes[e->sm_note_next];
+		e->sm_note_next = (e->sm_note_next + 1) % ENG_SM_NOTES;
+	}
+	snprintf(n->owner, sizeof(n->owner), "%s", key);
+	n->guid = guid;
+	n->gen = e->sm_gen;
+	pthread_mutex_unlock(&e->lock);
+}
+
+/*
+ * The plain release of @owner (record of @guid): take its note away. Return:
+ * true when it was current (same GUID, nothing since that may have changed
+ * the membership): the SM removal and its read-back are done.
+ */
+static bool note_take(struct ibvf_engine *e, const struct ibvf_owner *owner, uint64_t guid)
+{
+	struct eng_sm_note *n;
+	char key[sizeof(n->owner)];
+	bool current = false;
+
+	eng_owner_key(owner, key, sizeof(key));
+	pthread_mutex_lock(&e->lock);
+	n = note_find(e, key);
+	if (n) {
+		current = n->guid == guid && n->gen == e->sm_gen;
+		n->owner[0] = 0;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return current;
+}
+
+void eng_sm_note_drop(struct ibvf_engine *e, const struct ibvf_owner *owner)
+{
+	struct eng_sm_note *n;
+	char key[sizeof(n->owner)];
+
+	eng_owner_key(owner, key, sizeof(key));
+	pthread_mutex_lock(&e->lock);
+	n = note_find(e, key);
+	if (n)
+		n->owner[0] = 0;
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Forget the notes of @guid (its record is released). */
+static void note_drop_guid(struct ibvf_engine *e, uint64_t guid)
+{
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < ENG_SM_NOTES; i++)
+		if (e->sm_notes[i].guid == guid)
+			e->sm_notes[i].owner[0] = 0;
+	pthread_mutex_unlock(&e->lock);
+}
+
+void eng_sm_notes_stale(struct ibvf_engine *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->sm_gen++;
+	pthread_mutex_unlock(&e->lock);
+}
+
+bool eng_sm_note_pending(struct ibvf_engine *e, uint64_t guid)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; !found && i < ENG_SM_NOTES; i++)
+		found = e->sm_notes[i].owner[0] && e->sm_notes[i].guid == guid;
+	pthread_mutex_unlock(&e->lock);
+	return found;
+}
+
 /* ------------------------------------------------ commit, release, gc -- */
 
 static void do_commit(struct op *op)
@@ -1016,6 +1126,8 @@ static void do_commit(struct op *op)
 	char err[IBVF_ERR_LEN];
 	int ret;
 
+	/* a commit of the owner may follow a prepare that added its membership again */
+	eng_sm_note_drop(e, &op->req.owner);
 	ret = ibvf_pool_find_owner(e->pool, op->req.owner.container_id, op->req.owner.ifname,
 				   &op->a, err, sizeof(err));
 	ibvf_timing_mark(&op->timing, "store_read");
@@ -1121,6 +1233,8 @@ static bool release_begin(struct op *op)
 		ret = find_adopted(op, err, sizeof(err));
 	ibvf_timing_mark(&op->timing, "store_read");
 	if (ret == -ENOENT) {
+		if (!op->req.sm_stage)
+			eng_sm_note_drop(e, &op->req.owner);
 		op->have_result = true; /* released: false */
 		return false;
 	}
@@ -1131,6 +1245,16 @@ static bool release_begin(struct op *op)
 		return false;
 	}
 	op->created = true; /* op->a is valid for release_finish() */
+	/*
+	 * The plain release after a release.sm whose note still stands: the SM
+	 * was seen without the GUID and nothing since could have added it
+	 * (no prepare or commit of the owner, no reconciliation pass, no SM
+	 * backend failure, no restart): the VF half only. In doubt: remove.
+	 */
+	if (!op->req.sm_stage && note_take(e, &op->req.owner, op->a.guid)) {
+		op->sm_noted = true;
+		return false; /* release_finish() next */
+	}
 	/* "releasing" may be a retry: the record may or may not still be in the SM */
 	if (!op->a.n_pkeys)
 		return false; /* no PKeys: nothing in the SM, release_finish() next */
@@ -1149,7 +1273,7 @@ static void release_finish(struct op *op)
 		log_warn("GUID %s: SM removal failed, reconciliation will retry: %s",
 			 ibvf_guid_format(op->a.guid, s), op->sm_msg);
 	failed = op->sm_status != 0;
-	if (!failed && op->a.n_pkeys) {
+	if (!failed && op->a.n_pkeys && !op->sm_noted) {
 		struct sm_seen f;
 		bool left = take_listed(op, &f, err, sizeof(err)) != 0;
 
@@ -1159,6 +1283,20 @@ static void release_finish(struct op *op)
 			left = seen_has(&f, op->a.pkeys[i]);
 		/* still listed (or unknown): remove again and read back, else pending */
 		failed = left && !sm_removal_verified(op->e, &op->a);
+	}
+	if (op->req.sm_stage) {
+		/*
+		 * release.sm: the VF's netdev is still in the Pod. Nothing of the
+		 * VF is touched (no reset, rebind, warm hand-over or quarantine:
+		 * the plugin moves the netdev back now); the record stays
+		 * "releasing" for the plain release, which a note spares the SM
+		 * half when the SM was seen without the GUID.
+		 */
+		if (!failed)
+			note_set(op->e, &op->req.owner, op->a.guid);
+		op->have_result = true;
+		op->sm_removed = !failed;
+		return;
 	}
 	/* vf.warm: the VF's new GUID is set by the next warm pass, off the DEL's path */
 	if (!failed && eng_warm_release(op->e, &op->a)) {
@@ -1258,7 +1396,14 @@ static void do_gc(struct op *op)
 		}
 		/* re-read under the keys: it may have changed since the listing */
 		ret = ibvf_pool_get(e->pool, a->guid, a, err, sizeof(err));
-		if (!ret && a->state != IBVF_ALLOC_QUARANTINED) {
+		if (!ret && a->state == IBVF_ALLOC_RELEASING && eng_sm_note_pending(e, a->guid)) {
+			/*
+			 * its DEL sent release.sm and may be moving the netdev
+			 * back right now: no VF reset under the move; its
+			 * release (or a pass once the netdev is back) ends it
+			 */
+			guids_add(&op->gc_skipped, a->guid);
+		} else if (!ret && a->state != IBVF_ALLOC_QUARANTINED) {
 			ret = eng_undo(e, a, a->state >= IBVF_ALLOC_SM_REQUESTED, &pending, err,
 				       sizeof(err));
 			if (ret)

@@ -634,6 +634,11 @@ static int rec_undo(void *ctx, struct ibvf_alloc *a, bool sm_touched, bool *sm_p
 	return eng_undo(ctx, a, sm_touched, sm_pending, err, errlen);
 }
 
+static bool rec_release_staged(void *ctx, uint64_t guid)
+{
+	return eng_sm_note_pending(ctx, guid);
+}
+
 static uint64_t rec_parked_guid(void *ctx)
 {
 	struct ibvf_engine *e = ctx;
@@ -651,6 +656,7 @@ static const struct ibvf_reconcile_ops rec_ops = {
 	.drop = rec_drop,
 	.undo = rec_undo,
 	.parked_guid = rec_parked_guid,
+	.release_staged = rec_release_staged,
 };
 
 /* Every finding of a pass counts in ibvf_reconcile_findings_total, then goes to the caller's. */
@@ -705,7 +711,10 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	e->reconcile_running = true;
 	env.check_sm = e->sm_ok || !e->reconciled;
 	pthread_mutex_unlock(&e->lock);
+	/* a pass may change memberships: release.sm notes from before it are stale */
+	eng_sm_notes_stale(e);
 	ret = ibvf_reconcile_run(&env, mode, counted_finding, &counted, err, errlen);
+	eng_sm_notes_stale(e);
 	eng_metrics_reconcile((double)(ibvf_mono_ns() - t0) / 1e9, ret);
 	pthread_mutex_lock(&e->lock);
 	e->reconcile_running = false;
@@ -940,7 +949,7 @@ int ibvf_engine_new(const struct ibvf_engine_opts *o, struct ibvf_engine **out, 
 	ibvf_engine_reload(e, o->cfg);
 	e->ckpt_ms = o->checkpoint_ms ? o->checkpoint_ms : 1000;
 	ret = ibvf_sm_batch_new(&bo, &e->batch, err, errlen);
-	if (!ret && eng_warm_new(e))
+	if (!ret && (eng_warm_new(e) || eng_sm_notes_new(e)))
 		ret = ibvf_errf(err, errlen, -ENOMEM, "out of memory");
 	if (!ret)
 		ret = ibvf_workq_new(o->loop, o->cfg->daemon.workers, &e->wq, err, errlen);
@@ -1001,6 +1010,8 @@ int ibvf_engine_validate_sm(struct ibvf_engine *e)
 	pthread_mutex_lock(&e->lock);
 	was = e->sm_ok;
 	e->sm_ok = ret == 0;
+	if (ret || !was) /* an SM that failed or came back may hold other memberships */
+		e->sm_gen++;
 	e->sm_errno = ret;
 	e->sm_checked_ms = ibvf_wall_ms();
 	e->sm_checked_seq = bs.last_call.seq;
@@ -1116,6 +1127,7 @@ void ibvf_engine_free(struct ibvf_engine *e)
 	ibvf_sm_batch_free(e->batch);
 	ibvf_pool_close(e->pool);
 	eng_warm_free(e);
+	eng_sm_notes_free(e);
 	while (e->waiting) {
 		struct op *op = e->waiting;
 

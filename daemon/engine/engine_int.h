@@ -85,6 +85,23 @@ struct ibvf_engine {
 	size_t vf_inflight;  /* prepare, release, gc, undo not yet answered (warm_vf.c waits) */
 	bool warm;	     /* vf.warm: keep free VFs warm (warm_vf.c) */
 	struct eng_warm *wm; /* warm_vf.c's state, under lock */
+	/* release.sm notes (attach.c, eng_sm_note_*()): memory only, under lock */
+	struct eng_sm_note *sm_notes; /* ENG_SM_NOTES slots, a ring */
+	size_t sm_note_next;
+	uint64_t sm_gen; /* bumped by what may change SM memberships behind a note */
+};
+
+/*
+ * A release.sm that saw the SM without the owner's GUID: the plain release
+ * that follows skips the SM removal and its read-back while the note is
+ * current (same owner and GUID, no bump of sm_gen since). Memory only: a
+ * restart forgets every note, so that release removes and verifies again.
+ */
+#define ENG_SM_NOTES 256
+struct eng_sm_note {
+	char owner[160]; /* eng_owner_key() of the request's owner; "" = free slot */
+	uint64_t guid;
+	uint64_t gen; /* sm_gen when the removal was verified */
 };
 
 enum op_kind {
@@ -124,6 +141,7 @@ struct eng_req {
 	char network[254];
 	bool has_network;
 	bool fix;		    /* audit */
+	bool sm_stage;		    /* release.sm: the SM half only, VF untouched */
 	struct eng_owner_id *valid; /* gc */
 	size_t n_valid;
 	size_t limit, offset; /* list */
@@ -218,6 +236,8 @@ struct op {
 	/* typed results (code == 0), turned into JSON by api_methods.c */
 	bool have_result;
 	bool released, sm_removal_pending; /* release */
+	bool sm_removed;		   /* release.sm: the SM is seen without the GUID */
+	bool sm_noted;			   /* release: a current release.sm note: SM skipped */
 	struct eng_guids gc_released, gc_skipped;
 	/* status only (api_methods.c allocates it): 6.8 KB that every other op
 	 * zeroed and page-faulted in, ~2.5% of ibvfd's CPU in a prepare burst */
@@ -302,6 +322,34 @@ void eng_set_error(struct op *op, int code, int err_no, const char *step, const 
  */
 int eng_undo(struct ibvf_engine *e, struct ibvf_alloc *a, bool sm_touched, bool *sm_pending,
 	     char *err, size_t errlen);
+
+/**
+ * eng_sm_notes_new() - the release.sm note table of @e. Return: 0 or -ENOMEM.
+ * Freed by eng_sm_notes_free().
+ */
+int eng_sm_notes_new(struct ibvf_engine *e);
+void eng_sm_notes_free(struct ibvf_engine *e);
+
+/**
+ * eng_sm_note_drop() - forget @owner's release.sm note: a prepare or commit
+ * of that owner may add its membership again (any thread).
+ */
+void eng_sm_note_drop(struct ibvf_engine *e, const struct ibvf_owner *owner);
+
+/**
+ * eng_sm_notes_stale() - every release.sm note stops being current (their
+ * releases remove and verify again): a reconciliation pass, an SM backend
+ * that failed validation or came back. Notes stay for
+ * eng_sm_note_pending().
+ */
+void eng_sm_notes_stale(struct ibvf_engine *e);
+
+/**
+ * eng_sm_note_pending() - has a release.sm of @guid been answered whose
+ * plain release has not come yet? (Its VF's netdev may still be in the Pod:
+ * reconciliation leaves the VF alone, reconcile.c.)
+ */
+bool eng_sm_note_pending(struct ibvf_engine *e, uint64_t guid);
 
 /* ---- warm_vf.c (issue 17 item 3) ---- */
 

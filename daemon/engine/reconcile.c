@@ -11,7 +11,9 @@
  *    as port_ready (its lazy port_ready write was lost: port_ready_lost()); a
  *    warm VF's record at "allocated" (vf.warm) is left to the warm pass,
  *    which finishes it (and the VF meanwhile carries no tenant's PKey);
- *  - records in "releasing" are finished (SM removal, VF reset, pool release);
+ *  - records in "releasing" are finished (SM removal, VF reset, pool release),
+ *    but one whose release.sm was answered and whose VF netdev is not back in
+ *    the host yet is left to its DEL (releasing_in_pod());
  *  - port_ready / handed records whose membership the SM lost are re-pushed;
  *    a VF whose GUID differs from the record is reported (drift);
  *  - SM members in the ibvf ranges that no record holds ("sm-orphan"), or
@@ -501,6 +503,37 @@ static int port_ready_lost(struct rec_ctx *r, struct ibvf_alloc *a, struct ibvf_
 	return 1;
 }
 
+/*
+ * A "releasing" record whose release.sm was answered and whose plain release
+ * has not come (ops->release_staged, memory only), with its VF still carrying
+ * the GUID, a driver bound and no netdev in ibvfd's netns: the plugin's DEL
+ * is moving the netdev back from the Pod right now, or was killed before it
+ * did. The VF is not reset under that move (a rebind would race it): the
+ * record is left as it is (ibvfd's gc skips it too, attach.c do_gc()), and
+ * finished by the plain release of the DEL (or of the runtime's retried
+ * DEL), or by a pass once the netdev is back in the host (the Pod's netns
+ * gone: the kernel returns it). Return: true when left (a notice).
+ */
+static bool releasing_in_pod(struct rec_ctx *r, const struct ibvf_alloc *a)
+{
+	const struct ibvf_reconcile_env *env = r->env;
+	struct ibvf_attach_vf vf;
+	char err[IBVF_ERR_LEN], s[IBVF_GUID_STR_LEN];
+
+	if (a->state != IBVF_ALLOC_RELEASING || !a->pci[0] || !env->ops->release_staged ||
+	    !env->ops->release_staged(env->ctx, a->guid) ||
+	    env->vf->lookup(env->vf->ctx, a->pci, &vf, err, sizeof(err)) || !vf.guids_known ||
+	    vf.port_guid != a->guid || vf.unbound || (vf.netdev[0] && if_nametoindex(vf.netdev)))
+		return false;
+	finding(r, "releasing-in-pod", false, a->guid, -1, a->pci,
+		"none: the DEL's release finishes it, or a pass once the netdev is in the host",
+		false,
+		"GUID %s of container %.12s ifname %s is releasing (SM half done), its VF %s's "
+		"netdev is not in the host netns yet: left to the DEL moving it back",
+		ibvf_guid_format(a->guid, s), a->owner.container_id, a->owner.ifname, a->pci);
+	return true;
+}
+
 /* One store record: resume/roll back, check VF and SM. */
 static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_listed)
 {
@@ -568,6 +601,11 @@ static void check_record(struct rec_ctx *r, struct ibvf_alloc *snap, bool sm_lis
 	if (a.state < IBVF_ALLOC_PORT_READY || a.state == IBVF_ALLOC_RELEASING) {
 		bool mid = a.state != IBVF_ALLOC_RELEASING;
 		const char *st = ibvf_alloc_state_name(a.state);
+
+		if (releasing_in_pod(r, &a)) {
+			snap->state = IBVF_ALLOC_RELEASING; /* handled here: not an SM orphan */
+			goto out;
+		}
 
 		/*
 		 * A store that lost records may show an older state of the row (a
@@ -905,7 +943,11 @@ static void check_vf_orphans(struct rec_ctx *r, bool fix)
 			ibvf_guid_format(vf->port_guid, s);
 		}
 		ret = ibvf_pool_find_pci(env->pool, vf->pci, &a, err, sizeof(err));
-		if (ret == 0 && a.guid == vf->port_guid && a.state != IBVF_ALLOC_RELEASING) {
+		/* (a releasing record whose release.sm was answered: its DEL's, releasing_in_pod())
+		 */
+		if (ret == 0 && a.guid == vf->port_guid &&
+		    (a.state != IBVF_ALLOC_RELEASING ||
+		     (env->ops->release_staged && env->ops->release_staged(env->ctx, a.guid)))) {
 			env->ops->drop(env->ctx, hold);
 			continue;
 		}

@@ -54,6 +54,9 @@ typedef void (*ibvf_finding_fn)(void *arg, const struct ibvf_reconcile_finding *
  * @undo:        walk an allocation back (SM removal when @sm_touched, VF
  *               reset, pool release); as eng_undo() in engine_int.h.
  * @parked_guid: the GUID an orphan VF is reset to (0: none).
+ * @release_staged: (may be NULL) was a release.sm of @guid answered whose
+ *               plain release has not come (the plugin's DEL moves the VF's
+ *               netdev back between the two)? Memory only.
  */
 struct ibvf_reconcile_ops {
 	bool (*in_ranges)(void *ctx, uint64_t guid);
@@ -62,6 +65,7 @@ struct ibvf_reconcile_ops {
 	int (*undo)(void *ctx, struct ibvf_alloc *a, bool sm_touched, bool *sm_pending, char *err,
 		    size_t errlen);
 	uint64_t (*parked_guid)(void *ctx);
+	bool (*release_staged)(void *ctx, uint64_t guid);
 };
 
 /** What a pass works on. */

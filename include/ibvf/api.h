@@ -24,6 +24,15 @@
  *            Walks everything back; succeeds when nothing is held (idempotent).
  *            sm_removal_pending: the VF is clean and free, the SM removal failed
  *            and is retried by reconciliation.
+ *   release.sm {owner, pci?, guid?} → {held: bool, guid?, sm_removed?}
+ *            The SM half of a release while the VF's netdev is still in the
+ *            Pod (the CNI DEL, before it moves the netdev back): "releasing"
+ *            persisted, the SM removal done and read back; the VF is not
+ *            touched and the record stays "releasing" for the plain release,
+ *            which skips the removal when this one saw it verified (a note in
+ *            memory; a prepare/commit of the owner, a reconciliation pass or
+ *            a restart ends it). An ibvfd without it answers
+ *            IBVF_RPC_METHOD_NOT_FOUND (docs/api.md, "release.sm").
  *   status   {} → {ready, not_ready: [{check, reason}], version,
  *                  backend: {name, ok, description, error?, checked_ms,
  *                            last_call, last_add, last_remove},

@@ -7,7 +7,11 @@
  * The rules: a kept connection is reused; one the server closed is replaced
  * (reconnect after close); a request the server dropped unanswered on a kept
  * connection is sent once more, never twice; a request with part of its
- * reply read is never sent again; the one-shot call never sends twice.
+ * reply read is never sent again; the one-shot call never sends twice. The
+ * split call (ibvf_api_conn_send(), then ibvf_api_conn_recv()) keeps them:
+ * the request is out before the caller's work between the two, one request
+ * waits at a time, the resend happens in the receive, the deadline runs from
+ * the send.
  */
 #include <errno.h>
 #include <poll.h>
@@ -35,6 +39,8 @@ enum act {
 	ANSWER_CLOSE, /* answer, close */
 	DROP,	      /* read the request, close without answering */
 	PARTIAL,      /* read the request, send half an answer, close */
+	HOLD,	      /* read the request, never answer, read the next */
+	LATE,	      /* read the request, answer 100 ms later (the client may be gone) */
 };
 
 #define MAX_ACTS 8
@@ -120,9 +126,17 @@ static void *serve(void *arg)
 			next++;
 			if (a == ANSWER_KEEP || a == ANSWER_CLOSE)
 				answer(fd, line, conn);
+			if (a == LATE) {
+				static const char late[] =
+					"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+
+				usleep(100 * 1000);
+				/* MSG_NOSIGNAL: the client timed out and closed, no SIGPIPE */
+				(void)!send(fd, late, sizeof(late) - 1, MSG_NOSIGNAL);
+			}
 			if (a == PARTIAL)
 				assert_int_equal(write(fd, "{\"jsonrpc\":", 11), 11);
-			if (a != ANSWER_KEEP) {
+			if (a != ANSWER_KEEP && a != HOLD && a != LATE) {
 				note_close(f, fd);
 				break;
 			}
@@ -331,6 +345,120 @@ static void test_one_shot_never_resends(void **state)
 	fake_stop(f);
 }
 
+/* Wait until the server has read @n requests (meson's timeout bounds it). */
+static void fake_wait_requests(struct fake *f, int n)
+{
+	pthread_mutex_lock(&f->lock);
+	while (f->requests < n) {
+		pthread_mutex_unlock(&f->lock);
+		usleep(1000);
+		pthread_mutex_lock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * Send, work, receive: the request reaches the server before the receive
+ * (the caller's work overlaps ibvfd's), one request waits at a time, a
+ * receive with nothing sent is refused, and the connection is kept for the
+ * next call as after ibvf_api_conn_call().
+ */
+static void test_split_send_recv(void **state)
+{
+	struct fake *f = fake_start(NULL, 0);
+	struct ibvf_api_conn *c = open_conn(f);
+	char err[256];
+	json_t *r = NULL;
+	int conn;
+
+	(void)state;
+	assert_int_equal(ibvf_api_conn_recv(c, &r, NULL, err, sizeof(err)), -EINVAL);
+	assert_int_equal(ibvf_api_conn_send(c, "echo", NULL, 5000, err, sizeof(err)), 0);
+	fake_wait_requests(f, 1); /* out before any receive: the caller's work overlaps */
+	assert_int_equal(ibvf_api_conn_send(c, "echo", NULL, 5000, err, sizeof(err)), -EBUSY);
+	assert_int_equal(ibvf_api_conn_recv(c, &r, NULL, err, sizeof(err)), 0);
+	assert_int_equal(json_integer_value(json_object_get(r, "conn")), 1);
+	json_decref(r);
+	r = NULL;
+	assert_int_equal(ibvf_api_conn_recv(c, &r, NULL, err, sizeof(err)), -EINVAL);
+	assert_int_equal(call(c, &conn), 0);
+	assert_int_equal(conn, 1);
+	assert_int_equal(ibvf_api_conn_connects(c), 1);
+	assert_int_equal(requests(f), 2);
+	ibvf_api_conn_close(c);
+	fake_stop(f);
+}
+
+/* Split over a kept connection closed under the request: the receive sends it once more. */
+static void test_split_dropped_sent_again(void **state)
+{
+	static const enum act acts[] = {ANSWER_KEEP, DROP, ANSWER_KEEP, DROP, DROP};
+	struct fake *f = fake_start(acts, 5);
+	struct ibvf_api_conn *c = open_conn(f);
+	char err[256];
+	json_t *r = NULL;
+	int conn;
+
+	(void)state;
+	assert_int_equal(call(c, &conn), 0);
+	assert_int_equal(ibvf_api_conn_send(c, "echo", NULL, 5000, err, sizeof(err)), 0);
+	fake_wait_closes(f, 1); /* dropped unanswered while the caller worked */
+	assert_int_equal(ibvf_api_conn_recv(c, &r, NULL, err, sizeof(err)), 0);
+	assert_int_equal(json_integer_value(json_object_get(r, "conn")), 2);
+	json_decref(r);
+	assert_int_equal(requests(f), 3);
+	/* dropped twice: one resend only, then the error */
+	assert_int_equal(ibvf_api_conn_send(c, "echo", NULL, 5000, err, sizeof(err)), 0);
+	assert_int_equal(ibvf_api_conn_recv(c, &r, NULL, err, sizeof(err)), -ECONNRESET);
+	assert_null(r);
+	fake_wait_closes(f, 3);
+	assert_int_equal(requests(f), 5);
+	assert_int_equal(ibvf_api_conn_connects(c), 3);
+	ibvf_api_conn_close(c);
+	fake_stop(f);
+}
+
+/*
+ * The deadline runs from the send: a reply that comes after it (the server
+ * answers 100 ms after a 20 ms timeout, the receive starts 50 ms after the
+ * send) is no reply in time, and the connection is given up; the next call
+ * makes a new connection. No timing is asserted, only the outcome.
+ */
+static void test_split_deadline_from_send(void **state)
+{
+	static const enum act acts[] = {LATE, ANSWER_KEEP};
+	struct fake *f = fake_start(acts, 2);
+	struct ibvf_api_conn *c = open_conn(f);
+	char err[256];
+	json_t *r = NULL;
+	int conn;
+
+	(void)state;
+	assert_int_equal(ibvf_api_conn_send(c, "echo", NULL, 20, err, sizeof(err)), 0);
+	usleep(50 * 1000); /* the caller's work outlasts the timeout */
+	assert_int_equal(ibvf_api_conn_recv(c, &r, NULL, err, sizeof(err)), -ETIMEDOUT);
+	assert_non_null(strstr(err, "no reply in time"));
+	assert_int_equal(call(c, &conn), 0);
+	assert_int_equal(conn, 2);
+	ibvf_api_conn_close(c);
+	fake_stop(f);
+}
+
+/* Closed with a request waiting for its reply: nothing leaks (valgrind/ASan builds). */
+static void test_split_close_pending(void **state)
+{
+	static const enum act acts[] = {HOLD};
+	struct fake *f = fake_start(acts, 1);
+	struct ibvf_api_conn *c = open_conn(f);
+	char err[256];
+
+	(void)state;
+	assert_int_equal(ibvf_api_conn_send(c, "echo", NULL, 5000, err, sizeof(err)), 0);
+	ibvf_api_conn_close(c);
+	fake_wait_closes(f, 1);
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +468,10 @@ int main(void)
 		cmocka_unit_test(test_resent_once_only),
 		cmocka_unit_test(test_partial_reply_not_sent_again),
 		cmocka_unit_test(test_one_shot_never_resends),
+		cmocka_unit_test(test_split_send_recv),
+		cmocka_unit_test(test_split_dropped_sent_again),
+		cmocka_unit_test(test_split_deadline_from_send),
+		cmocka_unit_test(test_split_close_pending),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

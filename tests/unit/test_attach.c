@@ -3243,6 +3243,206 @@ static void test_lazy_port_ready(void **state)
 	assert_int_equal(store_state(f, g), IBVF_ALLOC_HANDED);
 }
 
+/* ------------------------------- release.sm: the SM half before the move -- */
+
+static json_t *rel_params(const char *cid)
+{
+	return json_pack("{s:o}", "owner", owner(cid, "net1"));
+}
+
+/*
+ * release.sm (the plugin's DEL, the VF's netdev still in the Pod): the SM is
+ * seen without the GUID, the record is releasing, the VF untouched (GUID,
+ * no program call: no reset, no rebind); the plain release after it makes no
+ * SM removal call and no read-back listing, and resets the VF. Nothing held:
+ * {held: false}.
+ */
+static void test_release_sm_stage(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm1", 30);
+	unsigned removes = f->ctl->remove_calls, programs = fv.program_calls, lists;
+	json_t *r;
+
+	r = call(f, "release.sm", rel_params("rsm1"));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "held")));
+	assert_true(json_is_true(json_object_get(r, "sm_removed")));
+	assert_int_equal(guid_of(r), g);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(f->ctl->remove_calls, removes + 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_RELEASING);
+	assert_int_equal(fv.vf[30].port, g);
+	assert_int_equal(fv.vf[30].node, g);
+	assert_int_equal(fv.program_calls, programs);
+	/* a second one (a retried DEL): the same, still nothing of the VF */
+	call(f, "release.sm", rel_params("rsm1"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(fv.vf[30].port, g);
+	assert_int_equal(fv.program_calls, programs);
+	removes = f->ctl->remove_calls;
+	lists = f->ctl->list_calls;
+
+	r = call(f, "release", rel_params("rsm1"));
+	assert_int_equal(f->code[0], 0);
+	assert_true(json_is_true(json_object_get(r, "released")));
+	assert_null(json_object_get(r, "sm_removal_pending"));
+	assert_int_equal(f->ctl->remove_calls, removes); /* the note: no SM removal */
+	assert_int_equal(f->ctl->list_calls, lists);	 /* ... and no read-back */
+	assert_int_equal(fv.vf[30].port, 0);		 /* the VF is reset */
+	assert_int_equal(fv.program_calls, programs + 1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	/* the note is used up: another release holds nothing */
+	r = call(f, "release.sm", rel_params("rsm1"));
+	assert_int_equal(f->code[0], 0);
+	assert_false(json_is_true(json_object_get(r, "held")));
+	assert_no_foreign(f, "after the staged release");
+}
+
+/* An SM that failed the stage-1 removal: no note; the plain release removes as today. */
+static void test_release_sm_stage_failed(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm2", 31);
+	unsigned removes;
+	json_t *r;
+
+	f->ctl->lie_remove = 2; /* the removal and its one retry answer OK, remove nothing */
+	r = call(f, "release.sm", rel_params("rsm2"));
+	assert_int_equal(f->code[0], 0);
+	assert_false(json_is_true(json_object_get(r, "sm_removed")));
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), IBVF_MEMBER_FULL);
+	assert_int_equal(fv.vf[31].port, g);
+	removes = f->ctl->remove_calls;
+	r = call(f, "release", rel_params("rsm2"));
+	assert_int_equal(f->code[0], 0);
+	assert_true(f->ctl->remove_calls > removes);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED); /* never before seen gone */
+}
+
+/* A prepare of the same owner between the two: the plain release removes (and verifies) again. */
+static void test_release_sm_then_prepare(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm3", 32);
+	unsigned removes;
+
+	call(f, "release.sm", rel_params("rsm3"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	call(f, "prepare", prep_params("rsm3", pci_of(32), "0x0016"));
+	removes = f->ctl->remove_calls;
+	call(f, "release", rel_params("rsm3"));
+	assert_int_equal(f->code[0], 0);
+	assert_true(f->ctl->remove_calls > removes);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_int_equal(fv.vf[32].port, 0);
+	assert_no_foreign(f, "after a prepare between the stages");
+}
+
+/* An ibvfd restart between the two (notes are memory only): the plain release removes again. */
+static void test_release_sm_then_restart(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm4", 33);
+	unsigned removes;
+
+	call(f, "release.sm", rel_params("rsm4"));
+	assert_int_equal(f->code[0], 0);
+	restart_engine(f, false);
+	assert_int_equal(ibvf_engine_validate_sm(f->e), 0);
+	removes = f->ctl->remove_calls;
+	call(f, "release", rel_params("rsm4"));
+	assert_int_equal(f->code[0], 0);
+	assert_true(f->ctl->remove_calls > removes);
+	assert_int_equal(fv.vf[33].port, 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+}
+
+/*
+ * The plugin killed between release.sm and the move: reconciliation leaves
+ * the VF whose netdev is still in the Pod alone (no reset under a move), and
+ * a pass after it is back in the host finishes the release; a pass also makes
+ * the note stale, so a plain release after one removes again. A retried DEL
+ * (release.sm, then release) ends released.
+ */
+static void test_release_sm_killed_between(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm5", 34), g2 = attach_one(f, "rsm6", 35);
+	json_t *fnd = json_array(), *it;
+	unsigned programs, removes;
+	bool seen = false;
+	size_t i;
+
+	call(f, "release.sm", rel_params("rsm5"));
+	assert_int_equal(f->code[0], 0);
+	programs = fv.program_calls;
+	assert_int_equal(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, fnd, NULL, 0), 0);
+	json_array_foreach(fnd, i, it)
+	{
+		const char *k = json_string_value(json_object_get(it, "kind"));
+
+		seen |= k && !strcmp(k, "releasing-in-pod");
+	}
+	json_decref(fnd);
+	assert_true(seen);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_RELEASING);
+	assert_int_equal(fv.vf[34].port, g);
+	assert_int_equal(fv.program_calls, programs);
+	/* the Pod's netns is gone (or the move happened): a pass finishes it */
+	pthread_mutex_lock(&fv.lock);
+	fv.vf[34].host_netdev = true;
+	pthread_mutex_unlock(&fv.lock);
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, "releasing"), 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[34].port, 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+
+	/* the retried DEL: stage 1 again after a pass, then the plain release */
+	call(f, "release.sm", rel_params("rsm6"));
+	assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_int_equal(store_state(f, g2), IBVF_ALLOC_RELEASING);
+	removes = f->ctl->remove_calls;
+	call(f, "release", rel_params("rsm6")); /* the pass made the note stale */
+	assert_int_equal(f->code[0], 0);
+	assert_true(f->ctl->remove_calls > removes);
+	call(f, "release.sm", rel_params("rsm6"));
+	assert_false(json_is_true(json_object_get(f->result[0], "held")));
+	call(f, "release", rel_params("rsm6"));
+	assert_false(json_is_true(json_object_get(f->result[0], "released")));
+	assert_int_equal(store_state(f, g2), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[35].port, 0);
+	assert_no_foreign(f, "after the killed DEL");
+}
+
+/*
+ * ibvfd's gc (the runtime's CNI GC) while a DEL is between release.sm and
+ * release: the owner is not valid any more, but its VF may be moving back
+ * right now: skipped (skipped_busy), VF untouched; the DEL's release ends it.
+ */
+static void test_release_sm_gc_skips(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm7", 36);
+	json_t *r;
+
+	call(f, "release.sm", rel_params("rsm7"));
+	assert_int_equal(f->code[0], 0);
+	r = call(f, "gc", json_pack("{s:[]}", "valid"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(json_array_size(json_object_get(r, "released")), 0);
+	assert_int_equal(json_array_size(json_object_get(r, "skipped_busy")), 1);
+	assert_int_equal(fv.vf[36].port, g);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_RELEASING);
+	call(f, "release", rel_params("rsm7"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(fv.vf[36].port, 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3302,6 +3502,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lazy_port_ready_lost_warm, setup_warm,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_port_ready, setup_sync_full, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_stage, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_stage_failed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_then_prepare, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_then_restart, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_killed_between, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_gc_skips, setup, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,

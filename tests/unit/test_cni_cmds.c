@@ -1286,6 +1286,117 @@ static void test_steps(void **state)
 	call_free(&k);
 }
 
+/*
+ * ibvfd calls in two halves (issue 17), on a fake that logs each half: DEL's
+ * release.sm goes out before the netdev move and its answer is read after the
+ * move and the RDMA device's, then the plain release; ADD's commit goes out
+ * before the cache write and its answer is read after it.
+ */
+static bool staged_refuse; /* release.sm answered as by an ibvfd without it (-32601) */
+static char staged_cid[64];
+
+static int d_release_sm_send(const char *socket, unsigned timeout_ms, json_t *owner,
+			     const char *pci, uint64_t guid, struct cni_daemon_error *de, char *err,
+			     size_t errlen)
+{
+	(void)socket, (void)timeout_ms, (void)pci, (void)guid;
+	memset(de, 0, sizeof(*de));
+	(void)err, (void)errlen, (void)owner;
+	logf_("release.sm>");
+	return 0;
+}
+
+static int d_release_sm_recv(bool *sm_removed, struct cni_daemon_error *de, char *err,
+			     size_t errlen)
+{
+	memset(de, 0, sizeof(*de));
+	logf_("release.sm<");
+	if (staged_refuse) {
+		de->ret = -EREMOTEIO;
+		de->rpc.code = IBVF_RPC_METHOD_NOT_FOUND;
+		de->cni_code = CNI_ERR_DAEMON;
+		return ibvf_errf(err, errlen, -EREMOTEIO, "ibvfd: no method release.sm");
+	}
+	if (sm_removed)
+		*sm_removed = true;
+	return 0;
+}
+
+static int d_commit_send(const char *socket, unsigned timeout_ms, json_t *owner,
+			 struct cni_daemon_error *de, char *err, size_t errlen)
+{
+	(void)socket, (void)timeout_ms, (void)err, (void)errlen;
+	memset(de, 0, sizeof(*de));
+	snprintf(staged_cid, sizeof(staged_cid), "%s", jstr(owner, "container_id"));
+	assert_false(cached(staged_cid)); /* the commit leaves before the cache write */
+	logf_("commit>");
+	return 0;
+}
+
+static int d_commit_recv(struct cni_daemon_error *de, char *err, size_t errlen)
+{
+	struct fowner *o = owner_find(staged_cid, "net1");
+
+	(void)err, (void)errlen;
+	memset(de, 0, sizeof(*de));
+	assert_true(cached(staged_cid)); /* ... and its answer is read after it */
+	assert_non_null(o);
+	strcpy(o->state, "handed");
+	logf_("commit<");
+	return 0;
+}
+
+static const struct cni_ibvfd_ops fake_ibvfd_staged = {
+	.prepare = d_prepare,
+	.commit = d_commit,
+	.release = d_release,
+	.release_at = d_release_at,
+	.owner = d_owner,
+	.gc = d_gc,
+	.status = d_status,
+	.release_sm_send = d_release_sm_send,
+	.release_sm_recv = d_release_sm_recv,
+	.commit_send = d_commit_send,
+	.commit_recv = d_commit_recv,
+};
+
+static void test_staged_calls(void **state)
+{
+	struct call k;
+
+	(void)state;
+	cni_ibvfd = &fake_ibvfd_staged;
+	for (int refuse = 0; refuse < 2; refuse++) {
+		staged_refuse = refuse;
+		run(&k, "ADD", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+		assert_int_equal(k.ret, 0);
+		assert_non_null(strstr(W.log, "commit> commit<"));
+		assert_string_equal(owner_find("c1", "net1")->state, "handed");
+		call_free(&k);
+		W.log[0] = 0;
+		run(&k, "DEL", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+		assert_int_equal(k.ret, 0);
+		assert_log("ipam:DEL release.sm> to_host:net1>ib0v2 rdma:mlx5_4>host release.sm< "
+			   "release:c1/net1");
+		assert_null(owner_find("c1", "net1"));
+		assert_vf_home(&W.vf[0]);
+		assert_false(cached("c1"));
+		call_free(&k);
+	}
+	/* again (no cache, nothing in the Pod): both idempotent, nothing held */
+	run(&k, "DEL", "c1", POD_A, conf_new(&(struct conf_opts){0}));
+	assert_int_equal(k.ret, 0);
+	assert_log("ipam:DEL release.sm> release.sm< release:c1/net1");
+	call_free(&k);
+	/* no Pod netns (gone): nothing to overlap, release only */
+	run(&k, "DEL", "c1", "", conf_new(&(struct conf_opts){0}));
+	assert_int_equal(k.ret, 0);
+	assert_log("ipam:DEL release:c1/net1");
+	call_free(&k);
+	staged_refuse = false;
+	cni_ibvfd = &fake_ibvfd;
+}
+
 static void test_del_twice(void **state)
 {
 	struct call k;
@@ -1888,6 +1999,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_add_compat, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_compat_dead_vf, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_twice, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_staged_calls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_steps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_unknown_no_daemon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del_reserved_owner, setup, teardown),

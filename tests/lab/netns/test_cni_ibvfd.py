@@ -154,6 +154,52 @@ def tests(lab, t, d):
         lab.netns.remove(n)
 
 
+def staged_release(lab, t, d):
+    """DEL sends release.sm before the netdev move and release after it (issue 17):
+    the plain release skips the SM half; a DEL killed between the two (the record
+    releasing, the netdev still in the Pod) is left alone by reconciliation and
+    ends released by the retried DEL."""
+    vf, ns, cid = lab.all_vfs[4], lab.ns(), "c-stage"
+    c = conf(lab, vf)
+    rc, res, err = lab.run("ADD", c, cid, netns=ns)
+    t.ok(rc == 0, "staged: ADD", f"{res}\n{err}")
+    rc, out, err = lab.run("DEL", dict(c, logLevel="debug"), cid, netns=ns)
+    t.ok(rc == 0 and f"{cid}/net1" not in d.owners(), "staged: DEL released the owner",
+         f"{out}\n{err}")
+    rel = [x for x in err.splitlines() if "ibvfd release timing" in x]
+    t.ok("release.sm answered, SM seen without the GUID" in err and rel and
+         "sm_remove" not in rel[0] and "vf_reset" in rel[0],
+         "staged: release.sm removed the membership during the move, the release after it "
+         "only reset the VF", rel or err)
+    host_ok(lab, t, vf, "staged DEL")
+
+    # the plugin killed after release.sm, before the move: what it left behind
+    vf, cid = lab.all_vfs[5], "c-stage-kill"
+    c = conf(lab, vf)
+    rc, res, err = lab.run("ADD", c, cid, netns=ns)
+    guid = d.vf_guid(vf)
+    r = d.rpc("release.sm", {"owner": {"container_id": cid, "ifname": "net1",
+                                       "network": "ibd"}, "pci": vf.pci}).get("result", {})
+    t.ok(r.get("held") and r.get("sm_removed"), "killed DEL: release.sm answered", r)
+    own = d.owners().get(f"{cid}/net1", {})
+    t.ok(own.get("state") == "releasing" and d.vf_guid(vf) == guid and
+         "net1" in lab.links(ns), "killed DEL: releasing, the VF keeps its GUID, netdev in "
+         "the Pod", (own, lab.links(ns)))
+    a = d.rpc("audit").get("result", {})
+    kinds = [f["kind"] for f in a.get("findings", [])]
+    own = d.owners().get(f"{cid}/net1", {})
+    t.ok("releasing-in-pod" in kinds and own.get("state") == "releasing" and
+         d.vf_guid(vf) == guid and "net1" in lab.links(ns),
+         "killed DEL: a reconciliation pass leaves the VF in the Pod alone", (kinds, own))
+    rc, out, err = lab.run("DEL", c, cid, netns=ns)
+    t.ok(rc == 0 and f"{cid}/net1" not in d.owners() and d.vf_guid(vf) != guid,
+         "killed DEL: the retried DEL ends released, the VF reset", f"{out}\n{err}")
+    host_ok(lab, t, vf, "retried DEL")
+    nothing_held(lab, t, cid, "ibd", "retried DEL")
+    sh("ip", "netns", "del", ns)
+    lab.netns.remove(ns)
+
+
 def concurrent(lab, t, d, vfs, n):
     nss = [lab.ns() for _ in range(n)]
     confs = [conf(lab, v, net="ibdconc") for v in vfs[:n]]
@@ -213,6 +259,7 @@ def main():
     d = Ibvfd(lab, os.path.abspath(sys.argv[3]), os.path.abspath(sys.argv[4]), vfs)
     try:
         tests(lab, t, d)
+        staged_release(lab, t, d)
         concurrent(lab, t, d, vfs, n)
         daemon_gone(lab, t, d)
     except Exception as e:

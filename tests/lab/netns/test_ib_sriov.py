@@ -161,6 +161,13 @@ def t_one_connection(lab, t):
                  f"{what}: commit came over a new connection", conns)
         rc, out, err = lab.run("DEL", conf, cid, netns=ns)
         t.ok(rc == 0, f"{what}: DEL succeeds", f"{out}\n{err}")
+        # this fake is an ibvfd without release.sm (-32601, changes nothing): the DEL
+        # asked for it before the move and released after it all the same
+        st = lab.store()
+        dcalls = st["calls"][n + len(calls):]
+        t.ok(dcalls == ["release.sm", "release"] and f"{cid}/net1" not in st["owners"],
+             f"{what}: DEL against an ibvfd that refuses release.sm still releases",
+             dcalls)
 
 
 def pod_clean(lab, t, ns, what, keep=()):
@@ -514,9 +521,14 @@ def t_add_failures(lab, t):
     vf, ns, cid = lab.vf(), lab.ns(), "c-f-cache"
     blocker = os.path.join(lab.tmp, "not-a-dir")
     open(blocker, "w").close()
+    n = len(lab.store()["calls"])
     rc, out, _ = lab.run("ADD", base(lab, vf, net=net), cid, netns=ns,
                          extra={"IBVF_CNI_CACHE_DIR": os.path.join(blocker, "cache")})
     t.ok(rc == 1 and out["code"] == 105, "cache not writable: code 105", out)
+    # the commit went out before the cache write (issue 17); the rollback released it
+    t.ok(lab.store()["calls"][n:] == ["prepare", "commit", "release"],
+         "cache not writable: the commit sent before the cache write is walked back",
+         lab.store()["calls"][n:])
     assert_rollback(lab, t, vf, ns, cid, net, "cache write failed")
 
     # 8. ibvfd refuses the commit
