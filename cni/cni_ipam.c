@@ -9,6 +9,7 @@
 #include <linux/rtnetlink.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,12 +184,16 @@ static int describe_failure(struct cni_ipam_call *c, int status, const char *tex
 static int exec_as_is(struct cni_ipam_call *c, json_t **out, char *err, size_t errlen);
 
 /*
- * The configuration to delegate with (issue 15 item 10): the stdin text as
- * is when the plugin's VERSION answer lists its cniVersion, else a copy with
- * the highest version both the plugin and ib-sriov support, as a chain of
- * plugins of different ages is expected to work (Debian's host-local 1.1.1
- * lists up to 1.0.0 and refuses a 1.1.0 configuration). *@text is NULL when
- * the original is kept; a plugin without a usable VERSION answer gets it.
+ * The configuration to retry with after the plugin refused the stdin text's
+ * cniVersion (issue 15 item 10): a copy with the highest version both the
+ * plugin (its VERSION answer) and ib-sriov support, as a chain of plugins of
+ * different ages is expected to work (Debian's host-local 1.1.1 lists up to
+ * 1.0.0 and refuses a 1.1.0 configuration). Only the top-level cniVersion
+ * changes: the result comes back in the plugin's version and the caller
+ * converts it (cni_result_normalize()). *@text is NULL when there is nothing
+ * better to retry with: the plugin lists the configuration's version (it
+ * refused for another reason), lists none of ours, or gave no usable VERSION
+ * answer; the caller then keeps the first call's error.
  */
 static void negotiate(struct cni_ipam_call *c, char **text)
 {
@@ -209,8 +214,8 @@ static void negotiate(struct cni_ipam_call *c, char **text)
 	vc.conf_len = strlen(vconf);
 	vc.timeout_ms = 10000;
 	if (exec_as_is(&vc, &ver, err, sizeof(err))) {
-		log_debug("IPAM plugin %s VERSION: %s; delegating with cniVersion %s", c->type, err,
-			  want);
+		log_debug("IPAM plugin %s VERSION: %s; no other cniVersion than %s to try", c->type,
+			  err, want);
 		goto out;
 	}
 	json_array_foreach(json_object_get(ver, "supportedVersions"), i, e)
@@ -231,9 +236,10 @@ static void negotiate(struct cni_ipam_call *c, char **text)
 		}
 	}
 	if (!best) {
-		log_warn("IPAM plugin %s supports none of ib-sriov's CNI versions (it lists %s); "
-			 "delegating with cniVersion %s",
-			 c->type, list[0] ? list : "none", want);
+		log_warn(
+			"IPAM plugin %s supports none of ib-sriov's CNI versions (it lists %s) and "
+			"refused cniVersion %s",
+			c->type, list[0] ? list : "none", want);
 		goto out;
 	}
 	log_info("IPAM plugin %s does not support cniVersion %s (it lists %s): delegating with "
@@ -246,6 +252,20 @@ out:
 	json_decref(conf);
 }
 
+/*
+ * Did the call fail because the plugin cannot take the configuration's
+ * cniVersion? CNI spec 1.1.0 section "Error" code 1 ("Incompatible CNI
+ * version"), which the Go skel answers before the plugin's command runs
+ * ("incompatible CNI versions", also for CHECK below 0.4.0); or, from a plugin
+ * without the code, a message naming the CNI version. Nothing was done then,
+ * so a second call with another version is safe.
+ */
+static bool refused_version(const struct cni_ipam_call *c, int ret, const char *err)
+{
+	return ret == -EREMOTEIO &&
+	       (c->remote_code == CNI_ERR_INCOMPATIBLE_VERSION || strcasestr(err, "CNI version"));
+}
+
 int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errlen)
 {
 	const char *conf = c->conf;
@@ -253,13 +273,23 @@ int cni_ipam_exec(struct cni_ipam_call *c, json_t **out, char *err, size_t errle
 	char *text = NULL;
 	int ret;
 
-	if (!strcmp(c->command, "ADD") || !strcmp(c->command, "DEL") ||
-	    !strcmp(c->command, "CHECK"))
-		negotiate(c, &text);
-	if (text) {
-		c->conf = text;
-		c->conf_len = strlen(text);
-	}
+	/*
+	 * One exec with the configuration as given, as Go's libcni delegates
+	 * (ipam.ExecAdd/ExecDel): the VERSION round trip is paid only by a
+	 * plugin that refuses the version (issue 17: an exec'd Go binary costs
+	 * a millisecond or more per ADD and DEL).
+	 */
+	ret = exec_as_is(c, out, err, errlen);
+	if (!refused_version(c, ret, err) ||
+	    (strcmp(c->command, "ADD") && strcmp(c->command, "DEL") && strcmp(c->command, "CHECK")))
+		return ret;
+	log_debug("IPAM plugin %s %s refused the configuration's cniVersion: %s", c->type,
+		  c->command, err);
+	negotiate(c, &text);
+	if (!text)
+		return ret; /* c->remote_code and @err: the refusal */
+	c->conf = text;
+	c->conf_len = strlen(text);
 	ret = exec_as_is(c, out, err, errlen);
 	c->conf = conf;
 	c->conf_len = len;

@@ -33,11 +33,14 @@ struct cni_ipam_call {
 
 /**
  * cni_ipam_exec() - run the call. *@out (may be NULL) gets the plugin's JSON
- * output (NULL when it printed nothing). For ADD, DEL and CHECK the plugin's
- * VERSION answer is asked first: when it does not list the configuration's
- * cniVersion, the configuration is passed with the highest version both the
- * plugin and ib-sriov support instead (the result is converted back by the
- * caller, cni_result_normalize()).
+ * output (NULL when it printed nothing). The plugin is run once with the
+ * configuration as given, as Go's libcni delegates. Only when an ADD, DEL or
+ * CHECK is refused for its cniVersion (CNI error code 1, or a message naming
+ * the CNI version) is the plugin's VERSION answer asked and, when it lists
+ * a version both it and ib-sriov support other than the configuration's,
+ * the call made once more with the highest such version (the result is
+ * converted back by the caller, cni_result_normalize()); else the refusal is
+ * returned.
  * Return: 0; -ENOENT (not found in CNI_PATH); -ETIMEDOUT (killed);
  * -EREMOTEIO (it failed: c->remote_code and @err carry its code, msg and
  * details); -EPROTO (output not JSON); other -errno.

@@ -83,29 +83,49 @@ int cni_vf_lookup(const char *pci, struct cni_vf *vf, char *err, size_t errlen)
 	return lookup(pci, vf, err, errlen);
 }
 
+/*
+ * The VF's netdev and RDMA device now, from its own sysfs directory
+ * (ibvf_vf_reread()): the names a rebind or an RDMA device move re-creates,
+ * without the PF part of a lookup that cni_vf_lookup() did once (issue 17).
+ * A device that is no VF has neither (as lookup() gives a PF).
+ */
+static int reread(const char *pci, unsigned what, struct ibvf_vf_info *info, char *err,
+		  size_t errlen)
+{
+	int ret;
+
+	memset(info, 0, sizeof(*info));
+	if (snprintf(info->pci, sizeof(info->pci), "%s", pci) >= (int)sizeof(info->pci))
+		return ibvf_errf(err, errlen, -EINVAL, "\"%s\" is not a PCI address", pci);
+	ret = ibvf_vf_reread(cni_sysfs_root(), info, what, err, errlen);
+	if (ret == -EINVAL && ibvf_pci_dev_exists(cni_sysfs_root(), info->pci))
+		ret = 0; /* not a VF: no names */
+	return ret;
+}
+
 int cni_vf_netdev(const char *pci, char *name, char *err, size_t errlen)
 {
-	struct cni_vf vf;
-	int ret = lookup(pci, &vf, err, errlen);
+	struct ibvf_vf_info info;
+	int ret = reread(pci, IBVF_REREAD_NETDEV, &info, err, errlen);
 
 	if (ret)
 		return ret;
-	if (!vf.netdev[0])
+	if (!info.netdev[0])
 		return ibvf_errf(err, errlen, -ENODEV, "VF %s has no netdev in this netns", pci);
-	snprintf(name, CNI_IFNAME_LEN, "%s", vf.netdev);
+	snprintf(name, CNI_IFNAME_LEN, "%s", info.netdev);
 	return 0;
 }
 
 int cni_vf_rdma_dev(const char *pci, char *name, size_t len, char *err, size_t errlen)
 {
-	struct cni_vf vf;
-	int ret = lookup(pci, &vf, err, errlen);
+	struct ibvf_vf_info info;
+	int ret = reread(pci, IBVF_REREAD_RDMA, &info, err, errlen);
 
 	if (ret)
 		return ret;
-	if (!vf.rdma_dev[0])
+	if (!info.rdma_dev[0])
 		return ibvf_errf(err, errlen, -ENODEV, "VF %s has no RDMA device", pci);
-	snprintf(name, len, "%s", vf.rdma_dev);
+	snprintf(name, len, "%s", info.rdma_dev);
 	return 0;
 }
 

@@ -40,13 +40,19 @@ const char *cni_sysfs_root(void);
 int cni_vf_lookup(const char *pci, struct cni_vf *vf, char *err, size_t errlen);
 
 /**
- * cni_vf_netdev() - the first netdev sysfs lists under the PCI device @pci
- * (in the reader's netns), in @name (CNI_IFNAME_LEN bytes).
- * Return: 0, or -ENODEV when there is none.
+ * cni_vf_netdev() - the netdev sysfs lists under the VF @pci now (in the
+ * reader's netns; cni_vf_lookup()'s choice among several), in @name
+ * (CNI_IFNAME_LEN bytes). Re-read from the VF's own directory alone, for
+ * the name a rebind or an RDMA device move re-created after the one
+ * cni_vf_lookup() (issue 17: not the PF part again).
+ * Return: 0, or -ENODEV when there is none (or no such PCI device).
  */
 int cni_vf_netdev(const char *pci, char *name, char *err, size_t errlen);
 
-/** cni_vf_rdma_dev() - the first RDMA device of @pci into @name (@len bytes); -ENODEV if none. */
+/**
+ * cni_vf_rdma_dev() - the first RDMA device of the VF @pci now into @name
+ * (@len bytes), re-read as cni_vf_netdev(). Return: 0; -ENODEV if none.
+ */
 int cni_vf_rdma_dev(const char *pci, char *name, size_t len, char *err, size_t errlen);
 
 struct cni_cache;

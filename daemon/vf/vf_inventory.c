@@ -271,6 +271,30 @@ int ibvf_vf_lookup(const char *sysfs_root, const char *pci_in, struct ibvf_vf_in
 	return 0;
 }
 
+int ibvf_vf_reread(const char *sysfs_root, struct ibvf_vf_info *vf, unsigned what, char *err,
+		   size_t errlen)
+{
+	char dev[PATH_MAX], pci[IBVF_PCI_LEN];
+	int ret = ibvf_pci_addr_parse(vf->pci, pci, err, errlen);
+
+	if (ret)
+		return ret;
+	if (ibvf_pci_dev_path(sysfs_root, pci, NULL, dev, sizeof(dev)))
+		return ibvf_errf(err, errlen, -ENAMETOOLONG, "sysfs path too long");
+	if (!exists(dev, "physfn", NULL)) {
+		if (!ibvf_pci_dev_exists(sysfs_root, pci))
+			return ibvf_errf(err, errlen, -ENODEV,
+					 "no PCI device %s (%s does not exist)", pci, dev);
+		return ibvf_errf(err, errlen, -EINVAL,
+				 "%s is not an SR-IOV VF (it has no physfn link)", pci);
+	}
+	if (what & IBVF_REREAD_NETDEV)
+		find_netdev(dev, false, vf->netdev, sizeof(vf->netdev), &vf->ifindex);
+	if (what & IBVF_REREAD_RDMA)
+		first_entry(dev, "infiniband", vf->rdma_dev, sizeof(vf->rdma_dev));
+	return 0;
+}
+
 /* PCI address of a PF given by PCI address, netdev or RDMA device name. */
 static int resolve_pf(const char *sysfs_root, const char *pf, char *pci, size_t len, char *err,
 		      size_t errlen)

@@ -118,6 +118,24 @@ const struct ibvf_vf_info *ibvf_inventory_find_vf_rdma(const struct ibvf_invento
 int ibvf_vf_lookup(const char *sysfs_root, const char *pci, struct ibvf_vf_info *out, char *err,
 		   size_t errlen);
 
+/** What ibvf_vf_reread() reads. */
+enum { IBVF_REREAD_NETDEV = 1, IBVF_REREAD_RDMA = 2 };
+
+/**
+ * ibvf_vf_reread() - refresh @vf->netdev and ifindex (@what has
+ * IBVF_REREAD_NETDEV) and/or @vf->rdma_dev (IBVF_REREAD_RDMA) of the VF
+ * @vf->pci (as ibvf_vf_lookup() gave it) from the VF's own sysfs directory
+ * alone, by ibvf_vf_lookup()'s rules (a non-child netdev, IPoIB first, lowest
+ * ifindex; the first RDMA device by name), without reading its PF again:
+ * for a caller that looked the VF up once and needs a name again after a
+ * rebind or an RDMA device move re-created it (issue 17: the PF part is most
+ * of a lookup). Empty names when there are none now.
+ * Return: 0; -EINVAL (malformed address, or no physfn: not a VF); -ENODEV
+ * (no such PCI device).
+ */
+int ibvf_vf_reread(const char *sysfs_root, struct ibvf_vf_info *vf, unsigned what, char *err,
+		   size_t errlen);
+
 /**
  * ibvf_vf_lookup_index() - the VF with index @index of PF @pf (PCI address,
  * IPoIB netdev or RDMA device name). Errors as ibvf_vf_lookup().

@@ -6,6 +6,7 @@
  * host-local when containernetworking-plugins is installed (it writes only
  * under its dataDir: no root needed).
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,28 @@ static int run(struct cni_ipam_call *c, const char *conf, json_t **out, char *er
 	return cni_ipam_exec(c, out, err, len);
 }
 
-/* A 1.1.0 configuration reaches a plugin that lists up to 1.0.0 as 1.0.0; 1.0.0 as is. */
+/* The commands the plugin was run with, in order ("ADD VERSION ADD"); the log is removed. */
+static char *commands(const char *log_path)
+{
+	char *log = tu_read_file(log_path, NULL), *out = calloc(1, log ? strlen(log) + 1 : 1);
+	size_t n = 0;
+
+	for (char *l = log; l && *l;) {
+		char *nl = strchr(l, '\n');
+		size_t w = strcspn(l, " \n");
+
+		n += (size_t)sprintf(out + n, "%s%.*s", n ? " " : "", (int)w, l);
+		l = nl ? nl + 1 : l + strlen(l);
+	}
+	free(log);
+	unlink(log_path);
+	return out;
+}
+
+/*
+ * A 1.1.0 configuration reaches a plugin that lists up to 1.0.0 as 1.0.0,
+ * after its refusal and its VERSION answer (the fallback); 1.0.0 as is.
+ */
 static void test_delegates_highest_common(void **state)
 {
 	struct fx *f = *state;
@@ -86,6 +108,7 @@ static void test_delegates_highest_common(void **state)
 		fail_msg("ADD: %s", err);
 	assert_non_null(out);
 	assert_string_equal(json_string_value(json_object_get(out, "cniVersion")), "1.0.0");
+	assert_int_equal(c.remote_code, 0);
 	json_decref(out);
 	c.command = "DEL";
 	if (run(&c, conf, NULL, err, sizeof(err)))
@@ -94,9 +117,10 @@ static void test_delegates_highest_common(void **state)
 	assert_non_null(log);
 	assert_non_null(strstr(log, "ADD {\"cniVersion\":\"1.0.0\",\"name\":\"ibnet\""));
 	assert_non_null(strstr(log, "DEL {\"cniVersion\":\"1.0.0\""));
-	assert_null(strstr(log, "ADD {\"cniVersion\":\"1.1.0\""));
 	free(log);
-	unlink(f->log);
+	log = commands(f->log);
+	assert_string_equal(log, "ADD VERSION ADD DEL VERSION DEL");
+	free(log);
 	/* a version the plugin lists goes unchanged */
 	c.command = "ADD";
 	assert_int_equal(
@@ -106,6 +130,105 @@ static void test_delegates_highest_common(void **state)
 	log = tu_read_file(f->log, NULL);
 	assert_non_null(strstr(log, "ADD {\"cniVersion\":\"0.4.0\",\"name\":\"ibnet\"}"));
 	free(log);
+}
+
+/*
+ * Issue 17: a plugin that takes the configuration's version is run once per
+ * ADD, DEL and CHECK, without a VERSION call first (Go's libcni does the
+ * same); its failures come back once, with their code.
+ */
+static void test_one_exec(void **state)
+{
+	struct fx *f = *state;
+	static const char conf[] = "{\"cniVersion\":\"1.0.0\",\"name\":\"ibnet\",\"type\":"
+				   "\"ib-sriov\",\"ipam\":{\"type\":\"old-ipam\"}}";
+	struct cni_ipam_call c = {.type = "old-ipam",
+				  .cni_path = f->dir,
+				  .command = "ADD",
+				  .container_id = "c1",
+				  .ifname = "net1",
+				  .netns = ""};
+	char err[512] = "", *log, *busy = tu_path(f->dir, "busy-ipam");
+	json_t *out = NULL;
+
+	if (run(&c, conf, &out, err, sizeof(err)))
+		fail_msg("ADD: %s", err);
+	assert_string_equal(json_string_value(json_object_get(out, "cniVersion")), "1.0.0");
+	json_decref(out);
+	c.command = "CHECK";
+	assert_int_equal(run(&c, conf, NULL, err, sizeof(err)), 0);
+	c.command = "DEL";
+	assert_int_equal(run(&c, conf, NULL, err, sizeof(err)), 0);
+	log = commands(f->log);
+	assert_string_equal(log, "ADD CHECK DEL");
+	free(log);
+
+	/* a failure that is not about the version: once, code and message kept */
+	assert_int_equal(tu_write_str(busy, "#!/bin/sh\n"
+					    "echo \"$CNI_COMMAND\" >>\"$0.log\"\n"
+					    "cat >/dev/null\n"
+					    "echo '{\"code\":11,\"msg\":\"store busy\"}'\n"
+					    "exit 1\n"),
+			 0);
+	assert_int_equal(chmod(busy, 0755), 0);
+	c.type = "busy-ipam";
+	c.command = "ADD";
+	assert_int_equal(run(&c, conf, &out, err, sizeof(err)), -EREMOTEIO);
+	assert_null(out);
+	assert_int_equal(c.remote_code, 11);
+	assert_non_null(strstr(err, "store busy"));
+	free(busy);
+	busy = tu_path(f->dir, "busy-ipam.log");
+	log = commands(busy);
+	assert_string_equal(log, "ADD");
+	free(log);
+	free(busy);
+}
+
+/*
+ * A refusal with code 1 when the plugin lists the version (the Go skel's
+ * "config version does not allow CHECK" below 0.4.0), or from a plugin whose
+ * VERSION answer is unusable: no second call, the refusal is the error.
+ */
+static void test_refusal_kept(void **state)
+{
+	struct fx *f = *state;
+	char *p = tu_path(f->dir, "picky-ipam"), *plog = tu_path(f->dir, "picky-ipam.log");
+	struct cni_ipam_call c = {.type = "picky-ipam",
+				  .cni_path = f->dir,
+				  .command = "CHECK",
+				  .container_id = "c1",
+				  .ifname = "net1",
+				  .netns = ""};
+	char err[512] = "", *log;
+
+	assert_int_equal(tu_write_str(p,
+				      "#!/bin/sh\n"
+				      "echo \"$CNI_COMMAND\" >>\"$0.log\"\n"
+				      "cat >/dev/null\n"
+				      "[ \"$CNI_COMMAND\" = VERSION ] && echo \"$VER\" && exit 0\n"
+				      "echo '{\"code\":1,\"msg\":\"config version does not allow "
+				      "CHECK\"}'\n"
+				      "exit 1\n"),
+			 0);
+	assert_int_equal(chmod(p, 0755), 0);
+	setenv("VER", "{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.3.1\",\"1.0.0\"]}", 1);
+	assert_int_equal(run(&c, "{\"cniVersion\":\"0.3.1\"}", NULL, err, sizeof(err)), -EREMOTEIO);
+	assert_int_equal(c.remote_code, 1);
+	assert_non_null(strstr(err, "does not allow CHECK"));
+	log = commands(plog);
+	assert_string_equal(log, "CHECK VERSION");
+	free(log);
+	setenv("VER", "not json", 1);
+	assert_int_equal(run(&c, "{\"cniVersion\":\"1.1.0\"}", NULL, err, sizeof(err)), -EREMOTEIO);
+	assert_int_equal(c.remote_code, 1);
+	assert_non_null(strstr(err, "does not allow CHECK"));
+	log = commands(plog);
+	assert_string_equal(log, "CHECK VERSION");
+	free(log);
+	unsetenv("VER");
+	free(plog);
+	free(p);
 }
 
 /*
@@ -196,6 +319,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_delegates_highest_common, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_one_exec, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refusal_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_local, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_plugin_ignores_stdin, setup, teardown),
 	};

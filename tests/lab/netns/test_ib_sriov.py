@@ -282,6 +282,62 @@ def t_versions(lab, t):
     t.ok(rc == 1 and out["code"] == 1, "CHECK refused for cniVersion 0.3.1 (code 1)", out)
 
 
+def t_ipam_execs(lab, t):
+    """Issue 17: the IPAM plugin is exec'd once per ADD and DEL (no VERSION call first, as Go's
+    libcni); a plugin that refuses the configuration's version gets the highest one both support
+    after its VERSION answer, and its result comes back in the configuration's version."""
+    ns = lab.ns()
+    calls = os.path.join(lab.tmp, "count-ipam.calls")
+    lab.fake_ipam("count-ipam", f'echo "$CNI_COMMAND" >> {calls}\ncat >/dev/null\n'
+                  '[ "$CNI_COMMAND" = VERSION ] && echo \'{"cniVersion":"1.1.0",'
+                  '"supportedVersions":["1.0.0","1.1.0"]}\'\n'
+                  '[ "$CNI_COMMAND" = ADD ] && echo \'{"cniVersion":"1.0.0",'
+                  '"ips":[{"address":"10.79.0.5/24"}]}\'\nexit 0\n')
+    vf, cid = lab.vf(), "c-ipam-once"
+    conf = base(lab, vf, net="ibonce")
+    conf["ipam"] = {"type": "count-ipam"}
+    rc, res, err = lab.run("ADD", conf, cid, netns=ns)
+    t.ok(rc == 0 and res["ips"][0]["address"] == "10.79.0.5/24", "ADD with a counting IPAM",
+         f"{res}\n{err}")
+    t.ok(open(calls).read().split() == ["ADD"], "ADD: the IPAM plugin exec'd once",
+         open(calls).read())
+    rc, out, err = lab.run("DEL", conf, cid, netns=ns)
+    t.ok(rc == 0, "DEL with a counting IPAM", f"{out}\n{err}")
+    t.ok(open(calls).read().split() == ["ADD", "DEL"], "DEL: the IPAM plugin exec'd once",
+         open(calls).read())
+
+    # a plugin of CNI 0.4.0 (lists 0.3.1, 0.4.0; refuses others with code 1) under 1.1.0
+    calls = os.path.join(lab.tmp, "old-ipam.calls")
+    lab.fake_ipam("old04-ipam", 'conf=$(cat)\nv=other\n'
+                  'echo "$conf" | grep -q \'"cniVersion": *"0.4.0"\' && v=0.4.0\n'
+                  f'echo "$CNI_COMMAND/$v" >> {calls}\n'
+                  '[ "$CNI_COMMAND" = VERSION ] && echo \'{"cniVersion":"0.4.0",'
+                  '"supportedVersions":["0.3.1","0.4.0"]}\' && exit 0\n'
+                  '[ $v = other ] && echo \'{"code":1,"msg":"incompatible CNI versions"}\' && '
+                  'exit 1\n'
+                  '[ "$CNI_COMMAND" = ADD ] && echo \'{"cniVersion":"0.4.0","ips":[{"version":"4",'
+                  '"address":"10.79.1.5/24","gateway":"10.79.1.1"}],'
+                  '"routes":[{"dst":"10.98.0.0/16"}]}\'\nexit 0\n')
+    vf, cid = lab.vf(), "c-ipam-old"
+    conf = base(lab, vf, version="1.1.0", net="ibold")
+    conf["ipam"] = {"type": "old04-ipam"}
+    rc, res, err = lab.run("ADD", conf, cid, netns=ns)
+    t.ok(rc == 0 and res["cniVersion"] == "1.1.0" and
+         res["ips"][0] == {"address": "10.79.1.5/24", "gateway": "10.79.1.1", "interface": 0},
+         "ADD 1.1.0 through a 0.4.0 IPAM plugin: its result in the 1.1.0 layout", f"{res}\n{err}")
+    t.ok(rc == 0 and "10.79.1.5/24" in lab.addrs("net1", ns) and
+         "10.98.0.0/16 via 10.79.1.1" in sh("ip", "-n", ns, "route", "show"),
+         "ADD 1.1.0 through a 0.4.0 IPAM plugin: address and route in the Pod")
+    t.ok(open(calls).read().split() == ["ADD/other", "VERSION/other", "ADD/0.4.0"],
+         "ADD: refused, VERSION, then ADD with 0.4.0", open(calls).read())
+    rc, out, err = lab.run("DEL", conf, cid, netns=ns)
+    t.ok(rc == 0 and open(calls).read().split()[3:] == ["DEL/other", "VERSION/other",
+                                                        "DEL/0.4.0"],
+         "DEL 1.1.0 through a 0.4.0 IPAM plugin: refused, VERSION, DEL with 0.4.0",
+         f"{out}\n{err}\n{open(calls).read()}")
+    host_ok(lab, t, vf, "DEL through a 0.4.0 IPAM plugin")
+
+
 def t_gc(lab, t):
     ns_a, ns_b = lab.ns(), lab.ns()
     va, vb = lab.vf(), lab.vf()
@@ -501,9 +557,7 @@ def t_add_failures(lab, t):
     rc, out, _ = lab.run("ADD", conf, cid, netns=ns)
     t.ok(rc == 1 and out["code"] == 101 and "no IP" in out["msg"], "IPAM without IP: code 101",
          out)
-    # (VERSION calls between them: cni_ipam.c asks which cniVersion to delegate with)
-    t.ok([x for x in open(calls).read().split("\n") if not x.startswith("VERSION")][:2] ==
-         [f"ADD {cid}", f"DEL {cid}"],
+    t.ok(open(calls).read().split("\n")[:2] == [f"ADD {cid}", f"DEL {cid}"],
          "IPAM without IP: the plugin got DEL after ADD", open(calls).read())
     assert_rollback(lab, t, vf, ns, cid, net, "IPAM without IP")
 
@@ -771,7 +825,7 @@ def t_vfio(lab, t):
 
 
 TESTS = [t_version, t_add_check_del, t_one_connection, t_rendered_sriovibnetwork, t_metaplugins_conflist,
-         t_versions, t_gc, t_status, t_del_missing_state, t_legacy_cache, t_add_failures,
+         t_versions, t_ipam_execs, t_gc, t_status, t_del_missing_state, t_legacy_cache, t_add_failures,
          t_move_names, t_bad_input, t_compat_mode, t_vfio, t_concurrent]
 
 
