@@ -5,6 +5,7 @@ the same veth into a network namespace and back, in one run.
 
   bench_cni.py PATH/TO/ib-sriov PATH/TO/ibvf-fakesysfs [--iterations N]
                [--ibvfd PATH/TO/ibvfd --sm-module-dir DIR]
+               [--netns-floor PATH/TO/cni_netns_floor --exec-floor PATH/TO/cni_exec_floor]
 
 ib-sriov runs daemon-backed (against the fake ibvfd of tests/lab/netns, and,
 when --ibvfd is given, against the real ibvfd with its fake VF driver and
@@ -24,7 +25,16 @@ same run: `ip link set netns` into the namespace and back (two process
 starts and the two moves, which a plugin cannot avoid), and the CNI floor:
 the same two ip(8) runs doing what a CNI ADD and DEL need of the kernel, each
 one netlink message (into the namespace renamed net1 and up; back, which sets
-it down, under its own name). Each iteration runs one ADD+DEL pair of
+it down, under its own name). With --netns-floor (default: bench/ of the
+plugin's build, when there) the kernel's own floor in-process: one
+long-lived cni_netns_floor fed a line per pair through a pipe does the same
+kernel work (netns files, netlink sockets, the lookups, one RTM_NEWLINK each
+way) with no exec, timing only those calls. With --exec-floor the process
+floor: a minimal C binary (static when it was built so) run twice per pair as
+the plugin is run, and the plugin itself with CNI_COMMAND=VERSION twice per
+pair; "any plugin's floor" = the in-process floor + 2 minimal execs. Every
+ratio to host-device gets a 95% bootstrap interval (iterations resampled,
+paired) and the median of the per-iteration ratios. Each iteration runs one ADD+DEL pair of
 each, in a random order (--seed), timed from process start to exit, as a
 runtime sees it. Prints per-pair medians, p90s, the load average, and the
 ratios to host-device and to the floor. After the timed runs, --steps N more
@@ -106,6 +116,69 @@ def floor_pair(lab, vf, ns, cni=False):
             raise RuntimeError(f"{' '.join(cmd)} failed: {err}")
         out.append(((time.perf_counter() - t0) * 1000, (ru.ru_utime + ru.ru_stime) * 1000))
     return out[0][0] + out[1][0], out[0][1] + out[1][1], out[0][0], out[1][0]
+
+
+class NetnsFloor:
+    """The kernel's own floor in one process: a long-lived cni_netns_floor (bench/) doing a
+    CNI ADD's and DEL's kernel work for a line per pair on its stdin, no exec counted."""
+
+    def __init__(self, binary):
+        self.proc = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.moves = []  # (ADD's RTM_NEWLINK, DEL's), ms
+
+    def pair(self, vf, ns):
+        """(wall ms, CPU ms, ADD ms, DEL ms) as floor_pair() answers, timed by the helper."""
+        self.proc.stdin.write(f"{vf.name} /var/run/netns/{ns} net1\n")
+        self.proc.stdin.flush()
+        out = self.proc.stdout.readline().split()
+        if not out or out[0] != "ok":
+            raise RuntimeError(f"cni_netns_floor: {' '.join(out) or 'no answer'}")
+        add, dl, madd, mdl, cpu = map(float, out[1:6])
+        self.moves.append((madd, mdl))
+        return add + dl, cpu, add, dl
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def version_pair(lab, conf, cid, ns, binary=None):
+    """The plugin started twice as for an ADD+DEL but with CNI_COMMAND=VERSION: its start-up
+    and exit alone, as timed() times a run."""
+    a = timed(lab, "VERSION", conf, cid, ns, binary, None)
+    d = timed(lab, "VERSION", conf, cid, ns, binary, None)
+    return a[0] + d[0], a[1] + d[1], a[0], d[0]
+
+
+def is_static(path):
+    """True when ELF @path has no PT_INTERP (no dynamic loader: statically linked)."""
+    with open(path, "rb") as f:
+        hdr = f.read(64)
+        if hdr[:4] != b"\x7fELF" or hdr[4] != 2:  # 64-bit ELF only
+            return None
+        phoff = int.from_bytes(hdr[32:40], "little")
+        phentsize = int.from_bytes(hdr[54:56], "little")
+        phnum = int.from_bytes(hdr[56:58], "little")
+        f.seek(phoff)
+        ph = f.read(phentsize * phnum)
+    return not any(int.from_bytes(ph[i * phentsize:i * phentsize + 4], "little") == 3
+                   for i in range(phnum))
+
+
+def boot_ratio(a, b, rng, n=1000):
+    """Ratio of the medians of per-iteration samples @a and @b (same iterations, same order):
+    (the ratio, 95% bootstrap interval low, high, median of the per-iteration ratios a_i/b_i).
+    The bootstrap resamples iterations, keeping each iteration's pair together."""
+    k = len(a)
+    idx = range(k)
+    rs = []
+    for _ in range(n):
+        pick = rng.choices(idx, k=k)
+        rs.append(statistics.median(a[i] for i in pick) / statistics.median(b[i] for i in pick))
+    rs.sort()
+    return (statistics.median(a) / statistics.median(b), rs[int(0.025 * n)],
+            rs[int(0.975 * n) - 1], statistics.median(x / y for x, y in zip(a, b)))
 
 
 def opensm_ibvfd(lab, binary, moddir, vf):
@@ -318,6 +391,61 @@ def summary(name, samples):
     return statistics.median(wall), statistics.median(cpu)
 
 
+INPROC = "the kernel's own floor (in-process)"
+EXEC = "minimal exec x2 (cni_exec_floor)"
+VERSION = "plugin VERSION x2 (ib-sriov start+exit)"
+
+
+def process_floors(args, runs, med, inproc):
+    """Print the in-process floor, the process floor (minimal exec, the plugin's VERSION),
+    any plugin's floor, and every ratio to host-device with its bootstrap interval."""
+    hd = runs["host-device (Go, Debian)"]
+    base = med["host-device (Go, Debian)"][0]
+    one = {k: statistics.median([s[2] for s in runs[k]] + [s[3] for s in runs[k]])
+           for k in (EXEC, VERSION) if runs.get(k)}
+    if inproc:
+        m = inproc.moves
+        print(f"{INPROC} / host-device: wall {med[INPROC][0] / base:.3f} (its RTM_NEWLINK "
+              f"moves alone: ADD {statistics.median(x[0] for x in m):.2f}, DEL "
+              f"{statistics.median(x[1] for x in m):.2f} ms)")
+    if EXEC in one:
+        st = is_static(args.exec_floor)
+        kind = "static" if st else "DYNAMIC (no static libc)"
+        print(f"process floor: minimal exec to exit ({kind} C binary, stdin config, CNI env) "
+              f"median {one[EXEC]:.3f} ms per run; ib-sriov "
+              f"VERSION median {one[VERSION]:.3f} ms per run (its start-up and exit: "
+              f"{one[VERSION] - one[EXEC]:+.3f} ms over the minimal one)")
+    elif VERSION in one:
+        print(f"process floor: ib-sriov VERSION median {one[VERSION]:.3f} ms per run "
+              f"(no minimal binary)")
+    derived = {}
+    if inproc and EXEC in one:
+        tot = med[INPROC][0] + 2 * one[EXEC]
+        r = tot / base
+        verdict = ("lies BELOW this floor (unreachable in this run)" if r > 0.9 else
+                   f"is above it by {(0.9 - r) * base:.2f} ms (reachable in this run)")
+        print(f"any plugin's floor = kernel in-process {med[INPROC][0]:.2f} + 2 x minimal exec "
+              f"{one[EXEC]:.3f} = {tot:.2f} ms = {r:.3f} of host-device: 0.9x {verdict}")
+        derived["any plugin's floor (in-process + 2 minimal execs)"] = [
+            x[0] + y[0] for x, y in zip(runs[INPROC], runs[EXEC])]
+    if inproc:
+        tot = med[INPROC][0] + 2 * one[VERSION]
+        print(f"ib-sriov's start floor = kernel in-process + 2 x ib-sriov VERSION = {tot:.2f} ms"
+              f" = {tot / base:.3f} of host-device")
+        derived["ib-sriov's start floor (in-process + 2 VERSION)"] = [
+            x[0] + y[0] for x, y in zip(runs[INPROC], runs[VERSION])]
+    rng = random.Random(args.seed)
+    hw = [s[0] for s in hd]
+    print(f"# ratios to host-device: median ratio [95% bootstrap interval over the "
+          f"{len(hw)} iterations, paired] (median of the per-iteration ratios)")
+    series = {k: [s[0] for s in v] for k, v in runs.items()
+              if v and k != "host-device (Go, Debian)" and k not in (EXEC, VERSION)}
+    series.update(derived)
+    for k, v in series.items():
+        r, lo, hi, per = boot_ratio(v, hw, rng)
+        print(f"  {k:50s} {r:.3f} [{lo:.3f} .. {hi:.3f}] ({per:.3f})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("plugin")
@@ -336,7 +464,19 @@ def main():
                     help="seed of the per-iteration order of the variants")
     ap.add_argument("--rebind-ms", type=int, default=0,
                     help="the fake VF driver's program step takes this long (real ibvfd)")
+    ap.add_argument("--netns-floor", help="bench/cni_netns_floor: the kernel's own floor "
+                    "in-process (default: bench/ of the plugin's build, when there)")
+    ap.add_argument("--exec-floor", help="bench/cni_exec_floor: a minimal plugin's exec to "
+                    "exit (default: bench/ of the plugin's build, when there)")
     args = ap.parse_args()
+    build = os.path.dirname(os.path.dirname(os.path.abspath(args.plugin)))
+    for opt, name in (("netns_floor", "cni_netns_floor"), ("exec_floor", "cni_exec_floor")):
+        path = getattr(args, opt) or os.path.join(build, "bench", name)
+        if os.access(path, os.X_OK):
+            setattr(args, opt, os.path.abspath(path))
+        else:
+            print(f"# {name}: not built ({path}; --{opt.replace('_', '-')}), not measured")
+            setattr(args, opt, None)
     if args.rebind_ms:
         os.environ["IBVF_FAKE_VF_DELAY_MS"] = str(args.rebind_ms)
     need_lab()
@@ -392,11 +532,22 @@ def main():
     runs = {**{k: [] for k in daemons}, **runs,
             "kernel floor (ip link set netns, there and back)": [],
             "CNI floor (ip: netns+name+up, back+name)": []}
+    inproc = NetnsFloor(args.netns_floor) if args.netns_floor else None
+    if inproc:
+        runs[INPROC] = []
+    if args.exec_floor:
+        runs[EXEC] = []
+    runs[VERSION] = []
     for i in range(5):  # warm caches (binaries, page cache) before timing
         pair(lab, ib, f"warm{i}", ns)
         pair(lab, hd, f"warm{i}", ns, binary="/usr/lib/cni/host-device")
         floor_pair(lab, vf, ns)
         floor_pair(lab, vf, ns, True)
+        if inproc:
+            inproc.pair(vf, ns)
+        if args.exec_floor:
+            pair(lab, ib, f"warmx{i}", ns, binary=args.exec_floor)
+        version_pair(lab, ib, f"warmv{i}", ns)
         for n, c in enumerate(confs.values()):
             pair(lab, c, f"warm{n}-{i}", ns)
     probe = None
@@ -434,7 +585,12 @@ def main():
              lambda: pair(lab, hd, f"h{i}", ns, binary="/usr/lib/cni/host-device")),
             ("kernel floor (ip link set netns, there and back)", lambda: floor_pair(lab, vf, ns)),
             ("CNI floor (ip: netns+name+up, back+name)", lambda: floor_pair(lab, vf, ns, True)),
+            (VERSION, lambda: version_pair(lab, ib, f"v{i}", ns)),
         ]
+        if inproc:
+            steps.append((INPROC, lambda: inproc.pair(vf, ns)))
+        if args.exec_floor:
+            steps.append((EXEC, lambda: pair(lab, ib, f"x{i}", ns, binary=args.exec_floor)))
         if probe:
             steps.append(("fdatasync", probe.sample))
         rng.shuffle(steps)
@@ -461,6 +617,7 @@ def main():
     cni_floor = med["CNI floor (ip: netns+name+up, back+name)"]
     print(f"kernel floor / host-device: wall {floor[0] / base[0]:.3f}; CNI floor / host-device: "
           f"wall {cni_floor[0] / base[0]:.3f}")
+    process_floors(args, runs, med, inproc)
     if probe:
         # what pool.sync "full" costs a pair at least: its synced writes, one fdatasync() each
         fs = statistics.median(probe.samples)
@@ -497,6 +654,8 @@ def main():
         if plugin_b:
             variants["ib-sriov B (compatibility mode)"] = (ib, compat, plugin_b)
         step_breakdowns(lab, variants, ns, args.steps, rng)
+    if inproc:
+        inproc.close()
     for d in daemons.values():
         d.stop()
         if getattr(d, "stand_in", None):
