@@ -3452,9 +3452,6 @@ static void test_release_sm_gc_skips(void **state)
  * gc releases the record (VF reset, GUID quarantined) as it did before
  * release.sm; without the bound the VF and GUID stayed held until a restart.
  */
-#ifndef ENG_SM_NOTE_PASSES
-#define ENG_SM_NOTE_PASSES 3 /* the bound the fix puts in engine_int.h */
-#endif
 static void test_release_sm_gc_bounded(void **state)
 {
 	struct fx *f = *state;
