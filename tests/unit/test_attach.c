@@ -3481,6 +3481,35 @@ static void test_release_sm_gc_bounded(void **state)
 	assert_no_foreign(f, "after the bounded gc skip");
 }
 
+/*
+ * The GUID added to its PKey again by someone else (an admin, UFM, the
+ * cluster SM agent) between release.sm and the plain release, which skips
+ * the read-back on the note: the GUID still goes to quarantine unseen, its
+ * quarantine time alone does not free it, a pass removes the membership
+ * (sm-orphan), and no prepare gets it while it is a member.
+ */
+static void test_release_sm_readded_between(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm9", 38);
+	struct ibvf_alloc a;
+
+	call(f, "release.sm", rel_params("rsm9"));
+	assert_int_equal(f->code[0], 0);
+	fake_sm_put(f->sm, 0x16, g, true); /* re-added behind ibvfd's back */
+	call(f, "release", rel_params("rsm9"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(ibvf_pool_get(f->pool, g, &a, NULL, 0), 0);
+	assert_true(a.sm_unseen);
+	__atomic_add_fetch(&clock_ahead_ms, 61000, __ATOMIC_SEQ_CST);
+	assert_int_equal(ibvf_pool_expire(f->pool, NULL, 0), 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, "sm-orphan"), 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_no_foreign(f, "after a re-add between the stages");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3547,6 +3576,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_sm_killed_between, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_gc_skips, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_gc_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_readded_between, setup, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
