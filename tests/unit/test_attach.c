@@ -3478,6 +3478,16 @@ static void test_release_sm_gc_bounded(void **state)
 	call(f, "release", rel_params("rsm8"));
 	assert_int_equal(f->code[0], 0);
 	assert_false(json_is_true(json_object_get(f->result[0], "released")));
+	/* with no gc at all, the pass after the bound finishes it ("releasing") */
+	g = attach_one(f, "rsm8b", 39);
+	call(f, "release.sm", rel_params("rsm8b"));
+	assert_int_equal(f->code[0], 0);
+	for (int i = 0; i < ENG_SM_NOTE_PASSES; i++)
+		assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_RELEASING);
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, "releasing"), 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[39].port, 0);
 	assert_no_foreign(f, "after the bounded gc skip");
 }
 
