@@ -93,7 +93,9 @@ int ibvf_api_conn_send(struct ibvf_api_conn *c, const char *method, json_t *para
  * ibvf_api_conn_recv() - the second half: wait (until the deadline of the
  * send) for the reply of the request ibvf_api_conn_send() sent. A kept
  * connection closed under the request with no byte of reply is replaced and
- * the request sent once more, once (as ibvf_api_conn_call()). Results and
+ * the request sent once more, once (as ibvf_api_conn_call()). Called after
+ * the deadline (the caller's work outlasted it), it still reads a reply that
+ * is already there; only a missing one is -ETIMEDOUT. Results and
  * errors as ibvf_api_conn_call()'s; -EINVAL when no request was sent. The
  * request is answered or given up when this returns, either way.
  */

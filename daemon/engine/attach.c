@@ -1052,6 +1052,7 @@ static void note_set(struct ibvf_engine *e, const struct ibvf_owner *owner, uint
 	snprintf(n->owner, sizeof(n->owner), "%s", key);
 	n->guid = guid;
 	n->gen = e->sm_gen;
+	n->passes = e->rec_passes;
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -1113,7 +1114,8 @@ bool eng_sm_note_pending(struct ibvf_engine *e, uint64_t guid)
 
 	pthread_mutex_lock(&e->lock);
 	for (size_t i = 0; !found && i < ENG_SM_NOTES; i++)
-		found = e->sm_notes[i].owner[0] && e->sm_notes[i].guid == guid;
+		found = e->sm_notes[i].owner[0] && e->sm_notes[i].guid == guid &&
+			e->rec_passes - e->sm_notes[i].passes < ENG_SM_NOTE_PASSES;
 	pthread_mutex_unlock(&e->lock);
 	return found;
 }

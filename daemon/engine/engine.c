@@ -720,6 +720,8 @@ int eng_reconcile(struct ibvf_engine *e, enum ibvf_reconcile_pass mode, ibvf_fin
 	e->reconcile_running = false;
 	if (ret >= 0)
 		e->reconciled = true;
+	if (ret >= 0 && mode != IBVF_PASS_DRY_RUN)
+		e->rec_passes++; /* ages the release.sm notes (ENG_SM_NOTE_PASSES) */
 	pthread_mutex_unlock(&e->lock);
 	/* what the pass rolled back or reset may be warmed again (warm_vf.c) */
 	if (ret >= 0 && mode != IBVF_PASS_DRY_RUN)

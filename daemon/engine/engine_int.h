@@ -88,7 +88,8 @@ struct ibvf_engine {
 	/* release.sm notes (attach.c, eng_sm_note_*()): memory only, under lock */
 	struct eng_sm_note *sm_notes; /* ENG_SM_NOTES slots, a ring */
 	size_t sm_note_next;
-	uint64_t sm_gen; /* bumped by what may change SM memberships behind a note */
+	uint64_t sm_gen;     /* bumped by what may change SM memberships behind a note */
+	uint64_t rec_passes; /* completed reconciliation passes but dry runs (notes' age) */
 };
 
 /*
@@ -98,10 +99,20 @@ struct ibvf_engine {
  * restart forgets every note, so that release removes and verifies again.
  */
 #define ENG_SM_NOTES 256
+/*
+ * A note keeps gc and reconciliation off its VF (eng_sm_note_pending(): its
+ * DEL may be moving the netdev back) for fewer than this many completed
+ * reconciliation passes (sm.periodic_update_s apart, 5 s by default): a
+ * DEL that never comes back (killed, the Pod's netns kept, no retried DEL)
+ * does not hold the VF and GUID until a restart; after that its record is
+ * finished as any releasing one (gc, the next pass).
+ */
+#define ENG_SM_NOTE_PASSES 3
 struct eng_sm_note {
 	char owner[160]; /* eng_owner_key() of the request's owner; "" = free slot */
 	uint64_t guid;
-	uint64_t gen; /* sm_gen when the removal was verified */
+	uint64_t gen;	 /* sm_gen when the removal was verified */
+	uint64_t passes; /* rec_passes when it was set (ENG_SM_NOTE_PASSES) */
 };
 
 enum op_kind {
@@ -346,8 +357,10 @@ void eng_sm_notes_stale(struct ibvf_engine *e);
 
 /**
  * eng_sm_note_pending() - has a release.sm of @guid been answered whose
- * plain release has not come yet? (Its VF's netdev may still be in the Pod:
- * reconciliation leaves the VF alone, reconcile.c.)
+ * plain release has not come yet, fewer than ENG_SM_NOTE_PASSES completed
+ * reconciliation passes ago? (Its VF's netdev may still be in the Pod:
+ * reconciliation and gc leave the VF alone, reconcile.c, attach.c do_gc();
+ * an older note is a DEL that is not coming back.)
  */
 bool eng_sm_note_pending(struct ibvf_engine *e, uint64_t guid);
 

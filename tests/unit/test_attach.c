@@ -3443,6 +3443,83 @@ static void test_release_sm_gc_skips(void **state)
 	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
 }
 
+/*
+ * A DEL whose plugin never comes back after release.sm (killed, the Pod's
+ * netns kept by the runtime, no retried DEL): the runtime's GC omits the
+ * owner from its valid attachments. gc and reconciliation leave the VF alone
+ * while its DEL may still be moving the netdev back, but not forever: after
+ * ENG_SM_NOTE_PASSES completed passes the note no longer stands for them, and
+ * gc releases the record (VF reset, GUID quarantined) as it did before
+ * release.sm; without the bound the VF and GUID stayed held until a restart.
+ */
+static void test_release_sm_gc_bounded(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm8", 37);
+	json_t *r;
+
+	call(f, "release.sm", rel_params("rsm8"));
+	assert_int_equal(f->code[0], 0);
+	for (int i = 0; i < ENG_SM_NOTE_PASSES; i++) {
+		r = call(f, "gc", json_pack("{s:[]}", "valid"));
+		assert_int_equal(json_array_size(json_object_get(r, "skipped_busy")), 1);
+		assert_int_equal(fv.vf[37].port, g);
+		assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+		assert_int_equal(store_state(f, g), IBVF_ALLOC_RELEASING);
+	}
+	r = call(f, "gc", json_pack("{s:[]}", "valid"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(json_array_size(json_object_get(r, "released")), 1);
+	assert_int_equal(json_array_size(json_object_get(r, "skipped_busy")), 0);
+	assert_int_equal(fv.vf[37].port, 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	/* the DEL that does come back much later: nothing held, nothing touched */
+	call(f, "release", rel_params("rsm8"));
+	assert_int_equal(f->code[0], 0);
+	assert_false(json_is_true(json_object_get(f->result[0], "released")));
+	/* with no gc at all, the pass after the bound finishes it ("releasing") */
+	g = attach_one(f, "rsm8b", 39);
+	call(f, "release.sm", rel_params("rsm8b"));
+	assert_int_equal(f->code[0], 0);
+	for (int i = 0; i < ENG_SM_NOTE_PASSES; i++)
+		assert_true(ibvf_engine_reconcile(f->e, IBVF_PASS_REPAIR, NULL, NULL, 0) >= 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_RELEASING);
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, "releasing"), 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(fv.vf[39].port, 0);
+	assert_no_foreign(f, "after the bounded gc skip");
+}
+
+/*
+ * The GUID added to its PKey again by someone else (an admin, UFM, the
+ * cluster SM agent) between release.sm and the plain release, which skips
+ * the read-back on the note: the GUID still goes to quarantine unseen, its
+ * quarantine time alone does not free it, a pass removes the membership
+ * (sm-orphan), and no prepare gets it while it is a member.
+ */
+static void test_release_sm_readded_between(void **state)
+{
+	struct fx *f = *state;
+	uint64_t g = attach_one(f, "rsm9", 38);
+	struct ibvf_alloc a;
+
+	call(f, "release.sm", rel_params("rsm9"));
+	assert_int_equal(f->code[0], 0);
+	fake_sm_put(f->sm, 0x16, g, true); /* re-added behind ibvfd's back */
+	call(f, "release", rel_params("rsm9"));
+	assert_int_equal(f->code[0], 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(ibvf_pool_get(f->pool, g, &a, NULL, 0), 0);
+	assert_true(a.sm_unseen);
+	__atomic_add_fetch(&clock_ahead_ms, 61000, __ATOMIC_SEQ_CST);
+	assert_int_equal(ibvf_pool_expire(f->pool, NULL, 0), 0);
+	assert_int_equal(store_state(f, g), IBVF_ALLOC_QUARANTINED);
+	assert_int_equal(problems(f, IBVF_PASS_REPAIR, "sm-orphan"), 0);
+	assert_int_equal(fake_sm_has(f->sm, 0x16, g), -1);
+	assert_no_foreign(f, "after a re-add between the stages");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -3508,6 +3585,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release_sm_then_restart, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_killed_between, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_sm_gc_skips, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_gc_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_sm_readded_between, setup, teardown),
 	};
 
 	ibvf_log_init("test_attach", IBVF_LOG_STDERR,
