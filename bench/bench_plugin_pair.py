@@ -33,7 +33,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,16 +40,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lab",
                                 "netns"))
 from cni_lab import Lab, Tap, need_lab  # noqa: E402
-
-
-def pct(xs, p):
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, int(round(p / 100 * len(s) + 0.5)) - 1))]
-
-
-def load():
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip().split(
-        "load average:")[-1].strip()
+from bench_plugin_start import load, pct  # noqa: E402  (this directory: sys.path[0])
 
 
 def spawn(path, env, data, out):
